@@ -1,0 +1,29 @@
+# paddle-entrypoint. `make build` writes every shipped executable to bin/.
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
+
+.PHONY: build test demo e2e bench fuzz clean
+
+build: bin/paddle-entrypoint bin/paddle-gpu-probe
+
+# The entrypoint is static and cgo-free: immune to LD_BIND_NOW and to the
+# image's glibc. Only the GPU probe links go-nvml (cgo), see README.
+bin/paddle-entrypoint: FORCE
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ .
+
+bin/paddle-gpu-probe: FORCE
+	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe
+
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+demo: build
+	./scripts/demo.sh
+
+clean:
+	rm -rf bin
+
+FORCE:

@@ -1,0 +1,252 @@
+// Package config builds the entrypoint's settings once, from its flags and
+// its environment. Every setting has a flag and an environment variable; the
+// flag wins. A malformed flag is a usage error; a malformed environment
+// variable is reported as a warning and its default used, because the
+// environment is the task's and monitoring never breaks training.
+//
+// No setting takes a name that Paddle's own launcher reads (PADDLE_LOG_DIR,
+// PADDLE_TRAINER_*, ...), and none starts with PADDLE_LABEL_, so settings
+// never count as labels.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Config is every setting of one invocation.
+type Config struct {
+	LabelsFile       string
+	LabelsMode       string // "warn" or "enforce", before a policy file's mode
+	PolicyFile       string // from --policy or PADDLE_POLICY_FILE
+	MonitorURL       string // "" disables registration
+	MonitorTokenFile string
+	MonitorCAFile    string
+	RegisterBudget   time.Duration
+	GPUTimeout       time.Duration
+	GPUProbe         string // the probe executable; "" means beside our own
+	SpoolPath        string // "" when the spool is off
+	SpoolMax         int
+	SpoolMaxAge      time.Duration
+	LogLevel         slog.Level
+	LogFormat        string // "text" or "json"
+
+	// Warnings are malformed environment settings that fell back to their
+	// defaults; the caller logs them once its logger exists.
+	Warnings []string
+}
+
+// Defaults.
+const (
+	DefaultLabelsFile     = "/var/run/paddle-task.labels"
+	DefaultSpoolDir       = "/var/lib/paddle-entrypoint"
+	DefaultRegisterBudget = 5 * time.Second
+	DefaultGPUTimeout     = 2 * time.Second
+	DefaultSpoolMax       = 10000
+	DefaultSpoolMaxAge    = 30 * 24 * time.Hour
+)
+
+// DefaultSpoolPath is the per-UID spool file in DefaultSpoolDir.
+func DefaultSpoolPath(uid int) string {
+	return fmt.Sprintf("%s/spool-%d.db", DefaultSpoolDir, uid)
+}
+
+// ErrUsage marks errors that are the caller's: exit status 2.
+var ErrUsage = errors.New("usage error")
+
+// setting binds a flag to its environment variable.
+type setting struct {
+	flag, env, def, help string
+	parse                func(c *Config, s string) error
+}
+
+var settings = []setting{
+	{"labels-file", "PADDLE_LABELS_FILE", DefaultLabelsFile, "where to write the labels file",
+		func(c *Config, s string) error { return nonEmpty(&c.LabelsFile, s) }},
+	{"labels-mode", "PADDLE_LABELS_MODE", "warn", "warn (drop bad labels) or enforce (refuse to start); a policy file's mode wins",
+		func(c *Config, s string) error { return oneOf(&c.LabelsMode, s, "warn", "enforce") }},
+	{"policy", "PADDLE_POLICY_FILE", "", "label policy file, used only where " + "/etc/paddle-entrypoint/policy.json does not exist",
+		func(c *Config, s string) error { c.PolicyFile = s; return nil }},
+	{"monitor-url", "PADDLE_MONITOR_URL", "", "monitor API base URL; empty: no registration",
+		func(c *Config, s string) error { return monitorURL(&c.MonitorURL, s) }},
+	{"monitor-token-file", "PADDLE_MONITOR_TOKEN_FILE", "", "file holding the monitor's bearer token, re-read at every attempt",
+		func(c *Config, s string) error { c.MonitorTokenFile = s; return nil }},
+	{"monitor-ca-file", "PADDLE_MONITOR_CA_FILE", "", "PEM CA bundle added to the system roots for https",
+		func(c *Config, s string) error { c.MonitorCAFile = s; return nil }},
+	{"register-budget", "PADDLE_REGISTER_BUDGET", DefaultRegisterBudget.String(), "time allowed for registration and the spool before exec",
+		func(c *Config, s string) error { return duration(&c.RegisterBudget, s) }},
+	{"gpu-timeout", "PADDLE_GPU_TIMEOUT", DefaultGPUTimeout.String(), "time allowed for the GPU probe",
+		func(c *Config, s string) error { return duration(&c.GPUTimeout, s) }},
+	{"gpu-probe", "PADDLE_ENTRYPOINT_GPU_PROBE", "", "GPU probe executable (default: paddle-gpu-probe beside this one)",
+		func(c *Config, s string) error { c.GPUProbe = s; return nil }},
+	{"spool-path", "PADDLE_SPOOL_PATH", "", "spool file, or off (default " + DefaultSpoolDir + "/spool-<uid>.db)",
+		func(c *Config, s string) error { return spoolPath(&c.SpoolPath, s) }},
+	{"spool-max", "PADDLE_SPOOL_MAX", strconv.Itoa(DefaultSpoolMax), "most pending entries kept; the oldest are dropped past it",
+		func(c *Config, s string) error { return positive(&c.SpoolMax, s) }},
+	{"spool-max-age", "PADDLE_SPOOL_MAX_AGE", "720h", "pending entries older than this move to the dead letters",
+		func(c *Config, s string) error { return duration(&c.SpoolMaxAge, s) }},
+	{"log-level", "PADDLE_ENTRYPOINT_LOG", "info", "debug, info, warn or error",
+		func(c *Config, s string) error { return level(&c.LogLevel, s) }},
+	{"log-format", "PADDLE_ENTRYPOINT_LOG_FORMAT", "text", "text or json",
+		func(c *Config, s string) error { return oneOf(&c.LogFormat, s, "text", "json") }},
+}
+
+// FlagSet holds the settings' flags; subcommands add their own to it.
+type FlagSet struct {
+	*pflag.FlagSet
+	values map[string]*string
+}
+
+// NewFlagSet returns a flag set with every setting. interspersed false stops
+// parsing at the first non-flag argument, as run mode needs.
+func NewFlagSet(name string, interspersed bool) *FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetInterspersed(interspersed)
+	fs.SetOutput(io.Discard)
+	f := &FlagSet{FlagSet: fs, values: map[string]*string{}}
+	for _, s := range settings {
+		f.values[s.flag] = fs.String(s.flag, "", fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def))
+	}
+	return f
+}
+
+// Usage writes the flags' help to w.
+func (f *FlagSet) Usage(w io.Writer) {
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(io.Discard)
+}
+
+// Build returns the configuration from parsed flags and the environment.
+// uid picks the default spool file.
+func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := env[k]; !dup {
+				env[k] = v
+			}
+		}
+	}
+	var c Config
+	for _, s := range settings {
+		if err := s.parse(&c, s.def); err != nil {
+			panic("config: bad default for " + s.flag + ": " + err.Error())
+		}
+		if v, ok := env[s.env]; ok && v != "" {
+			if err := s.parse(&c, v); err != nil {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %v; using the default %q", s.env, err, s.def))
+				s.parse(&c, s.def)
+			}
+		}
+		if flags != nil && flags.Changed(s.flag) {
+			if err := s.parse(&c, *flags.values[s.flag]); err != nil {
+				return c, fmt.Errorf("%w: --%s: %v", ErrUsage, s.flag, err)
+			}
+		}
+	}
+	if c.SpoolPath == "" && !spoolOff(flags, env) {
+		c.SpoolPath = DefaultSpoolPath(uid)
+	}
+	return c, nil
+}
+
+// spoolOff reports whether the winning spool-path setting is "off".
+func spoolOff(flags *FlagSet, env map[string]string) bool {
+	if flags != nil && flags.Changed("spool-path") {
+		return strings.EqualFold(*flags.values["spool-path"], "off")
+	}
+	return strings.EqualFold(env["PADDLE_SPOOL_PATH"], "off")
+}
+
+// Environment lists the environment variables of every setting.
+func Environment() []string {
+	names := make([]string, len(settings))
+	for i, s := range settings {
+		names[i] = s.env
+	}
+	return names
+}
+
+func nonEmpty(dst *string, s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	*dst = s
+	return nil
+}
+
+func oneOf(dst *string, s string, allowed ...string) error {
+	low := strings.ToLower(s)
+	for _, a := range allowed {
+		if low == a {
+			*dst = a
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not one of %s", s, strings.Join(allowed, ", "))
+}
+
+func duration(dst *time.Duration, s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q is not a non-negative duration such as 5s", s)
+	}
+	*dst = d
+	return nil
+}
+
+func positive(dst *int, s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%q is not a positive integer", s)
+	}
+	*dst = n
+	return nil
+}
+
+func level(dst *slog.Level, s string) error {
+	var l slog.Level
+	switch strings.ToLower(s) {
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn", "warning":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return fmt.Errorf("%q is not one of debug, info, warn, error", s)
+	}
+	*dst = l
+	return nil
+}
+
+func monitorURL(dst *string, s string) error {
+	if s == "" {
+		*dst = ""
+		return nil
+	}
+	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+		return fmt.Errorf("%q is not an http:// or https:// URL", s)
+	}
+	*dst = strings.TrimRight(s, "/")
+	return nil
+}
+
+func spoolPath(dst *string, s string) error {
+	if strings.EqualFold(s, "off") {
+		*dst = ""
+		return nil
+	}
+	*dst = s
+	return nil
+}

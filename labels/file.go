@@ -1,0 +1,52 @@
+package labels
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// FileMode is the labels file's permission: readable by node agents of any
+// user, since it holds no secret.
+const FileMode = 0o644
+
+// WriteFile writes s to path atomically: a temporary file in the same
+// directory, fsynced, then renamed into place, so a scanner sees either the
+// old file or the whole new one. No temporary file is left behind on error.
+func WriteFile(path string, s *Set) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("labels file %s: directory not writable: %w", path, err)
+	}
+	name := tmp.Name()
+	err = writeSync(tmp, s.Format())
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		os.Remove(name)
+		return fmt.Errorf("labels file %s: %w", path, err)
+	}
+	// The rename is durable only once the directory is synced; a failure
+	// here costs durability across a power loss, not correctness.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(FileMode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+)
+
+// logPrefix starts every text log line, so the entrypoint's lines are told
+// apart from the training's own output on the same stderr.
+const logPrefix = "paddle-entrypoint: "
+
+// newLogger returns the structured logger of section 8 of the contract: one
+// line per event on w, text (with logPrefix) or JSON (with a "logger" field).
+func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	var h slog.Handler
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(&prefixWriter{w: w, prefix: []byte(logPrefix)}, opts)
+	}
+	return slog.New(h).With("logger", "paddle-entrypoint")
+}
+
+// prefixWriter prefixes each Write, which slog's handlers make once per record.
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix []byte
+	buf    bytes.Buffer
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf.Reset()
+	p.buf.Write(p.prefix)
+	p.buf.Write(b)
+	if _, err := p.w.Write(p.buf.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// reportSettings logs the environment settings that fell back to defaults.
+func reportSettings(log *slog.Logger, cfg config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("setting ignored", "problem", w)
+	}
+}
+
+// labelAttrs returns the labels as log attributes, in file order.
+func labelAttrs(s *labels.Set) []any {
+	pairs := s.Pairs()
+	attrs := make([]any, 0, len(pairs))
+	for _, p := range pairs {
+		attrs = append(attrs, slog.String(p.Key, p.Value))
+	}
+	return attrs
+}

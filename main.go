@@ -1,0 +1,215 @@
+// Command paddle-entrypoint is the ENTRYPOINT of PaddlePaddle GPU images: it
+// labels the task, counts its GPUs, writes the labels file, registers the
+// task with the monitor (spooling what it cannot deliver), and execs the
+// training command. Monitoring never breaks training.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/command"
+	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit statuses of the entrypoint itself (after exec, the command's own).
+const (
+	exitUsage    = 2
+	exitRejected = 65
+)
+
+// probeName is the GPU probe executable, installed beside the entrypoint.
+const probeName = "paddle-gpu-probe"
+
+// backlogPerStart bounds the older pending entries one start sends.
+const backlogPerStart = 20
+
+// spoolLockTimeout bounds a wait for another container's spool lock.
+const spoolLockTimeout = time.Second
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Environ()))
+}
+
+// dispatch picks the mode: a subcommand, or run mode for anything else.
+func dispatch(args, environ []string) int {
+	start := time.Now()
+	flags := config.NewFlagSet("paddle-entrypoint", false)
+	if err := flags.Parse(args); err != nil {
+		return usage(err)
+	}
+	rest := flags.Args()
+	if len(rest) > 0 && flags.ArgsLenAtDash() != 0 {
+		switch rest[0] {
+		case "labels":
+			return labelsCmd(args, environ)
+		case "spool":
+			return spoolCmd(args, environ)
+		case "version":
+			fmt.Println("paddle-entrypoint", version)
+			return 0
+		}
+	}
+	if len(rest) == 0 {
+		return usage(errors.New("no command to run"))
+	}
+	cfg, err := config.Build(flags, environ, os.Geteuid())
+	if err != nil {
+		return usage(err)
+	}
+	return run(cfg, rest, environ, start)
+}
+
+// run is the product: labels, GPUs, labels file, registration, exec. It
+// returns only when the command could not be started.
+func run(cfg config.Config, argv, environ []string, start time.Time) int {
+	log := newLogger(os.Stderr, cfg)
+	reportSettings(log, cfg)
+	ctx, stopSignals := catchSignals()
+
+	probe := gpu.Start(ctx, gpuOptions(cfg, environ, log))
+	defer probe.Stop()
+
+	set, rejected := checkLabels(cfg, environ, log)
+	if rejected {
+		return exitRejected
+	}
+	path, err := command.Resolve(argv[0], lookupEnv(environ, "PATH"))
+	if err != nil {
+		return cannotExec(log, err)
+	}
+
+	inv := probe.Wait()
+	set.SetGPUs(inv.UUIDs())
+	log.Info("task labels", labelAttrs(set)...)
+
+	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
+		log.Warn("labels file not written; the task runs without it", "err", err)
+	}
+
+	registerTask(ctx, cfg, register.Body(set, inv), set.TaskID, log)
+	if status, stopped := stopSignals(); stopped {
+		log.Warn("stopped by a signal before exec; the registration is spooled", "exit", status)
+		return status
+	}
+
+	log.Debug("exec", "path", path, "since_start", time.Since(start))
+	return cannotExec(log, command.Exec(path, argv, command.Env(environ, set.TaskID)))
+}
+
+// registerTask delivers the registration within the budget, or spools it.
+// The budget starts here: unused probe time is not lent to it.
+func registerTask(ctx context.Context, cfg config.Config, body []byte, taskID string, log *slog.Logger) {
+	if cfg.MonitorURL == "" {
+		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.RegisterBudget)
+	defer cancel()
+	client, err := newClient(cfg)
+	if err != nil {
+		log.Error("monitor client unusable; registration spooled", "err", err)
+	}
+	r := &register.Registrar{Client: client, Logger: log, Backlog: backlogPerStart}
+	if q := newSpool(cfg, log); q != nil {
+		r.Queue = q
+	}
+	r.Register(ctx, taskID, body)
+}
+
+// checkLabels parses the task's labels under the policy in force and
+// reports each problem. rejected is true when enforce mode refuses the start.
+func checkLabels(cfg config.Config, environ []string, log *slog.Logger) (set *labels.Set, rejected bool) {
+	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
+	if err != nil {
+		log.Error("label policy unusable; built-in rules apply", "err", err)
+	}
+	mode := cfg.LabelsMode
+	if pol != nil && pol.Mode != "" {
+		mode = pol.Mode
+	}
+	host, _ := os.Hostname()
+	set, problems := labels.Parse(environ, labels.Options{Policy: pol, Hostname: host, Now: time.Now()})
+	for _, p := range problems {
+		if mode == "enforce" {
+			log.Error("label rejected", "var", p.Var, "rule", p.Rule)
+		} else {
+			log.Warn("label dropped", "var", p.Var, "rule", p.Rule)
+		}
+	}
+	return set, mode == "enforce" && len(problems) > 0
+}
+
+func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {
+	probe := cfg.GPUProbe
+	if probe == "" {
+		if self, err := os.Executable(); err == nil {
+			probe = filepath.Join(filepath.Dir(self), probeName)
+		}
+	}
+	return gpu.Options{Probe: probe, Timeout: cfg.GPUTimeout, Environ: environ, Logger: log}
+}
+
+// newSpool returns the configured spool, or nil when it is off.
+func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
+	if cfg.SpoolPath == "" {
+		return nil
+	}
+	return spool.New(spool.Options{
+		Path:        cfg.SpoolPath,
+		MaxEntries:  cfg.SpoolMax,
+		MaxAge:      cfg.SpoolMaxAge,
+		LockTimeout: spoolLockTimeout,
+		Logger:      log,
+	})
+}
+
+func newClient(cfg config.Config) (*register.Client, error) {
+	return register.NewClient(register.ClientConfig{
+		URL:       cfg.MonitorURL,
+		TokenFile: cfg.MonitorTokenFile,
+		CAFile:    cfg.MonitorCAFile,
+		UserAgent: "paddle-entrypoint/" + version,
+	})
+}
+
+func cannotExec(log *slog.Logger, err error) int {
+	var ce *command.Error
+	if errors.As(err, &ce) {
+		log.Error("command cannot start", "err", err)
+		return ce.Status
+	}
+	log.Error("command cannot start", "err", err)
+	return command.ExitNotExecutable
+}
+
+func usage(err error) int {
+	fmt.Fprintf(os.Stderr, "paddle-entrypoint: %v\n", err)
+	fmt.Fprintln(os.Stderr, "usage: paddle-entrypoint [flags] [--] COMMAND [ARG...]")
+	fmt.Fprintln(os.Stderr, "       paddle-entrypoint labels [flags]")
+	fmt.Fprintln(os.Stderr, "       paddle-entrypoint spool list|stats|flush|requeue|purge [flags]")
+	fmt.Fprintln(os.Stderr, "       paddle-entrypoint version")
+	return exitUsage
+}
+
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key {
+			return kv[len(key)+1:]
+		}
+	}
+	return ""
+}

@@ -137,8 +137,9 @@ func (p *parser) fail(v, key, rule string, kind sensitive.Kind) {
 // lookup returns the raw value of v after the sensitive-data check, which
 // runs before every other rule.
 func (p *parser) lookup(v, key string) (string, bool) {
-	raw, ok := p.env[v]
-	if !ok {
+	raw := p.env[v]
+	if raw == "" {
+		// Empty is unset, as ${VAR:-default} in the shell script.
 		return "", false
 	}
 	if kind, found := sensitive.Scan(raw); found {

@@ -1,0 +1,83 @@
+package labels
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "paddle-task.labels")
+	if err := os.WriteFile(path, []byte("old=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o077) // the mode must not depend on the umask
+	defer syscall.Umask(old)
+	s, _ := parse("PADDLE_PROJECT=p1")
+	if err := WriteFile(path, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != string(s.Format()) {
+		t.Fatalf("file = %q, %v; want %q", got, err, s.Format())
+	}
+	fi, _ := os.Stat(path)
+	if fi.Mode().Perm() != FileMode {
+		t.Errorf("mode = %v, want %v", fi.Mode().Perm(), fs.FileMode(FileMode))
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only the labels file: %v", len(entries), entries)
+	}
+}
+
+func TestWriteFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	os.WriteFile(notDir, nil, 0o644)
+	s, _ := parse()
+	tests := []struct {
+		name string
+		path string
+		want error
+	}{
+		{"missing directory", filepath.Join(dir, "missing", "l"), fs.ErrNotExist},
+		{"parent is a file", filepath.Join(notDir, "l"), syscall.ENOTDIR},
+		{"target is a directory", dir, nil},
+	}
+	for _, tt := range tests {
+		err := WriteFile(tt.path, s)
+		if err == nil {
+			t.Errorf("%s: no error", tt.name)
+			continue
+		}
+		if tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("%s: error %v is not %v", tt.name, err, tt.want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+}
+
+func ExampleSet_Format() {
+	s, _ := Parse([]string{"PADDLE_TASK_NAME=resnet50", "PADDLE_PROJECT=search_ranking", "PADDLE_LABEL_COST_CENTER=cc-1024"},
+		Options{Hostname: "node-1", Now: now, NewID: func() string { return "3f1c" }})
+	s.SetGPUs([]string{"GPU-8a1f"})
+	os.Stdout.Write(s.Format())
+	// Output:
+	// task_name=resnet50
+	// project=search_ranking
+	// owner=anonymous
+	// gpu_count=1
+	// start_time=1732950000
+	// task_id=3f1c
+	// gpu_uuids=GPU-8a1f
+	// hostname=node-1
+	// cost_center=cc-1024
+}

@@ -27,6 +27,7 @@ var bin struct {
 	entrypoint string
 	probe      string
 	report     string // testdata/childreport
+	sigwrap    string // testdata/sigwrap
 }
 
 func TestMain(m *testing.M) {
@@ -50,9 +51,11 @@ func buildAll(dir string) error {
 	bin.entrypoint = filepath.Join(dir, "paddle-entrypoint")
 	bin.probe = filepath.Join(dir, "paddle-gpu-probe")
 	bin.report = filepath.Join(dir, "childreport")
+	bin.sigwrap = filepath.Join(dir, "sigwrap")
 	steps := []*exec.Cmd{
 		goBuild(bin.entrypoint, ".", "0"),
 		exec.Command("gcc", "-O2", "-o", bin.report, "testdata/childreport/childreport.c"),
+		exec.Command("gcc", "-O2", "-o", bin.sigwrap, "testdata/sigwrap/sigwrap.c"),
 	}
 	if _, err := os.Stat("cmd/paddle-gpu-probe/main.go"); err == nil {
 		steps = append(steps, goBuild(bin.probe, "./cmd/paddle-gpu-probe", "1"))

@@ -21,7 +21,7 @@ test:
 	$(GO) test -count=1 -timeout 20m ./...
 
 demo: build
-	./scripts/demo.sh
+	$(GO) run ./demo
 
 clean:
 	rm -rf bin

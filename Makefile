@@ -23,6 +23,13 @@ test:
 demo: build
 	$(GO) run ./demo
 
+# The start-up benchmark against the shell entrypoint (docs/benchmarks.md).
+# It rewrites the generated section of docs/benchmarks.md (BENCH_DOC= to leave
+# it alone); BENCHFLAGS="-iterations 10 -slow-iterations 2" for a quick run.
+BENCH_DOC ?= docs/benchmarks.md
+bench: build
+	$(GO) run ./bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
+
 clean:
 	rm -rf bin
 

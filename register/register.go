@@ -1,40 +1,35 @@
 // Package register delivers a task's registration to the monitor API, and
 // spools what it cannot deliver within the budget.
 //
-// CONTRACT PLACEHOLDER: the API below is fixed; the bodies are implemented by
-// the registration work.
+// Guarantees: Register returns by its context's deadline (the budget) and,
+// when the context is cancelled by a signal, within signalSpoolTimeout of
+// it. A registration that failed once is in the spool before the next try,
+// and is deleted from it only after the monitor answered 2xx or 409, so
+// delivery is at-least-once; the task id, sent as the Idempotency-Key at
+// every try from every process, lets the monitor drop duplicates. The spool
+// is never locked across a network call. A bearer token is never logged or
+// stored: text kept from an answer is redacted.
 package register
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
-// SchemaVersion is the version of the registration body.
-const SchemaVersion = 1
+// signalSpoolTimeout bounds the spool write made after a signal, when the
+// budget's own context is already cancelled.
+const signalSpoolTimeout = 200 * time.Millisecond
 
-// Body returns the registration body (schema version 1) for the labels and
-// the GPUs.
-func Body(s *labels.Set, inv gpu.Inventory) []byte { return []byte("{}") }
+// spoolReserve is the part of the budget (at most half of what is left) an
+// attempt leaves for writing the registration to the spool if it fails.
+const spoolReserve = 250 * time.Millisecond
 
-// ClientConfig configures the HTTP transport to the monitor.
-type ClientConfig struct {
-	URL       string // base URL; the path /v1/task/register is added
-	TokenFile string // bearer token file, re-read at every attempt
-	CAFile    string // extra CA bundle for https
-	UserAgent string // paddle-entrypoint/<version>
-}
-
-// Client sends one registration attempt to the monitor.
-type Client struct{}
-
-// NewClient returns a client; a CA file that cannot be read is an error.
-func NewClient(c ClientConfig) (*Client, error) { return &Client{}, nil }
+// flushBatch is how many entries Flush reads from the spool at a time.
+const flushBatch = 100
 
 // Queue is the spool as registration uses it. *spool.Spool implements it.
 type Queue interface {
@@ -51,7 +46,8 @@ type Registrar struct {
 	Client  *Client
 	Queue   Queue // nil: spool off
 	Logger  *slog.Logger
-	Backlog int // older pending entries sent per start after our own
+	Backlog int         // older pending entries sent per start after our own
+	Retry   RetryPolicy // zero: DefaultRetry
 }
 
 // Outcome is what became of a registration.
@@ -61,26 +57,306 @@ type Outcome int
 const (
 	Delivered Outcome = iota // the monitor answered 2xx or 409
 	Spooled                  // pending in the spool for a later try
-	Dead                     // refused for good; in the dead letters
+	Dead                     // refused for good (kept in the dead letters when the spool works)
 	Lost                     // neither delivered nor spooled (spool off or broken)
 )
 
+func (o Outcome) String() string {
+	switch o {
+	case Delivered:
+		return "delivered"
+	case Spooled:
+		return "spooled"
+	case Dead:
+		return "dead"
+	case Lost:
+		return "lost"
+	}
+	return "unknown"
+}
+
 // Register delivers taskID's body before ctx's deadline (the budget),
 // spooling it at the first failure, and then spends what is left of the
-// budget on older pending entries. On ctx cancellation (a signal) it makes
-// sure the registration is spooled and returns at once.
+// budget on older pending entries, at most Backlog of them. On ctx
+// cancellation (a signal) it makes sure the registration is spooled and
+// returns at once.
 func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Outcome {
+	start := time.Now()
+	reg := &registration{r: r, taskID: taskID, body: body, log: r.logger().With("task_id", taskID)}
+	out := reg.run(ctx)
+	attrs := []any{"outcome", out.String(), "attempts", reg.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
+	if reg.lastErr != nil && out != Delivered {
+		attrs = append(attrs, "err", r.Client.Redact(reg.lastErr.Error()))
+	}
+	reg.log.Info("registration", attrs...)
+	if out == Lost && r.Queue == nil && reg.attempts > 0 {
+		reg.log.Warn("registration lost: not delivered and the spool is off (PADDLE_SPOOL_PATH=off)")
+	}
+	if out != Delivered || r.Queue == nil || r.Backlog <= 0 || ctx.Err() != nil {
+		return out
+	}
+	res, err := r.Flush(ctx, r.Backlog)
+	if err != nil {
+		r.logger().Warn("older pending registrations not sent: spool unusable", "err", err)
+	}
+	if res != (FlushResult{}) {
+		r.logger().Info("older pending registrations sent", "delivered", res.Delivered, "dead", res.Dead, "failed", res.Failed, "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	return out
+}
+
+// registration is one Register call in progress.
+type registration struct {
+	r        *Registrar
+	taskID   string
+	body     []byte
+	log      *slog.Logger
+	attempts int
+	lastErr  error
+	id       uint64 // the spool entry, once spooled
+	spooled  bool
+	noSpool  bool // the spool failed for good in this process
+}
+
+func (g *registration) run(ctx context.Context) Outcome {
+	b := g.r.Retry.backOff()
+	for {
+		if ctx.Err() != nil {
+			return g.stop(ctx)
+		}
+		err := g.attempt(ctx)
+		if err != nil {
+			g.lastErr = err
+		}
+		switch classify(err) {
+		case delivered:
+			if g.spooled {
+				if err := g.r.Queue.Delete(ctx, g.id); err != nil {
+					g.log.Warn("delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
+				}
+			}
+			return Delivered
+		case permanent:
+			g.bury(ctx, err)
+			return Dead
+		}
+		if ctx.Err() != nil {
+			return g.stop(ctx)
+		}
+		g.remember(ctx, err)
+		if classify(err) == unusable {
+			return g.kept()
+		}
+		wait := nextWait(b, err)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+			g.log.Debug("next try would pass the budget; stopping", "wait", wait)
+			return g.kept()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// attempt makes one try with its own timeout, cut short by the budget.
+// While the registration is not yet spooled, the try leaves part of the
+// budget for the spool write that follows a failure: a monitor that never
+// answers must not take the whole budget and leave nothing kept.
+func (g *registration) attempt(ctx context.Context) error {
+	timeout := AttemptTimeout
+	if deadline, ok := ctx.Deadline(); ok && !g.spooled && !g.noSpool && g.r.Queue != nil {
+		left := time.Until(deadline)
+		timeout = min(timeout, left-min(spoolReserve, left/2))
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	g.attempts++
+	err := g.r.Client.Send(actx, g.taskID, g.body)
+	if err != nil {
+		g.log.Debug("registration attempt failed", "attempt", g.attempts, "err", g.r.Client.Redact(err.Error()))
+	}
+	return err
+}
+
+// remember writes a failed attempt to the spool: the entry itself at the
+// first failure (so a start killed while it retries loses nothing), its
+// attempt count and last error afterwards.
+func (g *registration) remember(ctx context.Context, err error) {
+	q := g.r.Queue
+	if q == nil || g.noSpool {
+		return
+	}
+	text := g.r.Client.Redact(err.Error())
+	if g.spooled {
+		if err := q.Attempted(ctx, g.id, text); err != nil {
+			g.log.Debug("spool: attempt not recorded", "err", err)
+		}
+		return
+	}
+	g.enqueue(ctx, text)
+}
+
+func (g *registration) enqueue(ctx context.Context, lastErr string) {
+	now := time.Now()
+	id, err := g.r.Queue.Enqueue(ctx, spool.Entry{
+		Version:     spool.RecordVersion,
+		TaskID:      g.taskID,
+		Payload:     g.body,
+		QueuedAt:    now,
+		Attempts:    g.attempts,
+		LastError:   lastErr,
+		LastAttempt: now,
+	})
+	switch {
+	case err == nil:
+		g.id, g.spooled = id, true
+	case errors.Is(err, spool.ErrLocked):
+		g.log.Warn("spool locked by another process; will try again at the next failure", "err", err)
+	case ctx.Err() != nil:
+		g.log.Debug("spool write cut short by the context", "err", err)
+	default:
+		g.noSpool = true
+		g.log.Warn("spool unusable; the registration is not kept", "err", err)
+	}
+}
+
+// stop ends a registration whose context is done: at the budget's end the
+// entry stays as it is; after a signal it is spooled with a fresh, short
+// context if it is not yet.
+func (g *registration) stop(ctx context.Context) Outcome {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		if g.attempts == 0 {
+			g.log.Warn("registration budget spent before the first attempt; not sent, not spooled")
+		}
+		return g.kept()
+	}
+	if !g.spooled && g.r.Queue != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), signalSpoolTimeout)
+		defer cancel()
+		text := "not delivered before " + context.Cause(ctx).Error()
+		if g.lastErr != nil {
+			text = g.r.Client.Redact(g.lastErr.Error())
+		}
+		g.enqueue(sctx, text)
+	}
+	if g.lastErr == nil {
+		g.lastErr = context.Cause(ctx)
+	}
+	return g.kept()
+}
+
+// kept is the outcome of a registration that was not delivered.
+func (g *registration) kept() Outcome {
+	if g.spooled {
+		return Spooled
+	}
 	return Lost
 }
 
-// FlushResult counts what a flush did.
+// bury keeps a registration the monitor refused for good as a dead letter.
+func (g *registration) bury(ctx context.Context, err error) {
+	answer := g.r.Client.Redact(err.Error())
+	g.log.Error("monitor refused the registration for good; not retried", "answer", answer, "spool", g.r.Queue != nil)
+	q := g.r.Queue
+	if q == nil || g.noSpool {
+		return
+	}
+	var serr error
+	if g.spooled {
+		serr = q.Bury(ctx, g.id, answer)
+	} else {
+		now := time.Now()
+		serr = q.BuryNew(ctx, spool.Entry{
+			Version: spool.RecordVersion, TaskID: g.taskID, Payload: g.body,
+			QueuedAt: now, Attempts: g.attempts, LastError: answer, LastAttempt: now,
+		}, answer)
+	}
+	if serr != nil {
+		g.log.Warn("spool: dead letter not kept", "err", serr)
+	}
+}
+
+// FlushResult counts what a flush did: entries delivered, attempts that
+// failed (a flush stops at the first), entries moved to the dead letters,
+// and entries read but left pending (the failed one included).
 type FlushResult struct{ Delivered, Failed, Dead, Pending int }
 
 // Flush sends pending entries oldest first, at most limit (0: all), until
-// ctx is done.
+// ctx is done, each with its own task id as the Idempotency-Key, to the
+// monitor this Registrar's client is configured with. It stops at the first
+// attempt that fails for a reason worth retrying (the monitor is down or
+// busy: the rest would fail too). The spool is not locked while sending.
+// The error is the spool's.
 func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
-	return FlushResult{}, nil
+	var res FlushResult
+	for seen := 0; limit <= 0 || seen < limit; {
+		n := flushBatch
+		if limit > 0 {
+			n = min(n, limit-seen)
+		}
+		entries, err := r.Queue.Oldest(ctx, n)
+		if err != nil || len(entries) == 0 {
+			return res, err
+		}
+		for i, e := range entries {
+			if ctx.Err() != nil {
+				res.Pending += len(entries) - i
+				return res, nil
+			}
+			stop, err := r.flushOne(ctx, e, &res)
+			if err != nil || stop {
+				res.Pending += len(entries) - i
+				return res, err
+			}
+		}
+		seen += len(entries)
+		if len(entries) < n {
+			return res, nil
+		}
+	}
+	return res, nil
 }
 
-// AttemptTimeout bounds one attempt; the budget may cut it shorter.
-const AttemptTimeout = 2 * time.Second
+// flushOne sends one spooled entry and records what became of it. stop is
+// true when the monitor is not taking registrations now.
+func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (stop bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	sendErr := r.Client.Send(actx, e.TaskID, e.Payload)
+	cancel()
+	log := r.logger().With("task_id", e.TaskID, "spool_id", e.ID)
+	switch classify(sendErr) {
+	case delivered:
+		if err := r.Queue.Delete(ctx, e.ID); err != nil {
+			return true, err
+		}
+		res.Delivered++
+		return false, nil
+	case permanent:
+		answer := r.Client.Redact(sendErr.Error())
+		log.Error("monitor refused a spooled registration for good; moved to the dead letters", "answer", answer)
+		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
+			return true, err
+		}
+		res.Dead++
+		return false, nil
+	}
+	res.Failed++
+	text := r.Client.Redact(sendErr.Error())
+	log.Debug("spooled registration not delivered; it stays pending", "err", text)
+	if ctx.Err() == nil {
+		if err := r.Queue.Attempted(ctx, e.ID, text); err != nil {
+			log.Debug("spool: attempt not recorded", "err", err)
+		}
+	}
+	return true, nil
+}
+
+func (r *Registrar) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}

@@ -1,0 +1,101 @@
+package register
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+)
+
+func TestBody(t *testing.T) {
+	full := &labels.Set{
+		TaskName: "resnet50", Project: "vision", Owner: "ann@example.com",
+		Priority: "high", Env: "prod", DurationEst: 7200,
+		TaskID: "task-1", Hostname: "node-7", StartTime: 1732950000,
+		TrainerID: "0", TrainersNum: "8", GPUCount: 2,
+		GPUUUIDs: []string{"GPU-a", "GPU-b"},
+		Extra:    map[string]string{"cost_center": "cc-1024"},
+		Invalid:  []string{"env", "team"},
+	}
+	inv := gpu.Inventory{
+		Devices: []gpu.Device{
+			{Index: 0, UUID: "GPU-a", Name: "NVIDIA H100", MemoryTotalBytes: 85520809984},
+			{Index: 1, UUID: "GPU-b", Name: "NVIDIA H100", MemoryTotalBytes: 85520809984},
+		},
+		DriverVersion: "550.54.15", Source: "nvml",
+	}
+	tests := []struct {
+		name string
+		set  *labels.Set
+		inv  gpu.Inventory
+		want string
+	}{
+		{"everything set", full, inv,
+			`{"task_name":"resnet50","project":"vision","owner":"ann@example.com","gpu_count":2,` +
+				`"schema_version":1,"task_id":"task-1","start_time":1732950000,"hostname":"node-7",` +
+				`"priority":"high","env":"prod","duration_est":7200,"trainer_id":0,"trainers_num":8,` +
+				`"invalid_labels":["env","team"],"labels":{"cost_center":"cc-1024"},` +
+				`"gpus":[{"index":0,"uuid":"GPU-a","name":"NVIDIA H100","memory_total_bytes":85520809984},` +
+				`{"index":1,"uuid":"GPU-b","name":"NVIDIA H100","memory_total_bytes":85520809984}],` +
+				`"driver_version":"550.54.15"}`},
+		{"defaults, no GPU, no extras", &labels.Set{
+			TaskName: "unknown_task", Project: "default", Owner: "anonymous",
+			TaskID: "t", Hostname: "h", StartTime: 1,
+		}, gpu.Inventory{Source: "none"},
+			`{"task_name":"unknown_task","project":"default","owner":"anonymous","gpu_count":0,` +
+				`"schema_version":1,"task_id":"t","start_time":1,"hostname":"h","labels":{},"gpus":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(Body(tt.set, tt.inv)); got != tt.want {
+				t.Errorf("Body =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzBody: whatever the strings, the body is one JSON object with exactly
+// the expected keys and the values given; no value can forge a key.
+func FuzzBody(f *testing.F) {
+	f.Add("t", "p", "o", "k", "v", "GPU-1", `","owner":"root`)
+	f.Add("a\"b", "\n}", "\\", "x\u2028", "\x00", "\xff", "550")
+	f.Fuzz(func(t *testing.T, name, project, owner, key, value, uuid, driver string) {
+		s := &labels.Set{TaskName: name, Project: project, Owner: owner, TaskID: "id", Hostname: "h",
+			Extra: map[string]string{key: value}}
+		inv := gpu.Inventory{Devices: []gpu.Device{{UUID: uuid, Name: name}}, DriverVersion: driver}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(Body(s, inv), &got); err != nil {
+			t.Fatalf("body is not JSON: %v", err)
+		}
+		keys := slices.Sorted(maps.Keys(got))
+		want := []string{"gpu_count", "gpus", "hostname", "labels", "owner", "project", "schema_version", "start_time", "task_id", "task_name"}
+		if driver != "" {
+			want = append(want, "driver_version")
+			slices.Sort(want)
+		}
+		if !slices.Equal(keys, want) {
+			t.Fatalf("keys %v, want %v", keys, want)
+		}
+		var extras map[string]string
+		json.Unmarshal(got["labels"], &extras)
+		if len(extras) != 1 {
+			t.Fatalf("labels %v, want one", extras)
+		}
+		var gotOwner string
+		json.Unmarshal(got["owner"], &gotOwner)
+		if want := toValid(owner); gotOwner != want {
+			t.Fatalf("owner %q, want %q", gotOwner, want)
+		}
+	})
+}
+
+// toValid is what encoding/json makes of a string: invalid UTF-8 replaced.
+func toValid(s string) string {
+	b, _ := json.Marshal(s)
+	var out string
+	json.Unmarshal(b, &out)
+	return out
+}

@@ -1,0 +1,267 @@
+package register
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Path is the monitor API's registration endpoint, below the base URL.
+const Path = "/v1/task/register"
+
+// Limits on what is read from the monitor and from the token file.
+const (
+	answerSnippet = 512     // bytes of an answer's body kept with a dead letter
+	answerDrain   = 64 << 10 // bytes read before closing, so the connection can be reused
+	maxTokenSize  = 16 << 10
+	maxRetryAfter = 24 * time.Hour
+)
+
+// ErrClientUnusable marks attempts that a client could not make at all (its
+// CA file is unusable). Such attempts are never retried by the same process,
+// and never made without verification: the registration is spooled.
+var ErrClientUnusable = errors.New("monitor client unusable")
+
+// ClientConfig configures the HTTP transport to the monitor.
+type ClientConfig struct {
+	URL       string // base URL; the path /v1/task/register is added
+	TokenFile string // bearer token file, re-read at every attempt
+	CAFile    string // extra CA bundle for https, added to the system roots
+	UserAgent string // paddle-entrypoint/<version>
+	// Logger hears about a token file that cannot be read; nil: silent.
+	Logger *slog.Logger
+}
+
+// Client sends registration attempts to the monitor. It is safe for
+// concurrent use.
+//
+// Proxies: like curl in the shell script it replaces, the client honours
+// HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment (the task's).
+type Client struct {
+	endpoint  string
+	tokenFile string
+	userAgent string
+	http      *http.Client
+	broken    error // non-nil: every attempt fails with it
+	log       *slog.Logger
+
+	mu          sync.Mutex
+	tokens      []string // every token sent, to redact from stored text
+	tokenWarned bool
+}
+
+// NewClient returns a client. A CA file that cannot be read or holds no
+// certificate is an error; the client returned with it is still usable as
+// a value, but each of its attempts fails with ErrClientUnusable, so the
+// registration is spooled rather than sent without verification.
+func NewClient(c ClientConfig) (*Client, error) {
+	cl := &Client{
+		endpoint:  strings.TrimRight(c.URL, "/") + Path,
+		tokenFile: c.TokenFile,
+		userAgent: c.UserAgent,
+		log:       c.Logger,
+	}
+	tlsConf, err := tlsConfig(c.URL, c.CAFile)
+	if err != nil {
+		cl.broken = fmt.Errorf("%w: %w", ErrClientUnusable, err)
+	}
+	cl.http = &http.Client{
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:     tlsConf,
+			TLSHandshakeTimeout: AttemptTimeout,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConns:        2,
+			IdleConnTimeout:     30 * time.Second,
+		},
+		// A redirect is an answer like any other: the configured URL is
+		// wrong, and following it would re-send the body (and perhaps
+		// the token) somewhere nobody configured.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return cl, cl.broken
+}
+
+// tlsConfig returns the TLS settings for an https monitor: the system roots
+// plus the PEM certificates of caFile. nil means Go's defaults.
+func tlsConfig(url, caFile string) (*tls.Config, error) {
+	if caFile == "" || !strings.HasPrefix(url, "https://") {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("monitor CA file (PADDLE_MONITOR_CA_FILE): %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("monitor CA file %s (PADDLE_MONITOR_CA_FILE) holds no PEM certificate", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// AnswerError is an answer of the monitor other than 2xx and 409.
+type AnswerError struct {
+	Status int
+	// Body is the start of the answer's body, token redacted.
+	Body string
+	// RetryAfter is the wait the monitor asked for; HasRetryAfter says
+	// whether it asked.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+func (e *AnswerError) Error() string {
+	s := "monitor answered " + strconv.Itoa(e.Status)
+	if t := http.StatusText(e.Status); t != "" {
+		s += " " + t
+	}
+	if e.Body != "" {
+		s += ": " + strconv.Quote(e.Body)
+	}
+	return s
+}
+
+// Permanent reports whether the answer refuses the registration for good:
+// every 3xx and 4xx except 408 and 429, and 501. Other 5xx, 408 and 429 are
+// worth another try.
+func (e *AnswerError) Permanent() bool {
+	switch {
+	case e.Status == http.StatusRequestTimeout, e.Status == http.StatusTooManyRequests:
+		return false
+	case e.Status == http.StatusNotImplemented:
+		return true
+	case e.Status >= 500:
+		return false
+	}
+	return true
+}
+
+// Send makes one attempt to deliver a registration body. It returns nil when
+// the monitor answered 2xx or 409 (already registered), an *AnswerError for
+// any other answer, and otherwise the network's error (refused, reset, TLS,
+// ctx's deadline). taskID is the Idempotency-Key, the same at every try.
+func (c *Client) Send(ctx context.Context, taskID string, payload []byte) error {
+	if c.broken != nil {
+		return c.broken
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("monitor URL: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", taskID)
+	req.Header.Set("User-Agent", c.userAgent)
+	if tok := c.token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, answerSnippet))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, answerDrain))
+	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
+		return nil
+	}
+	ae := &AnswerError{Status: resp.StatusCode, Body: c.Redact(strings.ToValidUTF8(string(snippet), "?"))}
+	ae.RetryAfter, ae.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return ae
+}
+
+// token reads the bearer token afresh, so a rotated projected token is used
+// at the next attempt. "" means no Authorization header: no file configured,
+// unreadable (warned once), empty, or unusable in a header.
+func (c *Client) token() string {
+	if c.tokenFile == "" {
+		return ""
+	}
+	f, err := os.Open(c.tokenFile)
+	var raw []byte
+	if err == nil {
+		raw, err = io.ReadAll(io.LimitReader(f, maxTokenSize))
+		f.Close()
+	}
+	tok := strings.TrimSpace(string(raw))
+	if err == nil && !headerSafe(tok) {
+		err = errors.New("token holds characters a header cannot carry")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if !c.tokenWarned && c.log != nil {
+			c.log.Warn("monitor token file unusable; sending without Authorization", "file", c.tokenFile, "err", err)
+		}
+		c.tokenWarned = true
+		return ""
+	}
+	if tok != "" && !contains(c.tokens, tok) {
+		c.tokens = append(c.tokens, tok)
+	}
+	return tok
+}
+
+// Redact replaces every token this client has sent with "[REDACTED]", for
+// text that is logged or stored (an answer that echoes the header).
+func (c *Client) Redact(s string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.tokens {
+		s = strings.ReplaceAll(s, t, "[REDACTED]")
+	}
+	return s
+}
+
+// headerSafe reports whether s can be a header value: no control characters.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func parseRetryAfter(h string, now time.Time) (time.Duration, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(h, 10, 64); err == nil {
+		if secs > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfter), true
+	}
+	return 0, false
+}

@@ -1,0 +1,77 @@
+package register
+
+import (
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// AttemptTimeout bounds one attempt; the budget may cut it shorter.
+const AttemptTimeout = 2 * time.Second
+
+// RetryPolicy is the wait between attempts, kept apart from the transport:
+// exponential, with jitter, never past the budget (the context's deadline,
+// which the policy itself does not know about).
+type RetryPolicy struct {
+	Initial    time.Duration // first wait
+	Max        time.Duration // longest wait
+	Multiplier float64
+	Jitter     float64 // randomization factor: a wait is w*(1±Jitter)
+}
+
+// DefaultRetry waits about 150ms, 300ms, 600ms, 1.2s, 1.5s, ... so that a
+// 5s budget holds several attempts against a monitor that answers 503 at
+// once, and still two against one that never answers.
+var DefaultRetry = RetryPolicy{Initial: 150 * time.Millisecond, Max: 1500 * time.Millisecond, Multiplier: 2, Jitter: 0.3}
+
+func (p RetryPolicy) backOff() backoff.BackOff {
+	if p == (RetryPolicy{}) {
+		p = DefaultRetry
+	}
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.Initial),
+		backoff.WithMaxInterval(p.Max),
+		backoff.WithMultiplier(p.Multiplier),
+		backoff.WithRandomizationFactor(p.Jitter),
+		backoff.WithMaxElapsedTime(0), // the budget bounds the retries
+	)
+}
+
+// class is what an attempt's result means for the registration.
+type class int
+
+const (
+	delivered class = iota // 2xx or 409
+	retryable              // network, TLS, timeout, 408, 429, 5xx but 501
+	permanent              // other 3xx/4xx, 501: dead letter
+	unusable               // this process cannot send at all: spool, stop
+)
+
+func classify(err error) class {
+	if err == nil {
+		return delivered
+	}
+	var ae *AnswerError
+	if errors.As(err, &ae) {
+		if ae.Permanent() {
+			return permanent
+		}
+		return retryable
+	}
+	if errors.Is(err, ErrClientUnusable) {
+		return unusable
+	}
+	return retryable
+}
+
+// nextWait is the wait before the next attempt: the policy's, or the
+// monitor's Retry-After when that is longer.
+func nextWait(b backoff.BackOff, err error) time.Duration {
+	w := b.NextBackOff()
+	var ae *AnswerError
+	if errors.As(err, &ae) && ae.HasRetryAfter && ae.RetryAfter > w {
+		w = ae.RetryAfter
+	}
+	return w
+}

@@ -23,7 +23,7 @@ const Path = "/v1/task/register"
 
 // Limits on what is read from the monitor and from the token file.
 const (
-	answerSnippet = 512     // bytes of an answer's body kept with a dead letter
+	answerSnippet = 512      // bytes of an answer's body kept with a dead letter
 	answerDrain   = 64 << 10 // bytes read before closing, so the connection can be reused
 	maxTokenSize  = 16 << 10
 	maxRetryAfter = 24 * time.Hour

@@ -1,20 +1,69 @@
 // Package spool keeps registrations that could not be delivered yet in a
 // bbolt file, so that a later start or a node-level drainer sends them.
 //
-// CONTRACT PLACEHOLDER: the API below is fixed; the bodies are implemented
-// by the spool work.
+// Guarantees:
+//
+//   - At-least-once. An entry leaves the pending bucket only when its
+//     caller deletes it (which the registration code does only after the
+//     monitor answered 2xx or 409), buries it as a dead letter, or when
+//     the bounds below drop or expire it. Two processes may send the same
+//     entry; the task id, sent as the Idempotency-Key, makes that harmless.
+//   - Crash safety. Every change is one bbolt transaction, committed with
+//     fsync: a process killed at any moment leaves each entry either fully
+//     written or absent, and a file that opens.
+//   - Bounded. At most Options.MaxEntries pending entries (and as many dead
+//     letters): past that the oldest are dropped and counted. Pending
+//     entries older than Options.MaxAge move to the dead letters with the
+//     answer "expired".
+//   - Shared safely. The file is opened for each operation and closed
+//     after it, so its lock is never held across a network call; the lock
+//     is waited for at most Options.LockTimeout (or the context's deadline),
+//     then the operation fails with ErrLocked instead of hanging.
+//   - Corruption is survived. A file that is not a valid bbolt file, whose
+//     meta pages fail their checksum (either one of the two: bbolt would
+//     silently fall back on the other), that is shorter than its own page
+//     count, or that makes bbolt panic or fault while reading it, is renamed
+//     to <path>.corrupt-<unix-time>; what can still be read from it is
+//     copied into a fresh spool, an error is logged, and the operation goes
+//     on with the fresh spool. A lock timeout, a permission error, a
+//     read-only file system or a full disk never renames anything: the
+//     operation fails with ErrLocked or ErrUnavailable.
+//   - Versioned records. Each entry is a JSON record with a record_version.
+//     Fields this version does not know are ignored when reading and kept
+//     when updating, so entrypoints of different versions can share one
+//     node's spool; a record that cannot be decoded at all is moved to the
+//     dead letters with the answer "undecodable record" rather than lost.
+//
+// Reading a spool file that does not exist (Oldest, List, Stats) returns
+// nothing and creates nothing: only Enqueue and BuryNew create the file
+// (mode 0600, and its directory, 0700, when the directory is missing).
 package spool
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // RecordVersion is the version of the entry record this package writes.
 const RecordVersion = 1
+
+// DefaultLockTimeout is the lock wait used when Options.LockTimeout is zero.
+const DefaultLockTimeout = time.Second
+
+// Answers recorded on dead letters this package buries by itself.
+const (
+	AnswerExpired     = "expired"
+	AnswerUndecodable = "undecodable record"
+)
 
 // Errors, for errors.Is.
 var (
@@ -23,6 +72,11 @@ var (
 	// ErrUnavailable: the file cannot be opened or written (permissions,
 	// read-only file system, full disk).
 	ErrUnavailable = errors.New("spool: unavailable")
+	// ErrCorrupt: the file was found corrupt and could not be renamed
+	// aside (an error wrapping it wraps ErrUnavailable too). A corrupt
+	// file that was renamed aside is not an error: the operation goes on
+	// with a fresh spool and the event is logged.
+	ErrCorrupt = errors.New("spool: file corrupt")
 )
 
 // Entry is one registration waiting for delivery, or a dead letter.
@@ -38,64 +92,485 @@ type Entry struct {
 	// Answer is why a dead letter is dead: the monitor's answer or "expired".
 	Answer string    `json:"answer,omitempty"`
 	DeadAt time.Time `json:"dead_at,omitzero"`
+	// RequeuedAt is when an operator last moved the entry back from the dead
+	// letters; its age for PADDLE_SPOOL_MAX_AGE counts from then.
+	RequeuedAt time.Time `json:"requeued_at,omitzero"`
 }
 
 // Stats counts a spool's entries.
 type Stats struct {
 	Pending int `json:"pending"`
 	Dead    int `json:"dead"`
+	// Dropped counts pending entries dropped, oldest first, to keep at
+	// most MaxEntries.
 	Dropped int `json:"dropped"`
+	// DeadDropped counts dead letters dropped to keep at most MaxEntries.
+	DeadDropped int `json:"dead_dropped"`
 }
 
 // Options configure a spool.
 type Options struct {
 	Path        string
-	MaxEntries  int           // PADDLE_SPOOL_MAX
-	MaxAge      time.Duration // PADDLE_SPOOL_MAX_AGE
-	LockTimeout time.Duration // upper bound on waiting for the file lock; ctx may cut it shorter
-	Logger      *slog.Logger
+	MaxEntries  int              // PADDLE_SPOOL_MAX; <= 0: unbounded
+	MaxAge      time.Duration    // PADDLE_SPOOL_MAX_AGE; <= 0: entries never expire
+	LockTimeout time.Duration    // upper bound on waiting for the file lock; ctx may cut it shorter; 0: DefaultLockTimeout
+	Logger      *slog.Logger     // nil: discard
 	Now         func() time.Time // nil: time.Now
 }
 
 // Spool is a spool file. It opens the file for each operation and closes it
-// afterwards, so the lock is never held across a network call.
-type Spool struct{ opt Options }
+// afterwards, so the lock is never held across a network call. A Spool is
+// safe for concurrent use, and so is one file shared by many processes.
+type Spool struct {
+	opt Options
+	log *slog.Logger
+}
 
 // New returns the spool at opt.Path; it touches no file.
-func New(opt Options) *Spool { return &Spool{opt: opt} }
+func New(opt Options) *Spool {
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opt.LockTimeout <= 0 {
+		opt.LockTimeout = DefaultLockTimeout
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Spool{opt: opt, log: log}
+}
 
 // Path returns the spool file's path.
 func (s *Spool) Path() string { return s.opt.Path }
 
-// Enqueue adds e as pending and returns its id.
-func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) { return 0, ErrUnavailable }
+// Enqueue adds e as pending and returns its id. The id, record version and
+// any dead-letter fields of e are set by the spool; a zero QueuedAt is set
+// to now. e needs a task id and a payload that is a JSON object.
+func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
+	if err := checkNew(e); err != nil {
+		return 0, err
+	}
+	now := s.opt.Now()
+	e.Version, e.Answer, e.DeadAt = RecordVersion, "", time.Time{}
+	if e.QueuedAt.IsZero() {
+		e.QueuedAt = now
+	}
+	var id uint64
+	var ch changes
+	err := s.do(ctx, modeCreate, func(db *bolt.DB) error {
+		ch = changes{}
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx)
+			if b.err != nil {
+				return b.err
+			}
+			if err := s.expire(b, now, &ch); err != nil {
+				return err
+			}
+			seq, err := b.pending.NextSequence()
+			if err != nil {
+				return err
+			}
+			e.ID, id = seq, seq
+			v, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if err := b.pending.Put(itob(seq), v); err != nil {
+				return err
+			}
+			return s.bound(b, &ch)
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.logChanges(ch)
+	return id, nil
+}
 
-// Attempted records a failed delivery attempt of pending entry id.
-func (s *Spool) Attempted(ctx context.Context, id uint64, lastErr string) error { return nil }
+// Attempted records a failed delivery attempt of pending entry id: one more
+// attempt, its error and its time. An id that is no longer pending (another
+// process delivered, dropped or expired it) is not an error.
+func (s *Spool) Attempted(ctx context.Context, id uint64, lastErr string) error {
+	now := s.opt.Now()
+	return s.update(ctx, func(b buckets, _ *changes) error {
+		v := b.pending.Get(itob(id))
+		if v == nil {
+			return nil
+		}
+		e, ok := decode(itob(id), v)
+		if !ok {
+			return nil // Oldest buries it; nothing worth counting here
+		}
+		nv, err := patch(v, map[string]any{
+			"attempts":     e.Attempts + 1,
+			"last_error":   lastErr,
+			"last_attempt": now,
+		})
+		if err != nil {
+			return nil
+		}
+		return b.pending.Put(itob(id), nv)
+	})
+}
 
 // Delete removes pending entry id once its delivery was answered 2xx/409.
-func (s *Spool) Delete(ctx context.Context, id uint64) error { return nil }
+// An id that is no longer pending is not an error.
+func (s *Spool) Delete(ctx context.Context, id uint64) error {
+	return s.DeleteMany(ctx, []uint64{id})
+}
+
+// DeleteMany removes the given pending entries in one transaction, which
+// costs one file open and one fsync however many there are.
+func (s *Spool) DeleteMany(ctx context.Context, ids []uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.update(ctx, func(b buckets, _ *changes) error {
+		for _, id := range ids {
+			if err := b.pending.Delete(itob(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
 
 // Bury moves pending entry id to the dead letters with the monitor's answer.
-func (s *Spool) Bury(ctx context.Context, id uint64, answer string) error { return nil }
+// An id that is no longer pending is not an error.
+func (s *Spool) Bury(ctx context.Context, id uint64, answer string) error {
+	now := s.opt.Now()
+	return s.update(ctx, func(b buckets, ch *changes) error {
+		v := b.pending.Get(itob(id))
+		if v == nil {
+			return nil
+		}
+		if err := bury(b, itob(id), v, answer, now); err != nil {
+			return err
+		}
+		return s.bound(b, ch)
+	})
+}
 
-// BuryNew stores e directly as a dead letter.
-func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error { return nil }
+// BuryNew stores e directly as a dead letter with the monitor's answer, and
+// creates the file if need be. e needs a task id and a JSON object payload.
+func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error {
+	if err := checkNew(e); err != nil {
+		return err
+	}
+	now := s.opt.Now()
+	e.Version, e.Answer, e.DeadAt = RecordVersion, answer, now
+	if e.QueuedAt.IsZero() {
+		e.QueuedAt = now
+	}
+	var ch changes
+	err := s.do(ctx, modeCreate, func(db *bolt.DB) error {
+		ch = changes{}
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx)
+			if b.err != nil {
+				return b.err
+			}
+			seq, err := b.pending.NextSequence()
+			if err != nil {
+				return err
+			}
+			e.ID = seq
+			v, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if err := b.dead.Put(itob(seq), v); err != nil {
+				return err
+			}
+			return s.bound(b, &ch)
+		})
+	})
+	if err == nil {
+		s.logChanges(ch)
+	}
+	return err
+}
 
-// Oldest returns up to n pending entries, oldest first (n <= 0: all).
-func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) { return nil, nil }
+// Oldest returns up to n pending entries, oldest first (n <= 0: all). On
+// the way it moves entries past MaxAge and undecodable records to the dead
+// letters (a write only when there is something to move). A record of a
+// newer version is returned with what this version understands of it.
+func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
+	if s.missing() {
+		return nil, nil
+	}
+	now := s.opt.Now()
+	var out []Entry
+	var ch changes
+	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
+		out, ch = nil, changes{}
+		var expired, undecodable [][]byte
+		err := db.View(func(tx *bolt.Tx) error {
+			p := tx.Bucket(bucketPending)
+			if p == nil {
+				return nil
+			}
+			c := p.Cursor()
+			for k, v := c.First(); k != nil && (n <= 0 || len(out) < n); k, v = c.Next() {
+				e, ok := decode(k, v)
+				switch {
+				case !ok:
+					undecodable = append(undecodable, clone(k))
+				case s.isExpired(e, now):
+					expired = append(expired, clone(k))
+				default:
+					out = append(out, e)
+				}
+			}
+			return nil
+		})
+		if err != nil || len(expired)+len(undecodable) == 0 {
+			return err
+		}
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx)
+			if b.err != nil {
+				return b.err
+			}
+			for _, k := range expired {
+				if v := b.pending.Get(k); v != nil {
+					if err := bury(b, k, v, AnswerExpired, now); err != nil {
+						return err
+					}
+					ch.expired++
+				}
+			}
+			for _, k := range undecodable {
+				if v := b.pending.Get(k); v != nil {
+					if err := bury(b, k, v, AnswerUndecodable, now); err != nil {
+						return err
+					}
+					ch.undecodable++
+				}
+			}
+			return s.bound(b, &ch)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logChanges(ch)
+	return out, nil
+}
 
-// List returns every pending entry, or every dead letter when dead is true.
-func (s *Spool) List(ctx context.Context, dead bool) ([]Entry, error) { return nil, nil }
+// List returns every pending entry, or every dead letter when dead is true,
+// oldest first. It only reads: a record it cannot decode is listed with the
+// answer "undecodable record" and its bytes in the payload.
+func (s *Spool) List(ctx context.Context, dead bool) ([]Entry, error) {
+	if s.missing() {
+		return nil, nil
+	}
+	name := bucketPending
+	if dead {
+		name = bucketDead
+	}
+	var out []Entry
+	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
+		out = nil
+		return db.View(func(tx *bolt.Tx) error {
+			bk := tx.Bucket(name)
+			if bk == nil {
+				return nil
+			}
+			return bk.ForEach(func(k, v []byte) error {
+				e, ok := decodeLenient(k, v)
+				if !ok {
+					e = undecodableEntry(k, v, time.Time{})
+				}
+				out = append(out, e)
+				return nil
+			})
+		})
+	})
+	return out, err
+}
 
 // Stats counts pending, dead and dropped entries.
-func (s *Spool) Stats(ctx context.Context) (Stats, error) { return Stats{}, nil }
+func (s *Spool) Stats(ctx context.Context) (Stats, error) {
+	if s.missing() {
+		return Stats{}, nil
+	}
+	var st Stats
+	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
+		st = Stats{}
+		return db.View(func(tx *bolt.Tx) error {
+			if bk := tx.Bucket(bucketPending); bk != nil {
+				st.Pending = bk.Stats().KeyN
+			}
+			if bk := tx.Bucket(bucketDead); bk != nil {
+				st.Dead = bk.Stats().KeyN
+			}
+			if bk := tx.Bucket(bucketMeta); bk != nil {
+				st.Dropped = int(btoi(bk.Get(keyDropped)))
+				st.DeadDropped = int(btoi(bk.Get(keyDeadDropped)))
+			}
+			return nil
+		})
+	})
+	return st, err
+}
 
-// Requeue moves every dead letter back to pending and returns how many.
-func (s *Spool) Requeue(ctx context.Context) (int, error) { return 0, nil }
+// Requeue moves every dead letter back to pending and returns how many. A
+// requeued entry gets a new id at the back of the queue, its attempts reset
+// to zero and its answer cleared, so it is tried again as if new; it keeps
+// its task id, payload, first queued time and last error, and RequeuedAt
+// records the move (its age for MaxAge counts from then). Dead letters that
+// cannot be sent (undecodable records) stay dead.
+func (s *Spool) Requeue(ctx context.Context) (int, error) {
+	if s.missing() {
+		return 0, nil
+	}
+	now := s.opt.Now()
+	var moved, kept int
+	var ch changes
+	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
+		moved, kept, ch = 0, 0, changes{}
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx)
+			if b.err != nil {
+				return b.err
+			}
+			var keys [][]byte
+			c := b.dead.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if _, ok := decode(k, v); !ok {
+					kept++
+					continue
+				}
+				keys = append(keys, clone(k))
+			}
+			for _, k := range keys {
+				nv, err := patch(b.dead.Get(k), map[string]any{
+					"attempts":    0,
+					"answer":      nil,
+					"dead_at":     nil,
+					"requeued_at": now,
+				})
+				if err != nil {
+					kept++
+					continue
+				}
+				seq, err := b.pending.NextSequence()
+				if err != nil {
+					return err
+				}
+				if nv, err = patch(nv, map[string]any{"id": seq}); err != nil {
+					return err
+				}
+				if err := b.pending.Put(itob(seq), nv); err != nil {
+					return err
+				}
+				if err := b.dead.Delete(k); err != nil {
+					return err
+				}
+				moved++
+			}
+			return s.bound(b, &ch)
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	if kept > 0 {
+		s.log.Warn("spool: dead letters that cannot be sent stay dead", "path", s.opt.Path, "count", kept)
+	}
+	s.logChanges(ch)
+	return moved, nil
+}
 
 // PurgeDead deletes every dead letter and returns how many.
-func (s *Spool) PurgeDead(ctx context.Context) (int, error) { return 0, nil }
+func (s *Spool) PurgeDead(ctx context.Context) (int, error) {
+	if s.missing() {
+		return 0, nil
+	}
+	var n int
+	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
+		n = 0
+		return db.Update(func(tx *bolt.Tx) error {
+			bk := tx.Bucket(bucketDead)
+			if bk == nil {
+				return nil
+			}
+			n = bk.Stats().KeyN // nothing written yet in this transaction
+			if err := tx.DeleteBucket(bucketDead); err != nil {
+				return err
+			}
+			_, err := tx.CreateBucket(bucketDead)
+			return err
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
 
-// Files returns the per-UID spool files (spool-*.db) in dir.
-func Files(dir string) ([]string, error) { return nil, nil }
+// Files returns the per-UID spool files (spool-*.db) in dir, sorted by
+// name. Symbolic links and anything but regular files are left out; a
+// missing dir has none.
+func Files(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spool: listing %s: %w", dir, err)
+	}
+	var out []string
+	for _, de := range ents {
+		name := de.Name()
+		if !de.Type().IsRegular() || !strings.HasPrefix(name, "spool-") || !strings.HasSuffix(name, ".db") {
+			continue
+		}
+		out = append(out, filepath.Join(dir, name))
+	}
+	return out, nil
+}
+
+// missing reports whether the spool file does not exist, so reads of an
+// absent spool cost one stat and create nothing.
+func (s *Spool) missing() bool {
+	_, err := os.Lstat(s.opt.Path)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// update runs fn in one write transaction on an existing spool file (a
+// missing file has nothing to update) and logs what the bounds changed.
+func (s *Spool) update(ctx context.Context, fn func(buckets, *changes) error) error {
+	if s.missing() {
+		return nil
+	}
+	var ch changes
+	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
+		ch = changes{}
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx)
+			if b.err != nil {
+				return b.err
+			}
+			return fn(b, &ch)
+		})
+	})
+	if err == nil {
+		s.logChanges(ch)
+	}
+	return err
+}
+
+func checkNew(e Entry) error {
+	if e.TaskID == "" {
+		return errors.New("spool: entry has no task_id")
+	}
+	if !isObject(e.Payload) {
+		return fmt.Errorf("spool: entry for task %q: payload is not a JSON object", e.TaskID)
+	}
+	return nil
+}

@@ -1,0 +1,433 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// mode is how an operation opens the file.
+type mode int
+
+const (
+	modeRead   mode = iota // read-only, shared lock; a missing file reads as empty
+	modeModify             // read-write, exclusive lock; a missing file has nothing to modify
+	modeCreate             // read-write, exclusive lock; the file (and its directory) is created
+)
+
+// errNoFile: the spool file does not exist (or is empty) and the operation
+// does not create it.
+var errNoFile = errors.New("spool: no file")
+
+// maxTries bounds how often one operation starts over: after another
+// process renamed the file under it, or after it renamed a corrupt file.
+const maxTries = 4
+
+// handle is an open spool file whose lock this process holds.
+type handle struct {
+	f    *os.File
+	info os.FileInfo
+}
+
+// corruptError says why a file counts as corrupt.
+type corruptError struct{ reason string }
+
+func (e *corruptError) Error() string { return "corrupt spool file: " + e.reason }
+func (e *corruptError) Unwrap() error { return ErrCorrupt }
+
+func corrupt(format string, a ...any) error {
+	return &corruptError{reason: fmt.Sprintf(format, a...)}
+}
+
+// isCorrupt reports whether err means the file's content is damaged, as
+// opposed to the file being unreachable.
+func isCorrupt(err error) bool {
+	var ce *corruptError
+	return errors.As(err, &ce) ||
+		errors.Is(err, berrors.ErrInvalid) ||
+		errors.Is(err, berrors.ErrChecksum) ||
+		errors.Is(err, berrors.ErrVersionMismatch) ||
+		errors.Is(err, berrors.ErrInvalidMapping)
+}
+
+func unavailable(err error) error {
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLocked) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// do opens the spool file in mode m, runs fn on it and closes it. A corrupt
+// file is renamed aside (its readable entries carried over) and fn runs on a
+// fresh one. Errors wrap ErrLocked or ErrUnavailable; errNoFile comes back
+// for a file that is missing and that m does not create.
+func (s *Spool) do(ctx context.Context, m mode, fn func(*bolt.DB) error) error {
+	deadline := time.Now().Add(s.opt.LockTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	var carry *salvage
+	for try := 0; ; try++ {
+		if try == maxTries {
+			return fmt.Errorf("%w: %s kept changing under this process", ErrUnavailable, s.opt.Path)
+		}
+		om := m
+		if carry != nil && !carry.empty() {
+			om = modeCreate
+		}
+		h, err := s.acquire(ctx, deadline, om, carry.owner())
+		if errors.Is(err, errNoFile) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.info.Size() == 0 && om != modeCreate {
+			h.f.Close()
+			return nil
+		}
+		if h.info.Size() > 0 {
+			if err := checkMeta(h.f, h.info.Size()); err != nil {
+				if !isCorrupt(err) {
+					h.f.Close()
+					return unavailable(err)
+				}
+				h.f.Close()
+				if carry, err = s.quarantine(ctx, deadline, h.info, err); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		db, err := openBolt(h, om, deadline)
+		if err != nil {
+			h.f.Close() // bbolt closed it already unless it panicked
+			if !isCorrupt(err) {
+				return unavailable(err)
+			}
+			if carry, err = s.quarantine(ctx, deadline, h.info, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if carry != nil && !carry.empty() {
+			s.restore(db, carry)
+		}
+		carry = nil
+		err = guard(func() error { return fn(db) })
+		if isCorrupt(err) {
+			// A panic inside bbolt: its state is unknown, so the file is
+			// closed under it (its memory map is left to the process's end).
+			h.f.Close()
+			if carry, err = s.quarantine(ctx, deadline, h.info, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		return nil
+	}
+}
+
+// guard runs f, turning a panic or a memory fault (a truncated file's pages
+// are not there to read) into a corruption error.
+func guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt("bbolt panicked: %v", r)
+		}
+	}()
+	return f()
+}
+
+// openBolt opens bbolt on the handle's file, which this process has locked
+// already, so bbolt's own lock is granted at once; its timeout is set all
+// the same, so that it could never wait forever.
+func openBolt(h *handle, m mode, deadline time.Time) (db *bolt.DB, err error) {
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(h.f.Name(), 0o600, &bolt.Options{
+			Timeout:  max(time.Until(deadline), 10*time.Millisecond),
+			ReadOnly: m == modeRead,
+			OpenFile: func(string, int, os.FileMode) (*os.File, error) { return h.f, nil },
+		})
+		return err
+	})
+	return db, err
+}
+
+// acquire opens the spool file and takes its lock: shared to read,
+// exclusive to write. It starts over when the path no longer names the file
+// it locked (another process renamed a corrupt file aside meanwhile).
+func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *syscall.Stat_t) (*handle, error) {
+	path := s.opt.Path
+	flag, how := os.O_RDONLY, syscall.LOCK_SH
+	if m != modeRead {
+		flag, how = os.O_RDWR, syscall.LOCK_EX
+	}
+	if m == modeCreate {
+		flag |= os.O_CREATE
+	}
+	// A symbolic link is refused: in a world-writable directory another
+	// user could plant one pointing at a file of ours.
+	flag |= syscall.O_NOFOLLOW
+	madeDir := false
+	for {
+		f, err := os.OpenFile(path, flag, 0o600)
+		if errors.Is(err, os.ErrNotExist) {
+			if m != modeCreate {
+				return nil, errNoFile
+			}
+			if !madeDir {
+				madeDir = true
+				// MkdirAll creates only what is missing; an existing
+				// directory keeps its mode (the image ships 1777).
+				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+					return nil, unavailable(err)
+				}
+				continue
+			}
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if err := lock(ctx, f, how, deadline); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, unavailable(err)
+		}
+		now, err := os.Lstat(path)
+		if err != nil || !os.SameFile(info, now) {
+			f.Close()
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%w: %s kept changing under this process", ErrLocked, path)
+			}
+			continue
+		}
+		if !info.Mode().IsRegular() {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s is not a regular file", ErrUnavailable, path)
+		}
+		if m == modeCreate && owner != nil && info.Size() == 0 {
+			// A fresh file that replaces a corrupt one gets the corrupt
+			// one's owner, so that root draining every user's spool does
+			// not take a spool away from its user.
+			if err := f.Chown(int(owner.Uid), int(owner.Gid)); err != nil {
+				f.Close()
+				return nil, unavailable(err)
+			}
+		}
+		return &handle{f: f, info: info}, nil
+	}
+}
+
+// lock takes a flock(2) lock on f, polling until deadline: bbolt's own
+// lock is the same flock, so every version of the entrypoint (and bbolt's
+// tools) exclude each other. A context cancelled (a signal) stops the wait.
+func lock(ctx context.Context, f *os.File, how int, deadline time.Time) error {
+	wait := time.Millisecond
+	start := time.Now()
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return unavailable(fmt.Errorf("flock: %w", err))
+		}
+		if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w (waited %v)", ErrLocked, time.Since(start).Round(time.Millisecond))
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
+}
+
+// quarantine renames the corrupt file that was opened as rejected to
+// <path>.corrupt-<unix-time>, and returns what could still be read from it
+// for the fresh spool. It renames only while it holds the file's exclusive
+// lock and the path still names that very file, so it never renames a
+// fresh spool another process has just put in its place.
+func (s *Spool) quarantine(ctx context.Context, deadline time.Time, rejected os.FileInfo, why error) (*salvage, error) {
+	h, err := s.acquire(ctx, deadline, modeModify, nil)
+	if errors.Is(err, errNoFile) {
+		return nil, nil // renamed by another process already
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w (%w)", ErrCorrupt, err, why)
+	}
+	defer h.f.Close()
+	if !os.SameFile(h.info, rejected) {
+		return nil, nil // renamed and replaced by another process already
+	}
+	aside, err := s.asideName()
+	if err == nil {
+		err = os.Rename(s.opt.Path, aside)
+	}
+	if err != nil {
+		s.log.Error("spool: corrupt file could not be renamed aside", "path", s.opt.Path, "reason", why.Error(), "err", err)
+		return nil, fmt.Errorf("%w: %w: renaming aside: %w", ErrCorrupt, ErrUnavailable, err)
+	}
+	h.f.Close() // the lock is released only now that the path is free
+	sv := s.salvage(aside, deadline)
+	if st, ok := rejected.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && st.Uid != 0 {
+		sv.uid = st
+	}
+	attrs := []any{"path", s.opt.Path, "renamed_to", aside, "reason", why.Error(),
+		"salvaged_pending", len(sv.pending), "salvaged_dead", len(sv.dead)}
+	if sv.err != nil {
+		attrs = append(attrs, "salvage_stopped", sv.err.Error())
+	}
+	s.log.Error("spool: corrupt file renamed aside, using a fresh spool", attrs...)
+	return sv, nil
+}
+
+// asideName picks <path>.corrupt-<unix-time>, with a suffix when a file of
+// that name exists (two corrupt files within one second).
+func (s *Spool) asideName() (string, error) {
+	base := s.opt.Path + ".corrupt-" + strconv.FormatInt(s.opt.Now().Unix(), 10)
+	name := base
+	for i := 1; i < 1000; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+			return name, nil
+		}
+		name = base + "-" + strconv.Itoa(i)
+	}
+	return "", fmt.Errorf("no free name beside %s", base)
+}
+
+// salvage is what could be read from a corrupt file.
+type salvage struct {
+	pending, dead [][]byte // records, oldest first
+	dropped       [2]uint64
+	uid           *syscall.Stat_t // the corrupt file's owner, when root must give the fresh file back
+	err           error           // why reading stopped early, if it did
+}
+
+func (sv *salvage) owner() *syscall.Stat_t {
+	if sv == nil {
+		return nil
+	}
+	return sv.uid
+}
+
+func (sv *salvage) empty() bool {
+	return sv == nil || len(sv.pending)+len(sv.dead) == 0 && sv.dropped == [2]uint64{}
+}
+
+// salvage reads what it can of a corrupt file renamed aside: when only one
+// meta page was damaged bbolt still reads the rest; from a truncated file,
+// the records before the first missing page. It never writes to the file.
+func (s *Spool) salvage(path string, deadline time.Time) *salvage {
+	sv := &salvage{}
+	sv.err = guard(func() error {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{
+			ReadOnly: true,
+			Timeout:  max(time.Until(deadline), 10*time.Millisecond),
+		})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.View(func(tx *bolt.Tx) error {
+			for _, x := range []struct {
+				name []byte
+				dst  *[][]byte
+			}{{bucketPending, &sv.pending}, {bucketDead, &sv.dead}} {
+				bk := tx.Bucket(x.name)
+				if bk == nil {
+					continue
+				}
+				if err := bk.ForEach(func(_, v []byte) error {
+					*x.dst = append(*x.dst, clone(v))
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			if bk := tx.Bucket(bucketMeta); bk != nil {
+				sv.dropped = [2]uint64{btoi(bk.Get(keyDropped)), btoi(bk.Get(keyDeadDropped))}
+			}
+			return nil
+		})
+	})
+	if sv.err != nil && len(sv.pending)+len(sv.dead) == 0 {
+		// Nothing could be read: the usual case of a file bbolt rejects.
+		sv.err = nil
+	}
+	return sv
+}
+
+// restore writes salvaged records into the fresh spool with new ids, in
+// their old order. Failing that, they are still in the file renamed aside.
+func (s *Spool) restore(db *bolt.DB, sv *salvage) {
+	var ch changes
+	err := guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx)
+			if b.err != nil {
+				return b.err
+			}
+			for _, x := range []struct {
+				recs [][]byte
+				dst  *bolt.Bucket
+			}{{sv.pending, b.pending}, {sv.dead, b.dead}} {
+				for _, v := range x.recs {
+					seq, err := b.pending.NextSequence()
+					if err != nil {
+						return err
+					}
+					if nv, err := patch(v, map[string]any{"id": seq}); err == nil {
+						v = nv
+					}
+					if err := x.dst.Put(itob(seq), v); err != nil {
+						return err
+					}
+				}
+			}
+			for i, k := range [][]byte{keyDropped, keyDeadDropped} {
+				if err := b.meta.Put(k, itob(btoi(b.meta.Get(k))+sv.dropped[i])); err != nil {
+					return err
+				}
+			}
+			return s.bound(b, &ch)
+		})
+	})
+	if err != nil {
+		s.log.Error("spool: entries salvaged from a corrupt file could not be written; they stay in the file renamed aside",
+			"path", s.opt.Path, "err", err)
+		return
+	}
+	s.logChanges(ch)
+}

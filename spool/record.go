@@ -1,0 +1,285 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The file's layout. Keys of pending and dead are 8-byte big-endian ids from
+// the pending bucket's sequence, so a cursor walks them oldest first and an
+// id stays unique when an entry moves between the two.
+var (
+	bucketPending  = []byte("pending")
+	bucketDead     = []byte("dead")
+	bucketMeta     = []byte("meta")
+	keyDropped     = []byte("dropped")
+	keyDeadDropped = []byte("dead_dropped")
+)
+
+type buckets struct {
+	pending, dead, meta *bolt.Bucket
+	err                 error
+}
+
+func createBuckets(tx *bolt.Tx) buckets {
+	var b buckets
+	for _, x := range []struct {
+		dst  **bolt.Bucket
+		name []byte
+	}{{&b.pending, bucketPending}, {&b.dead, bucketDead}, {&b.meta, bucketMeta}} {
+		*x.dst, b.err = tx.CreateBucketIfNotExists(x.name)
+		if b.err != nil {
+			return b
+		}
+	}
+	return b
+}
+
+// changes counts what the bounds did during one operation, logged once it
+// is committed.
+type changes struct {
+	dropped, deadDropped, expired, undecodable int
+}
+
+func (s *Spool) logChanges(ch changes) {
+	if ch.dropped > 0 {
+		s.log.Warn("spool: full, oldest pending entries dropped", "path", s.opt.Path, "count", ch.dropped, "max", s.opt.MaxEntries)
+	}
+	if ch.deadDropped > 0 {
+		s.log.Warn("spool: full, oldest dead letters dropped", "path", s.opt.Path, "count", ch.deadDropped, "max", s.opt.MaxEntries)
+	}
+	if ch.expired > 0 {
+		s.log.Warn("spool: pending entries expired, moved to dead letters", "path", s.opt.Path, "count", ch.expired, "max_age", s.opt.MaxAge.String())
+	}
+	if ch.undecodable > 0 {
+		s.log.Error("spool: undecodable records moved to dead letters", "path", s.opt.Path, "count", ch.undecodable)
+	}
+}
+
+func itob(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// btoi reads a counter; anything but 8 bytes counts as zero.
+func btoi(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// clone copies a key out of bbolt's memory map, which is gone once the
+// transaction ends.
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+func isObject(raw []byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+}
+
+// decodeLenient reads a record as far as this version understands it:
+// unknown fields are ignored and a field whose type changed is left zero.
+// It fails only when the record is not a JSON object.
+func decodeLenient(k, v []byte) (Entry, bool) {
+	var e Entry
+	err := json.Unmarshal(v, &e)
+	var te *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &te) {
+		return Entry{}, false
+	}
+	if len(k) == 8 {
+		e.ID = binary.BigEndian.Uint64(k)
+	}
+	return e, true
+}
+
+// decode reads a record that can be sent: a task id and a JSON object
+// payload, under an 8-byte key. Records of newer versions qualify.
+func decode(k, v []byte) (Entry, bool) {
+	e, ok := decodeLenient(k, v)
+	if !ok || len(k) != 8 || e.TaskID == "" || !isObject(e.Payload) {
+		return Entry{}, false
+	}
+	return e, true
+}
+
+// undecodableEntry stands for a record that cannot be read as an entry. Its
+// bytes are kept in the payload: as they are when they are a JSON object,
+// else base64-encoded under "raw_base64".
+func undecodableEntry(k, v []byte, now time.Time) Entry {
+	e := Entry{Version: RecordVersion, Answer: AnswerUndecodable, DeadAt: now}
+	if len(k) == 8 {
+		e.ID = binary.BigEndian.Uint64(k)
+	}
+	if isObject(v) {
+		e.Payload = clone(v)
+	} else {
+		e.Payload, _ = json.Marshal(map[string]string{"raw_base64": base64.StdEncoding.EncodeToString(v)})
+	}
+	return e
+}
+
+// patch sets fields of a JSON record and keeps every other field, including
+// those a newer version wrote. A nil value removes the field.
+func patch(v []byte, set map[string]any) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("spool: record is null")
+	}
+	for name, val := range set {
+		if val == nil {
+			delete(m, name)
+			continue
+		}
+		raw, err := json.Marshal(val)
+		if err != nil {
+			return nil, err
+		}
+		m[name] = raw
+	}
+	return json.Marshal(m)
+}
+
+// bury moves the pending record under k to the dead letters with answer.
+func bury(b buckets, k, v []byte, answer string, now time.Time) error {
+	dk := k
+	nv, err := patch(v, map[string]any{"answer": answer, "dead_at": now})
+	if _, ok := decode(k, v); !ok || err != nil {
+		e := undecodableEntry(k, v, now)
+		if len(k) != 8 {
+			seq, err := b.pending.NextSequence()
+			if err != nil {
+				return err
+			}
+			e.ID, dk = seq, itob(seq)
+		}
+		if answer != AnswerUndecodable {
+			e.LastError = answer
+		}
+		if nv, err = json.Marshal(e); err != nil {
+			return err
+		}
+	}
+	if err := b.dead.Put(dk, nv); err != nil {
+		return err
+	}
+	return b.pending.Delete(k)
+}
+
+// ageClock is when an entry's age starts: first queued, or last requeued.
+func ageClock(e Entry) time.Time {
+	if e.RequeuedAt.After(e.QueuedAt) {
+		return e.RequeuedAt
+	}
+	return e.QueuedAt
+}
+
+func (s *Spool) isExpired(e Entry, now time.Time) bool {
+	t := ageClock(e)
+	// An entry without a time (a newer version's record) cannot be aged;
+	// MaxEntries still bounds it.
+	return s.opt.MaxAge > 0 && !t.IsZero() && now.Sub(t) > s.opt.MaxAge
+}
+
+// expire moves expired entries at the front of the queue to the dead
+// letters. Ids grow with the time entries are queued (and requeued), so the
+// walk stops at the first entry still young: it costs one decode when
+// nothing expired. Undecodable records met on the way are buried too.
+func (s *Spool) expire(b buckets, now time.Time, ch *changes) error {
+	if s.opt.MaxAge <= 0 {
+		return nil
+	}
+	type move struct {
+		k      []byte
+		answer string
+	}
+	var moves []move
+	c := b.pending.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		e, ok := decode(k, v)
+		if !ok {
+			moves = append(moves, move{clone(k), AnswerUndecodable})
+			continue
+		}
+		if ageClock(e).IsZero() {
+			continue
+		}
+		if !s.isExpired(e, now) {
+			break
+		}
+		moves = append(moves, move{clone(k), AnswerExpired})
+	}
+	for _, m := range moves {
+		if err := bury(b, m.k, b.pending.Get(m.k), m.answer, now); err != nil {
+			return err
+		}
+		if m.answer == AnswerExpired {
+			ch.expired++
+		} else {
+			ch.undecodable++
+		}
+	}
+	return nil
+}
+
+// bound drops the oldest pending entries and dead letters past MaxEntries,
+// and counts them.
+func (s *Spool) bound(b buckets, ch *changes) error {
+	n, err := trim(b.pending, b.meta, keyDropped, s.opt.MaxEntries)
+	if err != nil {
+		return err
+	}
+	ch.dropped += n
+	n, err = trim(b.dead, b.meta, keyDeadDropped, s.opt.MaxEntries)
+	ch.deadDropped += n
+	return err
+}
+
+func trim(bk, meta *bolt.Bucket, counter []byte, max int) (int, error) {
+	if max <= 0 {
+		return 0, nil
+	}
+	c := bk.Cursor()
+	first, _ := c.First()
+	last, _ := c.Last()
+	if first == nil {
+		return 0, nil
+	}
+	// Ids only grow, so the span of the keys bounds their count: no walk
+	// while the bucket is well under its bound.
+	if len(first) == 8 && len(last) == 8 && btoi(last)-btoi(first) < uint64(max) {
+		return 0, nil
+	}
+	// Count from the newest: everything before the max-th newest goes.
+	// (Bucket.Stats cannot count here: it does not see this transaction's
+	// own writes.)
+	n := 1
+	k := last
+	for ; k != nil && n < max; n++ {
+		k, _ = c.Prev()
+	}
+	if k == nil {
+		return 0, nil
+	}
+	var keys [][]byte
+	for k, _ = c.Prev(); k != nil; k, _ = c.Prev() {
+		keys = append(keys, clone(k))
+	}
+	over := len(keys)
+	if over == 0 {
+		return 0, nil
+	}
+	for _, k := range keys {
+		if err := bk.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return over, meta.Put(counter, itob(btoi(meta.Get(counter))+uint64(over)))
+}

@@ -1,0 +1,314 @@
+package sensitive
+
+import "time"
+
+// A run is a maximal sequence of ASCII digits, s[start:end]: the characters
+// either side (if any) are not digits. Numbers are only ever recognised as
+// whole runs, or as whole groups of a formatted number (4111-1111-...), so
+// an identity number is found in run-110101199003074514-x but no
+// 18-digit window of a longer number counts.
+type run struct{ start, end int }
+
+// runs returns the maximal digit runs of s, except those inside a hash.
+func runs(s string) []run {
+	var rs []run
+	wordEnd, hash := -1, false // the word holding the last run, and whether it is a hash
+	for i := 0; i < len(s); {
+		if !isDigit(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		if i >= wordEnd {
+			wordEnd, hash = hashWord(s, i)
+		}
+		if !hash {
+			rs = append(rs, run{i, j})
+		}
+		i = j
+	}
+	return rs
+}
+
+// minHashLen is the shortest word taken for a hash: an MD5 or a UUID
+// without dashes; git SHA-1s and SHA-256s are longer.
+const minHashLen = 32
+
+// hashWord finds the word (letters and digits) around s[i] and reports
+// where it ends and whether it is a hash: at least minHashLen hexadecimal
+// characters with at least one letter, such as a git commit id. Digit runs
+// inside a hash are not numbers: about 1 SHA-1 in 3,000 would otherwise
+// hold a run that passes a card or identity check.
+func hashWord(s string, i int) (end int, hash bool) {
+	start := i
+	for start > 0 && isAlnum(s[start-1]) {
+		start--
+	}
+	end = i
+	hex, letter := true, false
+	for end < len(s) && isAlnum(s[end]) {
+		end++
+	}
+	for k := start; k < end; k++ {
+		switch c := s[k] | 0x20; {
+		case isDigit(s[k]):
+		case c >= 'a' && c <= 'f':
+			letter = true
+		default:
+			hex = false
+		}
+	}
+	return end, hex && letter && end-start >= minHashLen
+}
+
+func isAlnum(c byte) bool {
+	return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'z'
+}
+
+// chains groups consecutive runs joined by one and the same separator
+// (' ' or '-'), as in "4111 1111 1111 1111" or "110101-19900307-4514".
+func chains(s string, rs []run) [][]run {
+	var out [][]run
+	for i := 0; i < len(rs); {
+		j := i + 1
+		var sep byte
+		for j < len(rs) && rs[j].start == rs[j-1].end+1 {
+			c := s[rs[j-1].end]
+			if c != ' ' && c != '-' || sep != 0 && c != sep {
+				break
+			}
+			sep = c
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, rs[i:j])
+		}
+		i = j
+	}
+	return out
+}
+
+// --- PRC resident identity numbers (GB 11643-1999) ---
+
+// provinces are the first two digits of a valid administrative division
+// code (GB/T 2260): the provinces, autonomous regions and municipalities,
+// Taiwan (71), and Hong Kong, Macao and Taiwan residents' residence permits
+// (81, 82, 83).
+var provinces = map[string]bool{
+	"11": true, "12": true, "13": true, "14": true, "15": true,
+	"21": true, "22": true, "23": true,
+	"31": true, "32": true, "33": true, "34": true, "35": true, "36": true, "37": true,
+	"41": true, "42": true, "43": true, "44": true, "45": true, "46": true,
+	"50": true, "51": true, "52": true, "53": true, "54": true,
+	"61": true, "62": true, "63": true, "64": true, "65": true,
+	"71": true, "81": true, "82": true, "83": true,
+}
+
+// idWeights are the GB 11643 weights 2^(17-i) mod 11 of the first 17 digits.
+var idWeights = [17]int{7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2}
+
+// idCheck maps the weighted sum mod 11 to the check character.
+const idCheck = "10X98765432"
+
+func hasIdentityNumber(s string) bool {
+	rs := runs(s)
+	for _, r := range rs {
+		n := r.end - r.start
+		switch {
+		case n == 18 && validID18(s[r.start:r.end]):
+			return true
+		case n == 17 && r.end < len(s) && (s[r.end] == 'X' || s[r.end] == 'x') &&
+			validID18(s[r.start:r.end]+"X"):
+			return true
+		case n == 15 && validID15(s[r.start:r.end]):
+			return true
+		}
+	}
+	// The printed form 6-8-4 ("110101 19900307 4514"), with an X possibly
+	// ending the last group.
+	for _, c := range chains(s, rs) {
+		for i := 0; i+2 < len(c); i++ {
+			a, b, d := c[i], c[i+1], c[i+2]
+			if a.end-a.start != 6 || b.end-b.start != 8 {
+				continue
+			}
+			head := s[a.start:a.end] + s[b.start:b.end] + s[d.start:d.end]
+			switch d.end - d.start {
+			case 4:
+				if validID18(head) {
+					return true
+				}
+			case 3:
+				if d.end < len(s) && (s[d.end] == 'X' || s[d.end] == 'x') && validID18(head+"X") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// validID18 checks an 18-character identity number: 17 digits and a digit
+// or X, a valid province, a real birth date from 1900 to this year, and the
+// MOD 11-2 check character.
+func validID18(id string) bool {
+	if len(id) != 18 || !provinces[id[:2]] {
+		return false
+	}
+	if !validDate(atoi(id[6:10]), atoi(id[10:12]), atoi(id[12:14])) {
+		return false
+	}
+	sum := 0
+	for i := 0; i < 17; i++ {
+		sum += int(id[i]-'0') * idWeights[i]
+	}
+	return id[17] == idCheck[sum%11]
+}
+
+// validID15 checks the 15-digit form (issued until 1999): a valid province
+// and a real birth date 19YYMMDD. It has no check digit.
+func validID15(id string) bool {
+	return len(id) == 15 && provinces[id[:2]] &&
+		validDate(1900+atoi(id[6:8]), atoi(id[8:10]), atoi(id[10:12]))
+}
+
+// validDate reports whether y-m-d is a real calendar date from 1900 to the
+// end of this year.
+func validDate(y, m, d int) bool {
+	if y < 1900 || y > time.Now().Year() || m < 1 || m > 12 || d < 1 {
+		return false
+	}
+	t := time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC)
+	return t.Day() == d && int(t.Month()) == m
+}
+
+func atoi(digits string) int {
+	n := 0
+	for i := 0; i < len(digits); i++ {
+		n = n*10 + int(digits[i]-'0')
+	}
+	return n
+}
+
+// --- payment cards ---
+
+// network is a card network's prefix range (compared on the first
+// len(lo) digits) and the lengths of its card numbers.
+type network struct {
+	lo, hi     string
+	minN, maxN int
+	only       []int // when set, the only lengths issued
+}
+
+// networks are the issuer identification ranges of the card networks in
+// use (ISO/IEC 7812; the networks' published tables). A number counts as a
+// card only with one of these prefixes at one of its lengths; with a
+// valid Luhn digit besides, about 1 random 16-digit number in 40 does.
+var networks = []network{
+	{lo: "4", hi: "4", only: []int{13, 16, 19}},  // Visa
+	{lo: "51", hi: "55", minN: 16, maxN: 16},     // Mastercard
+	{lo: "2221", hi: "2720", minN: 16, maxN: 16}, // Mastercard 2-series
+	{lo: "34", hi: "34", minN: 15, maxN: 15},     // American Express
+	{lo: "37", hi: "37", minN: 15, maxN: 15},     // American Express
+	{lo: "6011", hi: "6011", minN: 16, maxN: 19}, // Discover
+	{lo: "644", hi: "649", minN: 16, maxN: 19},   // Discover
+	{lo: "65", hi: "65", minN: 16, maxN: 19},     // Discover
+	{lo: "62", hi: "62", minN: 16, maxN: 19},     // UnionPay
+	{lo: "3528", hi: "3589", minN: 16, maxN: 19}, // JCB
+	{lo: "300", hi: "305", minN: 14, maxN: 19},   // Diners Club
+	{lo: "3095", hi: "3095", minN: 14, maxN: 19}, // Diners Club
+	{lo: "36", hi: "36", minN: 14, maxN: 19},     // Diners Club
+	{lo: "38", hi: "39", minN: 14, maxN: 19},     // Diners Club
+	{lo: "2200", hi: "2204", minN: 16, maxN: 19}, // Mir
+	{lo: "5018", hi: "5018", minN: 13, maxN: 19}, // Maestro
+	{lo: "5020", hi: "5020", minN: 13, maxN: 19}, // Maestro
+	{lo: "5038", hi: "5038", minN: 13, maxN: 19}, // Maestro
+	{lo: "5893", hi: "5893", minN: 13, maxN: 19}, // Maestro
+	{lo: "6304", hi: "6304", minN: 13, maxN: 19}, // Maestro
+	{lo: "6759", hi: "6759", minN: 13, maxN: 19}, // Maestro
+	{lo: "6761", hi: "6763", minN: 13, maxN: 19}, // Maestro
+}
+
+func (nw network) matches(num string) bool {
+	if len(num) < len(nw.lo) {
+		return false
+	}
+	p := num[:len(nw.lo)]
+	if p < nw.lo || p > nw.hi {
+		return false
+	}
+	if nw.only != nil {
+		for _, n := range nw.only {
+			if len(num) == n {
+				return true
+			}
+		}
+		return false
+	}
+	return len(num) >= nw.minN && len(num) <= nw.maxN
+}
+
+func hasCardNumber(s string) bool {
+	rs := runs(s)
+	for _, r := range rs {
+		if validCard(s[r.start:r.end]) {
+			return true
+		}
+	}
+	// Printed forms: 4-4-4-4, 4-6-5, 4-4-4-4-3, ...: a first group of four
+	// digits, then groups of three to six.
+	for _, c := range chains(s, rs) {
+		for i := range c {
+			if c[i].end-c[i].start != 4 {
+				continue
+			}
+			num := s[c[i].start:c[i].end]
+			for j := i + 1; j < len(c); j++ {
+				n := c[j].end - c[j].start
+				if n < 3 || n > 6 || len(num)+n > 19 {
+					break
+				}
+				num += s[c[j].start:c[j].end]
+				if validCard(num) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// validCard reports whether num (all digits) has a card network's prefix
+// and length and a valid Luhn check digit.
+func validCard(num string) bool {
+	if len(num) < 13 || len(num) > 19 {
+		return false
+	}
+	for _, nw := range networks {
+		if nw.matches(num) {
+			return luhn(num)
+		}
+	}
+	return false
+}
+
+// luhn reports whether num's last digit is its Luhn check digit.
+func luhn(num string) bool {
+	sum := 0
+	double := false
+	for i := len(num) - 1; i >= 0; i-- {
+		d := int(num[i] - '0')
+		if double {
+			d *= 2
+			if d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+		double = !double
+	}
+	return sum%10 == 0
+}

@@ -70,12 +70,19 @@ func isAlnum(c byte) bool {
 
 // chains groups consecutive runs joined by one and the same separator
 // (' ' or '-'), as in "4111 1111 1111 1111" or "110101-19900307-4514".
+// Every group must be a whole word, no letter or digit touching it but
+// through the separator, so the digit groups of a UUID
+// (…-4494-8932-88507eb69667) never make a chain with the word around them.
 func chains(s string, rs []run) [][]run {
 	var out [][]run
 	for i := 0; i < len(rs); {
+		if !wholeWord(s, rs[i]) {
+			i++
+			continue
+		}
 		j := i + 1
 		var sep byte
-		for j < len(rs) && rs[j].start == rs[j-1].end+1 {
+		for j < len(rs) && rs[j].start == rs[j-1].end+1 && wholeWord(s, rs[j]) {
 			c := s[rs[j-1].end]
 			if c != ' ' && c != '-' || sep != 0 && c != sep {
 				break
@@ -89,6 +96,16 @@ func chains(s string, rs []run) [][]run {
 		i = j
 	}
 	return out
+}
+
+// wholeWord reports whether no ASCII letter or digit touches run r, but
+// for the X that may end an identity number.
+func wholeWord(s string, r run) bool {
+	end := r.end
+	if end < len(s) && s[end]|0x20 == 'x' {
+		end++
+	}
+	return (r.start == 0 || !isAlnum(s[r.start-1])) && (end == len(s) || !isAlnum(s[end]))
 }
 
 // --- PRC resident identity numbers (GB 11643-1999) ---
@@ -206,7 +223,8 @@ type network struct {
 // networks are the issuer identification ranges of the card networks in
 // use (ISO/IEC 7812; the networks' published tables). A number counts as a
 // card only with one of these prefixes at one of its lengths; with a
-// valid Luhn digit besides, about 1 random 16-digit number in 40 does.
+// valid Luhn digit besides, about 3 random 16-digit numbers in 100 do
+// (the measured rates per length are in docs/security.md).
 var networks = []network{
 	{lo: "4", hi: "4", only: []int{13, 16, 19}},  // Visa
 	{lo: "51", hi: "55", minN: 16, maxN: 16},     // Mastercard
@@ -218,11 +236,10 @@ var networks = []network{
 	{lo: "65", hi: "65", minN: 16, maxN: 19},     // Discover
 	{lo: "62", hi: "62", minN: 16, maxN: 19},     // UnionPay
 	{lo: "3528", hi: "3589", minN: 16, maxN: 19}, // JCB
-	{lo: "300", hi: "305", minN: 14, maxN: 19},   // Diners Club
-	{lo: "3095", hi: "3095", minN: 14, maxN: 19}, // Diners Club
+	{lo: "300", hi: "305", minN: 14, maxN: 14},   // Diners Club Carte Blanche
+	{lo: "3095", hi: "3095", minN: 14, maxN: 14}, // Diners Club
 	{lo: "36", hi: "36", minN: 14, maxN: 19},     // Diners Club
 	{lo: "38", hi: "39", minN: 14, maxN: 19},     // Diners Club
-	{lo: "2200", hi: "2204", minN: 16, maxN: 19}, // Mir
 	{lo: "5018", hi: "5018", minN: 13, maxN: 19}, // Maestro
 	{lo: "5020", hi: "5020", minN: 13, maxN: 19}, // Maestro
 	{lo: "5038", hi: "5038", minN: 13, maxN: 19}, // Maestro

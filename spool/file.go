@@ -38,6 +38,14 @@ type handle struct {
 	info os.FileInfo
 }
 
+// release unlocks and closes the file. The explicit unlock matters when
+// bbolt panicked with the file mapped: a mapping keeps the open file, and
+// with it the lock, alive after close.
+func (h *handle) release() {
+	_ = syscall.Flock(int(h.f.Fd()), syscall.LOCK_UN)
+	h.f.Close()
+}
+
 // corruptError says why a file counts as corrupt.
 type corruptError struct{ reason string }
 
@@ -110,7 +118,7 @@ func (s *Spool) do(ctx context.Context, m mode, fn func(*bolt.DB) error) error {
 		}
 		db, err := openBolt(h, om, deadline)
 		if err != nil {
-			h.f.Close() // bbolt closed it already unless it panicked
+			h.release() // bbolt closed it already unless it panicked
 			if !isCorrupt(err) {
 				return unavailable(err)
 			}
@@ -125,9 +133,10 @@ func (s *Spool) do(ctx context.Context, m mode, fn func(*bolt.DB) error) error {
 		carry = nil
 		err = guard(func() error { return fn(db) })
 		if isCorrupt(err) {
-			// A panic inside bbolt: its state is unknown, so the file is
-			// closed under it (its memory map is left to the process's end).
-			h.f.Close()
+			// A panic inside bbolt: its state is unknown (closing it could
+			// wait on a lock it never released), so the file is closed
+			// under it and its memory map left to the process's end.
+			h.release()
 			if carry, err = s.quarantine(ctx, deadline, h.info, err); err != nil {
 				return err
 			}
@@ -307,7 +316,7 @@ func (s *Spool) quarantine(ctx context.Context, deadline time.Time, rejected os.
 	attrs := []any{"path", s.opt.Path, "renamed_to", aside, "reason", why.Error(),
 		"salvaged_pending", len(sv.pending), "salvaged_dead", len(sv.dead)}
 	if sv.err != nil {
-		attrs = append(attrs, "salvage_stopped", sv.err.Error())
+		attrs = append(attrs, "salvage_stopped_by", sv.err.Error())
 	}
 	s.log.Error("spool: corrupt file renamed aside, using a fresh spool", attrs...)
 	return sv, nil
@@ -359,8 +368,9 @@ func (s *Spool) salvage(path string, deadline time.Time) *salvage {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
-		return db.View(func(tx *bolt.Tx) error {
+		// Not deferred: after a panic, closing could wait forever on a
+		// lock bbolt never released; the file is left open instead.
+		err = db.View(func(tx *bolt.Tx) error {
 			for _, x := range []struct {
 				name []byte
 				dst  *[][]byte
@@ -381,11 +391,9 @@ func (s *Spool) salvage(path string, deadline time.Time) *salvage {
 			}
 			return nil
 		})
+		db.Close()
+		return err
 	})
-	if sv.err != nil && len(sv.pending)+len(sv.dead) == 0 {
-		// Nothing could be read: the usual case of a file bbolt rejects.
-		sv.err = nil
-	}
 	return sv
 }
 

@@ -180,4 +180,3 @@ func TestSpoolCorruptAsideNamesDoNotClobber(t *testing.T) {
 		t.Errorf("aside files %v, want 3", aside)
 	}
 }
-

@@ -362,7 +362,9 @@ func unprivileged(dir string) int {
 	var fails []string
 	fail := func(format string, a ...any) { fails = append(fails, fmt.Sprintf(format, a...)) }
 	entry := Entry{TaskID: "u", Payload: body("u", 1)}
-	sp := func(path string) *Spool { return New(Options{Path: path, MaxEntries: 10, LockTimeout: 200 * time.Millisecond}) }
+	sp := func(path string) *Spool {
+		return New(Options{Path: path, MaxEntries: 10, LockTimeout: 200 * time.Millisecond})
+	}
 
 	// A directory this user cannot write: the file cannot be created.
 	if _, err := sp(filepath.Join(dir, "rootdir", "spool-65534.db")).Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) || !errors.Is(err, os.ErrPermission) {

@@ -1,22 +1,48 @@
 // Package gpu counts the GPUs the training command will use.
 //
-// CONTRACT PLACEHOLDER: implemented by the GPU work. The NVML calls run in a
-// separate cgo executable (the probe); this package is cgo-free and only
-// starts the probe with a timeout, reads its answer, and filters it by
-// CUDA_VISIBLE_DEVICES.
+// NVML is asked by a separate cgo executable, the probe
+// (cmd/paddle-gpu-probe), never by this package: it is cgo-free, so the
+// entrypoint that links it stays a static binary that LD_BIND_NOW, a wrong
+// glibc, a crashing or a hung driver library cannot stop. Start runs the
+// probe as a child process in the background; Wait returns its answer, or
+// what could be learnt without it, at most Options.Timeout after Start.
+//
+// Guarantees:
+//   - A container with no /dev/nvidia<N> device node and no libnvidia-ml.so.1
+//     on the loader's search path runs no probe at all (a few system calls).
+//   - Wait never returns later than Timeout after Start, and returns at once
+//     when Start's context is done; a probe still running then is killed.
+//   - A probe that crashes, hangs, fails or cannot start costs only the GPU
+//     fields: device nodes are counted instead where they exist (Source
+//     "device-nodes"), and the reason is logged.
+//   - The devices are filtered by CUDA_VISIBLE_DEVICES as CUDA filters them
+//     (see Visible), so the count is what the training will see.
 package gpu
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
 // Device is one GPU as NVML reports it inside the container.
 type Device struct {
+	// Index is NVML's index inside the container (indices are renumbered
+	// per container; use the UUID to join with node-level metrics). For a
+	// device counted from its device node, the node's rank by minor number.
 	Index            int    `json:"index"`
-	UUID             string `json:"uuid"`
-	Name             string `json:"name"`
+	UUID             string `json:"uuid"` // "GPU-...", "" when unknown
+	Name             string `json:"name"` // e.g. "NVIDIA A100-SXM4-80GB"
 	MemoryTotalBytes uint64 `json:"memory_total_bytes"`
 }
 
@@ -27,6 +53,13 @@ type Inventory struct {
 	// Source says where the count came from: "nvml", "device-nodes" or "none".
 	Source string
 }
+
+// Sources of an Inventory.
+const (
+	SourceNVML        = "nvml"
+	SourceDeviceNodes = "device-nodes"
+	SourceNone        = "none"
+)
 
 // UUIDs returns the devices' UUIDs in order, leaving out empty ones.
 func (inv Inventory) UUIDs() []string {
@@ -41,22 +74,393 @@ func (inv Inventory) UUIDs() []string {
 
 // Options configure a probe.
 type Options struct {
-	Probe   string        // the probe executable
-	Timeout time.Duration // PADDLE_GPU_TIMEOUT
-	Environ []string      // the task's environment (CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH)
+	// Probe is the probe executable. "" or a file that cannot be run
+	// costs only the GPU fields.
+	Probe string
+	// Timeout bounds the probe (PADDLE_GPU_TIMEOUT). 0 means NVML is not
+	// asked at all; device nodes are still counted.
+	Timeout time.Duration
+	// Environ is the task's environment: CUDA_VISIBLE_DEVICES filters the
+	// devices, LD_LIBRARY_PATH is searched for the library, and the probe
+	// runs with it, less LD_BIND_NOW.
+	Environ []string
 	Logger  *slog.Logger
+	// Root is where device nodes (Root/dev/nvidia<N>), the loader cache and
+	// the standard library directories are looked for; "" means "/".
+	// LD_LIBRARY_PATH is not under Root. A test hook: tests cannot create
+	// /dev/nvidia0.
+	Root string
 }
 
+// reapGrace bounds how long Stop waits for a killed probe to be reaped. A
+// probe stuck in the kernel (uninterruptible sleep) cannot die until the
+// driver call returns; it is left behind rather than waited for.
+const reapGrace = 100 * time.Millisecond
+
+// maxOutput bounds what is kept of the probe's stdout and stderr.
+const maxOutput = 64 << 10
+
 // Probe is a GPU probe running in the background.
-type Probe struct{}
+type Probe struct {
+	opt      Options
+	log      *slog.Logger
+	ctx      context.Context
+	start    time.Time
+	result   chan outcome  // the probe's outcome, sent once
+	finished chan struct{} // closed when the background work is over
+
+	mu      sync.Mutex
+	proc    *os.Process // the running probe, if started
+	stopped bool        // no probe may start any more
+
+	once sync.Once
+	inv  Inventory
+}
 
 // Start begins probing and returns at once, so the probe overlaps the rest
-// of the start-up work.
-func Start(ctx context.Context, opt Options) *Probe { return &Probe{} }
+// of the start-up work. ctx ends the probe early (a signal before exec).
+func Start(ctx context.Context, opt Options) *Probe {
+	if opt.Root == "" {
+		opt.Root = "/"
+	}
+	p := &Probe{
+		opt:      opt,
+		log:      opt.Logger,
+		ctx:      ctx,
+		start:    time.Now(),
+		result:   make(chan outcome, 1),
+		finished: make(chan struct{}),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	go p.run()
+	return p
+}
 
-// Wait returns the inventory, at most Timeout after Start. It logs why when
-// the count is not NVML's.
-func (p *Probe) Wait() Inventory { return Inventory{Source: "none"} }
+// outcome is what the background work learnt.
+type outcome struct {
+	kind     outcomeKind
+	nodes    []string // /dev/nvidia<N>
+	library  string   // where the library was found, when no node was
+	report   *Report  // the probe's answer (kind answered)
+	err      error    // why the probe did not start or answer
+	signal   syscall.Signal
+	stderr   string
+	probeRan time.Duration
+}
 
-// Stop abandons the probe, killing its process if still running.
-func (p *Probe) Stop() {}
+type outcomeKind int
+
+const (
+	nothingToProbe outcomeKind = iota // no node, no library: the probe was not run
+	disabled                          // Timeout 0
+	notStarted                        // the probe could not start
+	answered                          // the probe exited 0 with a report
+	failed                            // exited non-zero or said nothing readable
+	crashed                           // killed by a signal
+	timedOut                          // killed by Wait at the timeout
+	cancelled                         // killed because Start's context ended
+)
+
+func (p *Probe) run() {
+	defer close(p.finished)
+	o := outcome{nodes: deviceNodes(p.opt.Root)}
+	switch {
+	case p.opt.Timeout <= 0:
+		o.kind = disabled
+	case len(o.nodes) == 0 && p.findLibrary(&o) == "":
+		o.kind = nothingToProbe
+	default:
+		p.exec(&o)
+	}
+	p.result <- o
+}
+
+func (p *Probe) findLibrary(o *outcome) string {
+	o.library = findLibrary(p.opt.Root, lookupEnv(p.opt.Environ, "LD_LIBRARY_PATH"))
+	return o.library
+}
+
+// exec runs the probe to its end and records how it ended.
+func (p *Probe) exec(o *outcome) {
+	if p.opt.Probe == "" {
+		o.kind, o.err = notStarted, errors.New("no probe executable configured")
+		return
+	}
+	var stdout, stderr limitedBuffer
+	cmd := exec.Command(p.opt.Probe)
+	cmd.Env = probeEnv(p.opt.Environ)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		o.kind = cancelled
+		return
+	}
+	began := time.Now()
+	err := cmd.Start()
+	if err == nil {
+		p.proc = cmd.Process
+	}
+	p.mu.Unlock()
+	if err != nil {
+		o.kind, o.err = notStarted, err
+		return
+	}
+	err = cmd.Wait()
+	o.probeRan = time.Since(began)
+	o.stderr = firstLine(stderr.String())
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			o.kind, o.signal = crashed, ws.Signal()
+			return
+		}
+		o.kind, o.err = failed, fmt.Errorf("exit status %d", ee.ExitCode())
+	case err != nil:
+		o.kind, o.err = failed, err
+	default:
+		var r Report
+		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+			o.kind, o.err = failed, fmt.Errorf("unreadable answer: %w", err)
+			return
+		}
+		o.kind, o.report = answered, &r
+	}
+}
+
+// Wait returns the inventory, at most Timeout after Start, or at once when
+// Start's context is done. It logs why when the count is not NVML's. Later
+// calls return the same inventory.
+func (p *Probe) Wait() Inventory {
+	p.once.Do(func() {
+		timer := time.NewTimer(time.Until(p.start.Add(p.opt.Timeout)))
+		defer timer.Stop()
+		var o outcome
+		select {
+		case o = <-p.result:
+		case <-timer.C:
+			o = p.abandon(timedOut)
+		case <-p.ctx.Done():
+			o = p.abandon(cancelled)
+		}
+		p.inv = p.conclude(o)
+	})
+	return p.inv
+}
+
+// abandon kills the probe, unless its answer arrived meanwhile.
+func (p *Probe) abandon(kind outcomeKind) outcome {
+	p.kill()
+	select {
+	case o := <-p.result:
+		if o.kind == answered {
+			return o
+		}
+	default:
+	}
+	return outcome{kind: kind, nodes: deviceNodes(p.opt.Root)}
+}
+
+// Stop abandons the probe, killing its process if still running. It waits
+// for the process to be reaped only briefly: a process stuck in the kernel
+// is left behind rather than waited for.
+func (p *Probe) Stop() {
+	p.kill()
+	timer := time.NewTimer(reapGrace)
+	defer timer.Stop()
+	select {
+	case <-p.finished:
+	case <-timer.C:
+	}
+}
+
+func (p *Probe) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	if p.proc != nil {
+		p.proc.Kill() // fails only when it already exited
+	}
+}
+
+// conclude turns an outcome into the inventory, logging why it is not NVML's.
+func (p *Probe) conclude(o outcome) Inventory {
+	log := p.log
+	inv := Inventory{Source: SourceNone}
+	fallback := true
+	switch o.kind {
+	case nothingToProbe:
+		log.Debug("no GPUs: no NVIDIA device node and no "+LibraryName+" on the loader's path; the GPU probe was not run",
+			"dev", filepath.Join(p.opt.Root, "dev"))
+	case disabled:
+		log.Debug("PADDLE_GPU_TIMEOUT is 0: NVML not asked")
+	case notStarted:
+		log.Warn("GPU probe could not start; GPU fields come from device nodes, if any",
+			"probe", p.opt.Probe, "err", o.err)
+	case failed:
+		log.Warn("GPU probe failed; GPU fields come from device nodes, if any",
+			"probe", p.opt.Probe, "err", o.err, "stderr", o.stderr)
+	case crashed:
+		if crashSignal(o.signal) {
+			log.Warn("the NVIDIA library crashed the GPU probe; the start goes on, GPU fields come from device nodes, if any",
+				"signal", signalName(o.signal), "stderr", o.stderr)
+		} else {
+			log.Warn("GPU probe killed; GPU fields come from device nodes, if any",
+				"signal", signalName(o.signal), "stderr", o.stderr)
+		}
+	case timedOut:
+		log.Warn("NVML did not answer within PADDLE_GPU_TIMEOUT; the GPU probe was killed, GPU fields come from device nodes, if any",
+			"timeout", p.opt.Timeout)
+	case cancelled:
+		log.Debug("GPU probe abandoned: the start is being stopped")
+	case answered:
+		fallback = p.concludeReport(o, &inv)
+	}
+	if fallback && len(o.nodes) > 0 {
+		inv = Inventory{Source: SourceDeviceNodes, Devices: make([]Device, len(o.nodes)), DriverVersion: inv.DriverVersion}
+		for i := range o.nodes {
+			inv.Devices[i] = Device{Index: i}
+		}
+		log.Info("GPUs counted from device nodes", "source", SourceDeviceNodes,
+			"nodes", strings.Join(o.nodes, ","))
+	}
+	p.filter(&inv)
+	log.Debug("GPUs", "source", inv.Source, "count", len(inv.Devices),
+		"uuids", strings.Join(inv.UUIDs(), ","), "driver", inv.DriverVersion,
+		"probe_time", o.probeRan, "since_start", time.Since(p.start))
+	return inv
+}
+
+// concludeReport reads the probe's report into inv; fallback is true when
+// NVML gave no count.
+func (p *Probe) concludeReport(o outcome, inv *Inventory) (fallback bool) {
+	r := o.report
+	for _, problem := range r.Problems {
+		p.log.Warn("NVML query failed; the GPU is counted with what is known", "problem", problem)
+	}
+	inv.DriverVersion = r.DriverVersion
+	if r.Error == nil {
+		inv.Source, inv.Devices = SourceNVML, r.Devices
+		return false
+	}
+	attrs := []any{"call", r.Error.Call, "code", r.Error.Code, "message", r.Error.Message}
+	switch {
+	case r.Error.Code == ReturnLibraryNotFound && len(o.nodes) > 0:
+		p.log.Info(LibraryName+" did not load (is the 'utility' driver capability missing?)", attrs...)
+	case r.Error.Code == ReturnLibraryNotFound:
+		p.log.Debug("no GPUs: "+LibraryName+" did not load", append(attrs, "found", o.library)...)
+	case r.Error.Code == ReturnDriverNotLoaded && len(o.nodes) == 0:
+		p.log.Debug("no GPUs: NVML found no NVIDIA driver (a CPU node)", attrs...)
+	default:
+		p.log.Warn("NVML unusable; GPU fields come from device nodes, if any", attrs...)
+	}
+	return true
+}
+
+// filter applies CUDA_VISIBLE_DEVICES to inv.
+func (p *Probe) filter(inv *Inventory) {
+	value, set := lookupEnvOK(p.opt.Environ, "CUDA_VISIBLE_DEVICES")
+	if !set || len(inv.Devices) == 0 {
+		return
+	}
+	if inv.Source == SourceDeviceNodes && mentionsUUID(value) {
+		p.log.Warn("CUDA_VISIBLE_DEVICES names GPUs by UUID, which device nodes do not carry; every node is counted",
+			"CUDA_VISIBLE_DEVICES", value)
+		return
+	}
+	visible, err := Visible(inv.Devices, value)
+	if err != nil {
+		p.log.Warn("CUDA_VISIBLE_DEVICES names a device that does not exist", "err", err)
+	}
+	inv.Devices = visible
+}
+
+// probeEnv is the task's environment less LD_BIND_NOW: bound eagerly, the
+// probe's hundreds of NVML symbols that no library provides at start would
+// stop it before main.
+func probeEnv(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "LD_BIND_NOW=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func lookupEnv(environ []string, key string) string {
+	v, _ := lookupEnvOK(environ, key)
+	return v
+}
+
+// lookupEnvOK returns the first value of key, as getenv does.
+func lookupEnvOK(environ []string, key string) (string, bool) {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// crashSignal reports whether s is a program fault rather than a kill.
+func crashSignal(s syscall.Signal) bool {
+	switch s {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP:
+		return true
+	}
+	return false
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGFPE:
+		return "SIGFPE"
+	case syscall.SIGILL:
+		return "SIGILL"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGSYS:
+		return "SIGSYS"
+	case syscall.SIGTRAP:
+		return "SIGTRAP"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// firstLine returns the first non-blank line of s, shortened for a log line.
+func firstLine(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if len(line) > 300 {
+				line = line[:300] + "..."
+			}
+			return line
+		}
+	}
+	return ""
+}
+
+// limitedBuffer keeps the first maxOutput bytes written to it and discards
+// the rest, so a babbling probe neither grows memory nor blocks on a pipe.
+type limitedBuffer struct{ bytes.Buffer }
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := maxOutput - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}

@@ -1,9 +1,211 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
 
-// spoolCmd runs `paddle-entrypoint spool list|stats|flush|requeue|purge`.
-// CONTRACT PLACEHOLDER: implemented by the registration work.
+	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+)
+
+// Exit status of a spool command that did not finish its work: entries left
+// pending by flush, or a spool that could not be read.
+const exitIncomplete = 1
+
+// defaultFlushInterval is the wait between passes of `spool flush --watch`.
+const defaultFlushInterval = 30 * time.Second
+
+// spoolFlags are the subcommands' own flags, and which subcommand takes each.
+var spoolFlags = map[string][]string{
+	"list":    {"dead"},
+	"stats":   nil,
+	"flush":   {"all", "watch", "interval"},
+	"requeue": nil,
+	"purge":   {"dead"},
+}
+
+// spoolCmd runs `paddle-entrypoint spool list|stats|flush|requeue|purge`, on
+// the spool file that a start with the same settings would use. Results go
+// to stdout as JSON lines; logs to stderr.
 func spoolCmd(args, environ []string) int {
-	return usage(errors.New("spool: not implemented yet"))
+	flags := config.NewFlagSet("paddle-entrypoint spool", true)
+	dead := flags.Bool("dead", false, "list: dead letters instead of pending entries; purge: required")
+	all := flags.Bool("all", false, "flush: every spool-*.db file in the spool file's directory (run as root on the node)")
+	watch := flags.Bool("watch", false, "flush: keep draining every --interval until SIGTERM or SIGINT")
+	interval := flags.Duration("interval", defaultFlushInterval, "flush --watch: time between passes")
+	if err := flags.Parse(args); err != nil {
+		return usage(err)
+	}
+	rest := flags.Args()
+	if len(rest) != 2 {
+		return usage(errors.New("spool takes one of list, stats, flush, requeue, purge"))
+	}
+	sub := rest[1]
+	allowed, ok := spoolFlags[sub]
+	if !ok {
+		return usage(fmt.Errorf("spool: unknown subcommand %q (list, stats, flush, requeue, purge)", sub))
+	}
+	for _, name := range []string{"dead", "all", "watch", "interval"} {
+		if flags.Changed(name) && !slices.Contains(allowed, name) {
+			return usage(fmt.Errorf("spool %s does not take --%s", sub, name))
+		}
+	}
+	cfg, err := config.Build(flags, environ, os.Geteuid())
+	if err != nil {
+		return usage(err)
+	}
+	switch {
+	case cfg.SpoolPath == "":
+		return usage(errors.New("spool: the spool is off (PADDLE_SPOOL_PATH=off)"))
+	case sub == "purge" && !*dead:
+		return usage(errors.New("spool purge deletes dead letters only, and says so: spool purge --dead"))
+	case sub == "flush" && cfg.MonitorURL == "":
+		return usage(errors.New("spool flush: no monitor configured (PADDLE_MONITOR_URL or --monitor-url)"))
+	case sub == "flush" && *interval <= 0:
+		return usage(fmt.Errorf("spool flush: --interval %v is not a positive duration", *interval))
+	}
+	log := newLogger(os.Stderr, cfg)
+	reportSettings(log, cfg)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := newSpool(cfg, log)
+	out := json.NewEncoder(os.Stdout)
+
+	switch sub {
+	case "list":
+		entries, err := s.List(ctx, *dead)
+		if err != nil {
+			return spoolFailed(log, s.Path(), err)
+		}
+		for _, e := range entries {
+			out.Encode(e)
+		}
+	case "stats":
+		st, err := s.Stats(ctx)
+		if err != nil {
+			return spoolFailed(log, s.Path(), err)
+		}
+		out.Encode(st)
+	case "requeue":
+		n, err := s.Requeue(ctx)
+		if err != nil {
+			return spoolFailed(log, s.Path(), err)
+		}
+		out.Encode(map[string]int{"requeued": n})
+	case "purge":
+		n, err := s.PurgeDead(ctx)
+		if err != nil {
+			return spoolFailed(log, s.Path(), err)
+		}
+		out.Encode(map[string]int{"purged": n})
+	case "flush":
+		return flushCmd(ctx, cfg, log, out, *all, *watch, *interval)
+	}
+	return 0
+}
+
+// flushResult is the line `spool flush` prints per spool file and pass.
+type flushResult struct {
+	Spool     string `json:"spool"`
+	Delivered int    `json:"delivered"`
+	Dead      int    `json:"dead"`
+	Pending   int    `json:"pending"` // left after the pass
+	Error     string `json:"error,omitempty"`
+}
+
+// flushCmd drains the spool file (or, with all, every per-UID spool file of
+// its directory) to the configured monitor. Without watch it makes one pass
+// and exits 0 when nothing is left pending; with watch it makes a pass every
+// interval until SIGTERM or SIGINT, and then exits 0.
+func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *json.Encoder, all, watch bool, interval time.Duration) int {
+	r := newRegistrar(cfg, log)
+	wasFailing := false
+	for {
+		paths := []string{cfg.SpoolPath}
+		if all {
+			var err error
+			paths, err = spool.Files(filepath.Dir(cfg.SpoolPath))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				log.Error("spool directory unreadable", "dir", filepath.Dir(cfg.SpoolPath), "err", err)
+				if !watch {
+					return exitIncomplete
+				}
+			}
+		}
+		complete, failing := true, false
+		for _, path := range paths {
+			res := flushFile(ctx, cfg, r, path, log)
+			if res.Pending > 0 || res.Error != "" {
+				complete = false
+			}
+			failing = failing || res.Error != "" || res.Pending > 0 && res.Delivered == 0
+			if !watch || res.Delivered+res.Dead > 0 {
+				out.Encode(res)
+			}
+		}
+		if !watch {
+			if complete {
+				return 0
+			}
+			return exitIncomplete
+		}
+		if failing && !wasFailing {
+			log.Warn("spool flush: entries left pending; trying again every interval", "interval", interval)
+		}
+		wasFailing = failing
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			log.Info("spool flush: stopped by a signal")
+			return 0
+		case <-t.C:
+		}
+	}
+}
+
+// flushFile makes one pass over one spool file.
+func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, path string, log *slog.Logger) flushResult {
+	c := cfg
+	c.SpoolPath = path
+	s := newSpool(c, log)
+	r.Queue = s
+	res := flushResult{Spool: path}
+	fr, err := r.Flush(ctx, 0)
+	res.Delivered, res.Dead = fr.Delivered, fr.Dead
+	if err != nil {
+		res.Error = err.Error()
+		log.Warn("spool flush: spool unusable", "spool", path, "err", err)
+	}
+	// A fresh context: the count is wanted even when a signal ended the pass.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spoolLockTimeout)
+	defer cancel()
+	st, err := s.Stats(sctx)
+	if err != nil {
+		if res.Error == "" {
+			res.Error = err.Error()
+		}
+		return res
+	}
+	res.Pending = st.Pending
+	if fr.Delivered+fr.Dead > 0 {
+		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
+	}
+	return res
+}
+
+func spoolFailed(log *slog.Logger, path string, err error) int {
+	log.Error("spool unusable", "spool", path, "err", err)
+	return exitIncomplete
 }

@@ -34,6 +34,12 @@ const (
 // probeName is the GPU probe executable, installed beside the entrypoint.
 const probeName = "paddle-gpu-probe"
 
+// gpuRootHook is a test hook, not a setting: the directory under which the
+// GPU count looks for dev/nvidia<N> device nodes, the loader cache and the
+// standard library directories, since tests cannot create /dev/nvidia0.
+// Unset (production) means "/". See docs/gpu.md.
+const gpuRootHook = "PADDLE_ENTRYPOINT_TEST_GPU_ROOT"
+
 // backlogPerStart bounds the older pending entries one start sends.
 const backlogPerStart = 20
 
@@ -119,14 +125,8 @@ func registerTask(ctx context.Context, cfg config.Config, body []byte, taskID st
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.RegisterBudget)
 	defer cancel()
-	client, err := newClient(cfg)
-	if err != nil {
-		log.Error("monitor client unusable; registration spooled", "err", err)
-	}
-	r := &register.Registrar{Client: client, Logger: log, Backlog: backlogPerStart}
-	if q := newSpool(cfg, log); q != nil {
-		r.Queue = q
-	}
+	r := newRegistrar(cfg, log)
+	r.Backlog = backlogPerStart
 	r.Register(ctx, taskID, body)
 }
 
@@ -160,7 +160,8 @@ func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Optio
 			probe = filepath.Join(filepath.Dir(self), probeName)
 		}
 	}
-	return gpu.Options{Probe: probe, Timeout: cfg.GPUTimeout, Environ: environ, Logger: log}
+	return gpu.Options{Probe: probe, Timeout: cfg.GPUTimeout, Environ: environ, Logger: log,
+		Root: lookupEnv(environ, gpuRootHook)}
 }
 
 // newSpool returns the configured spool, or nil when it is off.
@@ -177,13 +178,25 @@ func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
 	})
 }
 
-func newClient(cfg config.Config) (*register.Client, error) {
-	return register.NewClient(register.ClientConfig{
+// newRegistrar returns a registrar for the configured monitor and spool. A
+// CA file that cannot be used is logged; the client then fails every
+// attempt, so registrations are spooled, never sent unverified.
+func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
+	client, err := register.NewClient(register.ClientConfig{
 		URL:       cfg.MonitorURL,
 		TokenFile: cfg.MonitorTokenFile,
 		CAFile:    cfg.MonitorCAFile,
 		UserAgent: "paddle-entrypoint/" + version,
+		Logger:    log,
 	})
+	if err != nil {
+		log.Error("monitor client unusable; registrations are spooled", "err", err)
+	}
+	r := &register.Registrar{Client: client, Logger: log}
+	if q := newSpool(cfg, log); q != nil {
+		r.Queue = q
+	}
+	return r
 }
 
 func cannotExec(log *slog.Logger, err error) int {

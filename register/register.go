@@ -17,12 +17,39 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // signalSpoolTimeout bounds the spool write made after a signal, when the
 // budget's own context is already cancelled.
 const signalSpoolTimeout = 200 * time.Millisecond
+
+// lastTry is the time the wait before a last try leaves it, when the
+// policy's wait would pass the budget; minTry is the least worth trying.
+const (
+	lastTry = 250 * time.Millisecond
+	minTry  = 100 * time.Millisecond
+)
+
+// fitWait returns the wait before the next try, fitted into the budget: the
+// policy's (or the monitor's Retry-After, when longer), shortened so that a
+// last try still fits before the deadline, but never below the monitor's
+// Retry-After. ok is false when no try worth making fits: in particular
+// when the monitor asked for a wait past the budget.
+func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Duration, ok bool) {
+	policy, asked := nextWait(b, err)
+	wait = max(policy, asked)
+	deadline, has := ctx.Deadline()
+	if !has {
+		return wait, true
+	}
+	left := time.Until(deadline)
+	if wait > left-lastTry {
+		wait = max(left-lastTry, asked, 0)
+	}
+	return wait, left-wait >= minTry
+}
 
 // spoolReserve is the part of the budget (at most half of what is left) an
 // attempt leaves for writing the registration to the spool if it fails.
@@ -147,9 +174,9 @@ func (g *registration) run(ctx context.Context) Outcome {
 		if classify(err) == unusable {
 			return g.kept()
 		}
-		wait := nextWait(b, err)
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
-			g.log.Debug("next try would pass the budget; stopping", "wait", wait)
+		wait, ok := fitWait(ctx, b, err)
+		if !ok {
+			g.log.Debug("no time left in the budget for another try", "wait", wait)
 			return g.kept()
 		}
 		t := time.NewTimer(wait)

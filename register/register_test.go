@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -485,5 +486,46 @@ func TestFlushSpoolError(t *testing.T) {
 	}
 	if n := len(m.Requests()); n != 1 {
 		t.Errorf("monitor asked %d times, want 1", n)
+	}
+}
+
+// fitWait fits the wait before the next try into the budget.
+func TestFitWait(t *testing.T) {
+	answer := func(ra time.Duration) error {
+		return &AnswerError{Status: 429, RetryAfter: ra, HasRetryAfter: ra > 0}
+	}
+	tests := []struct {
+		name   string
+		left   time.Duration // 0: no deadline
+		policy time.Duration
+		err    error
+		want   time.Duration
+		ok     bool
+	}{
+		{"no deadline", 0, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, true},
+		{"fits", 3 * time.Second, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, true},
+		{"shortened for a last try", time.Second, 1200 * time.Millisecond, errors.New("refused"), 750 * time.Millisecond, true},
+		{"last try at once", 300 * time.Millisecond, time.Second, errors.New("refused"), 50 * time.Millisecond, true},
+		{"no time for a try", 80 * time.Millisecond, time.Second, errors.New("refused"), 0, false},
+		{"Retry-After longer than the policy", 3 * time.Second, 150 * time.Millisecond, answer(time.Second), time.Second, true},
+		{"Retry-After not shortened", 1200 * time.Millisecond, 150 * time.Millisecond, answer(time.Second), time.Second, true},
+		{"Retry-After past the budget", 3 * time.Second, 150 * time.Millisecond, answer(2 * time.Minute), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tt.left > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.left)
+				defer cancel()
+			}
+			got, ok := fitWait(ctx, backoff.NewConstantBackOff(tt.policy), tt.err)
+			if ok != tt.ok {
+				t.Fatalf("ok %v, want %v (wait %v)", ok, tt.ok, got)
+			}
+			if tt.ok && (got < tt.want-20*time.Millisecond || got > tt.want) {
+				t.Errorf("wait %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

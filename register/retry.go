@@ -65,13 +65,13 @@ func classify(err error) class {
 	return retryable
 }
 
-// nextWait is the wait before the next attempt: the policy's, or the
-// monitor's Retry-After when that is longer.
-func nextWait(b backoff.BackOff, err error) time.Duration {
-	w := b.NextBackOff()
+// nextWait returns the policy's next wait, and the wait the monitor asked
+// for with Retry-After (0 when it did not).
+func nextWait(b backoff.BackOff, err error) (policy, asked time.Duration) {
+	policy = b.NextBackOff()
 	var ae *AnswerError
-	if errors.As(err, &ae) && ae.HasRetryAfter && ae.RetryAfter > w {
-		w = ae.RetryAfter
+	if errors.As(err, &ae) && ae.HasRetryAfter {
+		asked = ae.RetryAfter
 	}
-	return w
+	return policy, asked
 }

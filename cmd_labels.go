@@ -38,7 +38,7 @@ func labelsCmd(args, environ []string) int {
 	if rejected {
 		return exitRejected
 	}
-	set.SetGPUs(probe.Wait().UUIDs())
+	setGPUs(set, probe.Wait())
 	os.Stdout.Write(set.Format())
 	return 0
 }

@@ -138,13 +138,13 @@ func patch(v []byte, set map[string]any) ([]byte, error) {
 			delete(m, name)
 			continue
 		}
-		raw, err := json.Marshal(val)
+		raw, err := marshal(val)
 		if err != nil {
 			return nil, err
 		}
 		m[name] = raw
 	}
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 // bury moves the pending record under k to the dead letters with answer.
@@ -163,7 +163,7 @@ func bury(b buckets, k, v []byte, answer string, now time.Time) error {
 		if answer != AnswerUndecodable {
 			e.LastError = answer
 		}
-		if nv, err = json.Marshal(e); err != nil {
+		if nv, err = marshal(e); err != nil {
 			return err
 		}
 	}
@@ -282,4 +282,16 @@ func trim(bk, meta *bolt.Bucket, counter []byte, max int) (int, error) {
 		}
 	}
 	return over, meta.Put(counter, itob(btoi(meta.Get(counter))+uint64(over)))
+}
+
+// marshal encodes a record without json.Marshal's HTML escaping, so that a
+// payload keeps its bytes (`&` stays `&`, not `\u0026`).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -173,7 +173,7 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 				return err
 			}
 			e.ID, id = seq, seq
-			v, err := json.Marshal(e)
+			v, err := marshal(e)
 			if err != nil {
 				return err
 			}
@@ -278,7 +278,7 @@ func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error {
 				return err
 			}
 			e.ID = seq
-			v, err := json.Marshal(e)
+			v, err := marshal(e)
 			if err != nil {
 				return err
 			}

@@ -440,3 +440,23 @@ func TestFiles(t *testing.T) {
 		t.Errorf("Files(missing dir) = %v, %v", got, err)
 	}
 }
+
+func TestSpoolPayloadBytesKept(t *testing.T) {
+	ctx := context.Background()
+	s, _ := testSpool(t, Options{})
+	payload := json.RawMessage(`{"task_name":"a&b","note":"<x>","owner":"ä@example.com"}`)
+	id, err := s.Enqueue(ctx, Entry{TaskID: "a", Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Attempted(ctx, id, "timeout"); err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.Oldest(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(es[0].Payload) != string(payload) {
+		t.Errorf("payload came back as %s, want %s", es[0].Payload, payload)
+	}
+}

@@ -256,7 +256,7 @@ func (p *parser) extras(s *Set) {
 			p.fail(v, "", fmt.Sprintf("label name %s breaks the name rule", quote(key)), "")
 			continue
 		case sensitive.SecretName(key):
-			p.fail(v, key, "label name says it holds a secret; dropped, never written or sent", "secret label name")
+			p.fail(v, key, "label name says it holds a secret; dropped, never written or sent", sensitive.KindSecretName)
 			continue
 		}
 		raw, ok := p.lookup(v, key)

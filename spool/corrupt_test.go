@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // validSpool writes a spool with n pending entries and one dead letter, and
@@ -178,5 +180,65 @@ func TestSpoolCorruptAsideNamesDoNotClobber(t *testing.T) {
 	}
 	if aside := asideFiles(t, path); len(aside) != 3 {
 		t.Errorf("aside files %v, want 3", aside)
+	}
+}
+
+// Another process renamed the corrupt file aside and put a fresh spool in
+// its place: the fresh one must not be renamed in turn.
+func TestSpoolQuarantineOnlyTheRejectedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spool-0.db")
+	if err := os.WriteFile(path, []byte("corrupt, seen by this process"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rejected, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile, another process:
+	if err := os.Rename(path, path+".corrupt-1"); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := testSpool(t, Options{Path: path})
+	enqueue(t, s, "fresh")
+
+	sv, err := s.quarantine(context.Background(), time.Now().Add(time.Second), rejected, corrupt("test"))
+	if err != nil || !sv.empty() {
+		t.Fatalf("quarantine = %v, %v", sv, err)
+	}
+	if aside := asideFiles(t, path); len(aside) != 1 {
+		t.Errorf("the fresh spool was renamed aside: %v", aside)
+	}
+	if st := stats(t, s); st.Pending != 1 {
+		t.Errorf("fresh spool: %+v", st)
+	}
+}
+
+// Root draining a user's spool (spool flush --all) gives the fresh file
+// that replaces a corrupt one back to that user.
+func TestSpoolFreshFileKeepsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own files as another user")
+	}
+	path := filepath.Join(t.TempDir(), "spool-1000.db")
+	valid := validSpool(t, path, 2)
+	valid[pageHeaderSize+60] ^= 1 // meta page 0's checksum
+	if err := os.WriteFile(path, valid, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := testSpool(t, Options{Path: path})
+	es, err := s.Oldest(context.Background(), 0)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("Oldest = %v, %v; want the 2 salvaged entries", taskIDs(es), err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 || st.Gid != 1000 {
+		t.Errorf("fresh spool owned by %d:%d, want 1000:1000", st.Uid, st.Gid)
 	}
 }

@@ -192,6 +192,9 @@ func (p *Probe) exec(o *outcome) {
 	cmd := exec.Command(p.opt.Probe)
 	cmd.Env = probeEnv(p.opt.Environ)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Its own process group: a Ctrl-C meant for the start must not be
+	// mistaken for a crash of the probe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()

@@ -251,7 +251,11 @@ func (p *parser) extras(s *Set) {
 	sort.Strings(vars)
 	for _, v := range vars {
 		key := strings.ToLower(strings.TrimPrefix(v, ExtraPrefix))
-		switch {
+		switch kind, found := sensitive.Scan(strings.TrimPrefix(v, ExtraPrefix)); {
+		case found:
+			// The variable's own name holds the data: it is not repeated.
+			p.fail(ExtraPrefix+"...", "", "label name looks like "+string(kind)+"; dropped, never written or sent", kind)
+			continue
 		case !ValidName(key, ""):
 			p.fail(v, "", fmt.Sprintf("label name %s breaks the name rule", quote(key)), "")
 			continue

@@ -22,7 +22,8 @@ import (
 )
 
 // leakVars are the variables a fuzzed value is put in: every built-in label
-// and an extra one.
+// and an extra one. A slot past the list puts the value in an extra label's
+// name instead.
 var leakVars = []string{
 	"PADDLE_TASK_NAME", "PADDLE_PROJECT", "PADDLE_OWNER", "PADDLE_PRIORITY",
 	"PADDLE_ENV", "PADDLE_DURATION_EST", "PADDLE_TASK_ID", "PADDLE_TRAINER_ID",
@@ -40,7 +41,7 @@ func FuzzSensitiveNoLeak(f *testing.F) {
 		"https://u:p@h/", "１１０１０１１９９００３０７４５１４",
 		"run-1732950000007", "search_ranking", "admin", "",
 	} {
-		for i := range leakVars {
+		for i := range len(leakVars) + 1 {
 			f.Add(s, uint8(i), false)
 		}
 	}
@@ -59,12 +60,22 @@ func FuzzSensitiveNoLeak(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, value string, slot uint8, withPolicy bool) {
-		v := leakVars[int(slot)%len(leakVars)]
 		env := []string{
 			"PADDLE_TASK_NAME=train-bert", "PADDLE_PROJECT=search_ranking",
 			"PADDLE_OWNER=alice@example.com", "PADDLE_LABEL_TEAM=nlp",
 		}
-		env = append([]string{v + "=" + value}, env...) // first wins, as with getenv
+		var v string
+		if i := int(slot) % (len(leakVars) + 1); i < len(leakVars) {
+			v = leakVars[i]
+			env = append([]string{v + "=" + value}, env...) // first wins, as with getenv
+		} else {
+			// The value as an extra label's name: PADDLE_LABEL_<value>=1.
+			if strings.Contains(value, "=") {
+				return // not a variable name
+			}
+			env = append(env, labels.ExtraPrefix+value+"=1")
+			v = labels.ExtraPrefix + "..."
+		}
 		opt := labels.Options{
 			Hostname: "node-1",
 			Now:      time.Unix(1732950000, 0),

@@ -30,6 +30,14 @@ BENCH_DOC ?= docs/benchmarks.md
 bench: build
 	$(GO) run ./bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
 
+# The image built from Dockerfile.paddle and run under podman, and the
+# shipped executables in a glibc-2.31 root (docs/image.md). Needs root; it
+# installs what it needs (scripts/e2e-setup.sh). The executables the image
+# ships are built inside that root, as the Dockerfile's builder stage does.
+e2e:
+	./scripts/e2e-setup.sh
+	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
+
 clean:
 	rm -rf bin
 

@@ -14,8 +14,13 @@
 # host's own shell and C library instead, and the glibc-2.31 tests skip,
 # saying why (the symbol-version check still runs).
 #
+# Podman's storage driver: overlay where the kernel mounts it on /var/tmp
+# (a container starts in a fraction of a second), else vfs (seconds: it
+# copies the image for every container). PADDLE_E2E_STORAGE_DRIVER=vfs
+# forces vfs. The choice is written to $STATE/storage-driver for the tests.
+#
 # Must run as root. Everything lives under /var/tmp/paddle-entrypoint-e2e,
-# the podman storage that testdata/podman/storage.conf names.
+# the podman storage that testdata/podman/storage-*.conf name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +31,6 @@ UNAVAILABLE=$STATE/bullseye.unavailable
 BASE_IMAGE=localhost/paddle-e2e-base:bullseye
 
 export CONTAINERS_CONF=$PWD/testdata/podman/containers.conf
-export CONTAINERS_STORAGE_CONF=$PWD/testdata/podman/storage.conf
 export CONTAINERS_REGISTRIES_CONF=$PWD/testdata/podman/registries.conf
 export DEBIAN_FRONTEND=noninteractive
 
@@ -58,6 +62,28 @@ fi
 if [ ! -e /etc/containers/policy.json ]; then
 	install -D -m 0644 testdata/podman/policy.json /etc/containers/policy.json
 fi
+
+# The storage driver.
+overlay_works() {
+	local d
+	d=$(mktemp -d "$STATE/overlay-probe.XXXXXX")
+	mkdir "$d"/{lower,upper,work,merged}
+	if mount -t overlay overlay -o "lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work" "$d/merged" 2>/dev/null; then
+		umount "$d/merged"
+		rm -rf "$d"
+		return 0
+	fi
+	rm -rf "$d"
+	return 1
+}
+driver=${PADDLE_E2E_STORAGE_DRIVER:-}
+if [ -z "$driver" ]; then
+	driver=vfs
+	if overlay_works; then driver=overlay; fi
+fi
+echo "$driver" >"$STATE/storage-driver"
+export CONTAINERS_STORAGE_CONF=$PWD/testdata/podman/storage-$driver.conf
+say "podman storage driver: $driver"
 
 # 2. The glibc-2.31 root file system.
 mirror() {
@@ -101,7 +127,7 @@ host_root() {
 	mkdir -p "$dir"/{bin,etc,proc,sys,dev,tmp,run,var,usr/local/bin}
 	chmod 1777 "$dir/tmp"
 	ln -s ../run "$dir/var/run"
-	for f in bash sh cat ls id sleep env true false mkdir chmod; do
+	for f in bash sh cat ls id sleep env true false mkdir chmod chown grep readlink stat; do
 		cp -L "$(command -v "$f")" "$dir/bin/"
 		for lib in $(ldd "$(command -v "$f")" | grep -o '/[^ ]*'); do
 			mkdir -p "$dir$(dirname "$lib")"

@@ -134,6 +134,12 @@ func Start(ctx context.Context, opt Options) *Probe {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	if opt.Timeout <= 0 {
+		// NVML is not asked; the device nodes are all there is to learn.
+		p.result <- outcome{kind: disabled, nodes: deviceNodes(opt.Root)}
+		close(p.finished)
+		return p
+	}
 	go p.run()
 	return p
 }
@@ -166,13 +172,10 @@ const (
 func (p *Probe) run() {
 	defer close(p.finished)
 	o := outcome{nodes: deviceNodes(p.opt.Root)}
-	switch {
-	case p.opt.Timeout <= 0:
-		o.kind = disabled
-	case len(o.nodes) == 0 && p.findLibrary(&o) == "":
+	if len(o.nodes) == 0 && p.findLibrary(&o) == "" {
 		o.kind = nothingToProbe
-	default:
-		p.exec(&o)
+	} else {
+		p.spawn(&o)
 	}
 	p.result <- o
 }
@@ -182,8 +185,8 @@ func (p *Probe) findLibrary(o *outcome) string {
 	return o.library
 }
 
-// exec runs the probe to its end and records how it ended.
-func (p *Probe) exec(o *outcome) {
+// spawn runs the probe to its end and records how it ended.
+func (p *Probe) spawn(o *outcome) {
 	if p.opt.Probe == "" {
 		o.kind, o.err = notStarted, errors.New("no probe executable configured")
 		return
@@ -243,11 +246,15 @@ func (p *Probe) Wait() Inventory {
 		defer timer.Stop()
 		var o outcome
 		select {
-		case o = <-p.result:
-		case <-timer.C:
-			o = p.abandon(timedOut)
-		case <-p.ctx.Done():
-			o = p.abandon(cancelled)
+		case o = <-p.result: // an answer already there wins over a due timer
+		default:
+			select {
+			case o = <-p.result:
+			case <-timer.C:
+				o = p.abandon(timedOut)
+			case <-p.ctx.Done():
+				o = p.abandon(cancelled)
+			}
 		}
 		p.inv = p.conclude(o)
 	})

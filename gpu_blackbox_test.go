@@ -288,6 +288,44 @@ func TestGPUInitHangs(t *testing.T) {
 	}
 }
 
+func TestGPUHungProbeNotLeftRunning(t *testing.T) {
+	// After the timeout the hung probe is killed: it must not live on as
+	// a child of the training command (same PID as the entrypoint).
+	k := gpuTask(t, 2, "/bin/sleep", "5")
+	k.Setenv("FAKE_NVML_MODE", "init_hang")
+	k.Setenv("PADDLE_GPU_TIMEOUT", "300ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := k.Command(ctx)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	pid := c.Process.Pid
+	// Until the probe has had time to run, it is expected to be there.
+	time.Sleep(300*time.Millisecond + 700*time.Millisecond)
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		comm, rest := s[open+1:close], strings.Fields(s[close+1:])
+		if len(rest) < 2 || rest[1] != fmt.Sprint(pid) {
+			continue
+		}
+		if strings.HasPrefix(comm, "paddle-gpu") && rest[0] != "Z" {
+			t.Errorf("the hung probe (%s, state %s) still runs under the command", f, rest[0])
+		}
+	}
+}
+
 func TestGPUInitHangsSignal(t *testing.T) {
 	// SIGTERM while NVML hangs: the start stops at once, not at the timeout.
 	k := gpuTask(t, 2, "/bin/sleep", "30")

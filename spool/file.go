@@ -76,8 +76,8 @@ func unavailable(err error) error {
 
 // do opens the spool file in mode m, runs fn on it and closes it. A corrupt
 // file is renamed aside (its readable entries carried over) and fn runs on a
-// fresh one. Errors wrap ErrLocked or ErrUnavailable; errNoFile comes back
-// for a file that is missing and that m does not create.
+// fresh one. A file that is missing (or empty) and that m does not create
+// is not an error: fn does not run. Errors wrap ErrLocked or ErrUnavailable.
 func (s *Spool) do(ctx context.Context, m mode, fn func(*bolt.DB) error) error {
 	deadline := time.Now().Add(s.opt.LockTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

@@ -33,22 +33,23 @@ const (
 )
 
 // fitWait returns the wait before the next try, fitted into the budget: the
-// policy's (or the monitor's Retry-After, when longer), shortened so that a
-// last try still fits before the deadline, but never below the monitor's
-// Retry-After. ok is false when no try worth making fits: in particular
-// when the monitor asked for a wait past the budget.
-func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Duration, ok bool) {
+// policy's (or the monitor's Retry-After, when longer); when that would
+// pass the budget, shortened so that one last try still fits before the
+// deadline (last is true), but never below the monitor's Retry-After. ok is
+// false when no try worth making fits: in particular when the monitor asked
+// for a wait past the budget.
+func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Duration, last, ok bool) {
 	policy, asked := nextWait(b, err)
 	wait = max(policy, asked)
 	deadline, has := ctx.Deadline()
 	if !has {
-		return wait, true
+		return wait, false, true
 	}
 	left := time.Until(deadline)
 	if wait > left-lastTry {
-		wait = max(left-lastTry, asked, 0)
+		wait, last = max(left-lastTry, asked, 0), true
 	}
-	return wait, left-wait >= minTry
+	return wait, last, left-wait >= minTry
 }
 
 // spoolReserve is the part of the budget (at most half of what is left) an
@@ -143,6 +144,8 @@ type registration struct {
 	id       uint64 // the spool entry, once spooled
 	spooled  bool
 	noSpool  bool // the spool failed for good in this process
+	// lastTried: the try just made was the last one the budget holds.
+	lastTried bool
 }
 
 func (g *registration) run(ctx context.Context) Outcome {
@@ -174,11 +177,12 @@ func (g *registration) run(ctx context.Context) Outcome {
 		if classify(err) == unusable {
 			return g.kept()
 		}
-		wait, ok := fitWait(ctx, b, err)
-		if !ok {
+		wait, last, ok := fitWait(ctx, b, err)
+		if !ok || g.lastTried {
 			g.log.Debug("no time left in the budget for another try", "wait", wait)
 			return g.kept()
 		}
+		g.lastTried = last
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -149,12 +149,16 @@ func TestRegistrarOutcomes(t *testing.T) {
 		{"308 redirect is not followed", []string{"308"}, Dead, 1, []string{"BuryNew"}, 0, 1},
 		{"503 then 422", []string{"503", "422"}, Dead, 2, []string{"Enqueue", "Bury"}, 0, 1},
 		{"503 for the whole budget", []string{"503"}, Spooled, -1, nil, 1, 0},
+		{"503 and no policy: default waits", []string{"503"}, Spooled, -1, nil, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMonitor(t, tt.script...)
 			q := newFakeQueue()
 			r := &Registrar{Client: newTestClient(t, m.URL), Queue: q, Backlog: 20, Retry: fastRetry}
+			if strings.Contains(tt.name, "no policy") {
+				r.Retry = RetryPolicy{}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 			defer cancel()
 			got := r.Register(ctx, "id-1", []byte(testBody))
@@ -167,6 +171,15 @@ func TestRegistrarOutcomes(t *testing.T) {
 			}
 			if tt.wantAsked < 0 && asked < 2 {
 				t.Errorf("monitor asked %d times, want retries", asked)
+			}
+			// Backoff, not hammering: even the last tries keep their distance.
+			if reqs := m.Requests(); len(reqs) > 1 {
+				for i := 1; i < len(reqs); i++ {
+					if gap := reqs[i].At.Sub(reqs[i-1].At); gap < 10*time.Millisecond {
+						t.Errorf("tries %d and %d only %v apart (%d tries)", i, i+1, gap, len(reqs))
+						break
+					}
+				}
 			}
 			if tt.wantCalls != nil && !slices.Equal(q.Calls(), tt.wantCalls) {
 				t.Errorf("spool calls %v, want %v", q.Calls(), tt.wantCalls)
@@ -500,16 +513,17 @@ func TestFitWait(t *testing.T) {
 		policy time.Duration
 		err    error
 		want   time.Duration
+		last   bool
 		ok     bool
 	}{
-		{"no deadline", 0, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, true},
-		{"fits", 3 * time.Second, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, true},
-		{"shortened for a last try", time.Second, 1200 * time.Millisecond, errors.New("refused"), 750 * time.Millisecond, true},
-		{"last try at once", 300 * time.Millisecond, time.Second, errors.New("refused"), 50 * time.Millisecond, true},
-		{"no time for a try", 80 * time.Millisecond, time.Second, errors.New("refused"), 0, false},
-		{"Retry-After longer than the policy", 3 * time.Second, 150 * time.Millisecond, answer(time.Second), time.Second, true},
-		{"Retry-After not shortened", 1200 * time.Millisecond, 150 * time.Millisecond, answer(time.Second), time.Second, true},
-		{"Retry-After past the budget", 3 * time.Second, 150 * time.Millisecond, answer(2 * time.Minute), 0, false},
+		{"no deadline", 0, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, false, true},
+		{"fits", 3 * time.Second, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, false, true},
+		{"shortened for a last try", time.Second, 1200 * time.Millisecond, errors.New("refused"), 750 * time.Millisecond, true, true},
+		{"last try at once", 300 * time.Millisecond, time.Second, errors.New("refused"), 50 * time.Millisecond, true, true},
+		{"no time for a try", 80 * time.Millisecond, time.Second, errors.New("refused"), 0, true, false},
+		{"Retry-After longer than the policy", 3 * time.Second, 150 * time.Millisecond, answer(time.Second), time.Second, false, true},
+		{"Retry-After not shortened", 1200 * time.Millisecond, 150 * time.Millisecond, answer(time.Second), time.Second, true, true},
+		{"Retry-After past the budget", 3 * time.Second, 150 * time.Millisecond, answer(2 * time.Minute), 0, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -519,9 +533,9 @@ func TestFitWait(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tt.left)
 				defer cancel()
 			}
-			got, ok := fitWait(ctx, backoff.NewConstantBackOff(tt.policy), tt.err)
-			if ok != tt.ok {
-				t.Fatalf("ok %v, want %v (wait %v)", ok, tt.ok, got)
+			got, last, ok := fitWait(ctx, backoff.NewConstantBackOff(tt.policy), tt.err)
+			if ok != tt.ok || tt.ok && last != tt.last {
+				t.Fatalf("last %v, ok %v; want %v, %v (wait %v)", last, ok, tt.last, tt.ok, got)
 			}
 			if tt.ok && (got < tt.want-20*time.Millisecond || got > tt.want) {
 				t.Errorf("wait %v, want %v", got, tt.want)

@@ -3,7 +3,9 @@ package register
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
@@ -98,4 +100,46 @@ func toValid(s string) string {
 	var out string
 	json.Unmarshal(b, &out)
 	return out
+}
+
+// The OpenAPI file documents every key the body can hold, and requires
+// those that are always there.
+func TestOpenAPIDocumentsBody(t *testing.T) {
+	spec, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(spec)
+	start := strings.Index(text, "    RegistrationV1:\n")
+	end := strings.Index(text, "    GPU:\n")
+	if start < 0 || end < start {
+		t.Fatal("docs/openapi.yaml: no RegistrationV1 schema followed by GPU")
+	}
+	schema := text[start:end]
+	full := &labels.Set{TaskName: "t", Project: "p", Owner: "o", Priority: "low", Env: "dev", DurationEst: 1,
+		TaskID: "i", Hostname: "h", StartTime: 1, TrainerID: "0", TrainersNum: "1", Invalid: []string{"x"},
+		Extra: map[string]string{"k": "v"}}
+	inv := gpu.Inventory{Devices: []gpu.Device{{UUID: "GPU-1"}}, DriverVersion: "1"}
+	var all, minimal map[string]json.RawMessage
+	json.Unmarshal(Body(full, inv), &all)
+	json.Unmarshal(Body(&labels.Set{}, gpu.Inventory{}), &minimal)
+	for key := range all {
+		if !strings.Contains(schema, "\n        "+key+":\n") {
+			t.Errorf("docs/openapi.yaml: RegistrationV1 does not document %q", key)
+		}
+	}
+	line := schema[strings.Index(schema, "required: ["):]
+	line = line[:strings.Index(line, "\n")]
+	for key := range minimal {
+		if !strings.Contains(line, " "+key+",") && !strings.Contains(line, " "+key+"]") && !strings.Contains(line, "["+key+",") {
+			t.Errorf("docs/openapi.yaml: %q is always sent but not required", key)
+		}
+	}
+	var gpus []map[string]any
+	json.Unmarshal(all["gpus"], &gpus)
+	for key := range gpus[0] {
+		if !strings.Contains(text[end:], "\n        "+key+":\n") {
+			t.Errorf("docs/openapi.yaml: GPU does not document %q", key)
+		}
+	}
 }

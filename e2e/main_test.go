@@ -202,7 +202,7 @@ func buildOnHost() error {
 }
 
 // buildImage builds Dockerfile.paddle from the repository as its build
-// context, through the path that needs no Go image (BINARIES=prebuilt).
+// context, through the path that needs no Go image (--target prebuilt).
 func buildImage() error {
 	rel, err := filepath.Rel(setup.repo, setup.shipped)
 	if err != nil {
@@ -210,8 +210,8 @@ func buildImage() error {
 	}
 	c := exec.Command("podman", "build", "--pull=never", "--isolation", "chroot", "--layers=false",
 		"--file", "Dockerfile.paddle",
+		"--target", "prebuilt",
 		"--build-arg", "BASE_IMAGE="+baseImage,
-		"--build-arg", "BINARIES=prebuilt",
 		"--build-arg", "PREBUILT_DIR="+rel,
 		"--tag", testImage, ".")
 	c.Dir = setup.repo

@@ -11,6 +11,7 @@ package labels
 import (
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -283,13 +284,14 @@ func (p *parser) extras(s *Set) {
 }
 
 // required reports the policy's required keys that the task did not set
-// itself; a default does not count.
+// itself; a default does not count. A key whose value was rejected is
+// already reported, once.
 func (p *parser) required() {
 	if p.policy == nil {
 		return
 	}
 	for _, key := range p.policy.Required {
-		if !p.given[key] {
+		if !p.given[key] && !slices.Contains(p.invalid, key) {
 			p.fail(varOf(key), key, "required by policy "+p.policy.Source+" but not set", "")
 		}
 	}

@@ -127,9 +127,10 @@ host_root() {
 	mkdir -p "$dir"/{bin,etc,proc,sys,dev,tmp,run,var,usr/local/bin}
 	chmod 1777 "$dir/tmp"
 	ln -s ../run "$dir/var/run"
-	for f in bash sh cat ls id sleep env true false mkdir chmod chown grep readlink stat; do
-		cp -L "$(command -v "$f")" "$dir/bin/"
-		for lib in $(ldd "$(command -v "$f")" | grep -o '/[^ ]*'); do
+	for f in bash sh cat ls id sleep env true false mkdir chmod chown grep readlink stat tr sed head; do
+		f=$(type -P "$f")
+		cp -L "$f" "$dir/bin/"
+		for lib in $(ldd "$f" | grep -o '/[^ ]*'); do
 			mkdir -p "$dir$(dirname "$lib")"
 			cp -Ln "$lib" "$dir$lib"
 		done

@@ -143,13 +143,15 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 				}
 			}
 		}
-		complete, failing := true, false
+		complete, failing, lastErr := true, false, ""
 		for _, path := range paths {
 			res := flushFile(ctx, cfg, r, path, log)
 			if res.Pending > 0 || res.Error != "" {
 				complete = false
 			}
-			failing = failing || res.Error != "" || res.Pending > 0 && res.Delivered == 0
+			if res.Error != "" {
+				failing, lastErr = true, res.Error
+			}
 			if !watch || res.Delivered+res.Dead > 0 {
 				out.Encode(res)
 			}
@@ -158,10 +160,11 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 			if complete {
 				return 0
 			}
+			log.Warn("spool flush: entries left pending", "err", lastErr)
 			return exitIncomplete
 		}
 		if failing && !wasFailing {
-			log.Warn("spool flush: entries left pending; trying again every interval", "interval", interval)
+			log.Warn("spool flush: entries left pending; trying again every interval", "interval", interval, "err", lastErr)
 		}
 		wasFailing = failing
 		t := time.NewTimer(interval)
@@ -184,9 +187,12 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	res := flushResult{Spool: path}
 	fr, err := r.Flush(ctx, 0)
 	res.Delivered, res.Dead = fr.Delivered, fr.Dead
-	if err != nil {
+	switch {
+	case err != nil:
 		res.Error = err.Error()
 		log.Warn("spool flush: spool unusable", "spool", path, "err", err)
+	case fr.Stopped != nil && ctx.Err() == nil:
+		res.Error = r.Client.Redact(fr.Stopped.Error())
 	}
 	// A fresh context: the count is wanted even when a signal ended the pass.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spoolLockTimeout)

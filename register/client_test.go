@@ -10,6 +10,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -231,7 +233,9 @@ func otherCA(t *testing.T) *x509.Certificate {
 }
 
 func TestClientTLS(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes are the point
+	srv.StartTLS()
 	defer srv.Close()
 	garbage := filepath.Join(t.TempDir(), "garbage.pem")
 	os.WriteFile(garbage, []byte("not a certificate"), 0o644)

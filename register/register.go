@@ -33,11 +33,12 @@ const (
 )
 
 // fitWait returns the wait before the next try, fitted into the budget: the
-// policy's (or the monitor's Retry-After, when longer); when that would
-// pass the budget, shortened so that one last try still fits before the
-// deadline (last is true), but never below the monitor's Retry-After. ok is
-// false when no try worth making fits: in particular when the monitor asked
-// for a wait past the budget.
+// policy's (or the monitor's Retry-After, when longer). When that leaves no
+// room for a try before the deadline, the try is brought forward to be the
+// last one (last is true), but never to less than half the policy's wait
+// after the one that just failed, nor before the monitor's Retry-After. ok
+// is false when no try worth making fits: in particular when the monitor
+// asked for a wait past the budget.
 func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Duration, last, ok bool) {
 	policy, asked := nextWait(b, err)
 	wait = max(policy, asked)
@@ -47,7 +48,7 @@ func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Durat
 	}
 	left := time.Until(deadline)
 	if wait > left-lastTry {
-		wait, last = max(left-lastTry, asked, 0), true
+		wait, last = max(left-lastTry, policy/2, asked), true
 	}
 	return wait, last, left-wait >= minTry
 }
@@ -313,7 +314,11 @@ func (g *registration) bury(ctx context.Context, err error) {
 // FlushResult counts what a flush did: entries delivered, attempts that
 // failed (a flush stops at the first), entries moved to the dead letters,
 // and entries read but left pending (the failed one included).
-type FlushResult struct{ Delivered, Failed, Dead, Pending int }
+type FlushResult struct {
+	Delivered, Failed, Dead, Pending int
+	// Stopped is the failed attempt that ended the flush, nil when none.
+	Stopped error
+}
 
 // Flush sends pending entries oldest first, at most limit (0: all), until
 // ctx is done, each with its own task id as the Idempotency-Key, to the
@@ -375,6 +380,7 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		return false, nil
 	}
 	res.Failed++
+	res.Stopped = sendErr
 	text := r.Client.Redact(sendErr.Error())
 	log.Debug("spooled registration not delivered; it stays pending", "err", text)
 	if ctx.Err() == nil {

@@ -452,6 +452,10 @@ func TestFlush(t *testing.T) {
 			}
 			r := &Registrar{Client: newTestClient(t, m.URL), Queue: q}
 			got, err := r.Flush(context.Background(), 0)
+			if stopped := got.Stopped; (stopped != nil) != (tt.want.Failed > 0) || classify(stopped) == permanent {
+				t.Errorf("Flush stopped by %v", stopped)
+			}
+			got.Stopped = nil
 			if err != nil || got != tt.want {
 				t.Errorf("Flush = %+v, %v; want %+v", got, err, tt.want)
 			}
@@ -519,7 +523,8 @@ func TestFitWait(t *testing.T) {
 		{"no deadline", 0, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, false, true},
 		{"fits", 3 * time.Second, 300 * time.Millisecond, errors.New("refused"), 300 * time.Millisecond, false, true},
 		{"shortened for a last try", time.Second, 1200 * time.Millisecond, errors.New("refused"), 750 * time.Millisecond, true, true},
-		{"last try at once", 300 * time.Millisecond, time.Second, errors.New("refused"), 50 * time.Millisecond, true, true},
+		{"last try, half the policy's wait", 300 * time.Millisecond, 200 * time.Millisecond, errors.New("refused"), 100 * time.Millisecond, true, true},
+		{"half the policy's wait does not fit", 300 * time.Millisecond, time.Second, errors.New("refused"), 0, true, false},
 		{"no time for a try", 80 * time.Millisecond, time.Second, errors.New("refused"), 0, true, false},
 		{"Retry-After longer than the policy", 3 * time.Second, 150 * time.Millisecond, answer(time.Second), time.Second, false, true},
 		{"Retry-After not shortened", 1200 * time.Millisecond, 150 * time.Millisecond, answer(time.Second), time.Second, true, true},

@@ -226,27 +226,27 @@ type network struct {
 // valid Luhn digit besides, about 3 random 16-digit numbers in 100 do
 // (the measured rates per length are in docs/security.md).
 var networks = []network{
-	{lo: "4", hi: "4", only: []int{13, 16, 19}},  // Visa
-	{lo: "51", hi: "55", minN: 16, maxN: 16},     // Mastercard
-	{lo: "2221", hi: "2720", minN: 16, maxN: 16}, // Mastercard 2-series
-	{lo: "34", hi: "34", minN: 15, maxN: 15},     // American Express
-	{lo: "37", hi: "37", minN: 15, maxN: 15},     // American Express
-	{lo: "6011", hi: "6011", minN: 16, maxN: 19}, // Discover
-	{lo: "644", hi: "649", minN: 16, maxN: 19},   // Discover
-	{lo: "65", hi: "65", minN: 16, maxN: 19},     // Discover
-	{lo: "62", hi: "62", minN: 16, maxN: 19},     // UnionPay
-	{lo: "3528", hi: "3589", minN: 16, maxN: 19}, // JCB
-	{lo: "300", hi: "305", minN: 14, maxN: 14},   // Diners Club Carte Blanche
-	{lo: "3095", hi: "3095", minN: 14, maxN: 14}, // Diners Club
-	{lo: "36", hi: "36", minN: 14, maxN: 19},     // Diners Club
-	{lo: "38", hi: "39", minN: 14, maxN: 19},     // Diners Club
-	{lo: "5018", hi: "5018", minN: 13, maxN: 19}, // Maestro
-	{lo: "5020", hi: "5020", minN: 13, maxN: 19}, // Maestro
-	{lo: "5038", hi: "5038", minN: 13, maxN: 19}, // Maestro
-	{lo: "5893", hi: "5893", minN: 13, maxN: 19}, // Maestro
-	{lo: "6304", hi: "6304", minN: 13, maxN: 19}, // Maestro
-	{lo: "6759", hi: "6759", minN: 13, maxN: 19}, // Maestro
-	{lo: "6761", hi: "6763", minN: 13, maxN: 19}, // Maestro
+	{lo: "4", hi: "4", only: []int{13, 16, 19}},   // Visa
+	{lo: "51", hi: "55", minN: 16, maxN: 16},      // Mastercard
+	{lo: "2221", hi: "2720", minN: 16, maxN: 16},  // Mastercard 2-series
+	{lo: "34", hi: "34", minN: 15, maxN: 15},      // American Express
+	{lo: "37", hi: "37", minN: 15, maxN: 15},      // American Express
+	{lo: "6011", hi: "6011", minN: 16, maxN: 19},  // Discover
+	{lo: "644", hi: "649", minN: 16, maxN: 19},    // Discover
+	{lo: "65", hi: "65", minN: 16, maxN: 19},      // Discover
+	{lo: "62", hi: "62", minN: 16, maxN: 19},      // UnionPay
+	{lo: "3528", hi: "3589", minN: 16, maxN: 19},  // JCB
+	{lo: "300", hi: "305", only: []int{14, 16}},   // Diners Club (Carte Blanche 14, International 16)
+	{lo: "3095", hi: "3095", only: []int{14, 16}}, // Diners Club
+	{lo: "36", hi: "36", minN: 14, maxN: 19},      // Diners Club
+	{lo: "38", hi: "39", minN: 14, maxN: 19},      // Diners Club
+	{lo: "5018", hi: "5018", minN: 13, maxN: 19},  // Maestro
+	{lo: "5020", hi: "5020", minN: 13, maxN: 19},  // Maestro
+	{lo: "5038", hi: "5038", minN: 13, maxN: 19},  // Maestro
+	{lo: "5893", hi: "5893", minN: 13, maxN: 19},  // Maestro
+	{lo: "6304", hi: "6304", minN: 13, maxN: 19},  // Maestro
+	{lo: "6759", hi: "6759", minN: 13, maxN: 19},  // Maestro
+	{lo: "6761", hi: "6763", minN: 13, maxN: 19},  // Maestro
 }
 
 func (nw network) matches(num string) bool {

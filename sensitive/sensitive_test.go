@@ -49,6 +49,7 @@ func TestSensitiveScanFinds(t *testing.T) {
 		{"unionpay 19", "6212345678901232", KindCard},
 		{"jcb", "3530111333300000", KindCard},
 		{"diners 14", "30569309025904", KindCard},
+		{"diners 16", "3056930009020004", KindCard},
 		{"diners 36", "36227206271667", KindCard},
 		{"maestro", "6759649826438453", KindCard},
 		{"card with spaces", "4111 1111 1111 1111", KindCard},

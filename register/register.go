@@ -118,8 +118,12 @@ func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Ou
 		attrs = append(attrs, "err", r.Client.Redact(reg.lastErr.Error()))
 	}
 	reg.log.Info("registration", attrs...)
-	if out == Lost && r.Queue == nil && reg.attempts > 0 {
-		reg.log.Warn("registration lost: not delivered and the spool is off (PADDLE_SPOOL_PATH=off)")
+	switch {
+	case out != Lost || reg.attempts == 0:
+	case r.Queue == nil:
+		reg.log.Warn("registration lost: not delivered, and the spool is off (PADDLE_SPOOL_PATH=off)")
+	default:
+		reg.log.Warn("registration lost: not delivered, and the spool could not keep it")
 	}
 	if out != Delivered || r.Queue == nil || r.Backlog <= 0 || ctx.Err() != nil {
 		return out

@@ -117,6 +117,7 @@ type result struct {
 const (
 	progScript     = "entrypoint.sh"
 	progEntrypoint = "paddle-entrypoint"
+	progNoMonitor  = "paddle-entrypoint, no PADDLE_MONITOR_URL"
 	progTrue       = "floor: exec true"
 	progGo         = "floor: Go + net/http"
 )
@@ -232,8 +233,11 @@ func benchmark(o options) error {
 	programs := map[string]contender{
 		progScript:     {name: progScript, argv: []string{"/bin/bash", o.script}, labels: filepath.Join(shm, "script.labels")},
 		progEntrypoint: {name: progEntrypoint, argv: []string{o.entrypoint}, labels: filepath.Join(shm, "entrypoint.labels"), spool: true},
-		progTrue:       {name: progTrue},
-		progGo:         {name: progGo, argv: []string{gofloor}},
+		// A diagnostic beside scenario 1: the same start without the
+		// registration, to split the entrypoint's cost from the HTTP round trip.
+		progNoMonitor: {name: progNoMonitor, argv: []string{o.entrypoint}, labels: filepath.Join(shm, "entrypoint.labels"), spool: true, drop: "PADDLE_MONITOR_URL"},
+		progTrue:      {name: progTrue},
+		progGo:        {name: progGo, argv: []string{gofloor}},
 	}
 
 	began := time.Now()
@@ -243,7 +247,7 @@ func benchmark(o options) error {
 			names := []string{progScript, progEntrypoint}
 			n := o.slowIterations
 			if !sc.slow {
-				names = append(names, progTrue, progGo)
+				names = append(names, progNoMonitor, progTrue, progGo)
 				n = o.iterations
 			}
 			env := append([]string{
@@ -290,6 +294,7 @@ func benchmark(o options) error {
 	}
 
 	rep := &report{
+		version:  entrypointVersion(o.entrypoint),
 		opts:     o,
 		machine:  machine,
 		results:  results,
@@ -402,6 +407,15 @@ func build(env []string, name string, args ...string) error {
 		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
+}
+
+// entrypointVersion is what `paddle-entrypoint version` prints.
+func entrypointVersion(path string) string {
+	out, err := exec.Command(path, "version").Output()
+	if err != nil {
+		return "unknown version"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // isStatic reports whether an ELF executable has no program interpreter.

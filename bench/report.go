@@ -25,6 +25,7 @@ const (
 
 // report turns the samples into markdown.
 type report struct {
+	version  string // the entrypoint's own version line
 	opts     options
 	machine  machineInfo
 	results  []*result
@@ -48,7 +49,7 @@ func (rep *report) markdown() string {
 	var b strings.Builder
 	o := rep.opts
 	args := strings.Join(os.Args[1:], " ")
-	fmt.Fprintf(&b, "Command: `make bench` (`go run ./bench %s`), %s, %s.\n\n", args, time.Now().UTC().Format("2006-01-02 15:04 UTC"), roundDuration(rep.duration))
+	fmt.Fprintf(&b, "Command: `make bench` (`go run ./bench %s`), %s, %s; measured: `%s`.\n\n", args, time.Now().UTC().Format("2006-01-02 15:04 UTC"), roundDuration(rep.duration), rep.version)
 	fmt.Fprintf(&b, "Machine: %d CPUs (nproc), %s, Linux %s, %s; load average %s at the start, %s at the end.\n\n",
 		rep.machine.cpus, rep.machine.model, rep.machine.kernel, rep.machine.goVersion, rep.machine.loadStart, rep.loadEnd)
 	fmt.Fprintf(&b, "Settings: %d iterations with the monitor up (after one untimed round), %d with it down; "+
@@ -142,7 +143,7 @@ func registration(r *result) string {
 }
 
 func gpuCounts(r *result) string {
-	if r.program != progScript && r.program != progEntrypoint {
+	if r.program != progScript && r.program != progEntrypoint && r.program != progNoMonitor {
 		return "—"
 	}
 	count := map[string]int{}

@@ -20,6 +20,7 @@ type contender struct {
 	argv   []string // the program and its own arguments; the stamp is appended
 	labels string   // the labels file it writes, "" for the floors
 	spool  bool     // it spools: give it a fresh PADDLE_SPOOL_PATH per run
+	drop   string   // an environment variable taken out of its environment
 }
 
 // sample is what one run showed.
@@ -70,6 +71,15 @@ func (r *runner) run(c contender, env []string, mode string, cap time.Duration) 
 	os.Remove(stampFile)
 	if c.labels != "" {
 		os.Remove(c.labels)
+	}
+	if c.drop != "" {
+		kept := make([]string, 0, len(env))
+		for _, kv := range env {
+			if !strings.HasPrefix(kv, c.drop+"=") {
+				kept = append(kept, kv)
+			}
+		}
+		env = kept
 	}
 	spoolPath := ""
 	if c.spool {

@@ -38,7 +38,8 @@ func labelsCmd(args, environ []string) int {
 	if rejected {
 		return exitRejected
 	}
-	setGPUs(set, probe.Wait())
+	inv := probe.Wait()
+	set.SetGPUs(len(inv.Devices), inv.UUIDs())
 	os.Stdout.Write(set.Format())
 	return 0
 }

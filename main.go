@@ -99,7 +99,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	}
 
 	inv := probe.Wait()
-	setGPUs(set, inv)
+	set.SetGPUs(len(inv.Devices), inv.UUIDs())
 	log.Info("task labels", labelAttrs(set)...)
 
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
@@ -151,13 +151,6 @@ func checkLabels(cfg config.Config, environ []string, log *slog.Logger) (set *la
 		}
 	}
 	return set, mode == "enforce" && len(problems) > 0
-}
-
-// setGPUs records the GPUs in the labels. The count includes GPUs whose UUID
-// is unknown: counted from device nodes, or one NVML could not query.
-func setGPUs(set *labels.Set, inv gpu.Inventory) {
-	set.SetGPUs(inv.UUIDs())
-	set.GPUCount = len(inv.Devices)
 }
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {

@@ -68,7 +68,7 @@ func TestWriteFileErrors(t *testing.T) {
 func ExampleSet_Format() {
 	s, _ := Parse([]string{"PADDLE_TASK_NAME=resnet50", "PADDLE_PROJECT=search_ranking", "PADDLE_LABEL_COST_CENTER=cc-1024"},
 		Options{Hostname: "node-1", Now: now, NewID: func() string { return "3f1c" }})
-	s.SetGPUs([]string{"GPU-8a1f"})
+	s.SetGPUs(1, []string{"GPU-8a1f"})
 	os.Stdout.Write(s.Format())
 	// Output:
 	// task_name=resnet50

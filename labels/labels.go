@@ -308,9 +308,11 @@ func varOf(key string) string {
 	return ExtraPrefix + strings.ToUpper(key)
 }
 
-// SetGPUs records the GPUs the training will use.
-func (s *Set) SetGPUs(uuids []string) {
-	s.GPUCount = len(uuids)
+// SetGPUs records the GPUs the training will use: count includes GPUs whose
+// UUID is unknown (counted from device nodes, or not queryable), and uuids
+// lists the known ones. A UUID that breaks the name rule is left out.
+func (s *Set) SetGPUs(count int, uuids []string) {
+	s.GPUCount = count
 	s.GPUUUIDs = nil
 	for _, u := range uuids {
 		if ValidName(u, "") {

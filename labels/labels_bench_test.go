@@ -100,7 +100,7 @@ func BenchmarkParse(b *testing.B) {
 // and in the test's temporary directory (usually a disk).
 func BenchmarkWriteFile(b *testing.B) {
 	set, _ := labels.Parse(containerEnv, labels.Options{Hostname: "resnet50-imagenet-worker-0", Now: time.Unix(1732950000, 0)})
-	set.SetGPUs([]string{"GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00", "GPU-a1b2c301-8f2d-4c1b-9a3e-1c2d3e4f5a01"})
+	set.SetGPUs(2, []string{"GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00", "GPU-a1b2c301-8f2d-4c1b-9a3e-1c2d3e4f5a01"})
 	dirs := []struct{ name, dir string }{{"tmpdir", b.TempDir()}}
 	if shm, err := os.MkdirTemp("/dev/shm", "labels-bench-"); err == nil {
 		b.Cleanup(func() { os.RemoveAll(shm) })

@@ -91,7 +91,7 @@ func TestParseFullOrder(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
-	s.SetGPUs([]string{"GPU-a", "GPU-b"})
+	s.SetGPUs(2, []string{"GPU-a", "GPU-b"})
 	want := strings.Join([]string{
 		"task_name=resnet50", "project=search_ranking", "owner=alice@example.com",
 		"gpu_count=2", "start_time=1732950000", "task_id=job-42", "priority=high",
@@ -231,7 +231,7 @@ func TestInvalidLabelsListsEachKeyOnce(t *testing.T) {
 
 func TestSetGPUsDropsMalformedUUIDs(t *testing.T) {
 	s, _ := parse()
-	s.SetGPUs([]string{"GPU-1", "bad uuid\nx=y"})
+	s.SetGPUs(2, []string{"GPU-1", "bad uuid\nx=y"})
 	if s.GPUCount != 2 || strings.Join(s.GPUUUIDs, ",") != "GPU-1" {
 		t.Errorf("count %d uuids %v", s.GPUCount, s.GPUUUIDs)
 	}

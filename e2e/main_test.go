@@ -157,6 +157,13 @@ gcc -O2 -shared -fPIC -o /opt/e2e/fakenvml/libnvidia-ml.so.1 testdata/fakenvml/f
 func ldflags() string { return "-s -w -X main.version=" + setup.version }
 
 func buildInRoot() error {
+	// The build inside the root has no network (GOPROXY=off): the modules
+	// come from the host's cache.
+	download := exec.Command("go", "mod", "download")
+	download.Dir = setup.repo
+	if out, err := download.CombinedOutput(); err != nil {
+		return fmt.Errorf("go mod download: %v\n%s", err, out)
+	}
 	goenv := map[string]string{}
 	for _, k := range []string{"GOROOT", "GOCACHE", "GOMODCACHE"} {
 		out, err := exec.Command("go", "env", k).Output()

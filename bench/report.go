@@ -180,6 +180,9 @@ func (rep *report) vsScript(r *result) string {
 	case !okA:
 		return "script did not start"
 	}
+	if a < b {
+		return fmt.Sprintf("%.0fx slower", float64(b)/float64(a))
+	}
 	return fmt.Sprintf("%.2fx faster", float64(a)/float64(b))
 }
 

@@ -12,8 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )

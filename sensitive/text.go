@@ -5,23 +5,33 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // privateKey matches the header of a private key in PEM (-----BEGIN RSA
 // PRIVATE KEY-----, BEGIN OPENSSH PRIVATE KEY, BEGIN ENCRYPTED PRIVATE KEY,
 // BEGIN PGP PRIVATE KEY BLOCK) with any separators, and PuTTY's key files.
-var privateKey = regexp.MustCompile(`(?i)begin[ _-]*(?:[a-z0-9]+[ _-]+){0,3}private[ _-]*key|putty-user-key-file`)
+var privateKey = lazyRegexp(`(?i)begin[ _-]*(?:[a-z0-9]+[ _-]+){0,3}private[ _-]*key|putty-user-key-file`)
 
-func hasPrivateKey(s string) bool { return privateKey.MatchString(s) }
+func hasPrivateKey(s string) bool {
+	low := strings.ToLower(s)
+	if !strings.Contains(low, "private") && !strings.Contains(low, "putty") {
+		return false
+	}
+	return privateKey().MatchString(s)
+}
 
 // jwtCandidate matches three or more base64url segments, the first starting
 // with eyJ (the base64 of `{"`).
-var jwtCandidate = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+=*\.[A-Za-z0-9_-]+=*\.[A-Za-z0-9_-]*`)
+var jwtCandidate = lazyRegexp(`eyJ[A-Za-z0-9_-]+=*\.[A-Za-z0-9_-]+=*\.[A-Za-z0-9_-]*`)
 
 // hasJWT reports a JWT (or JWE): a candidate whose first segment decodes to
 // a JSON header naming its "alg".
 func hasJWT(s string) bool {
-	for _, m := range jwtCandidate.FindAllString(s, -1) {
+	if !strings.Contains(s, "eyJ") {
+		return false
+	}
+	for _, m := range jwtCandidate().FindAllString(s, -1) {
 		header, _, _ := strings.Cut(m, ".")
 		if jwtHeader(strings.TrimRight(header, "=")) {
 			return true
@@ -51,21 +61,44 @@ func jwtHeader(seg string) bool {
 // cloudKey matches cloud providers' access key ids, by their fixed
 // upper-case prefixes: AWS (AKIA long-term, ASIA temporary, ABIA, ACCA),
 // Alibaba Cloud (LTAI), Google Cloud API keys (AIza), Tencent Cloud (AKID).
-var cloudKey = regexp.MustCompile(`(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|LTAI[A-Za-z0-9]{12,20}|AIza[A-Za-z0-9_-]{35}|AKID[A-Za-z0-9]{32}`)
+var cloudKey = lazyRegexp(`(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|LTAI[A-Za-z0-9]{12,20}|AIza[A-Za-z0-9_-]{35}|AKID[A-Za-z0-9]{32}`)
 
-func hasCloudKey(s string) bool { return cloudKey.MatchString(s) }
+func hasCloudKey(s string) bool {
+	return containsAny(s, "AKIA", "ASIA", "ABIA", "ACCA", "LTAI", "AIza", "AKID") && cloudKey().MatchString(s)
+}
 
 // apiToken matches services' API tokens by their documented prefixes. The
 // lower-case prefixes must start a word, so task-0123... is not sk-0123....
-var apiToken = regexp.MustCompile(`(?:^|[^A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,}|glpat-[A-Za-z0-9_-]{20}|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{34}|sk-(?:proj-|ant-)[A-Za-z0-9_-]{32,}|sk-[A-Za-z0-9]{32,})`)
+var apiToken = lazyRegexp(`(?:^|[^A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,}|glpat-[A-Za-z0-9_-]{20}|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{34}|sk-(?:proj-|ant-)[A-Za-z0-9_-]{32,}|sk-[A-Za-z0-9]{32,})`)
 
-func hasAPIToken(s string) bool { return apiToken.MatchString(s) }
+func hasAPIToken(s string) bool {
+	return containsAny(s, "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "hf_", "sk-") &&
+		apiToken().MatchString(s)
+}
 
 // urlPassword matches a URL's user information with a password:
 // scheme://user:password@host.
-var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@`)
+var urlPassword = lazyRegexp(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@`)
 
-func hasURLPassword(s string) bool { return urlPassword.MatchString(s) }
+func hasURLPassword(s string) bool {
+	return strings.Contains(s, "://") && urlPassword().MatchString(s)
+}
+
+// lazyRegexp compiles a pattern on first use. Every container start scans its
+// labels, and almost no label gets past the literal pre-checks above, so
+// compiling every pattern at package init would cost each start for nothing.
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
 
 // assignWords are the words that, ending a key's part, make "key=value" or
 // "key: value" a secret assignment: db_password=, dbPassword=, api-token:.

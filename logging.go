@@ -17,7 +17,7 @@ const logPrefix = "paddle-entrypoint: "
 // newLogger returns the structured logger of section 8 of the contract: one
 // line per event on w, text (with logPrefix) or JSON (with a "logger" field).
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: utcTime}
 	var h slog.Handler
 	if cfg.LogFormat == "json" {
 		h = slog.NewJSONHandler(w, opts)
@@ -25,6 +25,15 @@ func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
 		h = slog.NewTextHandler(&prefixWriter{w: w, prefix: []byte(logPrefix)}, opts)
 	}
 	return slog.New(h).With("logger", "paddle-entrypoint")
+}
+
+// utcTime writes record times in UTC: unambiguous across nodes, and it spares
+// every start the loading of /etc/localtime.
+func utcTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	}
+	return a
 }
 
 // prefixWriter prefixes each Write, which slog's handlers make once per record.

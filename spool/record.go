@@ -62,6 +62,21 @@ func (s *Spool) logChanges(ch changes) {
 	}
 }
 
+// put stores e in dst under a fresh id and returns the id. Ids come from
+// the pending bucket's sequence, so they are unique across both buckets.
+func (b buckets) put(dst *bolt.Bucket, e Entry) (uint64, error) {
+	seq, err := b.pending.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	e.ID = seq
+	v, err := marshal(e)
+	if err != nil {
+		return 0, err
+	}
+	return seq, dst.Put(itob(seq), v)
+}
+
 func itob(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // btoi reads a counter; anything but 8 bytes counts as zero.

@@ -168,16 +168,8 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 			if err := s.expire(b, now, &ch); err != nil {
 				return err
 			}
-			seq, err := b.pending.NextSequence()
-			if err != nil {
-				return err
-			}
-			e.ID, id = seq, seq
-			v, err := marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := b.pending.Put(itob(seq), v); err != nil {
+			var err error
+			if id, err = b.put(b.pending, e); err != nil {
 				return err
 			}
 			return s.bound(b, &ch)
@@ -273,16 +265,7 @@ func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error {
 			if b.err != nil {
 				return b.err
 			}
-			seq, err := b.pending.NextSequence()
-			if err != nil {
-				return err
-			}
-			e.ID = seq
-			v, err := marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := b.dead.Put(itob(seq), v); err != nil {
+			if _, err := b.put(b.dead, e); err != nil {
 				return err
 			}
 			return s.bound(b, &ch)

@@ -1,7 +1,8 @@
 // Command demo shows paddle-entrypoint's main job end to end on this
 // machine, with nothing but the built binaries: `make demo` runs it.
 //
-// It starts a stand-in monitor API on 127.0.0.1, then runs the entrypoint
+// It starts a stand-in monitor API on 127.0.0.1 (and, where gcc is, a
+// stand-in NVML library with two GPUs), then runs the entrypoint
 // three times with sample PADDLE_* labels, a labels file and a spool under a
 // temporary directory: with the monitor up, with the monitor down (the
 // registration is spooled and the command still starts within the budget),
@@ -67,8 +68,12 @@ func run() error {
 	}
 	train := []string{"sh", "-c", `echo "training: PID $$, task $PADDLE_TASK_ID, args: $*"`, "train.py", "--lr", "0.1"}
 
-	step("1. Monitor up: labels, labels file, registration, exec")
-	if err := entrypoint(bin, env, train...); err != nil {
+	step("1. Monitor up: labels, GPUs, labels file, registration, exec")
+	gpuEnv, err := fakeGPUs(dir)
+	if err != nil {
+		fmt.Printf("(no GPUs in this step: %v)\n", err)
+	}
+	if err := entrypoint(bin, append(env, gpuEnv...), train...); err != nil {
 		return err
 	}
 	show("labels file "+filepath.Join(dir, "paddle-task.labels"), filepath.Join(dir, "paddle-task.labels"))
@@ -98,6 +103,23 @@ func run() error {
 	}
 	mon.show()
 	return entrypoint(bin, env, "spool", "stats")
+}
+
+// fakeGPUs builds the stand-in NVML library from testdata (this machine has
+// no GPU) and returns the environment that makes it the task's driver, with
+// two GPUs: the probe loads it from LD_LIBRARY_PATH as it would the real one.
+func fakeGPUs(dir string) ([]string, error) {
+	lib := filepath.Join(dir, "nvidia")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("gcc", "-O2", "-shared", "-fPIC", "-o", filepath.Join(lib, "libnvidia-ml.so.1"),
+		"testdata/fakenvml/fakenvml.c").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("building the stand-in NVML library: %v: %s", err, out)
+	}
+	fmt.Println("(a stand-in libnvidia-ml.so.1 from testdata/fakenvml with two GPUs: this machine has none)")
+	return []string{"LD_LIBRARY_PATH=" + lib, "FAKE_NVML_GPUS=2"}, nil
 }
 
 func entrypoint(bin string, env []string, args ...string) error {

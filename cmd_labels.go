@@ -17,7 +17,7 @@ import (
 func labelsCmd(args, environ []string) int {
 	flags := config.NewFlagSet("paddle-entrypoint labels", true)
 	if err := flags.Parse(args); err != nil {
-		return usage(err)
+		return flagError(flags, err)
 	}
 	if rest := flags.Args(); len(rest) != 1 {
 		return usage(fmt.Errorf("labels takes no arguments, got %q", rest[1:]))

@@ -45,7 +45,7 @@ func spoolCmd(args, environ []string) int {
 	watch := flags.Bool("watch", false, "flush: keep draining every --interval until SIGTERM or SIGINT")
 	interval := flags.Duration("interval", defaultFlushInterval, "flush --watch: time between passes")
 	if err := flags.Parse(args); err != nil {
-		return usage(err)
+		return flagError(flags, err)
 	}
 	rest := flags.Args()
 	if len(rest) != 2 {

@@ -20,6 +20,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -55,7 +56,7 @@ func dispatch(args, environ []string) int {
 	start := time.Now()
 	flags := config.NewFlagSet("paddle-entrypoint", false)
 	if err := flags.Parse(args); err != nil {
-		return usage(err)
+		return flagError(flags, err)
 	}
 	rest := flags.Args()
 	if len(rest) > 0 && flags.ArgsLenAtDash() != 0 {
@@ -209,12 +210,25 @@ func cannotExec(log *slog.Logger, err error) int {
 	return command.ExitNotExecutable
 }
 
+// flagError reports a flag parsing error as a usage error, except --help,
+// which prints the usage and every flag on stdout and succeeds.
+func flagError(flags *config.FlagSet, err error) int {
+	if !errors.Is(err, pflag.ErrHelp) {
+		return usage(err)
+	}
+	fmt.Println(usageText)
+	fmt.Println("\nflags:")
+	flags.Usage(os.Stdout)
+	return 0
+}
+
+const usageText = `usage: paddle-entrypoint [flags] [--] COMMAND [ARG...]
+       paddle-entrypoint labels [flags]
+       paddle-entrypoint spool list|stats|flush|requeue|purge [flags]
+       paddle-entrypoint version`
+
 func usage(err error) int {
-	fmt.Fprintf(os.Stderr, "paddle-entrypoint: %v\n", err)
-	fmt.Fprintln(os.Stderr, "usage: paddle-entrypoint [flags] [--] COMMAND [ARG...]")
-	fmt.Fprintln(os.Stderr, "       paddle-entrypoint labels [flags]")
-	fmt.Fprintln(os.Stderr, "       paddle-entrypoint spool list|stats|flush|requeue|purge [flags]")
-	fmt.Fprintln(os.Stderr, "       paddle-entrypoint version")
+	fmt.Fprintf(os.Stderr, "paddle-entrypoint: %v\n%s\n", err, usageText)
 	return exitUsage
 }
 

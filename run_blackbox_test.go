@@ -378,6 +378,14 @@ func TestSubcommands(t *testing.T) {
 			t.Errorf("exit %d, stdout %q", r.Code, r.Stdout)
 		}
 	})
+	t.Run("help", func(t *testing.T) {
+		for _, args := range [][]string{{"--help"}, {"-h"}, {"labels", "--help"}, {"spool", "--help"}} {
+			r := newTask(t, args...).Run()
+			if r.Code != 0 || !strings.HasPrefix(r.Stdout, "usage: paddle-entrypoint") || !strings.Contains(r.Stdout, "PADDLE_REGISTER_BUDGET") {
+				t.Errorf("%q: exit %d, stdout %q", args, r.Code, r.Stdout)
+			}
+		}
+	})
 	t.Run("labels", func(t *testing.T) {
 		k := newTask(t, "labels")
 		k.Setenv("PADDLE_TASK_NAME", "vetted")

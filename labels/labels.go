@@ -144,7 +144,7 @@ func (p *parser) lookup(v, key string) (string, bool) {
 		return "", false
 	}
 	if kind, found := sensitive.Scan(raw); found {
-		p.fail(v, key, "value looks like "+string(kind)+"; dropped, never written or sent", kind)
+		p.fail(v, key, "value holds sensitive data ("+string(kind)+"); never written, sent or logged", kind)
 		return "", false
 	}
 	return raw, true
@@ -255,13 +255,13 @@ func (p *parser) extras(s *Set) {
 		switch kind, found := sensitive.Scan(strings.TrimPrefix(v, ExtraPrefix)); {
 		case found:
 			// The variable's own name holds the data: it is not repeated.
-			p.fail(ExtraPrefix+"...", "", "label name looks like "+string(kind)+"; dropped, never written or sent", kind)
+			p.fail(ExtraPrefix+"...", "", "label name holds sensitive data ("+string(kind)+"); never written, sent or logged", kind)
 			continue
 		case !ValidName(key, ""):
 			p.fail(v, "", fmt.Sprintf("label name %s breaks the name rule", quote(key)), "")
 			continue
 		case sensitive.SecretName(key):
-			p.fail(v, key, "label name says it holds a secret; dropped, never written or sent", sensitive.KindSecretName)
+			p.fail(v, key, "label name says it holds a secret; never written, sent or logged", sensitive.KindSecretName)
 			continue
 		}
 		raw, ok := p.lookup(v, key)

@@ -300,9 +300,7 @@ func (p *parser) required() {
 // varOf names the environment variable that sets key.
 func varOf(key string) string {
 	switch key {
-	case "task_name", "project", "owner", "priority", "env", "duration_est", "task_id":
-		return "PADDLE_" + strings.ToUpper(key)
-	case "trainer_id", "trainers_num":
+	case "task_name", "project", "owner", "priority", "env", "duration_est", "task_id", "trainer_id", "trainers_num":
 		return "PADDLE_" + strings.ToUpper(key)
 	}
 	return ExtraPrefix + strings.ToUpper(key)

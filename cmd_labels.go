@@ -28,13 +28,14 @@ func labelsCmd(args, environ []string) int {
 	}
 	log := newLogger(os.Stderr, cfg)
 	reportSettings(log, cfg)
-	if _, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile); err != nil {
+	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
+	if err != nil {
 		log.Error("label policy unusable", "err", err)
 		return exitRejected
 	}
 	probe := gpu.Start(context.Background(), gpuOptions(cfg, environ, log))
 	defer probe.Stop()
-	set, rejected := checkLabels(cfg, environ, log)
+	set, rejected := checkLabels(cfg, pol, environ, log)
 	if rejected {
 		return exitRejected
 	}

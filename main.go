@@ -90,7 +90,11 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	probe := gpu.Start(ctx, gpuOptions(cfg, environ, log))
 	defer probe.Stop()
 
-	set, rejected := checkLabels(cfg, environ, log)
+	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
+	if err != nil {
+		log.Error("label policy unusable; built-in rules apply", "err", err)
+	}
+	set, rejected := checkLabels(cfg, pol, environ, log)
 	if rejected {
 		return exitRejected
 	}
@@ -133,11 +137,8 @@ func registerTask(ctx context.Context, cfg config.Config, body []byte, taskID st
 
 // checkLabels parses the task's labels under the policy in force and
 // reports each problem. rejected is true when enforce mode refuses the start.
-func checkLabels(cfg config.Config, environ []string, log *slog.Logger) (set *labels.Set, rejected bool) {
-	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
-	if err != nil {
-		log.Error("label policy unusable; built-in rules apply", "err", err)
-	}
+// pol is the policy in force; nil means built-in rules only.
+func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *slog.Logger) (set *labels.Set, rejected bool) {
 	mode := cfg.LabelsMode
 	if pol != nil && pol.Mode != "" {
 		mode = pol.Mode
@@ -201,12 +202,10 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 }
 
 func cannotExec(log *slog.Logger, err error) int {
-	var ce *command.Error
-	if errors.As(err, &ce) {
-		log.Error("command cannot start", "err", err)
+	log.Error("command cannot start", "err", err)
+	if ce := (*command.Error)(nil); errors.As(err, &ce) {
 		return ce.Status
 	}
-	log.Error("command cannot start", "err", err)
 	return command.ExitNotExecutable
 }
 

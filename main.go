@@ -111,7 +111,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
 
-	registerTask(ctx, cfg, register.Body(set, inv), set.TaskID, log)
+	registerTask(ctx, cfg, set, inv, log)
 	if status, stopped := stopSignals(); stopped {
 		log.Warn("stopped by a signal before exec; the registration is spooled", "exit", status)
 		return status
@@ -122,8 +122,9 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 }
 
 // registerTask delivers the registration within the budget, or spools it.
-// The budget starts here: unused probe time is not lent to it.
-func registerTask(ctx context.Context, cfg config.Config, body []byte, taskID string, log *slog.Logger) {
+// The budget starts here: unused probe time is not lent to it. Without a
+// monitor the body is not even built.
+func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv gpu.Inventory, log *slog.Logger) {
 	if cfg.MonitorURL == "" {
 		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
 		return
@@ -132,7 +133,7 @@ func registerTask(ctx context.Context, cfg config.Config, body []byte, taskID st
 	defer cancel()
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
-	r.Register(ctx, taskID, body)
+	r.Register(ctx, set.TaskID, register.Body(set, inv))
 }
 
 // checkLabels parses the task's labels under the policy in force and

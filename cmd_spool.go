@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
@@ -76,8 +75,9 @@ func spoolCmd(args, environ []string) int {
 		return usage(fmt.Errorf("spool flush: --interval %v is not a positive duration", *interval))
 	}
 	log := newLogger(os.Stderr, cfg)
+	routeStdLog(log)
 	reportSettings(log, cfg)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(context.Background(), terminating...)
 	defer stop()
 	s := newSpool(cfg, log)
 	out := json.NewEncoder(os.Stdout)
@@ -120,8 +120,12 @@ type flushResult struct {
 	Spool     string `json:"spool"`
 	Delivered int    `json:"delivered"`
 	Dead      int    `json:"dead"`
-	Pending   int    `json:"pending"` // left after the pass
-	Error     string `json:"error,omitempty"`
+	// Pending is what is left after the pass; null when it could not be
+	// counted (the file is locked or unreadable): never a reassuring 0.
+	Pending *int `json:"pending"`
+	// Locked: another process held the file's lock past the timeout.
+	Locked bool   `json:"locked,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // flushCmd drains the spool file (or, with all, every per-UID spool file of
@@ -146,7 +150,7 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 		complete, failing, lastErr := true, false, ""
 		for _, path := range paths {
 			res := flushFile(ctx, cfg, r, path, log)
-			if res.Pending > 0 || res.Error != "" {
+			if res.Pending == nil || *res.Pending > 0 || res.Error != "" {
 				complete = false
 			}
 			if res.Error != "" {
@@ -189,8 +193,9 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	res.Delivered, res.Dead = fr.Delivered, fr.Dead
 	switch {
 	case err != nil:
-		res.Error = err.Error()
-		log.Warn("spool flush: spool unusable", "spool", path, "err", err)
+		res.Error = r.Client.Redact(err.Error())
+		res.Locked = errors.Is(err, spool.ErrLocked)
+		log.Warn("spool flush: spool unusable", "spool", path, "err", res.Error)
 	case fr.Stopped != nil && ctx.Err() == nil:
 		res.Error = r.Client.Redact(fr.Stopped.Error())
 	}
@@ -199,12 +204,13 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	defer cancel()
 	st, err := s.Stats(sctx)
 	if err != nil {
+		res.Locked = res.Locked || errors.Is(err, spool.ErrLocked)
 		if res.Error == "" {
-			res.Error = err.Error()
+			res.Error = r.Client.Redact(err.Error())
 		}
 		return res
 	}
-	res.Pending = st.Pending
+	res.Pending = &st.Pending
 	if fr.Delivered+fr.Dead > 0 {
 		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
 	}

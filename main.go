@@ -84,6 +84,7 @@ func dispatch(args, environ []string) int {
 // returns only when the command could not be started.
 func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
+	routeStdLog(log)
 	reportSettings(log, cfg)
 	ctx, stopSignals := catchSignals()
 
@@ -105,7 +106,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 
 	inv := probe.Wait()
 	set.SetGPUs(len(inv.Devices), inv.UUIDs())
-	log.Info("task labels", labelAttrs(set)...)
+	log.Info("task labels", labelAttrs(set))
 
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)

@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
 	"github.com/spf13/pflag"
 )
 
@@ -235,8 +237,16 @@ func monitorURL(dst *string, s string) error {
 		*dst = ""
 		return nil
 	}
+	// The URL may hold a password (better kept in the token file): an
+	// error quotes it with its userinfo redacted.
+	shown := sensitive.RedactURLs(s)
 	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
-		return fmt.Errorf("%q is not an http:// or https:// URL", s)
+		return fmt.Errorf("%q is not an http:// or https:// URL", shown)
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		// Go's parse error repeats the URL unredacted: not quoted.
+		return fmt.Errorf("%q is not a valid URL (no host, or a control character such as a trailing newline)", shown)
 	}
 	*dst = strings.TrimRight(s, "/")
 	return nil

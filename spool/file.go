@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -193,8 +194,9 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 		flag |= os.O_CREATE
 	}
 	// A symbolic link is refused: in a world-writable directory another
-	// user could plant one pointing at a file of ours.
-	flag |= syscall.O_NOFOLLOW
+	// user could plant one pointing at a file of ours. O_NONBLOCK: a FIFO
+	// planted at the path must not hang the open (it is refused below).
+	flag |= syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	madeDir := false
 	for {
 		f, err := os.OpenFile(path, flag, 0o600)
@@ -213,6 +215,15 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 			}
 		}
 		if err != nil {
+			if errors.Is(err, syscall.ELOOP) {
+				err = fmt.Errorf("%w: %s is a symbolic link", ErrUntrusted, path)
+			}
+			return nil, unavailable(err)
+		}
+		// Checked on the descriptor, before the lock is even asked for:
+		// what the path names may change, what was opened does not.
+		if err := trusted(f, path); err != nil {
+			f.Close()
 			return nil, unavailable(err)
 		}
 		if err := lock(ctx, f, how, deadline); err != nil {
@@ -247,6 +258,62 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 		}
 		return &handle{f: f, info: info}, nil
 	}
+}
+
+// trusted checks the file opened at path: a regular file, owned by the user
+// the spool belongs to (see ownerOK), and writable by nobody else. Otherwise
+// anyone on the node who could write it could plant entries that this
+// user's starts (or root's drainer) would send with their own token, and
+// anyone who could read it would read this user's labels.
+func trusted(f *os.File, path string) error {
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file (%v)", ErrUntrusted, path, info.Mode().Type())
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if !ownerOK(int(st.Uid), path) {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by the user whose spool it is", ErrUntrusted, path, st.Uid)
+	}
+	if info.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%w: %s is writable by other users (mode %04o)", ErrUntrusted, path, info.Mode().Perm())
+	}
+	return nil
+}
+
+// ownerOK reports whether uid may own the spool file at path: this
+// process's user; and for root (the node's drainer) also the <uid> of a
+// spool-<uid>.db file, or of a .corrupt-* file renamed aside from one.
+func ownerOK(uid int, path string) bool {
+	euid := os.Geteuid()
+	if uid == euid {
+		return true
+	}
+	named, ok := FileUID(path)
+	return euid == 0 && ok && uid == named
+}
+
+// FileUID returns the uid in a per-UID spool file's name, spool-<uid>.db
+// (or a .corrupt-* file renamed aside from one).
+func FileUID(path string) (int, bool) {
+	name := filepath.Base(path)
+	if i := strings.Index(name, ".db.corrupt-"); i >= 0 {
+		name = name[:i+len(".db")]
+	}
+	digits, ok := strings.CutPrefix(name, "spool-")
+	if digits, ok = strings.CutSuffix(digits, ".db"); !ok || digits == "" {
+		return 0, false
+	}
+	uid, err := strconv.ParseUint(digits, 10, 31)
+	if err != nil {
+		return 0, false
+	}
+	return int(uid), true
 }
 
 // lock takes a flock(2) lock on f, polling until deadline: bbolt's own

@@ -72,6 +72,11 @@ var (
 	// ErrUnavailable: the file cannot be opened or written (permissions,
 	// read-only file system, full disk).
 	ErrUnavailable = errors.New("spool: unavailable")
+	// ErrUntrusted: the path names something this process must not use as
+	// its spool: a symbolic link, not a regular file, a file of another
+	// user, or one other users may write. It is never renamed or changed.
+	// An error wrapping it wraps ErrUnavailable too.
+	ErrUntrusted = errors.New("spool: file not trusted")
 	// ErrCorrupt: the file was found corrupt and could not be renamed
 	// aside (an error wrapping it wraps ErrUnavailable too). A corrupt
 	// file that was renamed aside is not an error: the operation goes on

@@ -64,6 +64,16 @@ func spoolCmd(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
+	// The spool commands are the node's tools: their flags, given by the
+	// administrator, bound every entry of the files they handle.
+	// PADDLE_SPOOL_MAX and PADDLE_SPOOL_MAX_AGE in their environment are
+	// a task's settings and bound nothing here.
+	if flags.Changed("spool-max") {
+		cfg.SpoolNodeMax = cfg.SpoolMax
+	}
+	if flags.Changed("spool-max-age") {
+		cfg.SpoolNodeMaxAge = cfg.SpoolMaxAge
+	}
 	switch {
 	case cfg.SpoolPath == "":
 		return usage(errors.New("spool: the spool is off (PADDLE_SPOOL_PATH=off)"))

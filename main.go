@@ -175,8 +175,10 @@ func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
 	}
 	return spool.New(spool.Options{
 		Path:        cfg.SpoolPath,
-		MaxEntries:  cfg.SpoolMax,
-		MaxAge:      cfg.SpoolMaxAge,
+		MaxEntries:  cfg.SpoolNodeMax,
+		MaxAge:      cfg.SpoolNodeMaxAge,
+		AddLimit:    cfg.SpoolMax,
+		AddMaxAge:   cfg.SpoolMaxAge,
 		LockTimeout: spoolLockTimeout,
 		Logger:      log,
 	})
@@ -196,7 +198,7 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 	if err != nil {
 		log.Error("monitor client unusable; registrations are spooled", "err", err)
 	}
-	r := &register.Registrar{Client: client, Logger: log}
+	r := &register.Registrar{Client: client, Logger: log, Check: payloadCheck(cfg, log)}
 	if q := newSpool(cfg, log); q != nil {
 		r.Queue = q
 	}

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Every separator the name rule allows hides nothing: identity and card
@@ -52,7 +56,12 @@ func TestTrustSignalsDuringRegistration(t *testing.T) {
 			k := regTask(t, m.URL, 20*time.Second)
 			k.Setenv("PADDLE_TASK_ID", "sig-task")
 			got := make(chan struct{}, 1)
-			m.onRequest = func(int) { got <- struct{}{} }
+			m.onRequest = func(int) {
+				select {
+				case got <- struct{}{}:
+				default:
+				}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c := k.Command(ctx)
@@ -383,4 +392,400 @@ func runAs(t *testing.T, path string, uid, gid uint32, env []string, args ...str
 		t.Fatalf("%v did not finish within 30s\n%s", args, stderr.String())
 	}
 	return result{Stdout: stdout.String(), Stderr: stderr.String(), Code: exitCode(err), Elapsed: time.Since(start)}
+}
+
+// sharedSpoolDir is a 1777 directory, like the image's
+// /var/lib/paddle-entrypoint, with a copy of the entrypoint every user can
+// run.
+func sharedSpoolDir(t *testing.T) (dir, entrypoint string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to play several users")
+	}
+	top, entrypoint := privDir(t)
+	dir = filepath.Join(top, "spool")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	return dir, entrypoint
+}
+
+// userEnv is the environment of a start as a user with spool path.
+func userEnv(monitor, spoolPath string, extra ...string) []string {
+	return append([]string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"PADDLE_LABELS_FILE=/nonexistent/labels",
+		"PADDLE_SPOOL_PATH=" + spoolPath,
+		"PADDLE_MONITOR_URL=" + monitor,
+		"PADDLE_REGISTER_BUDGET=1s",
+	}, extra...)
+}
+
+// A spool file that another user pre-created in the shared directory (or
+// made writable by others) is not used: uid 1000's start does not read it,
+// write it, rename it or send what was planted in it, and neither does
+// root's drainer; the start still runs its command.
+func TestTrustSpoolForeignFile(t *testing.T) {
+	dir, ep := sharedSpoolDir(t)
+	m := newRegMonitor(t, "503")
+	victim := filepath.Join(dir, "spool-1000.db")
+	// uid 2000 plants an entry in uid 1000's spool path, then opens it to all.
+	r := runAs(t, ep, 2000, 2000, userEnv(m.URL, victim, "PADDLE_TASK_ID=planted-by-2000", "PADDLE_LABEL_NOTE=mine"), "/bin/true")
+	if r.Code != 0 {
+		t.Fatalf("planting start: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if err := os.Chmod(victim, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	planted, err := os.ReadFile(victim)
+	if err != nil || len(planted) == 0 {
+		t.Fatalf("no planted file: %v", err)
+	}
+	m.SetScript("200")
+	before := len(m.Requests())
+
+	r = runAs(t, ep, 1000, 1000, userEnv(m.URL, victim, "PADDLE_TASK_ID=victim-1000"), "/bin/true")
+	if r.Code != 0 {
+		t.Fatalf("victim start: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "not trusted") {
+		t.Errorf("no log says the spool file is not trusted:\n%s", r.Stderr)
+	}
+	// The spool file is refused on the spool's first use: a start whose
+	// registration fails.
+	m.SetScript("503")
+	r = runAs(t, ep, 1000, 1000, userEnv(m.URL, victim, "PADDLE_TASK_ID=victim-1000-b"), "/bin/true")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "not trusted") {
+		t.Errorf("second victim start: exit %d\n%s", r.Code, r.Stderr)
+	}
+	m.SetScript("200")
+	for _, args := range [][]string{{"spool", "list"}, {"spool", "stats"}, {"spool", "flush"}} {
+		r := runAs(t, ep, 1000, 1000, userEnv(m.URL, victim), args...)
+		if r.Code == 0 || strings.Contains(r.Stdout, "planted-by-2000") || strings.Contains(r.Stdout, "mine") {
+			t.Errorf("uid 1000 %v: exit %d, stdout %q", args, r.Code, r.Stdout)
+		}
+	}
+	// Root's drainer: spool-1000.db belongs to uid 1000, and this one does not.
+	r = runAs(t, ep, 0, 0, userEnv(m.URL, filepath.Join(dir, "spool-0.db")), "spool", "flush", "--all")
+	if r.Code == 0 {
+		t.Errorf("drainer exit 0 although a spool file was refused\n%s", r.Stderr)
+	}
+	for _, req := range m.Requests()[before:] {
+		if strings.Contains(string(req.Body), "planted-by-2000") || req.Key() == "planted-by-2000" {
+			t.Errorf("the planted entry was sent: key %q", req.Key())
+		}
+	}
+	if got, _ := os.ReadFile(victim); !bytes.Equal(got, planted) {
+		t.Errorf("the other user's file was changed")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("directory holds %v; nothing may be renamed or created beside the refused file", names)
+	}
+	// Made private again, it is still uid 2000's file, not uid 1000's.
+	os.Chmod(victim, 0o644)
+	if r := runAs(t, ep, 1000, 1000, userEnv(m.URL, victim), "spool", "list"); r.Code == 0 || strings.Contains(r.Stdout, "mine") {
+		t.Errorf("uid 1000 read uid 2000's file: exit %d, %q", r.Code, r.Stdout)
+	}
+}
+
+// A symbolic link or a FIFO at a spool path: `spool stats|list|flush`
+// answer at once with an error, and a start runs its command.
+func TestTrustSpoolNotRegular(t *testing.T) {
+	m := newRegMonitor(t, "503")
+	for _, kind := range []string{"fifo", "symlink"} {
+		t.Run(kind, func(t *testing.T) {
+			k := newTask(t)
+			k.Setenv("PADDLE_MONITOR_URL", m.URL)
+			k.Setenv("PADDLE_REGISTER_BUDGET", "500ms")
+			k.Timeout = 10 * time.Second
+			target := filepath.Join(k.Dir, "target.db")
+			os.WriteFile(target, nil, 0o600)
+			var err error
+			if kind == "fifo" {
+				err = syscall.Mkfifo(k.SpoolPath(), 0o600)
+			} else {
+				err = os.Symlink(target, k.SpoolPath())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"stats"}, {"list"}, {"list", "--dead"}, {"flush"}, {"requeue"}, {"purge", "--dead"}} {
+				r := spoolRun(k, args...)
+				if r.Code != 1 || !strings.Contains(r.Stderr, "not trusted") {
+					t.Errorf("spool %v: exit %d\n%s", args, r.Code, r.Stderr)
+				}
+			}
+			k.Args = []string{"/bin/true"}
+			if r := k.Run(); r.Code != 0 {
+				t.Errorf("start: exit %d\n%s", r.Code, r.Stderr)
+			}
+			if fi, err := os.Lstat(k.SpoolPath()); err != nil || fi.Mode().IsRegular() {
+				t.Errorf("the %s at the spool path was replaced", kind)
+			}
+			if b, _ := os.ReadFile(target); len(b) != 0 {
+				t.Errorf("the symbolic link's target was written")
+			}
+		})
+	}
+}
+
+// A user who keeps swapping their spool file for a FIFO cannot freeze the
+// node's drainer: it keeps delivering the other files and stops on SIGTERM.
+func TestTrustDrainerFIFOSwap(t *testing.T) {
+	m := newRegMonitor(t, "503")
+	dir := t.TempDir()
+	good := newTask(t)
+	good.Setenv("PADDLE_SPOOL_PATH", filepath.Join(dir, "spool-0.db"))
+	spoolPending(t, good, m, "drain-a")
+	m.SetScript("200")
+
+	fifo := filepath.Join(dir, "spool-1000.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	swapDone := make(chan struct{})
+	go func() { // swap a FIFO and a regular file in, as fast as it goes
+		defer close(swapDone)
+		tmpF, tmpR := filepath.Join(dir, "fifo.tmp"), filepath.Join(dir, "reg.tmp")
+		for i := 0; ctx.Err() == nil; i++ {
+			if i%2 == 0 {
+				syscall.Mkfifo(tmpF, 0o600)
+				os.Rename(tmpF, fifo)
+			} else {
+				os.WriteFile(tmpR, nil, 0o600)
+				os.Rename(tmpR, fifo)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	d := newTask(t, "spool", "flush", "--all", "--watch", "--interval", "20ms")
+	d.Setenv("PADDLE_SPOOL_PATH", filepath.Join(dir, "spool-0.db"))
+	d.Setenv("PADDLE_MONITOR_URL", m.URL)
+	c := d.Command(ctx)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Process.Kill()
+	for ctx.Err() == nil && len(m.Delivered()) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Later entries are delivered too: the drainer is not stuck.
+	time.Sleep(2 * time.Second) // many passes over the swapping file
+	m.SetScript("503")
+	spoolPending(t, good, m, "drain-b")
+	m.SetScript("200")
+	for ctx.Err() == nil && len(m.Delivered()) < 2 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := m.Delivered(); len(got) < 2 {
+		t.Errorf("drainer delivered %v, want drain-a and drain-b", got)
+	}
+	c.Process.Signal(syscall.SIGTERM)
+	start := time.Now()
+	done := make(chan int, 1)
+	go func() { done <- exitCode(c.Wait()) }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("drainer exit %d on SIGTERM\n%s", code, stderr.String())
+		}
+		t.Logf("drainer stopped %v after SIGTERM", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Errorf("drainer ignored SIGTERM for 5s\n%s", stderr.String())
+	}
+	cancel()
+	<-swapDone
+}
+
+// plant writes entries into a spool file as any program could: through
+// the spool package, with whatever task id and payload it likes.
+func plant(t *testing.T, path string, entries ...spool.Entry) {
+	t.Helper()
+	s := spool.New(spool.Options{Path: path})
+	for _, e := range entries {
+		if _, err := s.Enqueue(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Every stored payload is checked again before it is sent (name rule,
+// sensitive data, the node's policy), and is sent with its own task_id as
+// the Idempotency-Key, whatever key the entry around it claims. A payload
+// that fails goes to the dead letters with the reason.
+func TestTrustStoredPayloadRechecked(t *testing.T) {
+	for _, how := range []string{"flush", "start backlog"} {
+		t.Run(how, func(t *testing.T) {
+			m := newRegMonitor(t, "200")
+			k := regTask(t, m.URL, 5*time.Second)
+			pol := filepath.Join(k.Dir, "policy.json")
+			os.WriteFile(pol, []byte(`{"mode":"warn","labels":{"project":{"allow":["vision","default"]}}}`), 0o644)
+			k.Setenv("PADDLE_POLICY_FILE", pol)
+			raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+			plant(t, k.SpoolPath(),
+				spool.Entry{TaskID: "claimed-key", Payload: raw(`{"task_id":"real-id","project":"vision"}`)},
+				spool.Entry{TaskID: "card", Payload: raw(`{"task_id":"card","project":"vision","labels":{"note":"4111_1111_1111_1111"}}`)},
+				spool.Entry{TaskID: "denied", Payload: raw(`{"task_id":"denied","project":"admin"}`)},
+				spool.Entry{TaskID: "forged", Payload: raw(`{"task_id":"forged","task_name":"a\nb"}`)},
+				spool.Entry{TaskID: "no-id", Payload: raw(`{"project":"vision"}`)},
+			)
+			var r result
+			if how == "flush" {
+				r = spoolRun(k, "flush")
+			} else {
+				k.Setenv("PADDLE_TASK_ID", "the-start")
+				r = k.Run()
+			}
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			var keys []string
+			for _, req := range m.Requests() {
+				keys = append(keys, req.Key())
+				if strings.Contains(string(req.Body), "4111") || strings.Contains(string(req.Body), "admin") {
+					t.Errorf("refused payload sent: %s", req.Body)
+				}
+			}
+			want := []string{"real-id"}
+			if how != "flush" {
+				want = []string{"the-start", "real-id"}
+			}
+			if !slicesEqual(keys, want) {
+				t.Errorf("monitor saw keys %v, want %v", keys, want)
+			}
+			dead, _ := spoolList(t, k, true)
+			reasons := map[string]string{}
+			for _, e := range dead {
+				reasons[e.TaskID] = e.Answer
+			}
+			for id, why := range map[string]string{"card": "sensitive", "denied": "project", "forged": "name rule", "no-id": "task_id"} {
+				if !strings.Contains(reasons[id], why) || !strings.Contains(reasons[id], "not sent") {
+					t.Errorf("dead letter %s: answer %q, want the reason (%s)", id, reasons[id], why)
+				}
+			}
+			if strings.Contains(r.Stderr, "4111") {
+				t.Errorf("the card number was logged")
+			}
+			wantStats(t, k, 0, 4)
+		})
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
+}
+
+// A task's PADDLE_SPOOL_MAX and PADDLE_SPOOL_MAX_AGE bound only what it
+// adds; the node's bounds come from the drainer's flags.
+func TestTrustTaskBoundsOwnEntriesOnly(t *testing.T) {
+	m := newRegMonitor(t, "503")
+	k := newTask(t)
+	spoolPending(t, k, m, "other-1", "other-2")
+
+	small := *k
+	small.Env = append([]string(nil), k.Env...)
+	small.Setenv("PADDLE_SPOOL_MAX", "1")
+	small.Setenv("PADDLE_SPOOL_MAX_AGE", "1ns")
+	spoolPendingAllowLost(t, &small, m, "greedy")
+	quick := *k
+	quick.Env = append([]string(nil), k.Env...)
+	quick.Setenv("PADDLE_SPOOL_MAX_AGE", "1ns")
+	spoolPending(t, &quick, m, "short-lived")
+	spoolPending(t, k, m, "later")
+
+	pending, _ := spoolList(t, k, false)
+	if ids := taskIDs(pending); !slicesEqual(ids, []string{"other-1", "other-2", "later"}) {
+		t.Errorf("pending %v: other tasks' entries must survive a task's own bounds", ids)
+	}
+	dead, _ := spoolList(t, k, true)
+	if ids := taskIDs(dead); !slicesEqual(ids, []string{"short-lived"}) || dead[0].Answer != "expired" {
+		t.Errorf("dead %+v, want short-lived expired by its own bound", dead)
+	}
+	if st := spoolStats(t, k); st["dropped"] != 1 {
+		t.Errorf("stats %v, want the greedy task's own entry counted as dropped", st)
+	}
+	// The node's drainer with --spool-max 2 applies it to every entry.
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	if r := spoolRun(k, "flush", "--spool-max", "2"); r.Code != 1 {
+		t.Errorf("flush exit %d\n%s", r.Code, r.Stderr)
+	}
+	pending, _ = spoolList(t, k, false)
+	if ids := taskIDs(pending); !slicesEqual(ids, []string{"other-2", "later"}) {
+		t.Errorf("after the drainer's --spool-max 2: pending %v", ids)
+	}
+}
+
+// spoolPendingAllowLost is spoolPending for a start whose own bound may
+// keep its entry out.
+func spoolPendingAllowLost(t *testing.T, k *task, m *regMonitor, id string) {
+	t.Helper()
+	s := *k
+	s.Args = []string{"/bin/true"}
+	s.Env = append([]string(nil), k.Env...)
+	s.Setenv("PADDLE_MONITOR_URL", m.URL)
+	s.Setenv("PADDLE_REGISTER_BUDGET", "200ms")
+	s.Setenv("PADDLE_TASK_ID", id)
+	if r := s.Run(); r.Code != 0 {
+		t.Fatalf("start of %s: exit %d\n%s", id, r.Code, r.Stderr)
+	}
+}
+
+// oldSpool writes n pending entries queued long ago straight into a bbolt
+// file, in one transaction, as a node's spool looks after months.
+func oldSpool(t *testing.T, path string, n int, queued time.Time) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		p, _ := tx.CreateBucketIfNotExists([]byte("pending"))
+		tx.CreateBucketIfNotExists([]byte("dead"))
+		tx.CreateBucketIfNotExists([]byte("meta"))
+		for i := 1; i <= n; i++ {
+			id := fmt.Sprintf("old-%06d", i)
+			v := fmt.Sprintf(`{"id":%d,"record_version":1,"task_id":%q,"payload":{"task_id":%q,"task_name":"x"},"queued_at":%q,"attempts":1}`,
+				i, id, id, queued.UTC().Format(time.RFC3339Nano))
+			if err := p.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), []byte(v)); err != nil {
+				return err
+			}
+		}
+		return p.SetSequence(uint64(n))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The expiry of a large spool fits the budget: 10^5 entries past the age
+// bound, a 1s budget, a monitor that is down: the command starts within
+// the budget and its margin; the rest expires in later operations.
+func TestTrustExpiryFitsBudget(t *testing.T) {
+	k := regTask(t, regDownURL(t), time.Second)
+	oldSpool(t, k.SpoolPath(), 100000, time.Now().Add(-60*24*time.Hour))
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	t.Logf("start with 10^5 expired entries: exec after %v", r.Elapsed)
+	if r.Elapsed > time.Second+regMargin {
+		t.Errorf("start took %v with a 1s budget", r.Elapsed)
+	}
+	if !strings.Contains(r.Stderr, "outcome=spooled") {
+		t.Errorf("registration not spooled:\n%s", r.Stderr)
+	}
+	st := spoolStats(t, k)
+	if st["dead"] == 0 || st["pending"]+st["dead"] != 100001 {
+		t.Errorf("stats %v: want some expired now, none lost", st)
+	}
 }

@@ -33,12 +33,18 @@ type Config struct {
 	MonitorCAFile    string
 	RegisterBudget   time.Duration
 	GPUTimeout       time.Duration
-	GPUProbe         string // the probe executable; "" means beside our own
-	SpoolPath        string // "" when the spool is off
-	SpoolMax         int
-	SpoolMaxAge      time.Duration
-	LogLevel         slog.Level
-	LogFormat        string // "text" or "json"
+	GPUProbe         string        // the probe executable; "" means beside our own
+	SpoolPath        string        // "" when the spool is off
+	SpoolMax         int           // the task's own bound on what it adds
+	SpoolMaxAge      time.Duration // the task's own bound on what it adds
+	// SpoolNodeMax and SpoolNodeMaxAge bound every entry of the spool
+	// file, whoever added it: the defaults, or the flags of a spool
+	// subcommand (the node's drainer, run by the administrator); never a
+	// task's environment.
+	SpoolNodeMax    int
+	SpoolNodeMaxAge time.Duration
+	LogLevel        slog.Level
+	LogFormat       string // "text" or "json"
 
 	// Warnings are malformed environment settings that fell back to their
 	// defaults; the caller logs them once its logger exists.
@@ -154,6 +160,7 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 			}
 		}
 	}
+	c.SpoolNodeMax, c.SpoolNodeMaxAge = DefaultSpoolMax, DefaultSpoolMaxAge
 	if c.SpoolPath == "" && !spoolOff(flags, env) {
 		c.SpoolPath = DefaultSpoolPath(uid)
 	}

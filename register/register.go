@@ -13,6 +13,7 @@ package register
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -77,6 +78,29 @@ type Registrar struct {
 	Logger  *slog.Logger
 	Backlog int         // older pending entries sent per start after our own
 	Retry   RetryPolicy // zero: DefaultRetry
+	// Check vets a payload read back from the spool before it is sent and
+	// returns its task id, the Idempotency-Key it is sent with; an error
+	// moves the entry to the dead letters with the reason. nil: TaskIDOf.
+	Check func(payload []byte) (taskID string, err error)
+}
+
+// TaskIDOf returns the task_id of a registration body: the only key a
+// stored body may be sent under, whatever the entry around it says.
+func TaskIDOf(payload []byte) (string, error) {
+	var b struct {
+		TaskID string `json:"task_id"`
+	}
+	if err := json.Unmarshal(payload, &b); err != nil || b.TaskID == "" {
+		return "", errors.New("payload refused: no task_id")
+	}
+	return b.TaskID, nil
+}
+
+func (r *Registrar) check(payload []byte) (string, error) {
+	if r.Check == nil {
+		return TaskIDOf(payload)
+	}
+	return r.Check(payload)
 }
 
 // Outcome is what became of a registration.
@@ -251,6 +275,9 @@ func (g *registration) enqueue(ctx context.Context, lastErr string) {
 		g.id, g.spooled = id, true
 	case errors.Is(err, spool.ErrLocked):
 		g.log.Warn("spool locked by another process; will try again at the next failure", "err", err)
+	case errors.Is(err, spool.ErrFull):
+		g.noSpool = true
+		g.log.Warn("registration not spooled: the limit this task set on its spool entries is reached", "err", err)
 	case ctx.Err() != nil:
 		g.log.Debug("spool write cut short by the context", "err", err)
 	default:
@@ -363,10 +390,21 @@ func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
 // flushOne sends one spooled entry and records what became of it. stop is
 // true when the monitor is not taking registrations now.
 func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (stop bool, err error) {
-	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	sendErr := r.Client.Send(actx, e.TaskID, e.Payload)
-	cancel()
 	log := r.logger().With("task_id", e.TaskID, "spool_id", e.ID)
+	key, cerr := r.check(e.Payload)
+	if cerr != nil {
+		// Someone else's data, or an older version's: never sent.
+		answer := "not sent: " + cerr.Error()
+		log.Error("spooled registration refused before sending; moved to the dead letters", "reason", answer)
+		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
+			return true, err
+		}
+		res.Dead++
+		return false, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	sendErr := r.Client.Send(actx, key, e.Payload)
+	cancel()
 	switch classify(sendErr) {
 	case delivered:
 		if err := r.Queue.Delete(ctx, e.ID); err != nil {

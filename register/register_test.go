@@ -448,7 +448,7 @@ func TestFlush(t *testing.T) {
 			m := newMonitor(t, tt.script...)
 			q := newFakeQueue()
 			for _, id := range []string{"t1", "t2", "t3"} {
-				q.Enqueue(context.Background(), spool.Entry{TaskID: id, Payload: []byte(`{}`)})
+				q.Enqueue(context.Background(), spool.Entry{TaskID: id, Payload: []byte(`{"task_id":"` + id + `"}`)})
 			}
 			r := &Registrar{Client: newTestClient(t, m.URL), Queue: q}
 			got, err := r.Flush(context.Background(), 0)
@@ -476,7 +476,7 @@ func TestFlushBatches(t *testing.T) {
 	q := newFakeQueue()
 	const n = flushBatch*2 + 5
 	for i := range n {
-		q.Enqueue(context.Background(), spool.Entry{TaskID: "t" + strconv.Itoa(i), Payload: []byte(`{}`)})
+		q.Enqueue(context.Background(), spool.Entry{TaskID: "t" + strconv.Itoa(i), Payload: []byte(`{"task_id":"t` + strconv.Itoa(i) + `"}`)})
 	}
 	r := &Registrar{Client: newTestClient(t, m.URL), Queue: q}
 	got, err := r.Flush(context.Background(), 0)
@@ -490,7 +490,7 @@ func TestFlushBatches(t *testing.T) {
 func TestFlushSpoolError(t *testing.T) {
 	m := newMonitor(t, "200")
 	q := newFakeQueue()
-	q.Enqueue(context.Background(), spool.Entry{TaskID: "t1", Payload: []byte(`{}`)})
+	q.Enqueue(context.Background(), spool.Entry{TaskID: "t1", Payload: []byte(`{"task_id":"t1"}`)})
 	q.fail = func(op string, n int) error {
 		if op == "Delete" {
 			return spool.ErrLocked

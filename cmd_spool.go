@@ -144,6 +144,7 @@ type flushResult struct {
 // interval until SIGTERM or SIGINT, and then exits 0.
 func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *json.Encoder, all, watch bool, interval time.Duration) int {
 	r := newRegistrar(cfg, log)
+	r.Backoff = watch // an operator's one-off flush tries every entry now
 	wasFailing := false
 	for {
 		paths := []string{cfg.SpoolPath}

@@ -13,10 +13,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -787,5 +790,68 @@ func TestTrustExpiryFitsBudget(t *testing.T) {
 	st := spoolStats(t, k)
 	if st["dead"] == 0 || st["pending"]+st["dead"] != 100001 {
 		t.Errorf("stats %v: want some expired now, none lost", st)
+	}
+}
+
+// poisonMonitor answers 500 to any body naming a "poison" task, 200 to
+// the rest, and records the task ids it delivered.
+func poisonMonitor(t *testing.T) (url string, delivered func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "poison") {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		mu.Lock()
+		got = append(got, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// A poison entry (one the monitor answers 5xx forever) does not stall the
+// entries behind it, in a flush or in a start's backlog; one retried long
+// enough becomes a dead letter.
+func TestTrustPoisonEntry(t *testing.T) {
+	url, delivered := poisonMonitor(t)
+	k := regTask(t, url, 3*time.Second)
+	raw := func(id string) spool.Entry {
+		return spool.Entry{TaskID: id, Payload: json.RawMessage(`{"task_id":"` + id + `"}`)}
+	}
+	plant(t, k.SpoolPath(), raw("poison-1"), raw("ok-1"), raw("ok-2"))
+	r := spoolRun(k, "flush")
+	if r.Code != 1 {
+		t.Errorf("flush exit %d, want 1 (poison-1 left pending)\n%s", r.Code, r.Stderr)
+	}
+	if got := delivered(); !slicesEqual(got, []string{"ok-1", "ok-2"}) {
+		t.Errorf("flush delivered %v, want ok-1 and ok-2 past the poison entry", got)
+	}
+	plant(t, k.SpoolPath(), raw("ok-3"))
+	k.Setenv("PADDLE_TASK_ID", "start-1")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("start exit %d\n%s", r.Code, r.Stderr)
+	}
+	if got := delivered(); !slicesEqual(got, []string{"ok-1", "ok-2", "start-1", "ok-3"}) {
+		t.Errorf("after a start: delivered %v, want its backlog past the poison entry", got)
+	}
+	old := raw("poison-old")
+	old.Attempts = 40
+	old.QueuedAt = time.Now().Add(-48 * time.Hour)
+	plant(t, k.SpoolPath(), old)
+	spoolRun(k, "flush")
+	dead, _ := spoolList(t, k, true)
+	if len(dead) != 1 || dead[0].TaskID != "poison-old" || !strings.Contains(dead[0].Answer, "gave up") {
+		t.Errorf("dead %+v, want poison-old given up", dead)
+	}
+	if p, _ := spoolList(t, k, false); !slicesEqual(taskIDs(p), []string{"poison-1"}) {
+		t.Errorf("pending %v, want poison-1 only", taskIDs(p))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -78,6 +79,10 @@ type Registrar struct {
 	Logger  *slog.Logger
 	Backlog int         // older pending entries sent per start after our own
 	Retry   RetryPolicy // zero: DefaultRetry
+	// Backoff: Flush skips entries whose own backoff since their last
+	// attempt has not passed (a start's backlog, the node's drainer); a
+	// one-off `spool flush` by an operator tries every entry.
+	Backoff bool
 	// Check vets a payload read back from the spool before it is sent and
 	// returns its task id, the Idempotency-Key it is sent with; an error
 	// moves the entry to the dead letters with the reason. nil: TaskIDOf.
@@ -343,53 +348,120 @@ func (g *registration) bury(ctx context.Context, err error) {
 }
 
 // FlushResult counts what a flush did: entries delivered, attempts that
-// failed (a flush stops at the first), entries moved to the dead letters,
-// and entries read but left pending (the failed one included).
+// failed, entries moved to the dead letters, and entries read but left
+// pending (the failed and the skipped ones included).
 type FlushResult struct {
 	Delivered, Failed, Dead, Pending int
 	// Stopped is the failed attempt that ended the flush, nil when none.
 	Stopped error
 }
 
+// One entry's failures must not stall the others (a "poison" entry that
+// the monitor answers 5xx forever):
+//   - an entry the monitor answered with a retryable status is skipped, and
+//     the flush goes on with the next; a flush stops at a network error (the
+//     monitor is unreachable: the rest would fail too) or after
+//     maxAnsweredInARow such answers in a row (the monitor is busy);
+//   - with Registrar.Backoff, an entry is not tried again before its own
+//     backoff since its last attempt has passed: entryBackoff doubled per
+//     attempt, at most maxEntryBackoff;
+//   - an entry that was answered with a retryable status after
+//     PoisonAttempts attempts over at least PoisonAge since it was queued
+//     is a dead letter: it will not get better.
+const (
+	maxAnsweredInARow = 3
+	entryBackoff      = 250 * time.Millisecond
+	maxEntryBackoff   = 5 * time.Minute
+	PoisonAttempts    = 20
+	PoisonAge         = 24 * time.Hour
+)
+
+// backingOff reports whether e's own backoff since its last attempt has
+// not yet passed.
+func backingOff(e spool.Entry, now time.Time) bool {
+	if e.Attempts <= 0 || e.LastAttempt.IsZero() {
+		return false
+	}
+	wait := maxEntryBackoff
+	if e.Attempts < 20 {
+		wait = min(entryBackoff<<(e.Attempts-1), maxEntryBackoff)
+	}
+	return now.Before(e.LastAttempt.Add(wait))
+}
+
 // Flush sends pending entries oldest first, at most limit (0: all), until
-// ctx is done, each with its own task id as the Idempotency-Key, to the
-// monitor this Registrar's client is configured with. It stops at the first
-// attempt that fails for a reason worth retrying (the monitor is down or
-// busy: the rest would fail too). The spool is not locked while sending.
-// The error is the spool's.
+// ctx is done, each with its own payload's task id as the Idempotency-Key,
+// to the monitor this Registrar's client is configured with. Entries that
+// fail are skipped, as the constants above say. The spool is not locked
+// while sending. The error is the spool's.
 func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
 	var res FlushResult
+	skipped := map[uint64]bool{}
+	inARow := 0
 	for seen := 0; limit <= 0 || seen < limit; {
 		n := flushBatch
 		if limit > 0 {
 			n = min(n, limit-seen)
 		}
-		entries, err := r.Queue.Oldest(ctx, n)
-		if err != nil || len(entries) == 0 {
+		asked := n + len(skipped)
+		entries, err := r.Queue.Oldest(ctx, asked)
+		if err != nil {
 			return res, err
 		}
-		for i, e := range entries {
-			if ctx.Err() != nil {
-				res.Pending += len(entries) - i
-				return res, nil
-			}
-			stop, err := r.flushOne(ctx, e, &res)
-			if err != nil || stop {
-				res.Pending += len(entries) - i
-				return res, err
+		var fresh []spool.Entry
+		for _, e := range entries {
+			if !skipped[e.ID] {
+				fresh = append(fresh, e)
 			}
 		}
-		seen += len(entries)
-		if len(entries) < n {
+		if len(fresh) == 0 {
+			return res, nil
+		}
+		for i, e := range fresh {
+			if ctx.Err() != nil {
+				res.Pending += len(fresh) - i
+				return res, nil
+			}
+			if r.Backoff && backingOff(e, time.Now()) {
+				skipped[e.ID] = true
+				res.Pending++
+				continue
+			}
+			step, err := r.flushOne(ctx, e, &res)
+			switch {
+			case err != nil || step == stopped:
+				res.Pending += len(fresh) - i
+				return res, err
+			case step == skippedOne:
+				skipped[e.ID] = true
+				res.Pending++
+				if inARow++; inARow >= maxAnsweredInARow {
+					res.Pending += len(fresh) - i - 1
+					return res, nil
+				}
+			default:
+				inARow = 0
+			}
+		}
+		seen += len(fresh)
+		if len(entries) < asked {
 			return res, nil
 		}
 	}
 	return res, nil
 }
 
-// flushOne sends one spooled entry and records what became of it. stop is
-// true when the monitor is not taking registrations now.
-func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (stop bool, err error) {
+// flushStep is what became of one entry in a flush.
+type flushStep int
+
+const (
+	done       flushStep = iota // delivered or dead
+	skippedOne                  // answered with a retryable status: left pending, the flush goes on
+	stopped                     // the monitor is unreachable: the flush ends
+)
+
+// flushOne vets, sends and records one spooled entry.
+func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (flushStep, error) {
 	log := r.logger().With("task_id", e.TaskID, "spool_id", e.ID)
 	key, cerr := r.check(e.Payload)
 	if cerr != nil {
@@ -397,29 +469,34 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		answer := "not sent: " + cerr.Error()
 		log.Error("spooled registration refused before sending; moved to the dead letters", "reason", answer)
 		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
-			return true, err
+			return stopped, err
 		}
 		res.Dead++
-		return false, nil
+		return done, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	sendErr := r.Client.Send(actx, key, e.Payload)
 	cancel()
-	switch classify(sendErr) {
-	case delivered:
+	var ae *AnswerError
+	answered := errors.As(sendErr, &ae)
+	switch c := classify(sendErr); {
+	case c == delivered:
 		if err := r.Queue.Delete(ctx, e.ID); err != nil {
-			return true, err
+			return stopped, err
 		}
 		res.Delivered++
-		return false, nil
-	case permanent:
+		return done, nil
+	case c == permanent, answered && e.Attempts+1 >= PoisonAttempts && time.Since(e.QueuedAt) >= PoisonAge:
 		answer := r.Client.Redact(sendErr.Error())
+		if c != permanent {
+			answer = fmt.Sprintf("gave up after %d attempts over %v: %s", e.Attempts+1, time.Since(e.QueuedAt).Round(time.Hour), answer)
+		}
 		log.Error("monitor refused a spooled registration for good; moved to the dead letters", "answer", answer)
 		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
-			return true, err
+			return stopped, err
 		}
 		res.Dead++
-		return false, nil
+		return done, nil
 	}
 	res.Failed++
 	res.Stopped = sendErr
@@ -430,7 +507,10 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 			log.Debug("spool: attempt not recorded", "err", err)
 		}
 	}
-	return true, nil
+	if answered {
+		return skippedOne, nil
+	}
+	return stopped, nil
 }
 
 func (r *Registrar) logger() *slog.Logger {

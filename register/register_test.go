@@ -441,7 +441,8 @@ func TestFlush(t *testing.T) {
 	}{
 		{"all delivered", []string{"200"}, FlushResult{Delivered: 3}, nil},
 		{"second refused for good", []string{"200", "400", "409"}, FlushResult{Delivered: 2, Dead: 1}, nil},
-		{"stops at the first failure", []string{"200", "503", "200"}, FlushResult{Delivered: 1, Failed: 1, Pending: 2}, []string{"t2", "t3"}},
+		{"an entry answered 503 is skipped, the others go on", []string{"200", "503", "200"}, FlushResult{Delivered: 2, Failed: 1, Pending: 1}, []string{"t2"}},
+		{"stops after three answers in a row", []string{"503"}, FlushResult{Failed: 3, Pending: 3}, []string{"t1", "t2", "t3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

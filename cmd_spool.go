@@ -92,6 +92,9 @@ func spoolCmd(args, environ []string) int {
 	s := newSpool(cfg, log)
 	out := json.NewEncoder(os.Stdout)
 
+	if spool.IsAside(cfg.SpoolPath) && (sub == "list" || sub == "stats") {
+		return asideCmd(log, out, cfg.SpoolPath, sub, *dead)
+	}
 	switch sub {
 	case "list":
 		entries, err := s.List(ctx, *dead)
@@ -195,6 +198,9 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 
 // flushFile makes one pass over one spool file.
 func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, path string, log *slog.Logger) flushResult {
+	if spool.IsAside(path) {
+		return drainAside(ctx, r, path, log)
+	}
 	c := cfg
 	c.SpoolPath = path
 	s := newSpool(c, log)
@@ -231,4 +237,70 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 func spoolFailed(log *slog.Logger, path string, err error) int {
 	log.Error("spool unusable", "spool", path, "err", err)
 	return exitIncomplete
+}
+
+// asideCmd lists or counts what can be salvaged from a corrupt file renamed
+// aside, without renaming it again.
+func asideCmd(log *slog.Logger, out *json.Encoder, path, sub string, dead bool) int {
+	pending, deadLetters, err := spool.Salvaged(path)
+	if err != nil && len(pending)+len(deadLetters) == 0 {
+		return spoolFailed(log, path, err)
+	}
+	if err != nil {
+		log.Warn("spool: corrupt file only partly read", "spool", path, "err", err)
+	}
+	if sub == "stats" {
+		out.Encode(spool.Stats{Pending: len(pending), Dead: len(deadLetters)})
+		return 0
+	}
+	if dead {
+		pending = deadLetters
+	}
+	for _, e := range pending {
+		out.Encode(e)
+	}
+	return 0
+}
+
+// drainAside delivers the pending entries salvaged from a corrupt file
+// renamed aside (a quarantine carried them into the fresh spool too, but a
+// salvage can only ever be as good as the version that made it: this one
+// may read more). The file is never written; once every entry is delivered
+// or refused for good, it is renamed to <name>.drained, which no drainer
+// reads again. Entries are sent with their own task ids, so one already
+// delivered from the fresh spool is answered 409.
+func drainAside(ctx context.Context, r *register.Registrar, path string, log *slog.Logger) flushResult {
+	res := flushResult{Spool: path}
+	pending, _, err := spool.Salvaged(path)
+	if err != nil && len(pending) == 0 {
+		res.Error = r.Client.Redact(err.Error())
+		return res
+	}
+	left := 0
+	for _, e := range pending {
+		if ctx.Err() != nil {
+			left++
+			continue
+		}
+		switch serr := r.SendStored(ctx, e.Payload); {
+		case serr == nil:
+			res.Delivered++
+		case register.Permanent(serr):
+			res.Dead++
+			log.Error("spool: entry salvaged from a corrupt file refused for good; it stays in that file", "spool", path, "task_id", e.TaskID, "answer", r.Client.Redact(serr.Error()))
+		default:
+			left++
+			res.Error = r.Client.Redact(serr.Error())
+		}
+	}
+	res.Pending = &left
+	if left == 0 && ctx.Err() == nil {
+		if err := os.Rename(path, path+spool.DrainedSuffix); err != nil {
+			res.Error = err.Error()
+		}
+	}
+	if res.Delivered+res.Dead > 0 {
+		log.Info("spool flush: salvaged entries of a corrupt file", "spool", path, "delivered", res.Delivered, "dead", res.Dead, "pending", left)
+	}
+	return res
 }

@@ -178,8 +178,8 @@ func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
 		Path:        cfg.SpoolPath,
 		MaxEntries:  cfg.SpoolNodeMax,
 		MaxAge:      cfg.SpoolNodeMaxAge,
-		AddLimit:    cfg.SpoolMax,
-		AddMaxAge:   cfg.SpoolMaxAge,
+		AddLimit:    ownBound(cfg.SpoolMax, config.DefaultSpoolMax),
+		AddMaxAge:   ownBound(cfg.SpoolMaxAge, config.DefaultSpoolMaxAge),
 		LockTimeout: spoolLockTimeout,
 		Logger:      log,
 	})
@@ -204,6 +204,17 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 		r.Queue = q
 	}
 	return r
+}
+
+// ownBound is a task's own spool bound: none when it is the default, which
+// the node's bound already is (a task at the default must not keep its
+// entry out of a full spool, where the node drops the oldest instead).
+func ownBound[T comparable](v, def T) T {
+	var none T
+	if v == def {
+		return none
+	}
+	return v
 }
 
 func cannotExec(log *slog.Logger, err error) int {

@@ -704,6 +704,12 @@ func TestTrustTaskBoundsOwnEntriesOnly(t *testing.T) {
 	quick.Setenv("PADDLE_SPOOL_MAX_AGE", "1ns")
 	spoolPending(t, &quick, m, "short-lived")
 	spoolPending(t, k, m, "later")
+	// An entry past its own bound moves to the dead letters when the queue
+	// is next read (a flush, a start's backlog).
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	if r := spoolRun(k, "flush"); r.Code != 1 {
+		t.Errorf("flush exit %d\n%s", r.Code, r.Stderr)
+	}
 
 	pending, _ := spoolList(t, k, false)
 	if ids := taskIDs(pending); !slicesEqual(ids, []string{"other-1", "other-2", "later"}) {
@@ -717,7 +723,6 @@ func TestTrustTaskBoundsOwnEntriesOnly(t *testing.T) {
 		t.Errorf("stats %v, want the greedy task's own entry counted as dropped", st)
 	}
 	// The node's drainer with --spool-max 2 applies it to every entry.
-	k.Setenv("PADDLE_MONITOR_URL", m.URL)
 	if r := spoolRun(k, "flush", "--spool-max", "2"); r.Code != 1 {
 		t.Errorf("flush exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -788,8 +793,8 @@ func TestTrustExpiryFitsBudget(t *testing.T) {
 		t.Errorf("registration not spooled:\n%s", r.Stderr)
 	}
 	st := spoolStats(t, k)
-	if st["dead"] == 0 || st["pending"]+st["dead"] != 100001 {
-		t.Errorf("stats %v: want some expired now, none lost", st)
+	if st["dead"] == 0 || st["pending"]+st["dead"]+st["dropped"] != 100001 {
+		t.Errorf("stats %v: want some expired now, every entry accounted for", st)
 	}
 }
 
@@ -855,3 +860,144 @@ func TestTrustPoisonEntry(t *testing.T) {
 		t.Errorf("pending %v, want poison-1 only", taskIDs(p))
 	}
 }
+
+// A start on an almost full disk leaves no half-written spool file that
+// the next start would call corrupt.
+func TestTrustAlmostFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small file system")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	filler := filepath.Join(dir, "filler")
+	// Leave 8 KiB: less than the 16 KiB a new bbolt file needs.
+	if err := os.WriteFile(filler, make([]byte, 56<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k := regTask(t, regDownURL(t), time.Second)
+	k.Setenv("PADDLE_SPOOL_PATH", filepath.Join(dir, "spool.db"))
+	k.Setenv("PADDLE_TASK_ID", "full-1")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	os.Remove(filler)
+	k.Setenv("PADDLE_TASK_ID", "full-2")
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	if strings.Contains(r.Stderr, "corrupt") {
+		t.Errorf("the next start found a corrupt file:\n%s", r.Stderr)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != "spool.db" {
+			t.Errorf("left in the spool directory: %s", e.Name())
+		}
+	}
+	k.Setenv("PADDLE_SPOOL_PATH", filepath.Join(dir, "spool.db"))
+	r = spoolRun(k, "list")
+	if !strings.Contains(r.Stdout, `"task_id":"full-2"`) {
+		t.Errorf("full-2 not pending: %q\n%s", r.Stdout, r.Stderr)
+	}
+}
+
+// leafPages returns the ids of the bbolt leaf pages of a file (4 KiB pages).
+func leafPages(b []byte) []int {
+	var ids []int
+	for id := 2; (id+1)*4096 <= len(b); id++ {
+		p := b[id*4096:]
+		if binary.NativeEndian.Uint64(p) == uint64(id) && binary.NativeEndian.Uint16(p[8:]) == 0x02 {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Salvage of a corrupt spool keeps every readable leaf: a zeroed page in
+// 501 entries loses only that page's entries; a truncated file keeps the
+// entries of the pages that are still there.
+func TestTrustSalvageEveryLeaf(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		damage func(b []byte) []byte
+		least  int
+	}{
+		{"one zeroed leaf page", func(b []byte) []byte {
+			leaves := leafPages(b)
+			id := leaves[len(leaves)/2]
+			clear(b[id*4096 : (id+1)*4096])
+			return b
+		}, 501 - 40},
+		{"truncated to half", func(b []byte) []byte { return b[:len(b)/2/4096*4096] }, 150},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := newTask(t)
+			oldSpool(t, k.SpoolPath(), 501, time.Now())
+			b, err := os.ReadFile(k.SpoolPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(k.SpoolPath(), c.damage(b), 0o600)
+			st := spoolStats(t, k)
+			t.Logf("%s: %d of 501 entries salvaged", c.name, st["pending"])
+			if st["pending"] < c.least || st["pending"] > 501 {
+				t.Errorf("salvaged %d of 501 pending entries, want at least %d", st["pending"], c.least)
+			}
+			p, _ := spoolList(t, k, false)
+			for i := 1; i < len(p); i++ {
+				if p[i].TaskID <= p[i-1].TaskID {
+					t.Fatalf("salvaged entries out of order: %s after %s", p[i].TaskID, p[i-1].TaskID)
+				}
+			}
+		})
+	}
+}
+
+// The node's drainer delivers what can be salvaged from a corrupt file
+// renamed aside, then marks it drained; `spool list` on such a file reads
+// it and renames nothing.
+func TestTrustDrainerDeliversAside(t *testing.T) {
+	m := newRegMonitor(t, "200")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.db")
+	oldSpool(t, src, 30, time.Now())
+	b, _ := os.ReadFile(src)
+	os.Remove(src)
+	b[pageHeaderSizeForTest+60] ^= 1 // meta page 0's checksum
+	aside := filepath.Join(dir, "spool-0.db.corrupt-1700000000")
+	os.WriteFile(aside, b, 0o600)
+
+	k := newTask(t)
+	k.Setenv("PADDLE_SPOOL_PATH", aside)
+	for i := 0; i < 2; i++ {
+		r := spoolRun(k, "list")
+		if r.Code != 0 || strings.Count(r.Stdout, "\n") != 30 {
+			t.Fatalf("spool list on the aside file: exit %d, %d lines\n%s", r.Code, strings.Count(r.Stdout, "\n"), r.Stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != filepath.Base(aside) {
+		t.Fatalf("spool list renamed or created files: %v", ents)
+	}
+	d := newTask(t, "spool", "flush", "--all")
+	d.Setenv("PADDLE_SPOOL_PATH", filepath.Join(dir, "spool-0.db"))
+	d.Setenv("PADDLE_MONITOR_URL", m.URL)
+	r := d.Run()
+	if r.Code != 0 {
+		t.Errorf("drainer exit %d\n%s", r.Code, r.Stderr)
+	}
+	if got := m.Delivered(); len(got) != 30 || got[0] != "old-000001" || got[29] != "old-000030" {
+		t.Errorf("delivered %d entries: %v", len(got), got)
+	}
+	if _, err := os.Stat(aside + ".drained"); err != nil {
+		t.Errorf("the aside file was not marked drained: %v", err)
+	}
+	if r := d.Run(); r.Code != 0 || len(m.Delivered()) != 30 {
+		t.Errorf("second pass: exit %d, %d delivered in all", r.Code, len(m.Delivered()))
+	}
+}
+
+const pageHeaderSizeForTest = 16

@@ -519,3 +519,26 @@ func (r *Registrar) logger() *slog.Logger {
 	}
 	return r.Logger
 }
+
+// errRefused marks a stored payload that the check refused.
+var errRefused = errors.New("refused before sending")
+
+// SendStored vets a stored payload as Flush does and makes one attempt to
+// deliver it under its own task id; nil means delivered (2xx or 409). It
+// keeps nothing: for entries that live outside a spool file that can be
+// written (a corrupt file renamed aside, read by salvage).
+func (r *Registrar) SendStored(ctx context.Context, payload []byte) error {
+	key, err := r.check(payload)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errRefused, err)
+	}
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	return r.Client.Send(actx, key, payload)
+}
+
+// Permanent reports whether an error of SendStored means the payload must
+// never be sent: refused by the check, or for good by the monitor.
+func Permanent(err error) bool {
+	return errors.Is(err, errRefused) || classify(err) == permanent
+}

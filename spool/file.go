@@ -84,6 +84,10 @@ func (s *Spool) do(ctx context.Context, m mode, fn func(*bolt.DB) error) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	if IsAside(s.opt.Path) {
+		// Renamed aside already: read by Salvaged only, never renamed again.
+		return fmt.Errorf("%w: %s is a corrupt file renamed aside; its entries are read by salvage (spool list, spool flush)", ErrUnavailable, s.opt.Path)
+	}
 	var carry *salvage
 	for try := 0; ; try++ {
 		if try == maxTries {
@@ -190,9 +194,7 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 	if m != modeRead {
 		flag, how = os.O_RDWR, syscall.LOCK_EX
 	}
-	if m == modeCreate {
-		flag |= os.O_CREATE
-	}
+	// A missing file is not created by this open but by createFresh, whole.
 	// A symbolic link is refused: in a world-writable directory another
 	// user could plant one pointing at a file of ours. O_NONBLOCK: a FIFO
 	// planted at the path must not hang the open (it is refused below).
@@ -211,8 +213,11 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 					return nil, unavailable(err)
 				}
-				continue
 			}
+			if err := createFresh(path, owner, deadline); err != nil {
+				return nil, unavailable(err)
+			}
+			continue
 		}
 		if err != nil {
 			if errors.Is(err, syscall.ELOOP) {
@@ -316,6 +321,40 @@ func FileUID(path string) (int, bool) {
 	return int(uid), true
 }
 
+// createFresh puts a new, initialised bbolt file at path: written under a
+// temporary name, synced, then linked into place. A start that runs out of
+// disk space half way leaves no half-written file at path that the next
+// start would call corrupt. When another process put a file at path
+// meanwhile, that one is kept. owner, when not nil, gets the file (root
+// replacing a user's corrupt spool).
+func createFresh(path string, owner *syscall.Stat_t, deadline time.Time) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	f.Close()
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: max(time.Until(deadline), 10*time.Millisecond)})
+	if err == nil {
+		err = db.Update(func(tx *bolt.Tx) error { return createBuckets(tx).err })
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil && owner != nil {
+		err = os.Chown(tmp, int(owner.Uid), int(owner.Gid))
+	}
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	// link(2) never replaces: a file another process created first wins.
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return nil
+}
+
 // lock takes a flock(2) lock on f, polling until deadline: bbolt's own
 // lock is the same flock, so every version of the entrypoint (and bbolt's
 // tools) exclude each other. A context cancelled (a signal) stops the wait.
@@ -376,7 +415,7 @@ func (s *Spool) quarantine(ctx context.Context, deadline time.Time, rejected os.
 		return nil, fmt.Errorf("%w: %w: renaming aside: %w", ErrCorrupt, ErrUnavailable, err)
 	}
 	h.f.Close() // the lock is released only now that the path is free
-	sv := s.salvage(aside, deadline)
+	sv := salvageFile(aside)
 	if st, ok := rejected.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && st.Uid != 0 {
 		sv.uid = st
 	}
@@ -420,48 +459,6 @@ func (sv *salvage) owner() *syscall.Stat_t {
 
 func (sv *salvage) empty() bool {
 	return sv == nil || len(sv.pending)+len(sv.dead) == 0 && sv.dropped == [2]uint64{}
-}
-
-// salvage reads what it can of a corrupt file renamed aside: when only one
-// meta page was damaged bbolt still reads the rest; from a truncated file,
-// the records before the first missing page. It never writes to the file.
-func (s *Spool) salvage(path string, deadline time.Time) *salvage {
-	sv := &salvage{}
-	sv.err = guard(func() error {
-		db, err := bolt.Open(path, 0o600, &bolt.Options{
-			ReadOnly: true,
-			Timeout:  max(time.Until(deadline), 10*time.Millisecond),
-		})
-		if err != nil {
-			return err
-		}
-		// Not deferred: after a panic, closing could wait forever on a
-		// lock bbolt never released; the file is left open instead.
-		err = db.View(func(tx *bolt.Tx) error {
-			for _, x := range []struct {
-				name []byte
-				dst  *[][]byte
-			}{{bucketPending, &sv.pending}, {bucketDead, &sv.dead}} {
-				bk := tx.Bucket(x.name)
-				if bk == nil {
-					continue
-				}
-				if err := bk.ForEach(func(_, v []byte) error {
-					*x.dst = append(*x.dst, clone(v))
-					return nil
-				}); err != nil {
-					return err
-				}
-			}
-			if bk := tx.Bucket(bucketMeta); bk != nil {
-				sv.dropped = [2]uint64{btoi(bk.Get(keyDropped)), btoi(bk.Get(keyDeadDropped))}
-			}
-			return nil
-		})
-		db.Close()
-		return err
-	})
-	return sv
 }
 
 // restore writes salvaged records into the fresh spool with new ids, in

@@ -549,8 +549,9 @@ func (s *Spool) PurgeDead(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Files returns the per-UID spool files (spool-*.db) in dir, sorted by
-// name. Symbolic links and anything but regular files are left out; a
+// Files returns the per-UID spool files (spool-*.db) in dir, and the
+// corrupt ones renamed aside that a drainer has not drained yet
+// (spool-*.db.corrupt-*, see IsAside), sorted by name. Symbolic links and anything but regular files are left out; a
 // missing dir has none.
 func Files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
@@ -563,10 +564,12 @@ func Files(dir string) ([]string, error) {
 	var out []string
 	for _, de := range ents {
 		name := de.Name()
-		if !de.Type().IsRegular() || !strings.HasPrefix(name, "spool-") || !strings.HasSuffix(name, ".db") {
+		if !de.Type().IsRegular() || !strings.HasPrefix(name, "spool-") {
 			continue
 		}
-		out = append(out, filepath.Join(dir, name))
+		if path := filepath.Join(dir, name); strings.HasSuffix(name, ".db") || IsAside(path) {
+			out = append(out, path)
+		}
 	}
 	return out, nil
 }

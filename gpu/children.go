@@ -120,8 +120,13 @@ func startChild(c Children, path string, argv, env []string, stdin *os.File, rea
 // has arrived on exited; a pid is not reused in the moment between the
 // reaper's wait and the status reaching the caller, as Linux hands out pids
 // in turn through the whole pid space.
+//
+// A pid of 0 or less from a Children is never signalled: kill(2) would take
+// it as a process group or as every process there is.
 func (c *child) kill() {
-	syscall.Kill(c.pid, syscall.SIGKILL) // fails only when it already exited
+	if c.pid > 0 {
+		syscall.Kill(c.pid, syscall.SIGKILL) // fails only when it already exited
+	}
 }
 
 // finish waits up to grace for both pipes to reach end of file (a process

@@ -199,15 +199,20 @@ func (s *Sampler) watch(ctx context.Context, ch *child, stdinW *os.File) {
 	reason := running
 	var grace <-chan time.Time
 	killed := false
-	stop, done := s.stop, ctx.Done()
+	stop, done, eof := s.stop, ctx.Done(), ch.stdoutDone
 	for {
 		select {
+		case <-eof:
+			// No line can come any more: the sampler is ending, and its
+			// status is on the way; a silence now is not a hang.
+			eof = nil
+			hang.Stop()
 		case <-s.alive:
-			if reason == running {
+			if reason == running && eof != nil {
 				hang.Reset(hangIntervals * s.opt.Interval)
 			}
 		case <-hang.C:
-			if reason == running {
+			if reason == running && eof != nil {
 				s.log.Warn("GPU sampler sent nothing for three intervals (a hung NVIDIA driver?); it is killed and sampling ends",
 					"interval", s.opt.Interval, "pid", ch.pid)
 				reason, killed = hung, true

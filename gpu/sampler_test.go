@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -516,4 +517,48 @@ func TestProbeChildrenTimeout(t *testing.T) {
 		t.Errorf("inventory = %+v", inv)
 	}
 	children.check(1)
+}
+
+// BenchmarkSamplerLine is the entrypoint's cost of one sample line of eight
+// GPUs: reading, parsing and adding it to the summaries.
+func BenchmarkSamplerLine(b *testing.B) {
+	var uuids []string
+	var sample Sample
+	for i := range 8 {
+		u := fmt.Sprintf("GPU-a1b2c3%02x-8f2d-4c1b-9a3e-1c2d3e4f5a%02x", i, i)
+		uuids = append(uuids, u)
+		sample = append(sample, Reading{UUID: u, Util: uint8(i * 12), HasUtil: true, MemoryUsed: 80 << 30, HasMemory: true})
+	}
+	line := sample.AppendText(nil)
+	s := &Sampler{opt: SamplerOptions{UUIDs: uuids}, log: slog.New(slog.DiscardHandler),
+		index: map[string]int{}, alive: make(chan struct{}, 1), stats: make([]gpuStats, len(uuids))}
+	for i, u := range uuids {
+		s.index[u] = i
+	}
+	r := &repeatReader{line: line, n: b.N}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	b.ResetTimer()
+	s.read(r)
+	if s.lines != b.N || s.stats[7].samples != b.N {
+		b.Fatalf("%d lines read, %d samples, want %d", s.lines, s.stats[7].samples, b.N)
+	}
+}
+
+// repeatReader yields line n times.
+type repeatReader struct {
+	line []byte
+	n    int
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	c := copy(p, r.line[r.off:])
+	if r.off += c; r.off == len(r.line) {
+		r.off, r.n = 0, r.n-1
+	}
+	return c, nil
 }

@@ -100,6 +100,7 @@ type Sampler struct {
 
 	mu       sync.Mutex
 	stats    []gpuStats // per UUID, in order
+	seen     []bool     // per UUID: read in the line being recorded
 	lines    int        // complete lines read
 	badLines int        // lines dropped
 }
@@ -117,6 +118,7 @@ func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 		done:  make(chan struct{}),
 		alive: make(chan struct{}, 1),
 		stats: make([]gpuStats, len(opt.UUIDs)),
+		seen:  make([]bool, len(opt.UUIDs)),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -221,6 +223,12 @@ func (s *Sampler) watch(ctx context.Context, ch *child, stdinW *os.File) {
 			}
 		case <-stop:
 			stop = nil
+			select {
+			case ws, ok := <-ch.exited: // it had ended by itself: say how
+				s.ended(ws, ok, reason, ch.finish(drainGrace))
+				return
+			default:
+			}
 			if reason == running {
 				reason = stopped
 				stdinW.Close() // the sampler exits at the end of its stdin
@@ -344,18 +352,13 @@ func (s *Sampler) record(sample Sample, err error) {
 		}
 		return
 	}
-	var seen [64]bool // a GPU named twice in one line counts once
+	clear(s.seen) // a GPU named twice in one line counts once
 	for _, r := range sample {
 		i, ok := s.index[r.UUID]
-		if !ok {
+		if !ok || s.seen[i] {
 			continue
 		}
-		if i < len(seen) {
-			if seen[i] {
-				continue
-			}
-			seen[i] = true
-		}
+		s.seen[i] = true
 		s.stats[i].add(r)
 	}
 }

@@ -143,6 +143,18 @@ func waitGone(t *testing.T, pid int, within time.Duration) time.Time {
 	return time.Now()
 }
 
+// waitLogged polls for a record at level whose message holds part.
+func waitLogged(t *testing.T, logs *logBuffer, level, part string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.find(t, level, part) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s record saying %q:\n%s", level, part, logs.buf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // lines writes sample lines for the two GPUs: util and memory per pair.
 func lines(values ...[2]string) string {
 	var b strings.Builder
@@ -166,11 +178,7 @@ func TestSamplerSummaries(t *testing.T) {
 	f := newSamplerFixture(t, lines([2]string{"0", "100"}, [2]string{"60", "300"}, [2]string{"90", "200"})+"exec cat > /dev/null")
 	s := StartSampler(context.Background(), f.opt)
 	pid := f.pid()
-	// Wait for the three lines.
-	deadline := time.Now().Add(10 * time.Second)
-	for s.lineCount() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitLines(t, s, 3)
 	began := time.Now()
 	got := s.Stop()
 	if d := time.Since(began); d > stopGrace {
@@ -197,6 +205,18 @@ func TestSamplerSummaries(t *testing.T) {
 	}
 }
 
+// waitLines polls until the sampler has read n lines.
+func waitLines(t *testing.T, s *Sampler, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.lineCount() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines read, want %d", s.lineCount(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // lineCount is for tests: complete lines read so far.
 func (s *Sampler) lineCount() int {
 	s.mu.Lock()
@@ -214,7 +234,7 @@ func TestSamplerDropsBadAndPartialLines(t *testing.T) {
 		"exit 0"
 	f := newSamplerFixture(t, body)
 	s := StartSampler(context.Background(), f.opt)
-	waitGone(t, f.pid(), 10*time.Second)
+	waitLogged(t, f.logs, "WARN", "GPU sampler exited")
 	got := s.Stop()
 	// Kept: 40/1 and 20/2 → mean 30, p95 40, peak 2.
 	want := `{"uuid":"` + uuid0 + `","samples":2,"util_mean":30,"util_p95":40,"memory_used_peak_bytes":2,"idle_share":0}`
@@ -239,9 +259,7 @@ func TestSamplerHangIsKilled(t *testing.T) {
 	f := newSamplerFixture(t, lines([2]string{"10", "5"}, [2]string{"30", "6"})+"exec sleep 60")
 	s := StartSampler(context.Background(), f.opt)
 	pid := f.pid()
-	for s.lineCount() < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitLines(t, s, 2)
 	lastLine := time.Now()
 	gone := waitGone(t, pid, 10*time.Second)
 	if d := gone.Sub(lastLine); d < hangIntervals*f.opt.Interval-20*time.Millisecond {
@@ -280,7 +298,7 @@ func TestSamplerSilentFromStartIsKilled(t *testing.T) {
 func TestSamplerCrashIsLogged(t *testing.T) {
 	f := newSamplerFixture(t, lines([2]string{"70", "8"})+"echo 'driver exploded' >&2\nkill -SEGV $$")
 	s := StartSampler(context.Background(), f.opt)
-	waitGone(t, f.pid(), 10*time.Second)
+	waitLogged(t, f.logs, "WARN", "crashed the GPU sampler")
 	got := s.Stop()
 	w := f.logs.find(t, "WARN", "crashed the GPU sampler")
 	if w == nil || w["signal"] != "SIGSEGV" || w["stderr"] != "driver exploded" || w["lines"] != 1.0 {
@@ -295,10 +313,7 @@ func TestSamplerKilledFromOutside(t *testing.T) {
 	f := newSamplerFixture(t, "exec sleep 60")
 	s := StartSampler(context.Background(), f.opt)
 	syscall.Kill(f.pid(), syscall.SIGKILL)
-	deadline := time.Now().Add(10 * time.Second)
-	for f.logs.find(t, "WARN", "GPU sampler killed") == nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitLogged(t, f.logs, "WARN", "GPU sampler killed")
 	if w := f.logs.find(t, "WARN", "GPU sampler killed"); w == nil || w["signal"] != "SIGKILL" {
 		t.Errorf("no warning naming SIGKILL:\n%s", f.logs.buf.String())
 	}
@@ -449,10 +464,7 @@ func TestSamplerChildren(t *testing.T) {
 	exitedAt := time.Now()
 	// The status is held back: the sampler cannot know it ended before it
 	// is delivered.
-	deadline := time.Now().Add(10 * time.Second)
-	for f.logs.find(t, "WARN", "GPU sampler exited") == nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitLogged(t, f.logs, "WARN", "GPU sampler exited")
 	if d := time.Since(exitedAt); d < children.delay-50*time.Millisecond {
 		t.Errorf("the exit was logged %v after it happened, before its status was delivered (%v)", d, children.delay)
 	}
@@ -476,9 +488,7 @@ func TestSamplerChildrenStopAndHang(t *testing.T) {
 			f.opt.Children = children
 			s := StartSampler(context.Background(), f.opt)
 			pid := f.pid()
-			for s.lineCount() < 1 {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitLines(t, s, 1)
 			if strings.Contains(body, "sleep") {
 				waitGone(t, pid, 10*time.Second) // killed as hung
 			}
@@ -531,7 +541,7 @@ func BenchmarkSamplerLine(b *testing.B) {
 	}
 	line := sample.AppendText(nil)
 	s := &Sampler{opt: SamplerOptions{UUIDs: uuids}, log: slog.New(slog.DiscardHandler),
-		index: map[string]int{}, alive: make(chan struct{}, 1), stats: make([]gpuStats, len(uuids))}
+		index: map[string]int{}, alive: make(chan struct{}, 1), stats: make([]gpuStats, len(uuids)), seen: make([]bool, len(uuids))}
 	for i, u := range uuids {
 		s.index[u] = i
 	}

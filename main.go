@@ -146,14 +146,19 @@ func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *s
 	}
 	host, _ := os.Hostname()
 	set, problems := labels.Parse(environ, labels.Options{Policy: pol, Hostname: host, Now: time.Now()})
+	refused := false
 	for _, p := range problems {
-		if mode == "enforce" {
+		switch {
+		case p.Notice:
+			log.Warn("label note", "var", p.Var, "rule", p.Rule)
+		case mode == "enforce":
+			refused = true
 			log.Error("label rejected", "var", p.Var, "rule", p.Rule)
-		} else {
+		default:
 			log.Warn("label dropped", "var", p.Var, "rule", p.Rule)
 		}
 	}
-	return set, mode == "enforce" && len(problems) > 0
+	return set, refused
 }
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {

@@ -14,7 +14,7 @@ type Identity struct {
 	Pipeline, PipelineRun, Step string
 	// Orchestrator names the source that filled a pipeline key: "gitlab",
 	// "github" or "slurm"; "" when none did.
-	Orchestrator string
+	Orchestrator                             string
 	K8sNamespace, K8sPod, K8sNode, K8sPodUID string
 	K8sJobIndex                              string // decimal digits
 }

@@ -118,7 +118,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	}
 
 	log.Debug("exec", "path", path, "since_start", time.Since(start))
-	return cannotExec(log, command.Exec(path, argv, command.Env(environ, set.TaskID)))
+	return cannotExec(log, command.Exec(path, argv, commandEnv(cfg, environ, set)))
 }
 
 // registerTask delivers the registration within the budget, or spools it.

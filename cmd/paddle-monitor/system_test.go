@@ -242,4 +242,3 @@ func TestTwoServersOnePostgres(t *testing.T) {
 		t.Errorf("%d completed, want %d", got, n)
 	}
 }
-

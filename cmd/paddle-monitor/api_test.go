@@ -311,7 +311,7 @@ func TestTokens(t *testing.T) {
 		expect(t, s.do(t, registerReq(in, "")), 401, "token is required")
 		expect(t, s.do(t, registerReq(in, "wrong")), 401, "not valid")
 		expect(t, s.do(t, registerReq(in, "s-secret")), 201, "")
-		expect(t, s.do(t, registerReq(out, "s-secret")), 403, `project "vision"`)
+		expect(t, s.do(t, registerReq(out, "s-secret")), 403, "may not register tasks of project vision with owner ann@example.com")
 		expect(t, s.do(t, registerReq(regBody("s-2", "search_x", "ann@evil.com", 1), "s-secret")), 403, "owner")
 		expect(t, s.do(t, registerReq(out, "a-secret")), 201, "")
 		// Order: 413 before 401, 401 before 400, 400 before 403, 403 before 409.

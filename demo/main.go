@@ -18,7 +18,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -27,10 +26,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 func main() {
@@ -47,8 +46,7 @@ type demo struct {
 	tokens              string
 	admin               string // the admin token, for reads
 	url                 string
-	server              *exec.Cmd
-	serverDone          chan struct{}
+	server              *monitorproc.Proc
 }
 
 func run() error {
@@ -195,43 +193,17 @@ func (d *demo) mint(name string, args ...string) (token, entry string, err error
 	return lines[0], lines[1], nil
 }
 
-var listening = regexp.MustCompile(`msg=listening .*addr=(\S+)`)
-
-// startServer runs `paddle-monitor serve` on addr and waits until it listens;
-// its log lines are shown with a prefix.
+// startServer runs `paddle-monitor serve` on addr and waits until it
+// listens; its log lines are shown with a prefix.
 func (d *demo) startServer(addr string) error {
 	fmt.Printf("$ paddle-monitor serve --listen %s --db %s --tokens %s\n", addr, d.db, d.tokens)
-	c := exec.Command(d.monitor, "serve", "--listen", addr, "--db", d.db, "--tokens", d.tokens)
-	c.Env = []string{"PATH=" + os.Getenv("PATH")}
-	pipe, err := c.StderrPipe()
+	p, err := monitorproc.Start(d.monitor, []string{"--listen", addr, "--db", d.db, "--tokens", d.tokens},
+		monitorproc.Options{Env: []string{"PATH=" + os.Getenv("PATH")}, Echo: os.Stdout, Prefix: "  [monitor] "})
 	if err != nil {
 		return err
 	}
-	if err := c.Start(); err != nil {
-		return err
-	}
-	d.server, d.serverDone = c, make(chan struct{})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			fmt.Println("  [monitor] " + sc.Text())
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-		c.Wait()
-		close(d.serverDone)
-	}()
-	select {
-	case a := <-found:
-		d.url = "http://" + a
-		return nil
-	case <-d.serverDone:
-		return fmt.Errorf("paddle-monitor serve exited")
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("paddle-monitor serve did not listen within 30s")
-	}
+	d.server, d.url = p, p.URL
+	return nil
 }
 
 func (d *demo) stopServer() {
@@ -239,8 +211,7 @@ func (d *demo) stopServer() {
 		return
 	}
 	fmt.Println("$ kill -TERM <paddle-monitor>")
-	d.server.Process.Signal(syscall.SIGTERM)
-	<-d.serverDone
+	d.server.Stop()
 	d.server = nil
 }
 

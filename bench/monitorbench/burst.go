@@ -1,20 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var burstScenario = scenario{
@@ -29,13 +28,14 @@ func runBurst(e *env) ([][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startMonitor(e.opts.monitor, dsn, e.tmp)
+	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
+		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	time.Sleep(time.Second) // let the runtime settle before reading RSS at rest
-	rest, err := procStatus(srv.cmd.Process.Pid, "VmRSS")
+	rest, err := procStatus(srv.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		return nil, err
 	}
@@ -45,16 +45,16 @@ func runBurst(e *env) ([][]string, error) {
 	var rates []float64
 	allOK := true
 	for round := range e.opts.rounds {
-		l, wall, ok := burstRound(client, srv.url, fmt.Sprintf("r%d", round), e.opts.n)
+		l, wall, ok := burstRound(client, srv.URL, fmt.Sprintf("r%d", round), e.opts.n)
 		lat = append(lat, l...)
 		rates = append(rates, float64(e.opts.n)/wall.Seconds())
 		allOK = allOK && ok
 	}
-	peak, err := procStatus(srv.cmd.Process.Pid, "VmHWM")
+	peak, err := procStatus(srv.Cmd.Process.Pid, "VmHWM")
 	if err != nil {
 		return nil, err
 	}
-	stored, err := countTasks(client, srv.url)
+	stored, err := countTasks(client, srv.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -142,65 +142,6 @@ func countTasks(client *http.Client, url string) (int, error) {
 			return n, nil
 		}
 		path = "/v1/tasks?limit=1000&cursor=" + *page.Next
-	}
-}
-
-// monitorProc is a running `paddle-monitor serve`.
-type monitorProc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-	log  *bytes.Buffer
-}
-
-var listening = regexp.MustCompile(`"msg":"listening".*"addr":"([^"]+)"`)
-
-func startMonitor(bin, dsn, dir string) (*monitorProc, error) {
-	m := &monitorProc{done: make(chan struct{}), log: &bytes.Buffer{}}
-	m.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json")
-	m.cmd.Dir = dir
-	m.cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	pipe, err := m.cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := m.cmd.Start(); err != nil {
-		return nil, err
-	}
-	addr := make(chan string, 1)
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			mu.Lock()
-			m.log.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if s := listening.FindStringSubmatch(sc.Text()); s != nil {
-				addr <- s[1]
-			}
-		}
-		m.cmd.Wait()
-		close(m.done)
-	}()
-	select {
-	case a := <-addr:
-		m.url = "http://" + a
-		return m, nil
-	case <-m.done:
-		return nil, fmt.Errorf("paddle-monitor serve exited: %s", m.log.String())
-	case <-time.After(60 * time.Second):
-		m.cmd.Process.Kill()
-		return nil, fmt.Errorf("paddle-monitor serve did not listen within 60s")
-	}
-}
-
-func (m *monitorProc) stop() {
-	m.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-m.done:
-	case <-time.After(20 * time.Second):
-		m.cmd.Process.Kill()
-		<-m.done
 	}
 }
 

@@ -367,14 +367,14 @@ func TestTokensReloadAndMetricsAuth(t *testing.T) {
 
 	// The search token is replaced by a new one.
 	writeFile(t, path, `{"tokens":[{"name":"new","sha256":"`+hashHex("new-secret")+`","projects":["*"]}]}`)
-	s.signal(syscall.SIGHUP)
+	s.Signal(syscall.SIGHUP)
 	s.waitLog(t, `"msg":"tokens reloaded"`)
 	expect(t, s.do(t, registerReq(body, "new-secret")), 201, "")
 	expect(t, s.do(t, get("/v1/tasks", "s-secret")), 401, "")
 
 	// A broken file: the previous tokens stay in force.
 	writeFile(t, path, `{"tokens":[{"name":"x"`)
-	s.signal(syscall.SIGHUP)
+	s.Signal(syscall.SIGHUP)
 	s.waitLog(t, "the previous tokens stay in force")
 	expect(t, s.do(t, get("/v1/tasks/r-1", "new-secret")), 200, "")
 
@@ -382,7 +382,7 @@ func TestTokensReloadAndMetricsAuth(t *testing.T) {
 	expect(t, s.do(t, get("/metrics", "")), 401, "")
 	expect(t, s.do(t, get("/metrics", "new-secret")), 403, "admin")
 	writeFile(t, path, `{"tokens":[{"name":"adm","sha256":"`+hashHex("adm")+`","admin":true}]}`)
-	s.signal(syscall.SIGHUP)
+	s.Signal(syscall.SIGHUP)
 	s.waitLog(t, `"tokens":1`)
 	deadline := time.Now().Add(10 * time.Second)
 	for s.do(t, get("/metrics", "adm")).Status != 200 {
@@ -409,7 +409,7 @@ func TestNoTokensWarningAndSIGTERM(t *testing.T) {
 	if !strings.Contains(s.Log(), `"level":"WARN","msg":"no tokens file (--tokens): every write and read is open`) {
 		t.Errorf("no warning about the missing tokens file:\n%s", s.Log())
 	}
-	s.signal(syscall.SIGTERM)
+	s.Signal(syscall.SIGTERM)
 	if code := s.wait(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM, want 0:\n%s", code, s.Log())
 	}

@@ -167,7 +167,7 @@ func TestKill9DuringBurst(t *testing.T) {
 		for count.Load() < 200 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		s.cmd.Process.Signal(syscall.SIGKILL)
+		s.Signal(syscall.SIGKILL)
 		s.wait(t)
 		close(stop)
 		wg.Wait()

@@ -248,6 +248,12 @@ func (a *API) storeFailed(w http.ResponseWriter, op string, err error) {
 }
 
 func (a *API) fail(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusUnauthorized {
+		// Basic first: it makes a browser ask for the token (as the
+		// password) when it opens the page or a CSV link.
+		w.Header().Add("WWW-Authenticate", `Basic realm="paddle-monitor", charset="UTF-8"`)
+		w.Header().Add("WWW-Authenticate", `Bearer realm="paddle-monitor"`)
+	}
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 

@@ -312,7 +312,11 @@ func TestTokens(t *testing.T) {
 		in := regBody("s-1", "search_ranking", "ann@example.com", 1794700000)
 		out := regBody("v-1", "vision", "ann@example.com", 1794700000)
 
-		expect(t, s.do(t, registerReq(in, "")), 401, "token is required")
+		a := s.do(t, registerReq(in, ""))
+		expect(t, a, 401, "token is required")
+		if got := a.Header.Values("WWW-Authenticate"); len(got) != 2 || !strings.HasPrefix(got[0], `Basic realm="paddle-monitor"`) {
+			t.Errorf("WWW-Authenticate %q", got)
+		}
 		expect(t, s.do(t, registerReq(in, "wrong")), 401, "not valid")
 		expect(t, s.do(t, registerReq(in, "s-secret")), 201, "")
 		expect(t, s.do(t, registerReq(out, "s-secret")), 403, "may not register tasks of project vision with owner ann@example.com")

@@ -133,6 +133,7 @@ func New(cfg Config) *API {
 
 // ServeHTTP counts every request by route and status.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	a.mux.ServeHTTP(rec, r)
 	endpoint := r.Pattern
@@ -140,6 +141,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		endpoint = "unmatched"
 	}
 	a.requests.WithLabelValues(endpoint, strconv.Itoa(rec.status)).Inc()
+	a.cfg.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "endpoint", endpoint, "status", rec.status,
+		"duration", time.Since(start).String(), "remote", r.RemoteAddr)
 }
 
 // Handle mounts another handler on the API's mux (the report, the page):

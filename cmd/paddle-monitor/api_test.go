@@ -463,6 +463,18 @@ func TestVersionAndBadSettings(t *testing.T) {
 			t.Errorf("%v: %d %q", args, r.code, r.stdout)
 		}
 	}
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"token", "--help"}} {
+		r := runMonitor(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "paddle-monitor serve  [--listen ADDR]") || r.stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runMonitor(t, "serve", "--help"); !strings.Contains(r.stdout, "(env PADDLE_MONITOR_DB)") {
+		t.Errorf("serve --help does not list the variables:\n%s", r.stdout)
+	}
+	if r := runMonitor(t, "serve", "--bogus"); r.code != 2 || !strings.Contains(r.stderr, "unknown flag: --bogus") {
+		t.Errorf("serve --bogus: exit %d, stderr %q", r.code, r.stderr)
+	}
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string

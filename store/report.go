@@ -47,7 +47,7 @@ span AS (
 
 // unitsSQL splits every spanned task into GPU units: one per GPU it listed
 // (with the completion's per-GPU summary), plus one unit for the GPUs it
-// counted without listing them (device nodes: model '').
+// counted without listing them (device nodes: the empty model).
 const unitsSQL = `, listed AS (
   SELECT g.task_id, COUNT(*) AS n FROM task_gpus g JOIN span sp ON sp.task_id = g.task_id GROUP BY g.task_id
 ),
@@ -98,7 +98,8 @@ func groupColumns(keys []string, gpu bool) ([]string, error) {
 
 // ReportTasks implements report.Source: task-level sums grouped by keys,
 // project and owner. With the key model, a task counts once under every
-// model it has GPUs of ('' for GPUs without one, and for no GPU at all).
+// model it has GPUs of (the empty model for GPUs without one, and for no
+// GPU at all).
 func (s *Store) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
 	cols, err := groupColumns(keys, false)
 	if err != nil {

@@ -45,15 +45,26 @@ func columns(priced bool) []string {
 	return c
 }
 
-func (f Figures) values(priced bool, pct bool) []string {
+// values are f's cells; table (for a terminal) writes waste_share as a
+// percentage and a null as "-", CSV leaves a null cell empty.
+func (f Figures) values(priced bool, table bool) []string {
+	opt := func(x *float64) string {
+		switch {
+		case x != nil:
+			return num(*x)
+		case table:
+			return "-"
+		}
+		return ""
+	}
 	v := []string{
 		strconv.FormatInt(f.Tasks, 10), strconv.FormatInt(f.CompletedTasks, 10),
 		strconv.FormatInt(f.FailedTasks, 10), strconv.FormatInt(f.OpenTasks, 10),
 		num(f.GPUHours), num(f.FailedGPUHours), num(f.IdleGPUHours), opt(f.UtilMean),
 	}
-	if pct {
+	if table {
 		if f.WasteShare == nil {
-			v = append(v, "")
+			v = append(v, "-")
 		} else {
 			v = append(v, strconv.FormatFloat(*f.WasteShare*100, 'f', 1, 64)+" %")
 		}
@@ -69,13 +80,6 @@ func (f Figures) values(priced bool, pct bool) []string {
 
 // num writes a figure the shortest way that reads back to the same float.
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
-
-func opt(x *float64) string {
-	if x == nil {
-		return ""
-	}
-	return num(*x)
-}
 
 // WriteCSV writes a header line and one line per row (no total): the key
 // columns in the order of By, then the figures; an empty cell is a null.

@@ -1,7 +1,7 @@
 -- Tasks as the entrypoint registers them, with their completion.
 -- Times are Unix seconds. A label the task did not set is '' (never NULL),
 -- so GROUP BY answers the same on both stores; numbers that may be absent
--- (duration_est, the completion's fields) are NULL when absent.
+-- (duration_est, k8s_job_index, the completion's fields) are NULL when absent.
 CREATE TABLE tasks (
     task_id          TEXT    PRIMARY KEY,
     task_name        TEXT    NOT NULL,
@@ -17,7 +17,7 @@ CREATE TABLE tasks (
     k8s_pod          TEXT    NOT NULL DEFAULT '',
     k8s_node         TEXT    NOT NULL DEFAULT '',
     k8s_pod_uid      TEXT    NOT NULL DEFAULT '',
-    k8s_job_index    TEXT    NOT NULL DEFAULT '',
+    k8s_job_index    INTEGER,
     hostname         TEXT    NOT NULL DEFAULT '',
     start_time       INTEGER NOT NULL,
     gpu_count        INTEGER NOT NULL DEFAULT 0,

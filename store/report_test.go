@@ -3,12 +3,9 @@ package store_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,105 +18,78 @@ import (
 // hand in its README.
 const fixtureDir = "../report/testdata"
 
-type fixtureGPU struct {
-	Index     int64    `json:"index"`
-	UUID      string   `json:"uuid"`
-	Name      string   `json:"name"`
-	Samples   int64    `json:"samples"`
-	UtilMean  *float64 `json:"util_mean"`
-	IdleShare *float64 `json:"idle_share"`
-}
-
 type fixtureEvent struct {
 	Register *struct {
-		TaskID      string       `json:"task_id"`
-		TaskName    string       `json:"task_name"`
-		Project     string       `json:"project"`
-		Owner       string       `json:"owner"`
-		Priority    string       `json:"priority"`
-		Env         string       `json:"env"`
-		Pipeline    string       `json:"pipeline"`
-		Step        string       `json:"step"`
-		Hostname    string       `json:"hostname"`
-		GPUCount    int64        `json:"gpu_count"`
-		StartTime   int64        `json:"start_time"`
-		DurationEst *int64       `json:"duration_est"`
-		GPUs        []fixtureGPU `json:"gpus"`
+		TaskID      string `json:"task_id"`
+		TaskName    string `json:"task_name"`
+		Project     string `json:"project"`
+		Owner       string `json:"owner"`
+		Priority    string `json:"priority"`
+		Env         string `json:"env"`
+		Pipeline    string `json:"pipeline"`
+		Step        string `json:"step"`
+		Hostname    string `json:"hostname"`
+		GPUCount    int64  `json:"gpu_count"`
+		StartTime   int64  `json:"start_time"`
+		DurationEst *int64 `json:"duration_est"`
+		GPUs        []struct {
+			Index int64  `json:"index"`
+			UUID  string `json:"uuid"`
+			Name  string `json:"name"`
+		} `json:"gpus"`
 	} `json:"register"`
-	Complete *struct {
-		TaskID          string       `json:"task_id"`
-		EndTime         int64        `json:"end_time"`
-		DurationSeconds float64      `json:"duration_seconds"`
-		ExitCode        int64        `json:"exit_code"`
-		GPUs            []fixtureGPU `json:"gpus"`
-		Gate            *struct {
-			Passed bool `json:"passed"`
-		} `json:"gate"`
-	} `json:"complete"`
+	Complete  json.RawMessage `json:"complete"`
 	Heartbeat *struct {
 		TaskID string `json:"task_id"`
 		Time   int64  `json:"time"`
 	} `json:"heartbeat"`
 }
 
-// loadFixture writes the fixture's registrations, completions and
-// heartbeats straight into the tables.
+// loadFixture stores the fixture's registrations, completions and
+// heartbeats through the store's write methods, in order.
 func loadFixture(t testing.TB, s *store.Store) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(fixtureDir, "fixture.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct{ Events []fixtureEvent }
+	var f struct {
+		Events []json.RawMessage `json:"events"`
+	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	db := store.DBForTest(s)
-	pg := s.Dialect() == store.Postgres
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if pg {
-			for n := 1; strings.Contains(q, "?"); n++ {
-				q = strings.Replace(q, "?", fmt.Sprintf("$%d", n), 1)
-			}
+	ctx := context.Background()
+	for _, raw := range f.Events {
+		var e fixtureEvent
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	for _, e := range f.Events {
 		switch {
 		case e.Register != nil:
 			r := e.Register
-			var est sql.NullInt64
-			if r.DurationEst != nil {
-				est = sql.NullInt64{Int64: *r.DurationEst, Valid: true}
+			body, _ := json.Marshal(r)
+			reg := &store.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
+				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
+				StartTime: r.StartTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
+			for _, g := range r.GPUs {
+				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name})
 			}
-			exec(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env, pipeline, step, hostname,
-				start_time, gpu_count, duration_est, registration, registered_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'{}',?)`,
-				r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env, r.Pipeline, r.Step, r.Hostname,
-				r.StartTime, r.GPUCount, est, r.StartTime)
-			for i, g := range r.GPUs {
-				exec(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES (?,?,?,?,?)`,
-					r.TaskID, i, g.Index, g.UUID, g.Name)
+			if _, err := s.Register(ctx, reg); err != nil {
+				t.Fatalf("register %s: %v", r.TaskID, err)
 			}
 		case e.Complete != nil:
-			c := e.Complete
-			var gate sql.NullInt64
-			if c.Gate != nil {
-				gate = sql.NullInt64{Valid: true}
-				if c.Gate.Passed {
-					gate.Int64 = 1
-				}
+			var c store.Completion
+			if err := json.Unmarshal(e.Complete, &c); err != nil {
+				t.Fatal(err)
 			}
-			exec(`UPDATE tasks SET end_time = ?, duration_seconds = ?, exit_code = ?, gate_passed = ?, completion = '{}' WHERE task_id = ?`,
-				c.EndTime, c.DurationSeconds, c.ExitCode, gate, c.TaskID)
-			for _, g := range c.GPUs {
-				exec(`UPDATE task_gpus SET samples = ?, util_mean = ?, idle_share = ? WHERE task_id = ? AND uuid = ?`,
-					g.Samples, g.UtilMean, g.IdleShare, c.TaskID, g.UUID)
+			if _, err := s.Complete(ctx, &c, e.Complete, nil); err != nil {
+				t.Fatalf("complete %s: %v", c.TaskID, err)
 			}
 		case e.Heartbeat != nil:
-			exec(`UPDATE tasks SET last_seen = ? WHERE task_id = ?`, e.Heartbeat.Time, e.Heartbeat.TaskID)
+			if err := s.Heartbeat(ctx, e.Heartbeat.TaskID, e.Heartbeat.Time, nil); err != nil {
+				t.Fatalf("heartbeat %s: %v", e.Heartbeat.TaskID, err)
+			}
 		}
 	}
 }

@@ -137,7 +137,10 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) er
 	}
 	var c Completion
 	if err := json.Unmarshal([]byte(body), &c); err != nil {
-		return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
+		// The API checked it before keeping it; should that check ever
+		// have let through what this decoder refuses, the registration
+		// must still be stored, and the completion stays where it is.
+		return nil
 	}
 	if err := s.applyCompletion(ctx, tx, &c, []byte(body), received); err != nil {
 		return err

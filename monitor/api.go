@@ -93,6 +93,11 @@ func New(cfg Config) *API {
 		Name: "paddle_monitor_store_errors_total",
 		Help: "Database operations of paddle-monitor that failed, by operation.",
 	}, []string{"operation"})
+	// Every operation's series exists from the start (at 0), so that
+	// rate() and alerts see the first error.
+	for _, op := range []string{"register", "complete", "heartbeat", "task", "tasks", "ping"} {
+		a.storeErrs.WithLabelValues(op)
+	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(a.requests, a.storeErrs)
 	}

@@ -82,6 +82,11 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	log := c.log.With("logger", "paddle-monitor")
+	// Signals are caught from the start: a SIGTERM while the database
+	// opens still ends in an orderly exit 0.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	log.Debug("settings", "listen", c.listen, "tokens", c.tokens, "prices", c.prices, "open_ttl", c.openTTL.String(), "metrics_auth", c.metricsAuth)
 
 	var tokens atomic.Pointer[access.Set]
 	if c.tokens != "" {
@@ -131,8 +136,6 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String())
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	for {

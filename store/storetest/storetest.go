@@ -51,7 +51,7 @@ const RequireEnv = "PADDLE_TEST_REQUIRE_POSTGRES"
 // started one. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	stop()
+	Stop()
 	os.Exit(code)
 }
 
@@ -139,7 +139,9 @@ func start() (*cluster, error) {
 	return theOne, startErr
 }
 
-func stop() {
+// Stop stops the PostgreSQL server if one was started (for a TestMain that
+// cannot use Main).
+func Stop() {
 	if theOne == nil {
 		return
 	}

@@ -8,7 +8,6 @@ package main
 // drift apart.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,10 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +26,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
 
@@ -86,17 +83,8 @@ func setup(dir string) error {
 
 // server is one running `paddle-monitor serve`.
 type server struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	URL  string
-	done chan struct{}
-	code int // exit status once done is closed
-
-	mu  sync.Mutex
-	log bytes.Buffer
+	*monitorproc.Proc
 }
-
-var listening = regexp.MustCompile(`"msg":"listening".*"addr":"([^"]+)"`)
 
 // startServer runs serve on db (a SQLite path or a postgres URL) with extra
 // arguments, on a random port, and waits until it listens.
@@ -108,76 +96,24 @@ func startServer(t *testing.T, db string, args ...string) *server {
 // startServerEnv is startServer with environment variables.
 func startServerEnv(t *testing.T, env []string, db string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, done: make(chan struct{})}
-	s.cmd = exec.Command(bin.monitor, append([]string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--log-format", "json"}, args...)...)
-	s.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
-	s.cmd.Dir = t.TempDir()
-	pipe, err := s.cmd.StderrPipe()
+	p, err := monitorproc.Start(bin.monitor,
+		append([]string{"--listen", "127.0.0.1:0", "--db", db, "--log-format", "json"}, args...),
+		monitorproc.Options{Env: append([]string{"PATH=/usr/bin:/bin"}, env...), Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.log.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listening.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
-			}
-		}
-		s.cmd.Wait()
-		s.code = s.cmd.ProcessState.ExitCode()
-		if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			s.code = 128 + int(ws.Signal())
-		}
-		close(s.done)
-	}()
-	t.Cleanup(func() { s.kill() })
-	select {
-	case a := <-addr:
-		s.URL = "http://" + a
-	case <-s.done:
-		t.Fatalf("paddle-monitor serve exited with %d before listening:\n%s", s.code, s.Log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("paddle-monitor serve did not listen within 30s:\n%s", s.Log())
-	}
-	return s
-}
-
-// Log is what the server wrote to stderr so far.
-func (s *server) Log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
-}
-
-func (s *server) signal(sig syscall.Signal) { s.cmd.Process.Signal(sig) }
-
-func (s *server) kill() {
-	select {
-	case <-s.done:
-	default:
-		s.cmd.Process.Kill()
-		<-s.done
-	}
+	t.Cleanup(p.Kill)
+	return &server{p}
 }
 
 // wait waits for the server to exit and returns its status.
 func (s *server) wait(t *testing.T) int {
 	t.Helper()
-	select {
-	case <-s.done:
-		return s.code
-	case <-time.After(30 * time.Second):
+	code, ok := s.Wait(30 * time.Second)
+	if !ok {
 		t.Fatalf("the server did not exit within 30s:\n%s", s.Log())
-		return -1
 	}
+	return code
 }
 
 // waitLog polls the server's log until it holds want.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx", to drop the database
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
@@ -167,7 +171,7 @@ func TestKill9DuringBurst(t *testing.T) {
 		for count.Load() < 200 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		s.cmd.Process.Signal(syscall.SIGKILL)
+		s.Signal(syscall.SIGKILL)
 		s.wait(t)
 		close(stop)
 		wg.Wait()
@@ -240,5 +244,48 @@ func TestTwoServersOnePostgres(t *testing.T) {
 	m := a.do(t, get("/v1/tasks?state=completed&limit=1000", "")).JSON(t)
 	if got := len(m["tasks"].([]any)); got != n {
 		t.Errorf("%d completed, want %d", got, n)
+	}
+}
+
+// TestDatabaseLost: when the database goes away under a running server,
+// writes answer 500 (the entrypoint retries them), /healthz 503, the error
+// is counted on /metrics, and nothing is answered 2xx.
+func TestDatabaseLost(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	s := startServer(t, dsn)
+	expect(t, s.do(t, registerReq(regBody("l-1", "p", "o", 1), "")), 201, "")
+
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	admin, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("DROP DATABASE " + name + " WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+
+	expect(t, s.do(t, registerReq(regBody("l-2", "p", "o", 1), "")), 500, "the database failed; try again")
+	expect(t, s.do(t, get("/v1/tasks", "")), 500, "")
+	expect(t, s.do(t, get("/healthz", "")), 503, "does not answer")
+	m := string(s.do(t, get("/metrics", "")).Body)
+	for _, want := range []string{
+		`paddle_monitor_store_errors_total{operation="register"} 1`,
+		`paddle_monitor_store_errors_total{operation="tasks"} 1`,
+		`paddle_monitor_store_errors_total{operation="ping"} 1`,
+		`paddle_monitor_store_errors_total{operation="complete"} 0`,
+		`paddle_monitor_http_requests_total{code="500",endpoint="POST /v1/task/register"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(s.Log(), `"msg":"store error","logger":"paddle-monitor","operation":"register"`) {
+		t.Errorf("the store error was not logged:\n%s", s.Log())
 	}
 }

@@ -55,10 +55,14 @@ func main() {
 func dispatch(args, environ []string) int {
 	start := time.Now()
 	flags := config.NewFlagSet("paddle-entrypoint", false)
+	showVersion := flags.BoolP("version", "v", false, "print the version and exit")
 	if err := flags.Parse(args); err != nil {
 		return flagError(flags, err)
 	}
 	rest := flags.Args()
+	if *showVersion {
+		return printVersion(nil)
+	}
 	if len(rest) > 0 && flags.ArgsLenAtDash() != 0 {
 		switch rest[0] {
 		case "labels":
@@ -66,8 +70,7 @@ func dispatch(args, environ []string) int {
 		case "spool":
 			return spoolCmd(args, environ)
 		case "version":
-			fmt.Println("paddle-entrypoint", version)
-			return 0
+			return printVersion(rest[1:])
 		}
 	}
 	if len(rest) == 0 {
@@ -137,6 +140,7 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	defer cancel()
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
+	r.OutageHold = cfg.OutageHold
 	r.Register(ctx, set.TaskID, register.Body(set, inv))
 }
 
@@ -234,7 +238,17 @@ func flagError(flags *config.FlagSet, err error) int {
 const usageText = `usage: paddle-entrypoint [flags] [--] COMMAND [ARG...]
        paddle-entrypoint labels [flags]
        paddle-entrypoint spool list|stats|flush|requeue|purge [flags]
-       paddle-entrypoint version`
+       paddle-entrypoint version | --version | -v`
+
+// printVersion prints "paddle-entrypoint version X", as tini and
+// dcgm-exporter print theirs; the subcommand takes no argument.
+func printVersion(extra []string) int {
+	if len(extra) > 0 {
+		return usage(fmt.Errorf("version takes no argument, got %q", extra[0]))
+	}
+	fmt.Println("paddle-entrypoint version", version)
+	return 0
+}
 
 func usage(err error) int {
 	fmt.Fprintf(os.Stderr, "paddle-entrypoint: %v\n%s\n", err, usageText)

@@ -5,12 +5,16 @@
 // rlimits untouched (Go's raised RLIMIT_NOFILE soft limit is restored by
 // syscall.Exec). The new program starts with no blocked signals; every file
 // the entrypoint opened itself is close-on-exec, so only descriptors
-// inherited from the caller survive. No shell is ever involved.
+// inherited from the caller survive. No shell is involved, except for a
+// script without a "#!" line, which the kernel refuses (ENOEXEC): it runs
+// through /bin/sh, as execvp(3) and the shell entrypoint ran it.
 package command
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"runtime"
@@ -136,10 +140,49 @@ func Exec(path string, argv, env []string) error {
 	var empty [2]uint32
 	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, 2 /* SIG_SETMASK */, uintptr(unsafe.Pointer(&empty)), 0, 8, 0, 0)
 	err := syscall.Exec(path, argv, env)
+	if errors.Is(err, syscall.ENOEXEC) {
+		if sh, shArgv, ok := ScriptFallback(path, argv); ok {
+			if shErr := syscall.Exec(sh, shArgv, env); !errors.Is(shErr, syscall.ENOENT) {
+				err = shErr
+			}
+		}
+	}
 	runtime.UnlockOSThread()
 	status := ExitNotExecutable
 	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 		status = ExitNotFound
 	}
 	return &Error{Name: argv[0], Err: err, Status: status}
+}
+
+// Shell is the interpreter of scripts without a "#!" line.
+const Shell = "/bin/sh"
+
+// binarySample is how much of a file ScriptFallback reads to tell a script
+// from a binary, as bash does.
+const binarySample = 80
+
+// ScriptFallback returns how to run path when the kernel refused to execute
+// it with ENOEXEC: as execvp(3) does, through Shell with the file as its
+// script (argv "/bin/sh", path, then argv[1:]). ok is false when the file
+// looks like a binary (a NUL byte in its first line, bash's test: a binary
+// for another machine must stay "exec format error", 126, not become a
+// shell syntax error) or cannot be read.
+func ScriptFallback(path string, argv []string) (sh string, shArgv []string, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", nil, false
+	}
+	defer f.Close()
+	buf := make([]byte, binarySample)
+	n, _ := io.ReadFull(f, buf)
+	line := buf[:n]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	if bytes.IndexByte(line, 0) >= 0 {
+		return "", nil, false
+	}
+	shArgv = append([]string{Shell, path}, argv[min(1, len(argv)):]...)
+	return Shell, shArgv, true
 }

@@ -252,8 +252,8 @@ func TestImageConfig(t *testing.T) {
 
 	c = &container{Cmd: []string{"version"}}
 	r = c.run(t)
-	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "paddle-entrypoint "+setup.version {
-		t.Errorf("version: exit %d, stdout %q; want paddle-entrypoint %s", r.Code, r.Stdout, setup.version)
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "paddle-entrypoint version "+setup.version {
+		t.Errorf("version: exit %d, stdout %q; want paddle-entrypoint version %s", r.Code, r.Stdout, setup.version)
 	}
 
 	// The image's own directories: the labels file's (through the /var/run

@@ -50,6 +50,7 @@ type ClientConfig struct {
 // Proxies: like curl in the shell script it replaces, the client honours
 // HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment (the task's).
 type Client struct {
+	base      string // the configured URL: the outage memory's key
 	endpoint  string
 	tokenFile string
 	userAgent string
@@ -62,22 +63,35 @@ type Client struct {
 	tokenWarned bool
 }
 
-// NewClient returns a client. A CA file that cannot be read or holds no
-// certificate is an error; the client returned with it is still usable as
-// a value, but each of its attempts fails with ErrClientUnusable, so the
-// registration is spooled rather than sent without verification.
+// NewClient returns a client. A URL that can never work (ErrBadURL), or a
+// CA file that cannot be read or holds no certificate, is an error; the
+// client returned with it is still usable as a value, but each of its
+// attempts fails at once with ErrClientUnusable, so the registration is
+// spooled rather than retried in vain or sent without verification.
 func NewClient(c ClientConfig) (*Client, error) {
 	cl := &Client{
-		endpoint:  strings.TrimRight(c.URL, "/") + Path,
+		base:      c.URL,
 		tokenFile: c.TokenFile,
 		userAgent: c.UserAgent,
 		log:       c.Logger,
 	}
-	tlsConf, err := tlsConfig(c.URL, c.CAFile)
+	endpoint, err := Endpoint(c.URL, Path)
+	if err == nil {
+		cl.endpoint = endpoint
+		var tlsConf *tls.Config
+		if tlsConf, err = tlsConfig(c.URL, c.CAFile); err == nil {
+			cl.http = httpClient(tlsConf)
+		}
+	}
 	if err != nil {
 		cl.broken = fmt.Errorf("%w: %w", ErrClientUnusable, err)
 	}
-	cl.http = &http.Client{
+	return cl, cl.broken
+}
+
+// httpClient returns the HTTP client of every attempt.
+func httpClient(tlsConf *tls.Config) *http.Client {
+	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
@@ -92,13 +106,12 @@ func NewClient(c ClientConfig) (*Client, error) {
 		// the token) somewhere nobody configured.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return cl, cl.broken
 }
 
 // tlsConfig returns the TLS settings for an https monitor: the system roots
 // plus the PEM certificates of caFile. nil means Go's defaults.
 func tlsConfig(url, caFile string) (*tls.Config, error) {
-	if caFile == "" || !strings.HasPrefix(url, "https://") {
+	if caFile == "" || !strings.HasPrefix(strings.ToLower(url), "https://") {
 		return nil, nil
 	}
 	pem, err := os.ReadFile(caFile)

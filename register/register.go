@@ -77,6 +77,8 @@ type Registrar struct {
 	Logger  *slog.Logger
 	Backlog int         // older pending entries sent per start after our own
 	Retry   RetryPolicy // zero: DefaultRetry
+	// OutageHold turns the outage memory on (exec mode): see outage.go.
+	OutageHold time.Duration
 }
 
 // Outcome is what became of a registration.
@@ -112,7 +114,9 @@ func (o Outcome) String() string {
 func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Outcome {
 	start := time.Now()
 	reg := &registration{r: r, taskID: taskID, body: body, log: r.logger().With("task_id", taskID)}
-	out := reg.run(ctx)
+	rctx, cancel := reg.shortContext(ctx)
+	out := reg.run(rctx)
+	cancel()
 	attrs := []any{"outcome", out.String(), "attempts", reg.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
 	if reg.lastErr != nil && out != Delivered {
 		attrs = append(attrs, "err", r.Client.Redact(reg.lastErr.Error()))
@@ -151,6 +155,10 @@ type registration struct {
 	noSpool  bool // the spool failed for good in this process
 	// lastTried: the try just made was the last one the budget holds.
 	lastTried bool
+	// Outage memory (outage.go): a known outage makes the start short;
+	// outages counts attempts that failed with an outage error.
+	short, outageFound, recorded bool
+	outages                      int
 }
 
 func (g *registration) run(ctx context.Context) Outcome {
@@ -170,6 +178,7 @@ func (g *registration) run(ctx context.Context) Outcome {
 					g.log.Warn("delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
 				}
 			}
+			g.deliveredOutage(ctx)
 			return Delivered
 		case permanent:
 			g.bury(ctx, err)
@@ -179,7 +188,8 @@ func (g *registration) run(ctx context.Context) Outcome {
 			return g.stop(ctx)
 		}
 		g.remember(ctx, err)
-		if classify(err) == unusable {
+		g.noteFailure(ctx, err)
+		if classify(err) == unusable || g.short {
 			return g.kept()
 		}
 		wait, last, ok := fitWait(ctx, b, err)
@@ -202,10 +212,10 @@ func (g *registration) run(ctx context.Context) Outcome {
 // budget for the spool write that follows a failure: a monitor that never
 // answers must not take the whole budget and leave nothing kept.
 func (g *registration) attempt(ctx context.Context) error {
-	timeout := AttemptTimeout
+	timeout, reserve := g.attemptLimits()
 	if deadline, ok := ctx.Deadline(); ok && !g.spooled && !g.noSpool && g.r.Queue != nil {
 		left := time.Until(deadline)
-		timeout = min(timeout, left-min(spoolReserve, left/2))
+		timeout = min(timeout, left-min(reserve, left/2))
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -213,6 +223,9 @@ func (g *registration) attempt(ctx context.Context) error {
 	err := g.r.Client.Send(actx, g.taskID, g.body)
 	if err != nil {
 		g.log.Debug("registration attempt failed", "attempt", g.attempts, "err", g.r.Client.Redact(err.Error()))
+	}
+	if isOutage(err) {
+		g.outages++
 	}
 	return err
 }
@@ -329,8 +342,15 @@ type FlushResult struct {
 // monitor this Registrar's client is configured with. It stops at the first
 // attempt that fails for a reason worth retrying (the monitor is down or
 // busy: the rest would fail too). The spool is not locked while sending.
-// The error is the spool's.
+// The error is the spool's. A delivery clears the outage memory's record of
+// that monitor.
 func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
+	res, err := r.flush(ctx, limit)
+	r.flushedOutage(ctx, res)
+	return res, err
+}
+
+func (r *Registrar) flush(ctx context.Context, limit int) (FlushResult, error) {
 	var res FlushResult
 	for seen := 0; limit <= 0 || seen < limit; {
 		n := flushBatch

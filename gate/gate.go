@@ -24,6 +24,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // MaxFileSize bounds the metrics file read.
@@ -31,6 +35,10 @@ const MaxFileSize = 1 << 20
 
 // MaxMetrics is how many numeric metrics a completion carries.
 const MaxMetrics = 32
+
+// MaxText bounds the expression and the reason, in bytes, as the monitor
+// does.
+const MaxText = 1024
 
 // maxDepth bounds the nesting of the metrics file.
 const maxDepth = 32
@@ -69,6 +77,9 @@ func Parse(expr string) (*Gate, error) {
 	g := &Gate{Expr: expr}
 	if strings.TrimSpace(expr) == "" {
 		return nil, fmt.Errorf("%w: empty expression", ErrSyntax)
+	}
+	if len(expr) > MaxText {
+		return nil, fmt.Errorf("%w: longer than %d bytes", ErrSyntax, MaxText)
 	}
 	for i, part := range strings.Split(expr, ",") {
 		c, err := parseComparison(strings.TrimSpace(part))
@@ -170,6 +181,28 @@ type Result struct {
 // returns the verdict and up to MaxMetrics numeric metrics of the file
 // (the first dotted keys in byte order; nil when the file is unusable).
 func (g *Gate) Evaluate(path string) (Result, map[string]float64) {
+	r, m := g.evaluate(path)
+	r.Reason = clean(r.Reason)
+	return r, m
+}
+
+// clean makes a reason safe to log and to send: no control characters (a
+// file name may hold any), valid UTF-8, at most MaxText bytes.
+func clean(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+	for len(s) > MaxText {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
+}
+
+func (g *Gate) evaluate(path string) (Result, map[string]float64) {
 	r := Result{Expr: g.Expr}
 	all, err := ReadMetrics(path)
 	if err != nil {
@@ -212,11 +245,16 @@ func (c Comparison) holds(v float64) bool {
 
 func format(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// first returns the first MaxMetrics entries of all by key in byte order.
+// first returns the first MaxMetrics entries of all by key in byte order,
+// among the keys that follow the labels' name rule (the monitor refuses a
+// completion with any other, and a refused completion is lost to the
+// dead letters).
 func first(all map[string]float64) map[string]float64 {
 	keys := make([]string, 0, len(all))
 	for k := range all {
-		keys = append(keys, k)
+		if labels.ValidName(k, "") {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	if len(keys) > MaxMetrics {

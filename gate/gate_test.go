@@ -71,6 +71,18 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestReasonIsClean(t *testing.T) {
+	g, _ := Parse("a>=1")
+	dir := t.TempDir()
+	r, _ := g.Evaluate(filepath.Join(dir, "x\nlevel=ERROR\x1b[31m"+strings.Repeat("é", 700)))
+	if r.Passed || strings.ContainsAny(r.Reason, "\n\x1b") || len(r.Reason) > MaxText {
+		t.Errorf("reason %q (%d bytes)", r.Reason, len(r.Reason))
+	}
+	if _, err := Parse("a>=1" + strings.Repeat(",a>=1", 300)); err == nil {
+		t.Error("an expression over 1024 bytes was accepted")
+	}
+}
+
 func TestParseErrorNamesTheComparison(t *testing.T) {
 	_, err := Parse("accuracy>=0.95,loss=<0.3")
 	if err == nil || !strings.Contains(err.Error(), `comparison 2 "loss=<0.3"`) {
@@ -178,7 +190,7 @@ func TestEvaluateKeepsFirst32Metrics(t *testing.T) {
 		}
 		fmt.Fprintf(&b, `"m%02d": %d`, i, i)
 	}
-	b.WriteString(`}, "A": 1, "acc": 0.99}`)
+	b.WriteString(`}, "A": 1, "acc": 0.99, "bad key": 1, "_x": 2, "` + strings.Repeat("k", 64) + `": 3}`)
 	g, _ := Parse("acc>=0.9")
 	r, m := g.Evaluate(writeFile(t, b.String()))
 	if !r.Passed || len(m) != MaxMetrics {
@@ -193,6 +205,11 @@ func TestEvaluateKeepsFirst32Metrics(t *testing.T) {
 	}
 	if _, ok := m["z.m30"]; ok {
 		t.Error("z.m30 kept: more than the first 32 keys")
+	}
+	for k := range m {
+		if k == "bad key" || k == "_x" || len(k) > 63 {
+			t.Errorf("metric %q breaks the name rule the monitor applies", k)
+		}
 	}
 }
 

@@ -80,6 +80,9 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
+	if _, err := checkGate(cfg, false); err != nil {
+		return usage(err)
+	}
 	return run(cfg, rest, environ, start)
 }
 
@@ -113,6 +116,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
+	writeTextfile(cfg, set, inv, false, log)
 
 	registerTask(ctx, cfg, set, inv, log)
 	if status, stopped := stopSignals(); stopped {

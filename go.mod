@@ -9,4 +9,11 @@ require (
 	go.etcd.io/bbolt v1.4.3
 )
 
-require golang.org/x/sys v0.29.0 // indirect
+require (
+	github.com/google/cel-go v0.31.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	k8s.io/api v0.37.2 // indirect
+	k8s.io/pod-security-admission v0.37.2 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
+)

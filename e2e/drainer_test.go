@@ -15,15 +15,6 @@ import (
 // drainerImage is Dockerfile.paddle's drainer target.
 const drainerImage = "localhost/paddle-entrypoint-drainer:e2e"
 
-// TestImageHasNoVolume: the image declares no VOLUME (Docker would make an
-// anonymous volume per container that nothing drains).
-func TestImageHasNoVolume(t *testing.T) {
-	r := podman(t, time.Minute, "image", "inspect", "--format", "{{json .Config.Volumes}}", testImage)
-	if r.Code != 0 || (strings.TrimSpace(r.Stdout) != "null" && strings.TrimSpace(r.Stdout) != "{}") {
-		t.Errorf("image volumes: exit %d, %q; want none\n%s", r.Code, r.Stdout, r.Stderr)
-	}
-}
-
 // TestDrainerImage builds --target drainer: the static entrypoint alone,
 // small, and it drains a node's spool directory as root.
 func TestDrainerImage(t *testing.T) {

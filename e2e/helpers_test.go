@@ -25,7 +25,7 @@ echo "pid1=$(tr '\0' ' ' </proc/1/cmdline)"
 echo "task_id_env=$PADDLE_TASK_ID"
 echo "run_mode=$(stat -L -c %a /var/run)"
 if [ -e /var/run/paddle-task.labels ]; then
-	echo "labels_mode=$(stat -c %a /var/run/paddle-task.labels)"
+	echo "labels_mode=$(stat -L -c %a /var/run/paddle-task.labels)"
 	sed 's/^/label:/' /var/run/paddle-task.labels
 else
 	echo "labels=absent"

@@ -124,10 +124,11 @@ func TestImageRun(t *testing.T) {
 		{"uid 1000, read-only root", cat(readOnly, user, fakeGPUs()), fakeGPUEnv, "1000", true, 7, true, false},
 		{"root, read-only root", cat(readOnly, fakeGPUs()), fakeGPUEnv, "0", true, 0, true, false},
 		{"uid 1000, read-only root, no spool volume", cat(readOnly, user), nil, "1000", false, 0, true, true},
-		{"uid 1000, read-only root and /var/run", cat(readOnlyRun, user), nil, "1000", false, 3, false, false},
-		{"root, read-only root and /var/run", cat(readOnlyRun), nil, "0", false, 4, false, false},
+		{"uid 1000, read-only root and /var/run", cat(readOnlyRun, user), nil, "1000", false, 3, true, false},
+		{"root, read-only root and /var/run", cat(readOnlyRun), nil, "0", false, 4, true, false},
 		{"uid 1000, read-only root, --tmpfs /var/run", cat(readOnlyRun, user, []string{"--tmpfs", "/var/run"}), nil, "1000", false, 0, true, false},
-		{"uid 1000, read-only root, --tmpfs /run/paddle-entrypoint", cat(readOnlyRun, user, []string{"--tmpfs", "/run/paddle-entrypoint"}), nil, "1000", false, 0, true, false},
+		// No /dev/shm mounted, where the labels path links: one warning.
+		{"uid 1000, read-only root, no /dev/shm", cat(readOnlyRun, user, []string{"--ipc", "none"}), nil, "1000", false, 5, false, false},
 		{"uid 1000, writable root", cat(user), nil, "1000", false, 0, true, false},
 		{"uid 1000, LD_BIND_NOW=1", cat(readOnly, user, fakeGPUs()), append([]string{"LD_BIND_NOW=1"}, fakeGPUEnv...), "1000", true, 0, true, false},
 	}
@@ -238,8 +239,10 @@ func TestImageConfig(t *testing.T) {
 	if cfg.User != "" {
 		t.Errorf("User = %q, want none forced", cfg.User)
 	}
-	if _, ok := cfg.Volumes["/var/lib/paddle-entrypoint"]; !ok {
-		t.Errorf("Volumes = %v, want /var/lib/paddle-entrypoint", cfg.Volumes)
+	// No VOLUME: Docker would make an anonymous volume per container that
+	// nothing drains (docs/image.md says how to mount the spool).
+	if len(cfg.Volumes) != 0 {
+		t.Errorf("Volumes = %v, want none", cfg.Volumes)
 	}
 
 	// No command: the entrypoint runs the base image's shell, which reads
@@ -257,12 +260,12 @@ func TestImageConfig(t *testing.T) {
 	}
 
 	// The image's own directories: /run stays root's; the labels file's
-	// default path is a link into a dedicated directory that is sticky and
-	// writable by all, like the spool's.
+	// default path links (relatively) into /dev/shm; the spool's directory
+	// is sticky and writable by all.
 	c = &container{Opts: []string{"--user", "1000:1000"}, Cmd: []string{"/bin/bash", "-c",
-		"stat -L -c '%n %a %U' /var/run /run/paddle-entrypoint /var/lib/paddle-entrypoint; readlink /var/run/paddle-task.labels"}}
+		"stat -L -c '%n %a %U' /var/run /var/lib/paddle-entrypoint; readlink /var/run/paddle-task.labels"}}
 	r = c.run(t)
-	want := "/var/run 755 root\n/run/paddle-entrypoint 1777 root\n/var/lib/paddle-entrypoint 1777 root\npaddle-entrypoint/paddle-task.labels\n"
+	want := "/var/run 755 root\n/var/lib/paddle-entrypoint 1777 root\n../dev/shm/paddle-task.labels\n"
 	if r.Stdout != want {
 		t.Errorf("directories:\n%s\nwant:\n%s\nstderr:\n%s", r.Stdout, want, r.Stderr)
 	}

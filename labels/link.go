@@ -13,9 +13,9 @@ const maxLinks = 8
 // chain of them), even when the last target does not exist yet; path
 // itself otherwise.
 //
-// Why: the image keeps /var/run (all of /run) root-owned and makes only a
-// dedicated directory writable by every user; the default path
-// /var/run/paddle-task.labels is a link into it. The file is written by a
+// Why: the image keeps /var/run (all of /run) root-owned; its default path
+// /var/run/paddle-task.labels is a link to /dev/shm, which every runtime
+// mounts writable by every user (docs/image.md). The file is written by a
 // rename in the target's directory, so a link is never written through: a
 // link planted in a sticky directory by another user cannot be replaced by
 // this user's rename (the kernel refuses), and nothing is opened for

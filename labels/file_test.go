@@ -88,14 +88,25 @@ func ExampleSet_Format() {
 // a directory writable by every user) is followed, and stays a link.
 func TestWriteFileFollowsLink(t *testing.T) {
 	root := t.TempDir()
-	shared := filepath.Join(root, "run", "paddle-entrypoint")
+	shared := filepath.Join(root, "dev", "shm")
+	if err := os.MkdirAll(filepath.Join(root, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(shared, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(root, "run", "paddle-task.labels")
-	if err := os.Symlink("paddle-entrypoint/paddle-task.labels", link); err != nil {
+	if err := os.Symlink("../dev/shm/paddle-task.labels", filepath.Join(root, "run", "paddle-task.labels")); err != nil {
 		t.Fatal(err)
 	}
+	// Reached through a linked directory, as /var/run -> /run: the relative
+	// link resolves from where it really is.
+	if err := os.MkdirAll(filepath.Join(root, "var"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../run", filepath.Join(root, "var", "run")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "var", "run", "paddle-task.labels")
 	s, _ := Parse([]string{"PADDLE_TASK_NAME=linked"}, Options{Hostname: "h", Now: time.Unix(1700000000, 0)})
 	for i := 0; i < 2; i++ { // the second write replaces the first through the same link
 		if err := WriteFile(link, s); err != nil {

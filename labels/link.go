@@ -31,7 +31,13 @@ func followLinks(path string) string {
 			return path
 		}
 		if !filepath.IsAbs(dest) {
-			dest = filepath.Join(filepath.Dir(path), dest)
+			// Relative to the directory the link really is in: through
+			// /var/run -> /run, "../dev/shm" is /dev/shm, not /var/dev/shm.
+			dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+			if err != nil {
+				return path
+			}
+			dest = filepath.Join(dir, dest)
 		}
 		path = dest
 	}

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,14 +59,7 @@ func TestDrainerImage(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("drainer spool flush --all: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	got := map[string]bool{}
-	for _, req := range m.requests() {
-		var body struct {
-			TaskName string `json:"task_name"`
-		}
-		json.Unmarshal(req.Body, &body)
-		got[body.TaskName] = true
-	}
+	got := m.taskNames()
 	if !got["drained-1000"] || !got["drained-1001"] {
 		t.Errorf("drainer delivered %v, want both UIDs' registrations", got)
 	}

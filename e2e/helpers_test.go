@@ -152,6 +152,19 @@ func (m *monitor) waitRequest(t *testing.T, timeout time.Duration) {
 }
 
 // deadURL returns a monitor URL on 127.0.0.1 where nothing listens.
+// taskNames returns the task_name of every registration received.
+func (m *monitor) taskNames() map[string]bool {
+	got := map[string]bool{}
+	for _, req := range m.requests() {
+		var body struct {
+			TaskName string `json:"task_name"`
+		}
+		json.Unmarshal(req.Body, &body)
+		got[body.TaskName] = true
+	}
+	return got
+}
+
 func deadURL(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

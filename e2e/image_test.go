@@ -321,14 +321,7 @@ func TestImageSpool(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("spool flush --all: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	got := map[string]bool{}
-	for _, req := range m.requests() {
-		var body struct {
-			TaskName string `json:"task_name"`
-		}
-		json.Unmarshal(req.Body, &body)
-		got[body.TaskName] = true
-	}
+	got := m.taskNames()
 	if !got["spooled-1000"] || !got["spooled-1001"] {
 		t.Errorf("drainer delivered %v, want both spooled registrations", got)
 	}

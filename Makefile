@@ -11,12 +11,16 @@ PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: build test demo e2e bench fuzz clean
 
-build: bin/paddle-entrypoint bin/paddle-gpu-probe
+build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor
 
 # The entrypoint is static and cgo-free: immune to LD_BIND_NOW and to the
 # image's glibc. Only the GPU probe links go-nvml (cgo), see README.
 bin/paddle-entrypoint: FORCE
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ .
+
+# The monitor is static and cgo-free too (SQLite through modernc.org/sqlite).
+bin/paddle-monitor: FORCE
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-monitor
 
 bin/paddle-gpu-probe: FORCE
 	CGO_ENABLED=1 CGO_CFLAGS="$(PROBE_CGO_CFLAGS)" $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe

@@ -121,7 +121,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	}
 
 	log.Debug("exec", "path", path, "since_start", time.Since(start))
-	return cannotExec(log, command.Exec(path, argv, command.Env(environ, set.TaskID)))
+	return cannotExec(log, command.Exec(path, argv, commandEnv(cfg, environ, set)))
 }
 
 // registerTask delivers the registration within the budget, or spools it.
@@ -150,14 +150,19 @@ func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *s
 	}
 	host, _ := os.Hostname()
 	set, problems := labels.Parse(environ, labels.Options{Policy: pol, Hostname: host, Now: time.Now()})
+	refused := false
 	for _, p := range problems {
-		if mode == "enforce" {
+		switch {
+		case p.Notice:
+			log.Warn("label note", "var", p.Var, "rule", p.Rule)
+		case mode == "enforce":
+			refused = true
 			log.Error("label rejected", "var", p.Var, "rule", p.Rule)
-		} else {
+		default:
 			log.Warn("label dropped", "var", p.Var, "rule", p.Rule)
 		}
 	}
-	return set, mode == "enforce" && len(problems) > 0
+	return set, refused
 }
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {

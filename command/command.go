@@ -107,7 +107,13 @@ func classify(name string, err error) error {
 // Env returns environ with PADDLE_TASK_ID set to taskID, every other
 // variable kept as it is and where it is.
 func Env(environ []string, taskID string) []string {
-	const key = "PADDLE_TASK_ID="
+	return Setenv(environ, "PADDLE_TASK_ID", taskID)
+}
+
+// Setenv returns environ with name set to value: the first occurrence is
+// replaced in place (later duplicates dropped), or the variable appended.
+func Setenv(environ []string, name, value string) []string {
+	key := name + "="
 	out := make([]string, 0, len(environ)+1)
 	set := false
 	for _, kv := range environ {
@@ -115,12 +121,12 @@ func Env(environ []string, taskID string) []string {
 			if set {
 				continue
 			}
-			kv, set = key+taskID, true
+			kv, set = key+value, true
 		}
 		out = append(out, kv)
 	}
 	if !set {
-		out = append(out, key+taskID)
+		out = append(out, key+value)
 	}
 	return out
 }

@@ -40,6 +40,14 @@ type Config struct {
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"
 
+	// Task identity exports and the quality gate (docs/pipelines.md).
+	OTel        bool   // merge OTEL_RESOURCE_ATTRIBUTES
+	TextfileDir string // "" when off
+	GPUShared   bool
+	Gate        string // the expression as given; "" when none
+	GateFile    string
+	GateExit    int
+
 	// Warnings are malformed environment settings that fell back to their
 	// defaults; the caller logs them once its logger exists.
 	Warnings []string
@@ -89,6 +97,7 @@ var settings = []setting{
 		func(c *Config, s string) error { return duration(&c.OutageHold, s) }},
 	{"gpu-timeout", "PADDLE_GPU_TIMEOUT", DefaultGPUTimeout.String(), "time allowed for the GPU probe",
 		func(c *Config, s string) error { return duration(&c.GPUTimeout, s) }},
+	exportSettings[0], exportSettings[1], exportSettings[2], exportSettings[3], exportSettings[4], exportSettings[5],
 	{"gpu-probe", "PADDLE_ENTRYPOINT_GPU_PROBE", "", "GPU probe executable (default: paddle-gpu-probe beside this one)",
 		func(c *Config, s string) error { c.GPUProbe = s; return nil }},
 	{"spool-path", "PADDLE_SPOOL_PATH", "", "spool file, or off (default " + DefaultSpoolDir + "/spool-<uid>.db)",

@@ -103,6 +103,16 @@ var builtin = map[string]bool{
 	"trainer_id": true, "trainers_num": true,
 }
 
+// identity are the pipeline and Kubernetes keys. They became built-in after
+// tasks had set them as extra labels (PADDLE_LABEL_STEP), so a policy may
+// still list them in extra_labels, and may require or restrict them whether
+// or not it does.
+var identity = map[string]bool{
+	"pipeline": true, "pipeline_run": true, "step": true, "orchestrator": true,
+	"k8s_namespace": true, "k8s_pod": true, "k8s_node": true,
+	"k8s_pod_uid": true, "k8s_job_index": true,
+}
+
 // Resolve finds and loads the policy: systemPath whenever it exists (a
 // dangling link or an unreadable file included), otherwise userPath when it
 // is not empty. It returns nil, nil when there is no policy. systemPath is
@@ -233,7 +243,7 @@ func Parse(data []byte) (*Policy, error) {
 		if err := checkKey(k); err != nil {
 			return nil, malformed("required: %v", err)
 		}
-		if !builtin[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
+		if !builtin[k] && !identity[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
 			return nil, malformed("required: %q can never be set: extra_labels does not list it", k)
 		}
 		if !slices.Contains(p.Required, k) {
@@ -250,7 +260,7 @@ func Parse(data []byte) (*Policy, error) {
 		if err := checkKey(k); err != nil {
 			return nil, malformed("labels: %v", err)
 		}
-		if !builtin[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
+		if !builtin[k] && !identity[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
 			return nil, malformed("labels: %q can never be set: extra_labels does not list it", k)
 		}
 		allow, err := patterns(r.Allow)

@@ -1,0 +1,161 @@
+package main
+
+// Black-box tests of the task identity exports (docs/pipelines.md): the
+// pipeline and Kubernetes keys in the labels file and the registration
+// body, and OTEL_RESOURCE_ATTRIBUTES in the command's environment.
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pipeSetenv sets KEY=VALUE pairs on k.
+func pipeSetenv(k *task, kvs ...string) {
+	for _, kv := range kvs {
+		name, value, _ := strings.Cut(kv, "=")
+		k.Setenv(name, value)
+	}
+}
+
+// pipeAfter returns the labels file's lines after trainers_num (or after
+// hostname when there is none).
+func pipeAfter(t *testing.T, k *task) string {
+	t.Helper()
+	lines := readLabels(t, k.LabelsFile())
+	for i, l := range lines {
+		if strings.HasPrefix(l, "hostname=") {
+			return strings.Join(lines[i+1:], "\n")
+		}
+	}
+	t.Fatalf("no hostname line in %q", lines)
+	return ""
+}
+
+func TestPipelineLabelsFileAndBody(t *testing.T) {
+	m := newRegMonitor(t, "201")
+	k := regTask(t, m.URL, 5*time.Second)
+	pipeSetenv(k,
+		"PADDLE_TASK_ID=job-1", "PADDLE_TRAINERS_NUM=2", "PADDLE_LABEL_TEAM=cv",
+		"CI_PROJECT_NAME=ocr", "CI_PIPELINE_ID=991", "CI_JOB_NAME=evaluate",
+		"GITHUB_WORKFLOW=ignored", "SLURM_JOB_ID=1",
+		"POD_NAMESPACE=ml-prod", "POD_NAME=eval-7xk2p", "NODE_NAME=gpu-node-3",
+		"POD_UID=6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "JOB_COMPLETION_INDEX=4",
+	)
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	want := strings.Join([]string{"trainers_num=2",
+		"pipeline=ocr", "pipeline_run=991", "step=evaluate", "orchestrator=gitlab",
+		"k8s_namespace=ml-prod", "k8s_pod=eval-7xk2p", "k8s_node=gpu-node-3",
+		"k8s_pod_uid=6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "k8s_job_index=4", "team=cv"}, "\n")
+	if got := pipeAfter(t, k); got != want {
+		t.Errorf("labels file after hostname:\n%s\nwant\n%s", got, want)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d registrations, want 1", len(reqs))
+	}
+	var body map[string]any
+	if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	wantBody := map[string]any{"pipeline": "ocr", "pipeline_run": "991", "step": "evaluate", "orchestrator": "gitlab",
+		"k8s_namespace": "ml-prod", "k8s_pod": "eval-7xk2p", "k8s_node": "gpu-node-3",
+		"k8s_pod_uid": "6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "k8s_job_index": 4.0}
+	for key, v := range wantBody {
+		if body[key] != v {
+			t.Errorf("body %s = %#v, want %#v", key, body[key], v)
+		}
+	}
+	if labels := body["labels"].(map[string]any); len(labels) != 1 || labels["team"] != "cv" {
+		t.Errorf("body labels = %v, want only team", labels)
+	}
+}
+
+// An orchestrator's value that breaks the name rule is dropped with a
+// warning and never stops a start, even in enforce mode; an old extra label
+// of a new built-in key fills it, with a warning to rename it.
+func TestPipelineOrchestratorValuesNeverRefuse(t *testing.T) {
+	polNoSystemPolicy(t)
+	k := newTask(t, "/bin/true")
+	pipeSetenv(k, "PADDLE_LABELS_MODE=enforce",
+		"GITHUB_WORKFLOW=Nightly Build", "GITHUB_RUN_ID=8812", "GITHUB_JOB=train",
+		"POD_NAME="+strings.Repeat("a", 64), "PADDLE_LABEL_STEP=old-step", "PADDLE_LABEL_K8S_NODE=n-1")
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0 (nothing the task's author wrote is wrong):\n%s", r.Code, r.Stderr)
+	}
+	want := "pipeline_run=8812\nstep=old-step\norchestrator=github\nk8s_node=n-1"
+	if got := pipeAfter(t, k); got != want {
+		t.Errorf("labels file after hostname:\n%s\nwant\n%s", got, want)
+	}
+	for _, v := range []string{"GITHUB_WORKFLOW", "POD_NAME", "PADDLE_LABEL_STEP", "PADDLE_LABEL_K8S_NODE"} {
+		n := 0
+		for _, line := range strings.Split(r.Stderr, "\n") {
+			if strings.Contains(line, "level=WARN msg=\"label note\"") && strings.Contains(line, " var="+v+" ") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d warnings name %s, want 1:\n%s", n, v, r.Stderr)
+		}
+	}
+	if !strings.Contains(r.Stderr, "rename PADDLE_LABEL_STEP to PADDLE_STEP") {
+		t.Errorf("no advice to rename PADDLE_LABEL_STEP:\n%s", r.Stderr)
+	}
+	if strings.Contains(r.Stderr, "level=ERROR") {
+		t.Errorf("an error was logged:\n%s", r.Stderr)
+	}
+
+	// The task's own PADDLE_STEP breaking the rule is still refused.
+	k.Setenv("PADDLE_STEP", "eval step")
+	if r := k.Run(); r.Code != 65 || !strings.Contains(r.Stderr, "var=PADDLE_STEP") {
+		t.Errorf("exit %d, want 65 naming PADDLE_STEP:\n%s", r.Code, r.Stderr)
+	}
+}
+
+func TestPipelineOTelResourceAttributes(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    []string
+		want   string // the command's OTEL_RESOURCE_ATTRIBUTES; "-" for unset
+		absent bool
+	}{
+		{"added", []string{"PADDLE_TASK_NAME=训练", "PADDLE_OWNER=ann+ml@example.com", "PADDLE_PIPELINE=ocr", "PADDLE_STEP=eval", "POD_NAME=eval-1", "POD_UID=u-1"},
+			"paddle.task.id=job-1,paddle.task.name=%E8%AE%AD%E7%BB%83,paddle.project=default,paddle.owner=ann%2Bml@example.com," +
+				"cicd.pipeline.name=ocr,cicd.pipeline.task.name=eval,k8s.pod.name=eval-1,k8s.pod.uid=u-1", false},
+		{"the caller's keys win", []string{"OTEL_RESOURCE_ATTRIBUTES=service.name=trainer,k8s.pod.name=mine", "POD_NAME=eval-1", "PADDLE_PROJECT=cv"},
+			"service.name=trainer,k8s.pod.name=mine,paddle.task.id=job-1,paddle.task.name=unknown_task,paddle.project=cv,paddle.owner=anonymous", false},
+		{"off leaves it unset", []string{"PADDLE_OTEL=off", "POD_NAME=eval-1"}, "", true},
+		{"off leaves it as it was", []string{"PADDLE_OTEL=off", "OTEL_RESOURCE_ATTRIBUTES=a=b"}, "a=b", false},
+		{"a malformed PADDLE_OTEL keeps the default", []string{"PADDLE_OTEL=maybe"},
+			"paddle.task.id=job-1,paddle.task.name=unknown_task,paddle.project=default,paddle.owner=anonymous", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newTask(t, bin.report)
+			pipeSetenv(k, append([]string{"PADDLE_TASK_ID=job-1"}, tt.env...)...)
+			r := k.Run()
+			if r.Code != 0 {
+				t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+			}
+			rep := parseReport(t, r.Stdout)
+			got, ok := rep.Getenv("OTEL_RESOURCE_ATTRIBUTES")
+			if ok == tt.absent || got != tt.want {
+				t.Errorf("OTEL_RESOURCE_ATTRIBUTES = %q (set %v), want %q (set %v)", got, ok, tt.want, !tt.absent)
+			}
+			n := 0
+			for _, kv := range rep.Env {
+				if strings.HasPrefix(kv, "OTEL_RESOURCE_ATTRIBUTES=") {
+					n++
+				}
+			}
+			if n > 1 {
+				t.Errorf("OTEL_RESOURCE_ATTRIBUTES appears %d times", n)
+			}
+		})
+	}
+}

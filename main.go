@@ -210,7 +210,11 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 		Logger:    log,
 	})
 	if err != nil {
-		log.Error("monitor client unusable; registrations are spooled", "err", err)
+		level := slog.LevelError
+		if errors.Is(err, register.ErrBadURL) {
+			level = slog.LevelWarn // the task's own setting, not a broken installation
+		}
+		log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
 	}
 	r := &register.Registrar{Client: client, Logger: log, Check: payloadCheck(cfg, log)}
 	if q := newSpool(cfg, log); q != nil {
@@ -228,6 +232,16 @@ func ownBound[T comparable](v, def T) T {
 		return none
 	}
 	return v
+}
+
+// badMonitorURL says why the configured monitor URL can never work; nil
+// when it can (or when there is none).
+func badMonitorURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	_, err := register.ParseBase(url)
+	return err
 }
 
 func cannotExec(log *slog.Logger, err error) int {

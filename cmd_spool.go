@@ -81,6 +81,8 @@ func spoolCmd(args, environ []string) int {
 		return usage(errors.New("spool purge deletes dead letters only, and says so: spool purge --dead"))
 	case sub == "flush" && cfg.MonitorURL == "":
 		return usage(errors.New("spool flush: no monitor configured (PADDLE_MONITOR_URL or --monitor-url)"))
+	case sub == "flush" && badMonitorURL(cfg.MonitorURL) != nil:
+		return usage(fmt.Errorf("spool flush: %w", badMonitorURL(cfg.MonitorURL)))
 	case sub == "flush" && *interval <= 0:
 		return usage(fmt.Errorf("spool flush: --interval %v is not a positive duration", *interval))
 	}

@@ -80,6 +80,9 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
+	if _, err := checkGate(cfg, false); err != nil {
+		return usage(err)
+	}
 	return run(cfg, rest, environ, start)
 }
 
@@ -114,6 +117,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
+	writeTextfile(cfg, set, inv, false, log)
 
 	registerTask(ctx, cfg, set, inv, log)
 	if status, stopped := stopSignals(); stopped {
@@ -205,7 +209,11 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 		Logger:    log,
 	})
 	if err != nil {
-		log.Error("monitor client unusable; registrations are spooled", "err", err)
+		level := slog.LevelError
+		if errors.Is(err, register.ErrBadURL) {
+			level = slog.LevelWarn // the task's own setting, not a broken installation
+		}
+		log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
 	}
 	r := &register.Registrar{Client: client, Logger: log, Check: payloadCheck(cfg, log)}
 	if q := newSpool(cfg, log); q != nil {
@@ -223,6 +231,16 @@ func ownBound[T comparable](v, def T) T {
 		return none
 	}
 	return v
+}
+
+// badMonitorURL says why the configured monitor URL can never work; nil
+// when it can (or when there is none).
+func badMonitorURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	_, err := register.ParseBase(url)
+	return err
 }
 
 func cannotExec(log *slog.Logger, err error) int {

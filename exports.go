@@ -31,12 +31,12 @@ func commandEnv(cfg config.Config, environ []string, set *labels.Set) []string {
 // is a usage error, never a surprise after hours of training. It returns
 // nil when no gate is configured.
 func checkGate(cfg config.Config, supervised bool) (*gate.Gate, error) {
-	if cfg.Gate == "" && cfg.GateFile == "" {
+	// PADDLE_GATE_FILE alone does nothing: a template can set it for
+	// every step and PADDLE_GATE only on the one to gate.
+	if cfg.Gate == "" {
 		return nil, nil
 	}
 	switch {
-	case cfg.Gate == "":
-		return nil, errors.New("PADDLE_GATE_FILE is set but PADDLE_GATE is not: say which metrics must hold, e.g. PADDLE_GATE='accuracy>=0.95'")
 	case cfg.GateFile == "":
 		return nil, errors.New("PADDLE_GATE is set but PADDLE_GATE_FILE is not: name the JSON file of metrics the step writes")
 	}

@@ -90,7 +90,10 @@ func TestUnworkableMonitorURL(t *testing.T) {
 			}
 			warnings := 0
 			for _, line := range strings.Split(r.Stderr, "\n") {
-				if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				if strings.Contains(line, "level=ERROR") {
+					t.Errorf("a URL that cannot work is the task's setting: a warning, not an error: %s", line)
+				}
+				if strings.Contains(line, "level=WARN") {
 					warnings++
 					if !strings.Contains(line, "PADDLE_MONITOR_URL") || !strings.Contains(line, c.rule) {
 						t.Errorf("warning does not name the variable and the rule %q: %s", c.rule, line)
@@ -110,6 +113,11 @@ func TestUnworkableMonitorURL(t *testing.T) {
 	}
 	if got, want := strings.Join(m.Delivered(), " "), strings.TrimSpace(strings.Repeat("bad-url-1 ", 5)); got != want {
 		t.Errorf("delivered %q, want bad-url-1 five times", got)
+	}
+	k := newTask(t, "spool", "flush")
+	k.Setenv("PADDLE_MONITOR_URL", "http://:8080")
+	if r := k.Run(); r.Code != 2 || !strings.Contains(r.Stderr, "spool flush: monitor URL (PADDLE_MONITOR_URL) cannot work: no host") {
+		t.Errorf("spool flush with a URL that cannot work: exit %d, want a usage error\n%s", r.Code, r.Stderr)
 	}
 	r := newTask(t, "--monitor-url", "ftp://monitor", "/bin/true").Run()
 	if r.Code != 2 || !strings.Contains(r.Stderr, "--monitor-url") {

@@ -93,7 +93,8 @@ func (o object) integer(key string, required bool, lo, hi int64) (*int64, error)
 		return nil, nil
 	}
 	var n json.Number
-	if err := json.Unmarshal(o[key], &n); err != nil {
+	// json.Number also takes a quoted number ("5"): a string is not one.
+	if raw := o[key]; len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
 		return nil, &fieldError{key, "must be an integer"}
 	}
 	v, err := n.Int64()

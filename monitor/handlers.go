@@ -47,7 +47,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !scope.Allows(reg.Project, reg.Owner) {
-		a.fail(w, http.StatusForbidden, "this token may not register tasks of project "+strconv.Quote(reg.Project)+" and owner "+strconv.Quote(reg.Owner))
+		a.fail(w, http.StatusForbidden, "this token may not register tasks of project "+reg.Project+" with owner "+reg.Owner)
 		return
 	}
 	created, err := a.cfg.Store.Register(r.Context(), reg)

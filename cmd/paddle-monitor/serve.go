@@ -54,8 +54,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: serve: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
@@ -82,6 +82,11 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	log := c.log.With("logger", "paddle-monitor")
+	// Signals are caught from the start: a SIGTERM while the database
+	// opens still ends in an orderly exit 0.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	log.Debug("settings", "listen", c.listen, "tokens", c.tokens, "prices", c.prices, "open_ttl", c.openTTL.String(), "metrics_auth", c.metricsAuth)
 
 	var tokens atomic.Pointer[access.Set]
 	if c.tokens != "" {
@@ -113,10 +118,9 @@ func serve(args []string, stderr io.Writer) error {
 		MetricsAuth: c.metricsAuth,
 		Log:         log,
 	})
-	// Hook for the report and the task collector (issue 12): register a
-	// prometheus.Collector over st on reg, and mount routes with
-	// api.Handle("GET /v1/report", api.Read(...)); c.prices and c.openTTL
-	// are their settings.
+	if err := mountReport(api, reg, st, c, log); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -132,8 +136,6 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	log.Info("listening", "addr", ln.Addr().String())
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	for {

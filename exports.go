@@ -85,3 +85,32 @@ func writeTextfile(cfg config.Config, set *labels.Set, inv gpu.Inventory, superv
 	log.Debug("textfile written", "file", path)
 	return true
 }
+
+// finishTask runs when a supervised command has ended with code: it removes
+// the task's textfile (written reports whether one was), and, when a gate
+// is configured and the command exited 0, evaluates it. It returns the
+// supervisor's exit status — code, or cfg.GateExit when the gate fails or
+// its file is missing or unusable — and, for the completion, the gate's
+// verdict and the metrics (nil when the gate was not evaluated: a command
+// that failed is not gated, its own status stands).
+func finishTask(cfg config.Config, g *gate.Gate, set *labels.Set, written bool, code int, log *slog.Logger) (int, *gate.Result, map[string]float64) {
+	if written {
+		if err := textfile.Remove(cfg.TextfileDir, set.TaskID); err != nil {
+			log.Warn("textfile not removed", "err", err)
+		}
+	}
+	if g == nil {
+		return code, nil, nil
+	}
+	if code != 0 {
+		log.Info("quality gate not evaluated: the command failed", "exit_code", code)
+		return code, nil, nil
+	}
+	verdict, metrics := g.Evaluate(cfg.GateFile)
+	if !verdict.Passed {
+		log.Error("quality gate failed", "gate", verdict.Expr, "reason", verdict.Reason, "exit", cfg.GateExit)
+		return cfg.GateExit, &verdict, metrics
+	}
+	log.Info("quality gate passed", "gate", verdict.Expr, "reason", verdict.Reason)
+	return code, &verdict, metrics
+}

@@ -15,6 +15,7 @@ import (
 const usage = `usage:
   paddle-monitor serve  [--listen ADDR] [--db DSN] [--tokens FILE] [--prices FILE] [--open-ttl D] [--metrics-auth]
                         [--log-level LEVEL] [--log-format text|json]
+  paddle-monitor report [--db DSN] --from DATE --to DATE [--by KEYS] [--prices FILE] [--format table|csv|json]
   paddle-monitor token  NAME (--project GLOB)... [(--owner GLOB)...] | NAME --admin
   paddle-monitor version   (also --version)
 `
@@ -52,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = serve(args[1:], stderr)
 	case "token":
 		err = token(args[1:], stdout)
+	case "report":
+		err = reportCmd(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "paddle-monitor", version)
 	case "help", "--help", "-h":

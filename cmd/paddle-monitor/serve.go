@@ -118,10 +118,9 @@ func serve(args []string, stderr io.Writer) error {
 		MetricsAuth: c.metricsAuth,
 		Log:         log,
 	})
-	// Hook for the report and the task collector (issue 12): register a
-	// prometheus.Collector over st on reg, and mount routes with
-	// api.Handle("GET /v1/report", api.Read(...)); c.prices and c.openTTL
-	// are their settings.
+	if err := mountReport(api, reg, st, c, log); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -244,9 +244,11 @@ func (d *demo) hasSupervise() bool {
 	return bytes.Contains(out, []byte("--supervise"))
 }
 
-// hasReport reports whether this paddle-monitor has the report command.
+// hasReport reports whether this paddle-monitor has the report command
+// (its usage lists it).
 func (d *demo) hasReport() bool {
-	return exec.Command(d.monitor, "report", "--help").Run() == nil
+	out, _ := exec.Command(d.monitor, "--help").Output()
+	return bytes.Contains(out, []byte("paddle-monitor report"))
 }
 
 // fakeGPUs builds the stand-in NVML library from testdata (this machine has

@@ -463,7 +463,7 @@ func TestVersionAndBadSettings(t *testing.T) {
 			t.Errorf("%v: %d %q", args, r.code, r.stdout)
 		}
 	}
-	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"token", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"token", "--help"}, {"report", "--help"}} {
 		r := runMonitor(t, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "paddle-monitor serve  [--listen ADDR]") || r.stderr != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)

@@ -34,8 +34,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: report: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())

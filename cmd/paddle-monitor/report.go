@@ -28,7 +28,10 @@ func reportCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	e := env{fs}
-	db := e.str("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	if err != nil {
+		return err
+	}
 	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
 	from := fs.String("from", "", "start of the window, included: RFC 3339 or YYYY-MM-DD (UTC midnight)")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
@@ -41,7 +44,6 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
 	}
 	q := report.Query{}
-	var err error
 	if q.From, err = report.ParseDate("--from", *from); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

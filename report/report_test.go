@@ -371,3 +371,21 @@ func FuzzParseKeys(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseDate(f *testing.F) {
+	for _, s := range []string{"2026-11-01", "2026-11-01T08:00:00+08:00", "2026-02-30", "", "2026-11-01T00:00:00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := ParseDate("from", in)
+		if err != nil {
+			if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "from") {
+				t.Fatalf("ParseDate(%q): %v", in, err)
+			}
+			return
+		}
+		if got.Location() != time.UTC {
+			t.Fatalf("ParseDate(%q) = %v, not UTC", in, got)
+		}
+	})
+}

@@ -80,6 +80,9 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
+	if _, err := checkGate(cfg, false); err != nil {
+		return usage(err)
+	}
 	return run(cfg, rest, environ, start)
 }
 
@@ -87,6 +90,7 @@ func dispatch(args, environ []string) int {
 // returns only when the command could not be started.
 func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
+	routeStdLog(log)
 	reportSettings(log, cfg)
 	ctx, stopSignals := catchSignals()
 
@@ -108,11 +112,12 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 
 	inv := probe.Wait()
 	set.SetGPUs(len(inv.Devices), inv.UUIDs())
-	log.Info("task labels", labelAttrs(set)...)
+	log.Info("task labels", labelAttrs(set))
 
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
+	writeTextfile(cfg, set, inv, false, log)
 
 	registerTask(ctx, cfg, set, inv, log)
 	if status, stopped := stopSignals(); stopped {
@@ -136,6 +141,7 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	defer cancel()
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
+	r.Backoff = true
 	r.OutageHold = cfg.OutageHold
 	r.Register(ctx, set.TaskID, register.Body(set, inv))
 }
@@ -183,8 +189,10 @@ func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
 	}
 	return spool.New(spool.Options{
 		Path:        cfg.SpoolPath,
-		MaxEntries:  cfg.SpoolMax,
-		MaxAge:      cfg.SpoolMaxAge,
+		MaxEntries:  cfg.SpoolNodeMax,
+		MaxAge:      cfg.SpoolNodeMaxAge,
+		AddLimit:    ownBound(cfg.SpoolMax, config.DefaultSpoolMax),
+		AddMaxAge:   ownBound(cfg.SpoolMaxAge, config.DefaultSpoolMaxAge),
 		LockTimeout: spoolLockTimeout,
 		Logger:      log,
 	})
@@ -202,13 +210,38 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 		Logger:    log,
 	})
 	if err != nil {
-		log.Error("monitor client unusable; registrations are spooled", "err", err)
+		level := slog.LevelError
+		if errors.Is(err, register.ErrBadURL) {
+			level = slog.LevelWarn // the task's own setting, not a broken installation
+		}
+		log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
 	}
-	r := &register.Registrar{Client: client, Logger: log}
+	r := &register.Registrar{Client: client, Logger: log, Check: payloadCheck(cfg, log)}
 	if q := newSpool(cfg, log); q != nil {
 		r.Queue = q
 	}
 	return r
+}
+
+// ownBound is a task's own spool bound: none when it is the default, which
+// the node's bound already is (a task at the default must not keep its
+// entry out of a full spool, where the node drops the oldest instead).
+func ownBound[T comparable](v, def T) T {
+	var none T
+	if v == def {
+		return none
+	}
+	return v
+}
+
+// badMonitorURL says why the configured monitor URL can never work; nil
+// when it can (or when there is none).
+func badMonitorURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	_, err := register.ParseBase(url)
+	return err
 }
 
 func cannotExec(log *slog.Logger, err error) int {

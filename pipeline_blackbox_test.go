@@ -6,7 +6,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -155,6 +161,186 @@ func TestPipelineOTelResourceAttributes(t *testing.T) {
 			}
 			if n > 1 {
 				t.Errorf("OTEL_RESOURCE_ATTRIBUTES appears %d times", n)
+			}
+		})
+	}
+}
+
+// pipeTextfileTask is a GPU task whose textfile directory is dir.
+func pipeTextfileTask(t *testing.T, dir string, gpus int, id string) *task {
+	k := gpuTask(t, gpus, "/bin/true")
+	pipeSetenv(k, "PADDLE_TEXTFILE_DIR="+dir, "PADDLE_TASK_ID="+id, "PADDLE_PROJECT=vision",
+		"PADDLE_OWNER=ann@example.com", "PADDLE_PIPELINE=ocr", "PADDLE_STEP=train")
+	return k
+}
+
+func TestPipelineTextfileExecMode(t *testing.T) {
+	dir := t.TempDir()
+	// A task that ran on GPU 1 before and left its file (exec mode).
+	old := pipeTextfileTask(t, dir, 2, "old-task")
+	if r := old.Run(); r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	oldFile := filepath.Join(dir, "paddle-task-old-task.prom")
+	if _, err := os.Stat(oldFile); err != nil {
+		t.Fatalf("exec mode with GPUs wrote no textfile: %v", err)
+	}
+
+	k := pipeTextfileTask(t, dir, 1, "new-task")
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	host, _ := os.Hostname()
+	m := labelMap(t, k.LabelsFile())
+	want := fmt.Sprintf(`# HELP paddle_task_info Labels of a task started by paddle-entrypoint; always 1.
+# TYPE paddle_task_info gauge
+paddle_task_info{task_id="new-task",task_name="unknown_task",project="vision",owner="ann@example.com",priority="",env="",pipeline="ocr",step="train",hostname="%s"} 1
+# HELP paddle_task_gpu_info One series per GPU of a task, by the GPU's UUID as dcgm-exporter labels it; always 1.
+# TYPE paddle_task_gpu_info gauge
+paddle_task_gpu_info{task_id="new-task",project="vision",owner="ann@example.com",hostname="%s",UUID="%s",gpu_model="NVIDIA A100-SXM4-80GB"} 1
+# HELP paddle_task_start_time_seconds When the task started, in Unix seconds.
+# TYPE paddle_task_start_time_seconds gauge
+paddle_task_start_time_seconds{task_id="new-task"} %s
+`, host, host, fakeUUID(0), pipeFloat(t, m["start_time"]))
+	got, err := os.ReadFile(filepath.Join(dir, "paddle-task-new-task.prom"))
+	if err != nil || string(got) != want {
+		t.Errorf("textfile (%v):\n%s\nwant\n%s", err, got, want)
+	}
+	if _, err := os.Stat(oldFile); !os.IsNotExist(err) {
+		t.Errorf("the old task's file claiming GPU 0 is still there: %v", err)
+	}
+	if logLine(r.Stderr, "INFO", "stale textfile removed", "paddle-task-old-task.prom", fakeUUID(0)) == "" {
+		t.Errorf("no log line about the stale file:\n%s", r.Stderr)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only the new file", len(entries))
+	}
+
+	// Shared GPUs: another task's claim is not stale.
+	shared := pipeTextfileTask(t, dir, 1, "shared-task")
+	shared.Setenv("PADDLE_GPU_SHARED", "1")
+	if r := shared.Run(); r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	for _, id := range []string{"new-task", "shared-task"} {
+		if _, err := os.Stat(filepath.Join(dir, "paddle-task-"+id+".prom")); err != nil {
+			t.Errorf("with PADDLE_GPU_SHARED=1: %v", err)
+		}
+	}
+
+	// A CPU task in exec mode writes nothing: nothing would remove it.
+	cpu := pipeTextfileTask(t, dir, 0, "cpu-task")
+	if r := cpu.Run(); r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "paddle-task-cpu-task.prom")); !os.IsNotExist(err) {
+		t.Errorf("CPU task in exec mode wrote a textfile: %v", err)
+	}
+}
+
+// pipeFloat is how the exposition format writes a Unix time.
+func pipeFloat(t *testing.T, s string) string {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// A directory the task may not write, and a stale file it may not remove
+// (another user's, in a sticky directory): warnings, and the command runs.
+func TestPipelineTextfileFaults(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the entrypoint as another user")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	if err := os.Chmod(dir, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	old := pipeTextfileTask(t, dir, 1, "roots-task")
+	if r := old.Run(); r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	k := pipeTextfileTask(t, dir, 1, "nobody-task")
+	pipeAsNobody(t, k)
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	if logLine(r.Stderr, "WARN", "cannot be removed", "paddle-task-roots-task.prom") == "" {
+		t.Errorf("no warning about the file it may not remove:\n%s", r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "paddle-task-nobody-task.prom")); err != nil {
+		t.Errorf("own file not written: %v", err)
+	}
+
+	ro := t.TempDir()
+	os.Chmod(ro, 0o555)
+	k = pipeTextfileTask(t, ro, 1, "ro-task")
+	pipeAsNobody(t, k)
+	r = k.Run()
+	if r.Code != 0 || logLine(r.Stderr, "WARN", "textfile not written") == "" {
+		t.Errorf("exit %d, want 0 and a warning:\n%s", r.Code, r.Stderr)
+	}
+}
+
+// pipeAsNobody runs k as user nobody, with its labels file and spool in a
+// directory nobody may write.
+func pipeAsNobody(t *testing.T, k *task) {
+	t.Helper()
+	own := filepath.Join(k.Dir, "nobody")
+	if err := os.Mkdir(own, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(own, 0o777)
+	// The built binaries' directory is private (os.MkdirTemp): let
+	// nobody run them, as an image's /usr/local/bin would.
+	for _, d := range []string{bin.dir, k.Dir, filepath.Dir(k.Dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.Setenv("PADDLE_LABELS_FILE", filepath.Join(own, "labels"))
+	k.Setenv("PADDLE_SPOOL_PATH", "off")
+	k.Setup = func(c *exec.Cmd) {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+}
+
+func TestPipelineGateUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"malformed", []string{"PADDLE_GATE=accuracy=>0.95", "PADDLE_GATE_FILE=m.json"}, nil, `PADDLE_GATE: malformed gate: comparison 1 "accuracy=>0.95"`},
+		{"trailing comma", []string{"PADDLE_GATE=accuracy>=0.95,", "PADDLE_GATE_FILE=m.json"}, nil, "comparison 2"},
+		{"malformed flag", nil, []string{"--gate", "acc>>1", "--gate-file", "m.json"}, "PADDLE_GATE: malformed gate"},
+		{"no file", []string{"PADDLE_GATE=accuracy>=0.95"}, nil, "PADDLE_GATE_FILE is not"},
+		{"no expression", []string{"PADDLE_GATE_FILE=m.json"}, nil, "PADDLE_GATE is not"},
+		{"exec mode", []string{"PADDLE_GATE=accuracy>=0.95", "PADDLE_GATE_FILE=m.json"}, nil, "PADDLE_GATE needs supervise mode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(append([]string{}, tt.args...), "/bin/sh", "-c", "touch "+marker)
+			k := newTask(t, args...)
+			pipeSetenv(k, tt.env...)
+			r := k.Run()
+			if r.Code != 2 || !strings.Contains(r.Stderr, tt.want) {
+				t.Errorf("exit %d, want 2 with %q:\n%s", r.Code, tt.want, r.Stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the command ran")
+			}
+			if _, err := os.Stat(k.LabelsFile()); err == nil {
+				t.Error("labels file written before a usage error")
 			}
 		})
 	}

@@ -356,7 +356,7 @@ func TestRunLogs(t *testing.T) {
 			if rec["logger"] != "paddle-entrypoint" {
 				t.Errorf("record without logger field: %q", line)
 			}
-			if rec["msg"] == "task labels" && rec["task_name"] == "logged" {
+			if lb, _ := rec["labels"].(map[string]any); rec["msg"] == "task labels" && lb["task_name"] == "logged" {
 				found = true
 			}
 		}

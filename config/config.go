@@ -33,12 +33,18 @@ type Config struct {
 	RegisterBudget   time.Duration
 	OutageHold       time.Duration // 0: no outage memory
 	GPUTimeout       time.Duration
-	GPUProbe         string // the probe executable; "" means beside our own
-	SpoolPath        string // "" when the spool is off
-	SpoolMax         int
-	SpoolMaxAge      time.Duration
-	LogLevel         slog.Level
-	LogFormat        string // "text" or "json"
+	GPUProbe         string        // the probe executable; "" means beside our own
+	SpoolPath        string        // "" when the spool is off
+	SpoolMax         int           // the task's own bound on what it adds
+	SpoolMaxAge      time.Duration // the task's own bound on what it adds
+	// SpoolNodeMax and SpoolNodeMaxAge bound every entry of the spool
+	// file, whoever added it: the defaults, or the flags of a spool
+	// subcommand (the node's drainer, run by the administrator); never a
+	// task's environment.
+	SpoolNodeMax    int
+	SpoolNodeMaxAge time.Duration
+	LogLevel        slog.Level
+	LogFormat       string // "text" or "json"
 
 	// Task identity exports and the quality gate (docs/pipelines.md).
 	OTel        bool   // merge OTEL_RESOURCE_ATTRIBUTES
@@ -193,6 +199,7 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 			}
 		}
 	}
+	c.SpoolNodeMax, c.SpoolNodeMaxAge = DefaultSpoolMax, DefaultSpoolMaxAge
 	// A monitor URL that can never work is the caller's mistake when given
 	// as a flag; from the environment it is kept, so that the client warns
 	// once and spools every registration at once (nothing is lost).

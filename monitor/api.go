@@ -133,6 +133,7 @@ func New(cfg Config) *API {
 
 // ServeHTTP counts every request by route and status.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	a.mux.ServeHTTP(rec, r)
 	endpoint := r.Pattern
@@ -140,6 +141,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		endpoint = "unmatched"
 	}
 	a.requests.WithLabelValues(endpoint, strconv.Itoa(rec.status)).Inc()
+	a.cfg.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "endpoint", endpoint, "status", rec.status,
+		"duration", time.Since(start).String(), "remote", r.RemoteAddr)
 }
 
 // Handle mounts another handler on the API's mux (the report, the page):
@@ -248,6 +251,12 @@ func (a *API) storeFailed(w http.ResponseWriter, op string, err error) {
 }
 
 func (a *API) fail(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusUnauthorized {
+		// Basic first: it makes a browser ask for the token (as the
+		// password) when it opens the page or a CSV link.
+		w.Header().Add("WWW-Authenticate", `Basic realm="paddle-monitor", charset="UTF-8"`)
+		w.Header().Add("WWW-Authenticate", `Bearer realm="paddle-monitor"`)
+	}
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 

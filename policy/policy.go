@@ -20,14 +20,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // SystemPath is the policy file that, when it exists, always applies.
@@ -50,9 +50,9 @@ var (
 	// bad mode, bad pattern, unusable key).
 	ErrMalformed = errors.New("malformed policy")
 	// ErrNotRegular: the path names a directory, device or pipe.
-	ErrNotRegular = errors.New("not a regular file")
+	ErrNotRegular = mountfile.ErrNotRegular
 	// ErrTooLarge: the file is over MaxFileSize.
-	ErrTooLarge = errors.New("policy file too large")
+	ErrTooLarge = mountfile.ErrTooLarge
 )
 
 // Errors of CheckValue, for errors.Is.
@@ -151,7 +151,7 @@ type rule struct {
 // Load reads and checks the policy file at path. Every error names the file
 // and the problem.
 func Load(name string) (*Policy, error) {
-	data, err := readFile(name)
+	data, err := mountfile.Read(name, MaxFileSize)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -165,45 +165,6 @@ func Load(name string) (*Policy, error) {
 	}
 	p.Source = name
 	return p, nil
-}
-
-// readFile reads a regular file of at most MaxFileSize bytes. It opens
-// without blocking, so a path naming a FIFO cannot stall the start.
-func readFile(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s", ErrNotRegular, fileType(st.Mode()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileSize)
-	}
-	return data, nil
-}
-
-func fileType(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a plain file"
 }
 
 // Parse checks a policy's JSON text. The error does not name a file; Load's

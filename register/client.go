@@ -11,11 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
+	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
 )
 
 // Path is the monitor API's registration endpoint, below the base URL.
@@ -26,6 +29,7 @@ const (
 	answerSnippet = 512      // bytes of an answer's body kept with a dead letter
 	answerDrain   = 64 << 10 // bytes read before closing, so the connection can be reused
 	maxTokenSize  = 16 << 10
+	maxCASize     = 4 << 20 // a full system bundle is about 200 KiB
 	maxRetryAfter = 24 * time.Hour
 )
 
@@ -59,7 +63,7 @@ type Client struct {
 	log       *slog.Logger
 
 	mu          sync.Mutex
-	tokens      []string // every token sent, to redact from stored text
+	tokens      []*redactor // every token sent, to redact from stored text
 	tokenWarned bool
 }
 
@@ -114,7 +118,7 @@ func tlsConfig(url, caFile string) (*tls.Config, error) {
 	if caFile == "" || !strings.HasPrefix(strings.ToLower(url), "https://") {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pem, err := mountfile.Read(caFile, maxCASize)
 	if err != nil {
 		return nil, fmt.Errorf("monitor CA file (PADDLE_MONITOR_CA_FILE): %w", err)
 	}
@@ -189,12 +193,14 @@ func (c *Client) Send(ctx context.Context, taskID string, payload []byte) error 
 		return err
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, answerSnippet))
+	// Read past the snippet by a token's length, so that a token that
+	// straddles the cut is redacted whole before the text is cut.
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, answerSnippet+maxTokenSize))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, answerDrain))
 	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
 		return nil
 	}
-	ae := &AnswerError{Status: resp.StatusCode, Body: c.Redact(strings.ToValidUTF8(string(snippet), "?"))}
+	ae := &AnswerError{Status: resp.StatusCode, Body: snippet(c.Redact(strings.ToValidUTF8(string(head), "?")))}
 	ae.RetryAfter, ae.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return ae
 }
@@ -206,12 +212,7 @@ func (c *Client) token() string {
 	if c.tokenFile == "" {
 		return ""
 	}
-	f, err := os.Open(c.tokenFile)
-	var raw []byte
-	if err == nil {
-		raw, err = io.ReadAll(io.LimitReader(f, maxTokenSize))
-		f.Close()
-	}
+	raw, err := mountfile.Read(c.tokenFile, maxTokenSize)
 	tok := strings.TrimSpace(string(raw))
 	if err == nil && !headerSafe(tok) {
 		err = errors.New("token holds characters a header cannot carry")
@@ -220,26 +221,37 @@ func (c *Client) token() string {
 	defer c.mu.Unlock()
 	if err != nil {
 		if !c.tokenWarned && c.log != nil {
-			c.log.Warn("monitor token file unusable; sending without Authorization", "file", c.tokenFile, "err", err)
+			c.log.Warn("monitor token file unusable; sending without Authorization", "setting", "PADDLE_MONITOR_TOKEN_FILE", "file", c.tokenFile, "err", err)
 		}
 		c.tokenWarned = true
 		return ""
 	}
-	if tok != "" && !contains(c.tokens, tok) {
-		c.tokens = append(c.tokens, tok)
+	if tok != "" && !slices.ContainsFunc(c.tokens, func(r *redactor) bool { return r.token == tok }) {
+		c.tokens = append(c.tokens, newRedactor(tok))
 	}
 	return tok
 }
 
-// Redact replaces every token this client has sent with "[REDACTED]", for
-// text that is logged or stored (an answer that echoes the header).
+// Redact replaces every token this client has sent, and every long enough
+// fragment of one, with "[REDACTED]", and the userinfo of every URL with
+// "REDACTED", for text that is logged or stored (an answer that echoes the
+// header, an error that quotes the monitor's URL).
 func (c *Client) Redact(s string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, t := range c.tokens {
-		s = strings.ReplaceAll(s, t, "[REDACTED]")
+	for _, r := range c.tokens {
+		s = r.redact(s)
 	}
-	return s
+	return sensitive.RedactURLs(s)
+}
+
+// snippet cuts a redacted answer to answerSnippet bytes, on a character
+// boundary.
+func snippet(s string) string {
+	if len(s) <= answerSnippet {
+		return s
+	}
+	return strings.ToValidUTF8(s[:answerSnippet], "")
 }
 
 // headerSafe reports whether s can be a header value: no control characters.
@@ -252,23 +264,16 @@ func headerSafe(s string) bool {
 	return true
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
 func parseRetryAfter(h string, now time.Time) (time.Duration, bool) {
 	h = strings.TrimSpace(h)
 	if h == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseUint(h, 10, 64); err == nil {
-		if secs > uint64(maxRetryAfter/time.Second) {
+	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// A number too large for 64 bits still asks for a long wait:
+		// capped, not ignored.
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) {
 			return maxRetryAfter, true
 		}
 		return time.Duration(secs) * time.Second, true

@@ -114,7 +114,7 @@ func (g *registration) noteFailure(ctx context.Context, err error) {
 	}
 }
 
-// delivered clears the outage record after a delivery, when this start saw
+// deliveredOutage clears the outage record after a delivery, when this start saw
 // or wrote one (a delivery that found none pays no read).
 func (g *registration) deliveredOutage(ctx context.Context) {
 	if g.outageFound || g.recorded {

@@ -15,6 +15,9 @@
 //     registration was answered 201 and is listed by the API afterwards,
 //     and the server's RSS at rest (before the first round) and its peak
 //     (VmHWM, after the last).
+//
+// A new scenario is a file that defines a scenario value and its entry in
+// the scenarios list; it gets its own table, with a row per store.
 package main
 
 import (

@@ -312,7 +312,11 @@ func TestTokens(t *testing.T) {
 		in := regBody("s-1", "search_ranking", "ann@example.com", 1794700000)
 		out := regBody("v-1", "vision", "ann@example.com", 1794700000)
 
-		expect(t, s.do(t, registerReq(in, "")), 401, "token is required")
+		a := s.do(t, registerReq(in, ""))
+		expect(t, a, 401, "token is required")
+		if got := a.Header.Values("WWW-Authenticate"); len(got) != 2 || !strings.HasPrefix(got[0], `Basic realm="paddle-monitor"`) {
+			t.Errorf("WWW-Authenticate %q", got)
+		}
 		expect(t, s.do(t, registerReq(in, "wrong")), 401, "not valid")
 		expect(t, s.do(t, registerReq(in, "s-secret")), 201, "")
 		expect(t, s.do(t, registerReq(out, "s-secret")), 403, "may not register tasks of project vision with owner ann@example.com")
@@ -458,6 +462,18 @@ func TestVersionAndBadSettings(t *testing.T) {
 		if r := runMonitor(t, args...); r.code != 0 || !strings.HasPrefix(r.stdout, "paddle-monitor ") {
 			t.Errorf("%v: %d %q", args, r.code, r.stdout)
 		}
+	}
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"token", "--help"}} {
+		r := runMonitor(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "paddle-monitor serve  [--listen ADDR]") || r.stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runMonitor(t, "serve", "--help"); !strings.Contains(r.stdout, "(env PADDLE_MONITOR_DB)") {
+		t.Errorf("serve --help does not list the variables:\n%s", r.stdout)
+	}
+	if r := runMonitor(t, "serve", "--bogus"); r.code != 2 || !strings.Contains(r.stderr, "unknown flag: --bogus") {
+		t.Errorf("serve --bogus: exit %d, stderr %q", r.code, r.stderr)
 	}
 	dir := t.TempDir()
 	for _, tc := range []struct {

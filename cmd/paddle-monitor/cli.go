@@ -23,6 +23,24 @@ const usage = `usage:
 // errUsage marks a usage error (exit 2).
 var errUsage = errors.New("usage")
 
+// helpRequested is a command's --help: its flags go to stdout, exit 0.
+type helpRequested struct{ command, flags string }
+
+func (h *helpRequested) Error() string { return h.command + ": help requested" }
+
+// parseFlags parses a command's flags: --help is helpRequested, any other
+// problem a usage error naming the command.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		return &helpRequested{fs.Name(), fs.FlagUsages()}
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", errUsage, fs.Name(), err)
+	}
+	return nil
+}
+
 // run is the whole program; its result is the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -44,13 +62,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
+	var help *helpRequested
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, errUsage), errors.Is(err, pflag.ErrHelp):
-		if !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(stderr, "paddle-monitor:", err)
-		}
+	case errors.As(err, &help):
+		fmt.Fprintf(stdout, "%s\n%s flags:\n%s", usage, help.command, help.flags)
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "paddle-monitor:", err)
 		fmt.Fprint(stderr, usage)
 		return 2
 	default:

@@ -54,8 +54,8 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: serve: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())

@@ -18,8 +18,8 @@ func token(args []string, stdout io.Writer) error {
 	projects := fs.StringArray("project", nil, "project glob this token may write and read (repeatable)")
 	owners := fs.StringArray("owner", nil, "owner glob (repeatable; none: any owner)")
 	admin := fs.Bool("admin", false, "the token may write and read every project")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: token: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: token takes one NAME", errUsage)

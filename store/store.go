@@ -46,6 +46,9 @@ type Store struct {
 	// same pool.
 	w, r *sql.DB
 	now  func() time.Time
+	// batch groups the registrations of a burst into one commit (SQLite
+	// only; nil on PostgreSQL, where writers run in parallel).
+	batch *batcher
 }
 
 // Options adjust Open.
@@ -120,6 +123,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if s.dialect == SQLite {
+		s.batch = newBatcher(s)
+	}
 	return s, nil
 }
 
@@ -136,6 +142,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close releases the connections.
 func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
 	err := s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())

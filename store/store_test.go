@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,6 +271,70 @@ func TestGPUClaims(t *testing.T) {
 		}
 		if c := claim("new", 0); c != nil {
 			t.Errorf("new GPU-a claim ended %v, want open", *c)
+		}
+	})
+}
+
+// TestConcurrentRegistrations: registrations arriving together (one batch
+// on SQLite, parallel transactions on PostgreSQL) — the same task many
+// times, different tasks, a conflicting body — each get their own answer.
+func TestConcurrentRegistrations(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		type result struct {
+			created bool
+			err     error
+		}
+		const n = 60
+		results := make([]result, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var r *store.Registration
+				switch {
+				case i%3 == 0:
+					r = reg("same", "p", "o", 1000) // 20 times the same
+				case i == 1:
+					r = reg("same", "other", "o", 1000) // a conflicting body
+				default:
+					r = reg(fmt.Sprintf("t%02d", i), "p", "o", int64(i))
+				}
+				results[i].created, results[i].err = s.Register(ctx, r)
+			}()
+		}
+		wg.Wait()
+		createdSame, conflicts := 0, 0
+		for i, r := range results {
+			switch {
+			case i == 1:
+				if errors.Is(r.err, store.ErrConflict) {
+					conflicts++
+				} else if r.err == nil && r.created {
+					createdSame++ // the conflicting body came first
+				} else {
+					t.Errorf("conflicting body: %v %v", r.created, r.err)
+				}
+			case i%3 == 0:
+				if r.err != nil && !errors.Is(r.err, store.ErrConflict) {
+					t.Errorf("same %d: %v", i, r.err)
+				}
+				if r.created {
+					createdSame++
+				}
+			default:
+				if !r.created || r.err != nil {
+					t.Errorf("t%02d: created=%v err=%v", i, r.created, r.err)
+				}
+			}
+		}
+		if createdSame != 1 {
+			t.Errorf("task 'same' created %d times, want once", createdSame)
+		}
+		page, _, err := s.Tasks(ctx, store.Filter{Limit: 1000}, nil)
+		if err != nil || len(page) != 1+n-n/3-1 {
+			t.Fatalf("%d tasks stored (%v), want %d", len(page), err, 1+n-n/3-1)
 		}
 	})
 }

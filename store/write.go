@@ -29,6 +29,9 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 // was. A completion that was waiting for this registration is joined when the
 // registration is within the scope of the token that sent it.
 func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+	if s.batch != nil {
+		return s.batch.register(ctx, r)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("store: register: %w", err)
@@ -37,6 +40,18 @@ func (s *Store) Register(ctx context.Context, r *Registration) (created bool, er
 	if err := s.lockTask(ctx, tx, r.TaskID); err != nil {
 		return false, fmt.Errorf("store: register: %w", err)
 	}
+	if created, err = s.registerTx(ctx, tx, r); err != nil || !created {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+	}
+	return true, nil
+}
+
+// registerTx is Register's work inside a transaction; it writes nothing
+// unless it returns created.
+func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (created bool, err error) {
 	labels, err := json.Marshal(nonNil(r.Labels))
 	if err != nil {
 		return false, fmt.Errorf("store: register: %w", err)
@@ -78,9 +93,6 @@ func (s *Store) Register(ctx context.Context, r *Registration) (created bool, er
 	}
 	if err := s.joinPending(ctx, tx, r); err != nil {
 		return false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	return true, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/supervise"
 	"github.com/spf13/pflag"
 )
 
@@ -85,6 +86,9 @@ func dispatch(args, environ []string) int {
 func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
 	reportSettings(log, cfg)
+	if cfg.Mode == config.ModeSupervise {
+		clearInheritedMask(environ, log)
+	}
 	ctx, stopSignals := catchSignals()
 
 	probe := gpu.Start(ctx, gpuOptions(cfg, environ, log))
@@ -111,6 +115,11 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
 
+	env := command.Env(environ, set.TaskID)
+	if cfg.Mode == config.ModeSupervise {
+		return superviseCommand(cfg, set, inv, supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}, stopSignals, log)
+	}
+
 	registerTask(ctx, cfg, set, inv, log)
 	if status, stopped := stopSignals(); stopped {
 		log.Warn("stopped by a signal before exec; the registration is spooled", "exit", status)
@@ -118,7 +127,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	}
 
 	log.Debug("exec", "path", path, "since_start", time.Since(start))
-	return cannotExec(log, command.Exec(path, argv, command.Env(environ, set.TaskID)))
+	return cannotExec(log, command.Exec(path, argv, env))
 }
 
 // registerTask delivers the registration within the budget, or spools it.
@@ -133,7 +142,11 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	defer cancel()
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
-	r.Register(ctx, set.TaskID, register.Body(set, inv))
+	if r.Register(ctx, set.TaskID, register.Body(set, inv)) == register.Delivered && ctx.Err() == nil {
+		if q, ok := r.Queue.(*spool.Spool); ok {
+			flushCompletions(ctx, r.Client, q, backlogPerStart, register.FlushResult{}, log)
+		}
+	}
 }
 
 // checkLabels parses the task's labels under the policy in force and

@@ -131,9 +131,5 @@ func Exec(path string, argv, env []string) error {
 	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, 2 /* SIG_SETMASK */, uintptr(unsafe.Pointer(&empty)), 0, 8, 0, 0)
 	err := syscall.Exec(path, argv, env)
 	runtime.UnlockOSThread()
-	status := ExitNotExecutable
-	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-		status = ExitNotFound
-	}
-	return &Error{Name: argv[0], Err: err, Status: status}
+	return StartError(argv[0], err)
 }

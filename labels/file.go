@@ -14,13 +14,18 @@ const FileMode = 0o644
 // directory, fsynced, then renamed into place, so a scanner sees either the
 // old file or the whole new one. No temporary file is left behind on error.
 func WriteFile(path string, s *Set) error {
+	return writeAtomic(path, s.Format())
+}
+
+// writeAtomic writes data to path as WriteFile describes.
+func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("labels file %s: directory not writable: %w", path, err)
 	}
 	name := tmp.Name()
-	err = writeSync(tmp, s.Format())
+	err = writeSync(tmp, data)
 	if err == nil {
 		err = os.Rename(name, path)
 	}

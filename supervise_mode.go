@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/supervise"
+)
+
+// clearInheritedMask re-executes a supervisor started with blocked signals
+// (see supervise.ClearInheritedMask); it returns when none were blocked.
+func clearInheritedMask(environ []string, log *slog.Logger) {
+	if err := supervise.ClearInheritedMask(environ); err != nil {
+		log.Warn("signals blocked by the caller stay blocked for the command", "err", err)
+	}
+}
+
+// superviseCommand runs the command as a child (supervise mode) once the
+// labels file is written, and returns its exit status. A terminating
+// signal received before it starts ends the start with 128+N, with nothing
+// registered: the command never ran.
+func superviseCommand(cfg config.Config, set *labels.Set, inv gpu.Inventory, cmd supervise.Command, stopSignals func() (int, bool), log *slog.Logger) int {
+	if status, stopped := stopSignals(); stopped {
+		log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
+		return status
+	}
+	reaper := supervise.NewReaper(log)
+	t := supervise.Task{
+		Command:        cmd,
+		Labels:         set,
+		LabelsFile:     cfg.LabelsFile,
+		CompleteBudget: cfg.CompleteBudget,
+		Heartbeat:      cfg.Heartbeat,
+		Sampling: supervise.Sampling{Interval: cfg.GPUSample, Probe: gpuOptions(cfg, cmd.Env, log).Probe,
+			UUIDs: inv.UUIDs(), Environ: cmd.Env},
+		Log: log,
+	}
+	if cfg.MonitorURL != "" {
+		r := newRegistrar(cfg, log)
+		c := &register.Completer{Client: r.Client, Logger: log}
+		if q, ok := r.Queue.(*spool.Spool); ok {
+			c.Queue = q
+		}
+		t.Registration = register.Body(set, inv)
+		t.Registrar, t.Completer, t.Client = r, c, r.Client
+	} else {
+		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
+	}
+	return supervise.Run(reaper, t)
+}
+
+// flushCompletions sends spooled completions whose registration is no
+// longer pending, at most limit (0: all), adding to what a registration
+// flush did (res).
+func flushCompletions(ctx context.Context, client *register.Client, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
+	c := &register.Completer{Client: client, Queue: q, Logger: log}
+	cr, err := c.Flush(ctx, limit)
+	if err != nil {
+		log.Warn("spooled completions not sent: spool unusable", "err", err)
+	}
+	if cr.Delivered+cr.Dead > 0 {
+		log.Info("spooled completions sent", "delivered", cr.Delivered, "dead", cr.Dead)
+	}
+	res.Delivered += cr.Delivered
+	res.Dead += cr.Dead
+	res.Failed += cr.Failed
+	res.Pending += cr.Pending
+	if cr.Stopped != nil {
+		res.Stopped = cr.Stopped
+	}
+	return res, err
+}

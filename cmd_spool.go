@@ -209,6 +209,9 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	r.Queue = s
 	res := flushResult{Spool: path}
 	fr, err := r.Flush(ctx, 0)
+	if err == nil && fr.Stopped == nil {
+		fr, err = flushCompletions(ctx, r.Client, s, 0, fr, log)
+	}
 	res.Delivered, res.Dead = fr.Delivered, fr.Dead
 	switch {
 	case err != nil:
@@ -229,7 +232,11 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 		}
 		return res
 	}
-	res.Pending = &st.Pending
+	pending := st.Pending
+	if cst, err := s.CompletionStats(sctx); err == nil {
+		pending += cst.Pending
+	}
+	res.Pending = &pending
 	if fr.Delivered+fr.Dead > 0 {
 		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
 	}

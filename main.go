@@ -15,11 +15,13 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/supervise"
 	"github.com/spf13/pflag"
 )
 
@@ -80,21 +82,29 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
-	if _, err := checkGate(cfg, false); err != nil {
+	g, err := checkGate(cfg, cfg.Mode == config.ModeSupervise)
+	if err != nil {
 		return usage(err)
 	}
-	return run(cfg, rest, environ, start)
+	return run(cfg, g, rest, environ, start)
 }
 
 // run is the product: labels, GPUs, labels file, registration, exec. It
 // returns only when the command could not be started.
-func run(cfg config.Config, argv, environ []string, start time.Time) int {
+func run(cfg config.Config, g *gate.Gate, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
 	routeStdLog(log)
 	reportSettings(log, cfg)
+	supervised := cfg.Mode == config.ModeSupervise
+	var reaper *supervise.Reaper
+	probeOpt := gpuOptions(cfg, environ, log)
+	if supervised {
+		reaper = startSupervising(environ, log)
+		probeOpt.Children = reaper
+	}
 	ctx, stopSignals := catchSignals()
 
-	probe := gpu.Start(ctx, gpuOptions(cfg, environ, log))
+	probe := gpu.Start(ctx, probeOpt)
 	defer probe.Stop()
 
 	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
@@ -117,7 +127,12 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
-	writeTextfile(cfg, set, inv, false, log)
+	written := writeTextfile(cfg, set, inv, supervised, log)
+
+	if supervised {
+		cmd := supervise.Command{Path: path, Argv: argv, Env: commandEnv(cfg, environ, set), Group: cfg.SignalGroup}
+		return superviseCommand(cfg, reaper, g, set, inv, cmd, written, stopSignals, log)
+	}
 
 	registerTask(ctx, cfg, set, inv, log)
 	if status, stopped := stopSignals(); stopped {
@@ -142,7 +157,11 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
 	r.OutageHold = cfg.OutageHold
-	r.Register(ctx, set.TaskID, register.Body(set, inv))
+	if r.Register(ctx, set.TaskID, register.Body(set, inv)) == register.Delivered && ctx.Err() == nil {
+		if q, ok := r.Queue.(*spool.Spool); ok {
+			flushCompletions(ctx, r.Client, q, backlogPerStart, register.FlushResult{}, log)
+		}
+	}
 }
 
 // checkLabels parses the task's labels under the policy in force and

@@ -148,11 +148,7 @@ func Exec(path string, argv, env []string) error {
 		}
 	}
 	runtime.UnlockOSThread()
-	status := ExitNotExecutable
-	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-		status = ExitNotFound
-	}
-	return &Error{Name: argv[0], Err: err, Status: status}
+	return StartError(argv[0], err)
 }
 
 // Shell is the interpreter of scripts without a "#!" line.

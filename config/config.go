@@ -54,6 +54,13 @@ type Config struct {
 	GateFile    string
 	GateExit    int
 
+	// Supervise mode (docs/supervise.md).
+	Mode           Mode
+	SignalGroup    bool          // forward signals to the command's process group
+	CompleteBudget time.Duration // from the command's end to the supervisor's exit
+	GPUSample      time.Duration // sampling interval; 0: off
+	Heartbeat      time.Duration // 0: off
+
 	// Warnings are malformed environment settings that fell back to their
 	// defaults; the caller logs them once its logger exists.
 	Warnings []string
@@ -116,6 +123,7 @@ var settings = []setting{
 		func(c *Config, s string) error { return level(&c.LogLevel, s) }},
 	{"log-format", "PADDLE_ENTRYPOINT_LOG_FORMAT", "text", "text or json",
 		func(c *Config, s string) error { return oneOf(&c.LogFormat, s, "text", "json") }},
+	superviseSettings[0], superviseSettings[1], superviseSettings[2], superviseSettings[3], superviseSettings[4],
 }
 
 // FlagSet holds the settings' flags; subcommands add their own to it.
@@ -160,7 +168,11 @@ func NewFlagSet(name string, interspersed bool) *FlagSet {
 		fs.Var(v, s.flag, fmt.Sprintf("%s (env %s)", s.help, s.env))
 		v.text = ""
 		f.values[s.flag] = v
+		if alone, ok := flagAlone[s.flag]; ok {
+			fs.Lookup(s.flag).NoOptDefVal = alone
+		}
 	}
+	fs.Bool(superviseFlag, false, "the same as --mode supervise")
 	return f
 }
 
@@ -198,6 +210,9 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 				return c, fmt.Errorf("%w: --%s: %v", ErrUsage, s.flag, err)
 			}
 		}
+	}
+	if err := superviseFlagWins(&c, flags); err != nil {
+		return c, err
 	}
 	c.SpoolNodeMax, c.SpoolNodeMaxAge = DefaultSpoolMax, DefaultSpoolMaxAge
 	// A monitor URL that can never work is the caller's mistake when given

@@ -16,6 +16,11 @@ const FileMode = 0o644
 // A symbolic link at path is followed (link.go): the file is written where
 // it points, and the link stays.
 func WriteFile(path string, s *Set) error {
+	return writeAtomic(path, s.Format())
+}
+
+// writeAtomic writes data to path as WriteFile describes.
+func writeAtomic(path string, data []byte) error {
 	target := followLinks(path)
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp-*")
@@ -23,7 +28,7 @@ func WriteFile(path string, s *Set) error {
 		return fmt.Errorf("labels file %s: directory not writable: %w", path, err)
 	}
 	name := tmp.Name()
-	err = writeSync(tmp, s.Format())
+	err = writeSync(tmp, data)
 	if err == nil {
 		err = os.Rename(name, target)
 	}

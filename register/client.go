@@ -174,16 +174,22 @@ func (e *AnswerError) Permanent() bool {
 // any other answer, and otherwise the network's error (refused, reset, TLS,
 // ctx's deadline). taskID is the Idempotency-Key, the same at every try.
 func (c *Client) Send(ctx context.Context, taskID string, payload []byte) error {
+	return c.post(ctx, c.endpoint, taskID, payload)
+}
+
+// post makes one attempt to deliver payload to endpoint, with key as the
+// Idempotency-Key; its result reads as Send's.
+func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte) error {
 	if c.broken != nil {
 		return c.broken
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("monitor URL: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", taskID)
+	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", c.userAgent)
 	if tok := c.token(); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)

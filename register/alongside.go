@@ -1,0 +1,155 @@
+package register
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// AlongsideRetry is the wait between registration attempts made while the
+// command runs (supervise mode): nothing waits for them, so the waits grow
+// to a minute and the monitor is not hammered during a long outage.
+var AlongsideRetry = RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.3}
+
+// Backlog drain while the command runs: a few older entries at a time, at
+// a low rate, so a node's backlog drains without a burst.
+const (
+	drainBatch = 5
+	drainEvery = 30 * time.Second
+)
+
+// Alongside is a registration running alongside the command (supervise
+// mode). It is written to the spool before its first attempt (write-ahead:
+// a container killed at any moment loses nothing), retried with
+// AlongsideRetry (one attempt in flight, no budget) until it is delivered,
+// refused for good, or finished; then older spool entries are drained at a
+// low rate by drain, until Finish.
+type Alongside struct {
+	r        *Registrar
+	taskID   string
+	body     []byte
+	drain    func(context.Context) (more bool)
+	cancel   context.CancelFunc
+	hurry    chan struct{} // closed by Finish: try now, then stop
+	resolved chan struct{} // closed once out is final
+	once     sync.Once
+	out      Outcome
+}
+
+// RegisterAlongside starts registering taskID in the background. drain,
+// when not nil, sends a few older spool entries and reports whether more
+// are left; it runs after the registration was delivered.
+func (r *Registrar) RegisterAlongside(ctx context.Context, taskID string, body []byte, drain func(context.Context) bool) *Alongside {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &Alongside{r: r, taskID: taskID, body: body, drain: drain, cancel: cancel,
+		hurry: make(chan struct{}), resolved: make(chan struct{})}
+	go a.run(ctx)
+	return a
+}
+
+// Finish makes a registration still pending try once more at once, and
+// waits for its outcome until ctx is done; then the background work stops.
+func (a *Alongside) Finish(ctx context.Context) Outcome {
+	a.once.Do(func() { close(a.hurry) })
+	defer a.cancel()
+	select {
+	case <-a.resolved:
+		return a.out
+	case <-ctx.Done():
+		return Spooled
+	}
+}
+
+func (a *Alongside) resolve(out Outcome) {
+	a.out = out
+	close(a.resolved)
+}
+
+func (a *Alongside) run(ctx context.Context) {
+	g := &registration{r: a.r, taskID: a.taskID, body: a.body, log: a.r.logger().With("task_id", a.taskID)}
+	start := time.Now()
+	if a.r.Queue != nil {
+		g.enqueue(ctx, "")
+	}
+	out := a.register(ctx, g)
+	attrs := []any{"outcome", out.String(), "attempts", g.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
+	if g.lastErr != nil && out != Delivered {
+		attrs = append(attrs, "err", a.r.Client.Redact(g.lastErr.Error()))
+	}
+	g.log.Info("registration", attrs...)
+	a.resolve(out)
+	if out == Delivered && a.drain != nil {
+		a.drainBacklog(ctx)
+	}
+}
+
+// register tries until the registration is delivered or refused, or
+// Finish was called after a failed try, or ctx is done.
+func (a *Alongside) register(ctx context.Context, g *registration) Outcome {
+	b := AlongsideRetry.backOff()
+	for {
+		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		g.attempts++
+		err := a.r.Client.Send(actx, g.taskID, g.body)
+		cancel()
+		switch classify(err) {
+		case delivered:
+			if g.spooled {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
+				if err := a.r.Queue.Delete(dctx, g.id); err != nil {
+					g.log.Warn("delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
+				}
+				cancel()
+			}
+			return Delivered
+		case permanent:
+			g.lastErr = err
+			g.bury(context.WithoutCancel(ctx), err)
+			return Dead
+		}
+		g.lastErr = err
+		g.log.Debug("registration attempt failed", "attempt", g.attempts, "err", a.r.Client.Redact(err.Error()))
+		if ctx.Err() != nil || classify(err) == unusable {
+			return g.kept()
+		}
+		g.remember(ctx, err)
+		if closed(a.hurry) {
+			return g.kept()
+		}
+		policy, asked := nextWait(b, err)
+		t := time.NewTimer(min(max(policy, asked), AlongsideRetry.Max))
+		select {
+		case <-t.C:
+			continue
+		case <-a.hurry:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return g.kept()
+		}
+	}
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (a *Alongside) drainBacklog(ctx context.Context) {
+	for a.drain(ctx) {
+		t := time.NewTimer(drainEvery)
+		select {
+		case <-t.C:
+		case <-a.hurry:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package supervise
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// neverForwarded are signals the supervisor takes (so that one sent with
+// kill neither stops nor crashes it) but never passes on: job control of
+// the supervisor's own terminal I/O (as tini), and the fault signals, which
+// only mean something to the process that faulted.
+var neverForwarded = map[syscall.Signal]bool{
+	syscall.SIGTTIN: true, syscall.SIGTTOU: true,
+	syscall.SIGSEGV: true, syscall.SIGBUS: true, syscall.SIGILL: true, syscall.SIGFPE: true,
+	syscall.SIGTRAP: true, syscall.SIGSYS: true, syscall.SIGABRT: true,
+}
+
+// maxSignal is the highest real-time signal on Linux.
+const maxSignal = 64
+
+// catchable returns the signals the supervisor catches: every one but
+// SIGKILL and SIGSTOP (which cannot be), SIGCHLD (the reaper's), SIGURG (the
+// Go runtime's own preemption signal: one sent with kill is ignored, its
+// default), and those the caller ignored, which stay ignored, for the
+// command too, and are not forwarded.
+func catchable() []os.Signal {
+	var out []os.Signal
+	for n := 1; n <= maxSignal; n++ {
+		s := syscall.Signal(n)
+		switch s {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG:
+			continue
+		}
+		if signal.Ignored(s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// forwarder passes caught signals to the command, or to its process group.
+type forwarder struct {
+	ch   chan os.Signal
+	stop chan struct{}
+	done chan struct{}
+}
+
+// catchSignals starts catching; signals caught before forward is called are
+// kept (up to the channel's size) and forwarded then.
+func catchSignals() *forwarder {
+	f := &forwarder{ch: make(chan os.Signal, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	signal.Notify(f.ch, catchable()...)
+	return f
+}
+
+// forward passes signals to pid (to its group when group is true) until
+// end is called.
+func (f *forwarder) forward(pid int, group bool, log func(msg string, args ...any)) {
+	target := pid
+	if group {
+		target = -pid
+	}
+	go func() {
+		defer close(f.done)
+		for {
+			select {
+			case s := <-f.ch:
+				sig := s.(syscall.Signal)
+				if neverForwarded[sig] {
+					log("signal not forwarded", "signal", signalName(sig))
+					continue
+				}
+				if err := syscall.Kill(target, sig); err != nil {
+					log("signal not forwarded", "signal", signalName(sig), "err", err)
+				}
+			case <-f.stop:
+				return
+			}
+		}
+	}()
+}
+
+// end stops forwarding (the command has ended).
+func (f *forwarder) end() {
+	close(f.stop)
+	<-f.done
+}

@@ -1,0 +1,206 @@
+// Package supervise runs the training command as a child of the entrypoint
+// (supervise mode, docs/supervise.md): the entrypoint stays as its parent,
+// PID 1 of the container, and reports how the task ended.
+//
+// Guarantees:
+//   - The command gets what exec mode gives it (argv, environment, cwd,
+//     umask, rlimits, an empty signal mask, the dispositions exec mode
+//     leaves, no descriptor of ours), and starts before anything touches
+//     the network: the registration runs alongside it.
+//   - Every catchable signal is forwarded to the command (or its process
+//     group), but SIGCHLD, SIGURG, SIGTTIN, SIGTTOU and the fault signals;
+//     a signal the caller ignored stays ignored and is not forwarded.
+//   - One place waits for children (Reaper); orphans are reaped, as PID 1
+//     or as a child subreaper.
+//   - The exit status is the command's (128+N when killed by signal N);
+//     reporting never changes it, and the time from the command's end to
+//     Run's return is bounded by the completion budget.
+package supervise
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/command"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+)
+
+// drainBatch is how many older spool entries of each kind one drain pass
+// sends while the command runs.
+const drainBatch = 5
+
+// Task is everything supervise mode needs to run and report one command.
+type Task struct {
+	Command    Command
+	Labels     *labels.Set
+	LabelsFile string
+	// BeforeStart, when set, is called once the supervisor catches every
+	// signal it forwards, just before the command starts: stopped true
+	// (a terminating signal arrived before the start) ends Run with status
+	// and nothing started.
+	BeforeStart func() (status int, stopped bool)
+	// Registration is the registration body; Registrar and Completer are
+	// nil when no monitor is configured.
+	Registration []byte
+	Registrar    *register.Registrar
+	Completer    *register.Completer
+	Client       *register.Client // for heartbeats
+	// CompleteBudget bounds the time from the command's end to Run's return.
+	CompleteBudget time.Duration
+	Heartbeat      time.Duration // 0: off
+	// Sampling configures the GPU sampler (off with no GPU or a zero
+	// interval); its Children is set to the reaper.
+	Sampling gpu.SamplerOptions
+	// Finish, when set, runs once the command has ended, before the
+	// completion is written: it may fill the completion's gate and metrics,
+	// remove files that lived as long as the command, and returns the
+	// supervisor's exit status (code, the command's, unless a quality gate
+	// says otherwise).
+	Finish func(code int, c *register.Completion) int
+	Log    *slog.Logger
+}
+
+// Run starts the command, forwards signals to it, and once it has ended
+// reports its completion; it returns the supervisor's exit status. The
+// reaper must have been started before any child (the GPU probe's too).
+func Run(r *Reaper, t Task) int {
+	log := t.Log
+	sigs := catchSignals()
+	if t.BeforeStart != nil {
+		if status, stopped := t.BeforeStart(); stopped {
+			log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
+			return status
+		}
+	}
+	c, err := startChild(r, t.Command)
+	if err != nil {
+		ce := command.StartError(t.Command.Argv[0], err)
+		log.Error("command cannot start", "err", ce)
+		return ce.Status
+	}
+	sigs.forward(c.pid, c.group, log.Debug)
+	log.Debug("command started", "pid", c.pid, "signal_group", c.group)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reg *register.Alongside
+	if t.Registrar != nil {
+		// Its own context: the completion ends it, within the budget.
+		reg = t.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, t.Registration, drainer(t))
+	}
+	if t.Heartbeat > 0 && t.Client != nil {
+		go heartbeat(ctx, t.Client, t.Labels.TaskID, t.Heartbeat, log)
+	}
+	smpOpt := t.Sampling
+	smpOpt.Children = r
+	smp := gpu.StartSampler(ctx, smpOpt)
+
+	ws := <-c.exited
+	ended := time.Now()
+	sigs.end()
+	budget, stop := context.WithDeadline(context.Background(), ended.Add(t.CompleteBudget))
+	defer stop()
+	code := exitCode(ws)
+	comp := completion(t, c.started, ended, ws)
+	if sum := smp.Stop(); len(sum) > 0 {
+		comp.GPUs = sum
+	}
+	cancel() // heartbeats end with the command
+	attrs := []any{"exit_code", code, "duration", ended.Sub(c.started).Round(time.Millisecond)}
+	if comp.Signal != "" {
+		attrs = append(attrs, "signal", comp.Signal)
+	}
+	log.Info("command ended", attrs...)
+
+	status := code
+	if t.Finish != nil {
+		status = t.Finish(code, &comp)
+	}
+	if t.Completer != nil {
+		// Write-ahead first: the labels file and the registration's end
+		// come after the completion is in the spool.
+		t.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
+			writeEnd(t, ended, code)
+			return reg.Finish(ctx) != register.Spooled
+		})
+	} else {
+		writeEnd(t, ended, code)
+	}
+	return status
+}
+
+// writeEnd rewrites the labels file with the command's end.
+func writeEnd(t Task, ended time.Time, code int) {
+	if err := labels.WriteEndFile(t.LabelsFile, t.Labels, ended, code); err != nil {
+		t.Log.Warn("labels file not rewritten with the end", "err", err)
+	}
+}
+
+// completion is the completion body of a command that ran from started to
+// ended and ended with ws.
+func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) register.Completion {
+	dur := ended.Sub(started).Seconds()
+	c := register.Completion{
+		TaskID:          t.Labels.TaskID,
+		StartTime:       t.Labels.StartTime,
+		EndTime:         ended.Unix(),
+		DurationSeconds: dur,
+		ExitCode:        exitCode(ws),
+		GPUCount:        t.Labels.GPUCount,
+		GPUSeconds:      float64(t.Labels.GPUCount) * dur,
+	}
+	if ws.Signaled() {
+		c.Signal = signalName(ws.Signal())
+	}
+	for _, u := range t.Labels.GPUUUIDs {
+		c.GPUs = append(c.GPUs, register.GPUUsage{UUID: u})
+	}
+	return c
+}
+
+// drainer sends a few older spool entries (registrations, then
+// completions whose registration is no longer pending) and reports whether
+// there may be more.
+func drainer(t Task) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		regs, err := t.Registrar.Flush(ctx, drainBatch)
+		if err != nil || regs.Stopped != nil {
+			return false
+		}
+		comps, err := t.Completer.Flush(ctx, drainBatch)
+		if err != nil || comps.Stopped != nil {
+			return false
+		}
+		return regs.Delivered+regs.Dead == drainBatch || comps.Delivered+comps.Dead == drainBatch
+	}
+}
+
+// heartbeat posts {task_id, time} every interval until ctx is done. It is
+// never spooled (only the latest matters); failures are logged at debug.
+func heartbeat(ctx context.Context, c *register.Client, taskID string, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			body, _ := json.Marshal(struct {
+				TaskID string `json:"task_id"`
+				Time   int64  `json:"time"`
+			}{taskID, now.Unix()})
+			actx, cancel := context.WithTimeout(ctx, min(register.AttemptTimeout, every))
+			err := c.SendHeartbeat(actx, taskID+"/heartbeat/"+strconv.FormatInt(now.Unix(), 10), body)
+			cancel()
+			if err != nil {
+				log.Debug("heartbeat not delivered", "err", c.Redact(err.Error()))
+			}
+		}
+	}
+}

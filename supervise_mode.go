@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/supervise"
+)
+
+// startSupervising prepares supervise mode before anything else runs: a
+// supervisor started with blocked signals re-executes itself with none
+// (see supervise.ClearInheritedMask), and the reaper starts before the
+// first child (the GPU probe), so exactly one place waits for children.
+func startSupervising(environ []string, log *slog.Logger) *supervise.Reaper {
+	if err := supervise.ClearInheritedMask(environ); err != nil {
+		log.Warn("signals blocked by the caller stay blocked for the command", "err", err)
+	}
+	return supervise.NewReaper(log)
+}
+
+// superviseCommand runs the command as a child (supervise mode) once the
+// labels file is written, and returns the supervisor's exit status. A
+// terminating signal received before it starts ends the start with 128+N,
+// with nothing registered: the command never ran.
+func superviseCommand(cfg config.Config, reaper *supervise.Reaper, g *gate.Gate, set *labels.Set, inv gpu.Inventory,
+	cmd supervise.Command, textfileWritten bool, stopSignals func() (int, bool), log *slog.Logger) int {
+	probe := gpuOptions(cfg, cmd.Env, log)
+	t := supervise.Task{
+		Command:        cmd,
+		Labels:         set,
+		LabelsFile:     cfg.LabelsFile,
+		BeforeStart:    stopSignals,
+		CompleteBudget: cfg.CompleteBudget,
+		Heartbeat:      cfg.Heartbeat,
+		Sampling: gpu.SamplerOptions{Probe: probe.Probe, Interval: cfg.GPUSample, UUIDs: inv.UUIDs(),
+			Environ: cmd.Env, Root: probe.Root, Logger: log},
+		Finish: func(code int, c *register.Completion) int {
+			status, verdict, metrics := finishTask(cfg, g, set, textfileWritten, code, log)
+			if verdict != nil {
+				c.Gate = &register.Gate{Expr: verdict.Expr, Passed: verdict.Passed, Reason: verdict.Reason}
+				c.Metrics = metrics
+			}
+			return status
+		},
+		Log: log,
+	}
+	if cfg.MonitorURL != "" {
+		r := newRegistrar(cfg, log)
+		c := &register.Completer{Client: r.Client, Logger: log}
+		if q, ok := r.Queue.(*spool.Spool); ok {
+			c.Queue = q
+		}
+		t.Registration = register.Body(set, inv)
+		t.Registrar, t.Completer, t.Client = r, c, r.Client
+	} else {
+		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
+	}
+	return supervise.Run(reaper, t)
+}
+
+// flushCompletions sends spooled completions whose registration is no
+// longer pending, at most limit (0: all), adding to what a registration
+// flush did (res).
+func flushCompletions(ctx context.Context, client *register.Client, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
+	c := &register.Completer{Client: client, Queue: q, Logger: log}
+	cr, err := c.Flush(ctx, limit)
+	if err != nil {
+		log.Warn("spooled completions not sent: spool unusable", "err", err)
+	}
+	if cr.Delivered+cr.Dead > 0 {
+		log.Info("spooled completions sent", "delivered", cr.Delivered, "dead", cr.Dead)
+	}
+	res.Delivered += cr.Delivered
+	res.Dead += cr.Dead
+	res.Failed += cr.Failed
+	res.Pending += cr.Pending
+	if cr.Stopped != nil {
+		res.Stopped = cr.Stopped
+	}
+	return res, err
+}

@@ -52,7 +52,9 @@ func catchSignals() (ctx context.Context, stop func() (status int, stopped bool)
 		}
 	}()
 	return ctx, func() (int, bool) {
-		signal.Reset(sigs...)
+		// Stop, not Reset: supervise mode's forwarder already catches
+		// these signals on a channel of its own, which must keep them.
+		signal.Stop(ch)
 		close(done)
 		<-exited
 		select {

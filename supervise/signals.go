@@ -31,6 +31,11 @@ func catchable() []os.Signal {
 		switch s {
 		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG:
 			continue
+		case syscall.SIGPROF, 32, 33, 34:
+			// The Go runtime's own (profiling; glibc's and musl's
+			// internal signals): os/signal cannot catch them, so
+			// they cannot be forwarded (docs/supervise.md).
+			continue
 		}
 		if signal.Ignored(s) {
 			continue

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 )
 
 // completionOf decodes the one completion m received.
@@ -41,14 +43,7 @@ func TestSuperviseGPUSampling(t *testing.T) {
 		t.Fatalf("exit %d, want the command's 6\n%s", r.Code, r.Stderr)
 	}
 	var body struct {
-		GPUs []struct {
-			UUID      string   `json:"uuid"`
-			Samples   int      `json:"samples"`
-			UtilMean  *float64 `json:"util_mean"`
-			UtilP95   *float64 `json:"util_p95"`
-			MemPeak   *uint64  `json:"memory_used_peak_bytes"`
-			IdleShare *float64 `json:"idle_share"`
-		} `json:"gpus"`
+		GPUs []gpu.GPUSummary `json:"gpus"`
 	}
 	b, _ := json.Marshal(completionOf(t, m))
 	json.Unmarshal(b, &body)
@@ -60,7 +55,7 @@ func TestSuperviseGPUSampling(t *testing.T) {
 	if g0.Samples < 3 || g1.Samples < 3 {
 		t.Fatalf("samples %d and %d in 1.2s every 100ms\n%s", g0.Samples, g1.Samples, b)
 	}
-	if *g0.UtilMean != 40 || *g0.UtilP95 != 40 || *g0.IdleShare != 0 || *g0.MemPeak != 5000 {
+	if *g0.UtilMean != 40 || *g0.UtilP95 != 40 || *g0.IdleShare != 0 || *g0.MemoryUsedPeakBytes != 5000 {
 		t.Errorf("GPU 0: %s; want mean 40, p95 40, idle 0, peak 5000", b)
 	}
 	if *g1.UtilMean != 0 || *g1.UtilP95 != 0 || *g1.IdleShare != 1 {

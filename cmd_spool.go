@@ -28,7 +28,7 @@ const defaultFlushInterval = 30 * time.Second
 
 // spoolFlags are the subcommands' own flags, and which subcommand takes each.
 var spoolFlags = map[string][]string{
-	"list":    {"dead"},
+	"list":    {"dead", "completions"},
 	"stats":   nil,
 	"flush":   {"all", "watch", "interval"},
 	"requeue": nil,
@@ -44,6 +44,7 @@ func spoolCmd(args, environ []string) int {
 	all := flags.Bool("all", false, "flush: every spool-*.db file in the spool file's directory (run as root on the node)")
 	watch := flags.Bool("watch", false, "flush: keep draining every --interval until SIGTERM or SIGINT")
 	interval := flags.Duration("interval", defaultFlushInterval, "flush --watch: time between passes")
+	completions := flags.Bool("completions", false, "list: completions (supervise mode) instead of registrations")
 	if err := flags.Parse(args); err != nil {
 		return flagError(flags, err)
 	}
@@ -56,7 +57,7 @@ func spoolCmd(args, environ []string) int {
 	if !ok {
 		return usage(fmt.Errorf("spool: unknown subcommand %q (list, stats, flush, requeue, purge)", sub))
 	}
-	for _, name := range []string{"dead", "all", "watch", "interval"} {
+	for _, name := range []string{"dead", "all", "watch", "interval", "completions"} {
 		if flags.Changed(name) && !slices.Contains(allowed, name) {
 			return usage(fmt.Errorf("spool %s does not take --%s", sub, name))
 		}
@@ -84,7 +85,11 @@ func spoolCmd(args, environ []string) int {
 
 	switch sub {
 	case "list":
-		entries, err := s.List(ctx, *dead)
+		list := s.List
+		if *completions {
+			list = s.ListCompletions
+		}
+		entries, err := list(ctx, *dead)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
@@ -96,7 +101,14 @@ func spoolCmd(args, environ []string) int {
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
-		out.Encode(st)
+		cst, err := s.CompletionStats(ctx)
+		if err != nil {
+			return spoolFailed(log, s.Path(), err)
+		}
+		out.Encode(struct {
+			spool.Stats
+			spool.CompletionStats
+		}{st, cst})
 	case "requeue":
 		n, err := s.Requeue(ctx)
 		if err != nil {

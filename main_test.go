@@ -28,6 +28,7 @@ var bin struct {
 	probe      string
 	report     string // testdata/childreport
 	sigwrap    string // testdata/sigwrap
+	sigcatch   string // testdata/sigcatch
 }
 
 func TestMain(m *testing.M) {
@@ -52,10 +53,12 @@ func buildAll(dir string) error {
 	bin.probe = filepath.Join(dir, "paddle-gpu-probe")
 	bin.report = filepath.Join(dir, "childreport")
 	bin.sigwrap = filepath.Join(dir, "sigwrap")
+	bin.sigcatch = filepath.Join(dir, "sigcatch")
 	steps := []*exec.Cmd{
 		goBuild(bin.entrypoint, ".", "0"),
 		exec.Command("gcc", "-O2", "-o", bin.report, "testdata/childreport/childreport.c"),
 		exec.Command("gcc", "-O2", "-o", bin.sigwrap, "testdata/sigwrap/sigwrap.c"),
+		exec.Command("gcc", "-O2", "-o", bin.sigcatch, "testdata/sigcatch/sigcatch.c"),
 	}
 	if _, err := os.Stat("cmd/paddle-gpu-probe/main.go"); err == nil {
 		steps = append(steps, goBuild(bin.probe, "./cmd/paddle-gpu-probe", "1"))

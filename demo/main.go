@@ -160,8 +160,8 @@ func run() error {
 		return err
 	}
 
-	step("5. What the monitor holds (GET /v1/tasks with the admin token)")
-	if err := d.get("/v1/tasks"); err != nil {
+	step("5. What the monitor holds (GET /v1/tasks with the admin token, one line per task)")
+	if err := d.list(); err != nil {
 		return err
 	}
 	if d.hasReport() {
@@ -237,6 +237,38 @@ func (d *demo) get(path string) error {
 	return nil
 }
 
+// list shows GET /v1/tasks as one line per task.
+func (d *demo) list() error {
+	fmt.Printf("$ curl -H 'Authorization: Bearer <finance>' %s/v1/tasks\n", d.url)
+	req, err := http.NewRequest("GET", d.url+"/v1/tasks", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Tasks []struct {
+			TaskID   string `json:"task_id"`
+			Project  string `json:"project"`
+			Owner    string `json:"owner"`
+			State    string `json:"state"`
+			GPUCount int    `json:"gpu_count"`
+		} `json:"tasks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		return err
+	}
+	fmt.Printf("%-16s %-16s %-20s %-10s %s\n", "task_id", "project", "owner", "state", "gpu_count")
+	for _, t := range page.Tasks {
+		fmt.Printf("%-16s %-16s %-20s %-10s %d\n", t.TaskID, t.Project, t.Owner, t.State, t.GPUCount)
+	}
+	return nil
+}
+
 // hasSupervise reports whether this entrypoint has supervise mode (its
 // help lists the --supervise flag).
 func (d *demo) hasSupervise() bool {
@@ -244,9 +276,11 @@ func (d *demo) hasSupervise() bool {
 	return bytes.Contains(out, []byte("--supervise"))
 }
 
-// hasReport reports whether this paddle-monitor has the report command.
+// hasReport reports whether this paddle-monitor has the report command
+// (its usage lists it).
 func (d *demo) hasReport() bool {
-	return exec.Command(d.monitor, "report", "--help").Run() == nil
+	out, _ := exec.Command(d.monitor, "--help").Output()
+	return bytes.Contains(out, []byte("paddle-monitor report"))
 }
 
 // fakeGPUs builds the stand-in NVML library from testdata (this machine has

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
 
@@ -463,7 +464,7 @@ func TestVersionAndBadSettings(t *testing.T) {
 			t.Errorf("%v: %d %q", args, r.code, r.stdout)
 		}
 	}
-	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"token", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"token", "--help"}, {"report", "--help"}} {
 		r := runMonitor(t, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "paddle-monitor serve  [--listen ADDR]") || r.stderr != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
@@ -555,4 +556,30 @@ func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 	}
 	again := startServer(t, db)
 	expect(t, again.do(t, get("/v1/tasks/inflight-1", "")), 200, "")
+}
+
+// TestDatabaseURLFromFile: PADDLE_MONITOR_DB_FILE holds the database URL
+// (a password need not sit in the environment); a missing file is an error
+// naming the variable.
+func TestDatabaseURLFromFile(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "from-file.db")
+	secret := filepath.Join(dir, "db-url")
+	writeFile(t, secret, db+"\n")
+	p, err := monitorproc.Start(bin.monitor, []string{"--listen", "127.0.0.1:0", "--log-format", "json"},
+		monitorproc.Options{Env: []string{"PADDLE_MONITOR_DB_FILE=" + secret}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{p}
+	defer p.Kill()
+	expect(t, s.do(t, registerReq(regBody("f-1", "p", "o", 1), "")), 201, "")
+	p.Stop()
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("the database named in the file was not used: %v", err)
+	}
+	r := runMonitorEnv(t, dir, []string{"PADDLE_MONITOR_DB_FILE=" + filepath.Join(dir, "nope")}, "serve")
+	if r.code != 1 || !strings.Contains(r.stderr, "PADDLE_MONITOR_DB_FILE: open "+filepath.Join(dir, "nope")) {
+		t.Errorf("missing file: exit %d, %q", r.code, r.stderr)
+	}
 }

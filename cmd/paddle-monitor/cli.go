@@ -92,6 +92,25 @@ func (e env) str(name, variable, def, help string) *string {
 	return e.fs.String(name, def, help+" (env "+variable+")")
 }
 
+// secret is str for a setting that may hold a password (the database
+// URL): when the variable is unset, VARIABLE_FILE names a file holding the
+// value (surrounding whitespace trimmed), so that it need not sit in the
+// environment of every process or in a unit file.
+func (e env) secret(name, variable, def, help string) (*string, error) {
+	if v := os.Getenv(variable); v == "" {
+		if path := os.Getenv(variable + "_FILE"); path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("%s_FILE: %w", variable, err)
+			}
+			if def = strings.TrimSpace(string(b)); def == "" {
+				return nil, fmt.Errorf("%s_FILE: %s is empty", variable, path)
+			}
+		}
+	}
+	return e.str(name, variable, def, help+" (or a file named by "+variable+"_FILE)"), nil
+}
+
 // duration is str for a Go duration; a bad value in the variable is an error
 // naming it.
 func (e env) duration(name, variable string, def time.Duration, help string) (*time.Duration, error) {

@@ -28,20 +28,22 @@ func reportCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	e := env{fs}
-	db := e.str("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	if err != nil {
+		return err
+	}
 	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
 	from := fs.String("from", "", "start of the window, included: RFC 3339 or YYYY-MM-DD (UTC midnight)")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: report: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
 	}
 	q := report.Query{}
-	var err error
 	if q.From, err = report.ParseDate("--from", *from); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

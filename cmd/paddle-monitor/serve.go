@@ -41,7 +41,10 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	e := env{fs}
 	c := &serveConfig{}
 	listen := e.str("listen", "PADDLE_MONITOR_LISTEN", "127.0.0.1:8080", "address to listen on")
-	db := e.str("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	if err != nil {
+		return nil, err
+	}
 	tokens := e.str("tokens", "PADDLE_MONITOR_TOKENS", "", "tokens file (JSON); none: everything open")
 	prices := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON) for the report")
 	level := e.str("log-level", "PADDLE_MONITOR_LOG", "info", "debug, info, warn or error")

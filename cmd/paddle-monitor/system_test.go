@@ -66,7 +66,7 @@ func TestEntrypointForgedProjectIsDeadLettered(t *testing.T) {
 
 // burst sends n registrations at once (ids prefix-0 …) and returns the ids
 // answered 2xx and the count of other answers (errors included).
-func burst(base, prefix string, n int) (ok []string, failed int) {
+func burst(x *exchanges, base, prefix string, n int) (ok []string, failed int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range n {
@@ -74,7 +74,7 @@ func burst(base, prefix string, n int) (ok []string, failed int) {
 		go func() {
 			defer wg.Done()
 			id := fmt.Sprintf("%s-%04d", prefix, i)
-			a, err := send(base, registerReq(regBody(id, "burst", "ann@example.com", int64(1794700000+i)), ""))
+			a, err := x.send(base, registerReq(regBody(id, "burst", "ann@example.com", int64(1794700000+i)), ""))
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && a.Status/100 == 2 {
@@ -94,9 +94,9 @@ func allIDs(t *testing.T, s *server) map[string]bool {
 	ids := map[string]bool{}
 	path := "/v1/tasks?limit=1000"
 	for {
-		a, err := send(s.URL, get(path, ""))
-		if err != nil || a.Status != 200 {
-			t.Fatalf("listing: %v %d %s", err, a.Status, a.Body)
+		a := s.do(t, get(path, ""))
+		if a.Status != 200 {
+			t.Fatalf("listing: %d %s", a.Status, a.Body)
 		}
 		var page struct {
 			Tasks []struct {
@@ -125,7 +125,9 @@ func allIDs(t *testing.T, s *server) map[string]bool {
 func TestBurst1000(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn)
-		ok, failed := burst(s.URL, "b", 1000)
+		var x exchanges
+		ok, failed := burst(&x, s.URL, "b", 1000)
+		x.check(t)
 		if failed != 0 || len(ok) != 1000 {
 			t.Fatalf("%d answered 2xx, %d not:\n%s", len(ok), failed, s.Log())
 		}
@@ -140,6 +142,7 @@ func TestBurst1000(t *testing.T) {
 func TestKill9DuringBurst(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn)
+		var x exchanges
 		var answered sync.Map
 		var count atomic.Int64
 		stop := make(chan struct{})
@@ -155,7 +158,7 @@ func TestKill9DuringBurst(t *testing.T) {
 					default:
 					}
 					id := fmt.Sprintf("k%02d-%05d", w, i)
-					a, err := send(s.URL, registerReq(regBody(id, "durable", "ann", int64(1794700000+i)), ""))
+					a, err := x.send(s.URL, registerReq(regBody(id, "durable", "ann", int64(1794700000+i)), ""))
 					if err != nil {
 						return // the server is gone
 					}
@@ -178,6 +181,7 @@ func TestKill9DuringBurst(t *testing.T) {
 		if count.Load() == 0 {
 			t.Fatal("nothing was answered before the kill")
 		}
+		x.check(t)
 		again := startServer(t, dsn)
 		stored := allIDs(t, again)
 		missing := 0
@@ -200,6 +204,7 @@ func TestKill9DuringBurst(t *testing.T) {
 func TestTwoServersOnePostgres(t *testing.T) {
 	dsn := storetest.PostgresDSN(t)
 	a, b := startServer(t, dsn), startServer(t, dsn)
+	var x exchanges
 	const n = 300
 	created := make([]atomic.Int32, n)
 	var bad atomic.Int32
@@ -210,7 +215,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				id := fmt.Sprintf("two-%03d", i)
-				ans, err := send(s.URL, registerReq(regBody(id, "p", "o", int64(1794700000+i)), ""))
+				ans, err := x.send(s.URL, registerReq(regBody(id, "p", "o", int64(1794700000+i)), ""))
 				switch {
 				case err != nil || (ans.Status != 201 && ans.Status != 200):
 					bad.Add(1)
@@ -218,7 +223,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 				case ans.Status == 201:
 					created[i].Add(1)
 				}
-				c, err := send(s.URL, post("/v1/task/complete", completeBody(id, 0, 1794709999), ""))
+				c, err := x.send(s.URL, post("/v1/task/complete", completeBody(id, 0, 1794709999), ""))
 				if err != nil || c.Status != 200 {
 					bad.Add(1)
 					t.Errorf("complete %s: %v %d %s", id, err, c.Status, c.Body)
@@ -227,6 +232,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	x.check(t)
 	for i := range created {
 		if c := created[i].Load(); c != 1 {
 			t.Errorf("two-%03d answered 201 %d times, want once", i, c)

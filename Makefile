@@ -9,7 +9,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 # cold `make build` prints nothing on stderr).
 PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: build test demo e2e bench fuzz clean
+.PHONY: build test demo e2e bench fuzz clean screenshot
 
 build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor
 
@@ -49,6 +49,10 @@ bench: build
 e2e:
 	./scripts/e2e-setup.sh
 	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
+
+# docs/report-page.png, from the browser test of the page (needs chromium).
+screenshot:
+	$(GO) test -count=1 -run TestPageInBrowser ./cmd/paddle-monitor -args -screenshot
 
 clean:
 	rm -rf bin

@@ -31,12 +31,12 @@ func commandEnv(cfg config.Config, environ []string, set *labels.Set) []string {
 // is a usage error, never a surprise after hours of training. It returns
 // nil when no gate is configured.
 func checkGate(cfg config.Config, supervised bool) (*gate.Gate, error) {
-	if cfg.Gate == "" && cfg.GateFile == "" {
+	// PADDLE_GATE_FILE alone does nothing: a template can set it for
+	// every step and PADDLE_GATE only on the one to gate.
+	if cfg.Gate == "" {
 		return nil, nil
 	}
 	switch {
-	case cfg.Gate == "":
-		return nil, errors.New("PADDLE_GATE_FILE is set but PADDLE_GATE is not: say which metrics must hold, e.g. PADDLE_GATE='accuracy>=0.95'")
 	case cfg.GateFile == "":
 		return nil, errors.New("PADDLE_GATE is set but PADDLE_GATE_FILE is not: name the JSON file of metrics the step writes")
 	}
@@ -84,4 +84,33 @@ func writeTextfile(cfg config.Config, set *labels.Set, inv gpu.Inventory, superv
 	}
 	log.Debug("textfile written", "file", path)
 	return true
+}
+
+// finishTask runs when a supervised command has ended with code: it removes
+// the task's textfile (written reports whether one was), and, when a gate
+// is configured and the command exited 0, evaluates it. It returns the
+// supervisor's exit status — code, or cfg.GateExit when the gate fails or
+// its file is missing or unusable — and, for the completion, the gate's
+// verdict and the metrics (nil when the gate was not evaluated: a command
+// that failed is not gated, its own status stands).
+func finishTask(cfg config.Config, g *gate.Gate, set *labels.Set, written bool, code int, log *slog.Logger) (int, *gate.Result, map[string]float64) {
+	if written {
+		if err := textfile.Remove(cfg.TextfileDir, set.TaskID); err != nil {
+			log.Warn("textfile not removed", "err", err)
+		}
+	}
+	if g == nil {
+		return code, nil, nil
+	}
+	if code != 0 {
+		log.Info("quality gate not evaluated: the command failed", "exit_code", code)
+		return code, nil, nil
+	}
+	verdict, metrics := g.Evaluate(cfg.GateFile)
+	if !verdict.Passed {
+		log.Error("quality gate failed", "gate", verdict.Expr, "reason", verdict.Reason, "exit", cfg.GateExit)
+		return cfg.GateExit, &verdict, metrics
+	}
+	log.Info("quality gate passed", "gate", verdict.Expr, "reason", verdict.Reason)
+	return code, &verdict, metrics
 }

@@ -141,7 +141,6 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	defer cancel()
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
-	r.Backoff = true
 	r.OutageHold = cfg.OutageHold
 	r.Register(ctx, set.TaskID, register.Body(set, inv))
 }

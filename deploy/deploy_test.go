@@ -12,6 +12,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 )
 
 const rulesFile = "prometheus/paddle-rules.yml"
@@ -103,10 +108,32 @@ func recorded(t *testing.T) []string {
 	return names
 }
 
-// exported are the series that exist without the rules: the monitor's
-// /metrics (and the node textfile's) task series, and the dcgm-exporter
-// counter the rules and the dashboard read.
-var exported = []string{"paddle_task_info", "paddle_task_gpu_info", "DCGM_FI_DEV_GPU_UTIL"}
+// dcgm are the dcgm-exporter counters the rules and the dashboard read.
+var dcgm = []string{"DCGM_FI_DEV_GPU_UTIL"}
+
+// exported are the series that exist without the rules: the names the
+// monitor's task collector describes (the node textfile serves the same
+// two), and dcgm's.
+func exported(t *testing.T) []string {
+	t.Helper()
+	ch := make(chan *prometheus.Desc, 16)
+	monitor.NewTaskCollector(nil, time.Hour, nil).Describe(ch)
+	close(ch)
+	names := slices.Clone(dcgm)
+	for d := range ch {
+		m := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		names = append(names, m[1])
+	}
+	for _, want := range []string{"paddle_task_info", "paddle_task_gpu_info"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("the monitor no longer exports %s (it exports %v)", want, names)
+		}
+	}
+	return names
+}
 
 var (
 	quoted   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
@@ -177,7 +204,7 @@ func TestRulesReadExistingSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := append(recorded(t), exported...)
+	known := append(recorded(t), exported(t)...)
 	exprs := regexp.MustCompile(`(?s)expr: \|?\n?(.*?)(?:\n\s*\n|\n\s*- record:|\z)`).FindAllStringSubmatch(string(b), -1)
 	if len(exprs) != 8 {
 		t.Fatalf("found %d rule expressions, want 8", len(exprs))
@@ -228,7 +255,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	if d.Title == "" || d.UID == "" || len(d.Panels) < 5 {
 		t.Fatalf("dashboard: title %q, uid %q, %d panels", d.Title, d.UID, len(d.Panels))
 	}
-	known := append(recorded(t), exported...)
+	known := append(recorded(t), exported(t)...)
 	var exprs []string
 	ids := map[int]bool{}
 	for _, p := range d.Panels {

@@ -82,8 +82,9 @@ type Registrar struct {
 	// OutageHold turns the outage memory on (exec mode): see outage.go.
 	OutageHold time.Duration
 	// Backoff: Flush skips entries whose own backoff since their last
-	// attempt has not passed (a start's backlog, the node's drainer); a
-	// one-off `spool flush` by an operator tries every entry.
+	// attempt has not passed (the node's drainer, which passes again and
+	// again); a start's backlog and an operator's one-off `spool flush`
+	// try every entry.
 	Backoff bool
 	// Check vets a payload read back from the spool before it is sent and
 	// returns its task id, the Idempotency-Key it is sent with; an error

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -61,11 +62,17 @@ type TaskSums struct {
 	// inside the window.
 	EstSeconds    int64
 	ActualSeconds float64
+	// GPUSeconds is Σ gpu_count × seconds counted in the window, and
+	// FailedGPUSeconds the same for failed tasks: the GPU-hours of section
+	// 5 (meaningless in groups by model, which take them from GPUSums).
+	GPUSeconds, FailedGPUSeconds int64
 }
 
-// GPUSums are the GPU-level sums of one group: the query's keys plus
-// project, owner and model. Model is "" for GPUs that were counted but not
-// listed with a model (device nodes).
+// GPUSums are the sums over the GPUs the tasks listed (registration's
+// gpus), for one group: the query's keys plus project, owner and model.
+// GPUs counted but not listed (device nodes) are not in them: they are the
+// difference between the tasks' GPUSeconds and these, and take the model
+// "" (the default price).
 type GPUSums struct {
 	Key              map[string]string
 	GPUSeconds       int64   // Σ GPUs × seconds counted in the window
@@ -141,9 +148,9 @@ func (a *acc) addTasks(t TaskSums) {
 	a.t.ActualSeconds += t.ActualSeconds
 }
 
+// addGPUs adds the listed GPUs' idle time, utilisation and cost (their
+// GPU-seconds are the caller's to add: task-level outside rows by model).
 func (a *acc) addGPUs(g GPUSums, p *Prices) {
-	a.gpuSec += g.GPUSeconds
-	a.failedSec += g.FailedGPUSeconds
 	a.idleSec += g.IdleGPUSeconds
 	a.idleOKSec += g.IdleOKGPUSeconds
 	a.utilW += g.UtilWeighted
@@ -154,6 +161,18 @@ func (a *acc) addGPUs(g GPUSums, p *Prices) {
 		} else {
 			a.unpricedSec += float64(g.GPUSeconds)
 		}
+	}
+}
+
+// addUnlisted prices GPU-seconds of GPUs counted without a model.
+func (a *acc) addUnlisted(gpuSec int64, p *Prices) {
+	if p == nil {
+		return
+	}
+	if price, ok := p.Price(""); ok {
+		a.cost += price * float64(gpuSec)
+	} else {
+		a.unpricedSec += float64(gpuSec)
 	}
 }
 
@@ -216,12 +235,14 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("report: GPU sums: %w", err)
 	}
-	// With --by model a task counts in the row of each of its models; the
-	// total counts it once, from sums that leave model out.
-	totalTasks := tasks
-	if slices.Contains(by, "model") {
-		totalTasks, err = src.ReportTasks(ctx, q.Window, nil)
-		if err != nil {
+	// With the key model a task counts in the row of each of its models;
+	// the total counts it once, and GPU-hours come from sums that leave
+	// model out.
+	byModel := slices.Contains(by, "model")
+	base := slices.DeleteFunc(slices.Clone(by), func(k string) bool { return k == "model" })
+	baseTasks := tasks
+	if byModel {
+		if baseTasks, err = src.ReportTasks(ctx, q.Window, base); err != nil {
 			return nil, fmt.Errorf("report: task sums: %w", err)
 		}
 	}
@@ -241,21 +262,63 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		}
 		return a
 	}
+	// GPUs counted but not listed: per group of the base keys, the tasks'
+	// GPU-seconds less the listed GPUs' (never below 0: a registration
+	// may list more GPUs than its gpu_count).
+	type residual struct {
+		key             map[string]string
+		gpuSec, failSec int64
+	}
+	unlisted := map[string]*residual{}
+	groupCols := append(slices.Clone(base), "project", "owner")
 	var total acc
+	for _, t := range baseTasks {
+		if !in(t.Key) {
+			continue
+		}
+		total.addTasks(t)
+		total.gpuSec += t.GPUSeconds
+		total.failedSec += t.FailedGPUSeconds
+		unlisted[rowID(groupCols, t.Key)] = &residual{t.Key, t.GPUSeconds, t.FailedGPUSeconds}
+		if !byModel {
+			a := row(t.Key)
+			a.gpuSec += t.GPUSeconds
+			a.failedSec += t.FailedGPUSeconds
+		}
+	}
 	for _, t := range tasks {
 		if in(t.Key) {
 			row(t.Key).addTasks(t)
 		}
 	}
-	for _, t := range totalTasks {
-		if in(t.Key) {
-			total.addTasks(t)
+	for _, g := range gpus {
+		if !in(g.Key) {
+			continue
+		}
+		a := row(g.Key)
+		a.addGPUs(g, q.Prices)
+		total.addGPUs(g, q.Prices)
+		if byModel {
+			a.gpuSec += g.GPUSeconds
+			a.failedSec += g.FailedGPUSeconds
+		}
+		if u := unlisted[rowID(groupCols, g.Key)]; u != nil {
+			u.gpuSec -= g.GPUSeconds
+			u.failSec -= g.FailedGPUSeconds
 		}
 	}
-	for _, g := range gpus {
-		if in(g.Key) {
-			row(g.Key).addGPUs(g, q.Prices)
-			total.addGPUs(g, q.Prices)
+	for _, u := range unlisted {
+		if u.gpuSec <= 0 {
+			continue
+		}
+		key := maps.Clone(u.key)
+		key["model"] = ""
+		a := row(key)
+		a.addUnlisted(u.gpuSec, q.Prices)
+		total.addUnlisted(u.gpuSec, q.Prices)
+		if byModel {
+			a.gpuSec += u.gpuSec
+			a.failedSec += max(u.failSec, 0)
 		}
 	}
 

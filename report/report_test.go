@@ -154,7 +154,7 @@ type fakeSource struct {
 
 func (f *fakeSource) ReportTasks(_ context.Context, _ Window, keys []string) ([]TaskSums, error) {
 	f.asked = append(f.asked, keys)
-	if keys == nil {
+	if len(keys) == 0 {
 		return f.totalTasks, nil
 	}
 	return f.tasks, nil
@@ -179,10 +179,10 @@ var nov = Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Da
 func TestComputeMergesScopesAndOrders(t *testing.T) {
 	src := &fakeSource{
 		tasks: []TaskSums{
-			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1},
-			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2},
-			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1},
-			{Key: key("project", "secret", "owner", "x"), Tasks: 9},
+			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1, GPUSeconds: 3600},
+			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2, GPUSeconds: 7200},
+			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1, GPUSeconds: 3600, FailedGPUSeconds: 3600},
+			{Key: key("project", "secret", "owner", "x"), Tasks: 9, GPUSeconds: 999999},
 		},
 		gpus: []GPUSums{
 			{Key: key("project", "b", "owner", "x", "model", "T4"), GPUSeconds: 3600, UtilWeighted: 3600 * 40, UtilSeconds: 3600},
@@ -224,11 +224,14 @@ func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 		tasks: []TaskSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), Tasks: 1, Completed: 1},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), Tasks: 1, Completed: 1},
+			{Key: key("project", "p", "owner", "o", "model", ""), Tasks: 1, Completed: 1},
 		},
-		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1}},
+		// One task: 4 GPUs for an hour, two listed (T4 and A100), two
+		// counted from device nodes.
+		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, GPUSeconds: 4 * 3600}},
 		gpus: []GPUSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), GPUSeconds: 3600},
-			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 1800},
+			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
 		},
 	}
 	prices := &Prices{Currency: "USD", exact: map[string]float64{"T4": price}}
@@ -236,13 +239,16 @@ func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Rows) != 2 || r.Rows[0].Tasks != 1 || r.Rows[1].Tasks != 1 || r.Total.Tasks != 1 {
+	// Rows: "" (2 unlisted GPUs: 2 h) first, then A100 and T4 (1 h each,
+	// byte order).
+	if len(r.Rows) != 3 || r.Rows[0].Key["model"] != "" || r.Rows[0].GPUHours != 2 || r.Rows[1].Key["model"] != "A100" ||
+		r.Rows[2].GPUHours != 1 || r.Rows[0].Tasks != 1 || r.Total.Tasks != 1 || r.Total.GPUHours != 4 {
 		t.Fatalf("rows %+v total %+v", r.Rows, r.Total)
 	}
-	if *r.Total.Cost != 2 || *r.Total.UnpricedGPUHours != 0.5 || *r.Rows[1].Cost != 0 || *r.Currency != "USD" {
-		t.Errorf("cost %v unpriced %v (A100 has no price and there is no default)", *r.Total.Cost, *r.Total.UnpricedGPUHours)
+	if *r.Total.Cost != 2 || *r.Total.UnpricedGPUHours != 3 || *r.Rows[1].Cost != 0 || *r.Currency != "USD" {
+		t.Errorf("cost %v unpriced %v (only T4 has a price, there is no default)", *r.Total.Cost, *r.Total.UnpricedGPUHours)
 	}
-	if len(src.asked) != 2 || src.asked[1] != nil {
+	if len(src.asked) != 2 || len(src.asked[1]) != 0 {
 		t.Errorf("task sums asked with %v", src.asked)
 	}
 }
@@ -362,6 +368,24 @@ func FuzzParseKeys(f *testing.F) {
 				t.Fatalf("ParseKeys(%q) = %v", in, keys)
 			}
 			seen[k] = true
+		}
+	})
+}
+
+func FuzzParseDate(f *testing.F) {
+	for _, s := range []string{"2026-11-01", "2026-11-01T08:00:00+08:00", "2026-02-30", "", "2026-11-01T00:00:00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := ParseDate("from", in)
+		if err != nil {
+			if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "from") {
+				t.Fatalf("ParseDate(%q): %v", in, err)
+			}
+			return
+		}
+		if got.Location() != time.UTC {
+			t.Fatalf("ParseDate(%q) = %v, not UTC", in, got)
 		}
 	})
 }

@@ -214,6 +214,9 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 					return nil, unavailable(err)
 				}
 			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%w: %s kept vanishing under this process", ErrLocked, path)
+			}
 			if err := createFresh(path, owner, deadline); err != nil {
 				return nil, unavailable(err)
 			}

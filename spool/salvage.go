@@ -223,12 +223,20 @@ func salvageBytes(data []byte) *salvage {
 				continue
 			}
 			var probe struct {
-				Answer string `json:"answer"`
+				Answer  string `json:"answer"`
+				Payload struct {
+					EndTime json.RawMessage `json:"end_time"`
+				} `json:"payload"`
 			}
 			json.Unmarshal(e.value, &probe)
-			if probe.Answer != "" {
+			switch {
+			case probe.Payload.EndTime != nil:
+				// A completion (its own bucket, which this scan cannot
+				// tell): never resent as a registration; it stays in
+				// the file renamed aside.
+			case probe.Answer != "":
 				keep(&dead, e.key, e.value)
-			} else {
+			default:
 				keep(&pending, e.key, e.value)
 			}
 		}

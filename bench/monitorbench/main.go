@@ -66,7 +66,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{burstScenario}
+var scenarios = []scenario{burstScenario, reportScenario}
 
 func main() {
 	var o options
@@ -74,7 +74,7 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "markdown file whose monitorbench section to replace (e.g. docs/benchmarks.md)")
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
-	flag.StringVar(&o.scenarios, "scenarios", "burst", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "burst,report", "scenarios to run, comma-separated")
 	flag.Parse()
 	if err := benchmark(o); err != nil {
 		fmt.Fprintln(os.Stderr, "monitorbench:", err)

@@ -22,7 +22,7 @@ import (
 //     inside it);
 //   - only [max(start, f), min(end, t)) counts.
 //
-// The three branches are disjoint and each has its index (migration 0002):
+// The three branches are disjoint and each has its index (migration 0003):
 // tasks started inside the window, completed tasks that started before and
 // ended after its start, open tasks that started before and were seen
 // after it.

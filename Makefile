@@ -3,18 +3,27 @@ GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
+# go-nvml's C wrappers call NVML entry points that NVIDIA's header marks
+# deprecated; a cold build would print a wall of warnings about them. Only
+# the probe compiles C, so only its build is told (.ci/run checks that a
+# cold `make build` prints nothing on stderr).
+PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: build test demo e2e bench fuzz clean
+.PHONY: build test demo e2e bench fuzz clean screenshot
 
-build: bin/paddle-entrypoint bin/paddle-gpu-probe
+build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor
 
 # The entrypoint is static and cgo-free: immune to LD_BIND_NOW and to the
 # image's glibc. Only the GPU probe links go-nvml (cgo), see README.
 bin/paddle-entrypoint: FORCE
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ .
 
+# The monitor is static and cgo-free too (SQLite through modernc.org/sqlite).
+bin/paddle-monitor: FORCE
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-monitor
+
 bin/paddle-gpu-probe: FORCE
-	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe
+	CGO_ENABLED=1 CGO_CFLAGS="$(PROBE_CGO_CFLAGS)" $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe
 
 test:
 	$(GO) vet ./...
@@ -26,9 +35,12 @@ demo: build
 # The start-up benchmark against the shell entrypoint (docs/benchmarks.md).
 # It rewrites the generated section of docs/benchmarks.md (BENCH_DOC= to leave
 # it alone); BENCHFLAGS="-iterations 10 -slow-iterations 2" for a quick run.
+# Then the monitor's benchmark (bench/monitorbench: SQLite and PostgreSQL side
+# by side) writes its own section; MONITORBENCHFLAGS="-rounds 1" for a quick run.
 BENCH_DOC ?= docs/benchmarks.md
 bench: build
 	$(GO) run ./bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
+	$(GO) run ./bench/monitorbench -monitor bin/paddle-monitor -doc "$(BENCH_DOC)" $(MONITORBENCHFLAGS)
 
 # The image built from Dockerfile.paddle and run under podman, and the
 # shipped executables in a glibc-2.31 root (docs/image.md). Needs root; it
@@ -37,6 +49,10 @@ bench: build
 e2e:
 	./scripts/e2e-setup.sh
 	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
+
+# docs/report-page.png, from the browser test of the page (needs chromium).
+screenshot:
+	$(GO) test -count=1 -run TestPageInBrowser ./cmd/paddle-monitor -args -screenshot
 
 clean:
 	rm -rf bin

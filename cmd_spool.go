@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
@@ -66,6 +65,16 @@ func spoolCmd(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
+	// The spool commands are the node's tools: their flags, given by the
+	// administrator, bound every entry of the files they handle.
+	// PADDLE_SPOOL_MAX and PADDLE_SPOOL_MAX_AGE in their environment are
+	// a task's settings and bound nothing here.
+	if flags.Changed("spool-max") {
+		cfg.SpoolNodeMax = cfg.SpoolMax
+	}
+	if flags.Changed("spool-max-age") {
+		cfg.SpoolNodeMaxAge = cfg.SpoolMaxAge
+	}
 	switch {
 	case cfg.SpoolPath == "":
 		return usage(errors.New("spool: the spool is off (PADDLE_SPOOL_PATH=off)"))
@@ -73,16 +82,22 @@ func spoolCmd(args, environ []string) int {
 		return usage(errors.New("spool purge deletes dead letters only, and says so: spool purge --dead"))
 	case sub == "flush" && cfg.MonitorURL == "":
 		return usage(errors.New("spool flush: no monitor configured (PADDLE_MONITOR_URL or --monitor-url)"))
+	case sub == "flush" && badMonitorURL(cfg.MonitorURL) != nil:
+		return usage(fmt.Errorf("spool flush: %w", badMonitorURL(cfg.MonitorURL)))
 	case sub == "flush" && *interval <= 0:
 		return usage(fmt.Errorf("spool flush: --interval %v is not a positive duration", *interval))
 	}
 	log := newLogger(os.Stderr, cfg)
+	routeStdLog(log)
 	reportSettings(log, cfg)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(context.Background(), terminating...)
 	defer stop()
 	s := newSpool(cfg, log)
 	out := json.NewEncoder(os.Stdout)
 
+	if spool.IsAside(cfg.SpoolPath) && (sub == "list" || sub == "stats") {
+		return asideCmd(log, out, cfg.SpoolPath, sub, *dead)
+	}
 	switch sub {
 	case "list":
 		list := s.List
@@ -132,8 +147,12 @@ type flushResult struct {
 	Spool     string `json:"spool"`
 	Delivered int    `json:"delivered"`
 	Dead      int    `json:"dead"`
-	Pending   int    `json:"pending"` // left after the pass
-	Error     string `json:"error,omitempty"`
+	// Pending is what is left after the pass; null when it could not be
+	// counted (the file is locked or unreadable): never a reassuring 0.
+	Pending *int `json:"pending"`
+	// Locked: another process held the file's lock past the timeout.
+	Locked bool   `json:"locked,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // flushCmd drains the spool file (or, with all, every per-UID spool file of
@@ -142,6 +161,7 @@ type flushResult struct {
 // interval until SIGTERM or SIGINT, and then exits 0.
 func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *json.Encoder, all, watch bool, interval time.Duration) int {
 	r := newRegistrar(cfg, log)
+	r.Backoff = watch // an operator's one-off flush tries every entry now
 	wasFailing := false
 	for {
 		paths := []string{cfg.SpoolPath}
@@ -158,7 +178,7 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 		complete, failing, lastErr := true, false, ""
 		for _, path := range paths {
 			res := flushFile(ctx, cfg, r, path, log)
-			if res.Pending > 0 || res.Error != "" {
+			if res.Pending == nil || *res.Pending > 0 || res.Error != "" {
 				complete = false
 			}
 			if res.Error != "" {
@@ -192,6 +212,9 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 
 // flushFile makes one pass over one spool file.
 func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, path string, log *slog.Logger) flushResult {
+	if spool.IsAside(path) {
+		return drainAside(ctx, r, path, log)
+	}
 	c := cfg
 	c.SpoolPath = path
 	s := newSpool(c, log)
@@ -204,8 +227,9 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	res.Delivered, res.Dead = fr.Delivered, fr.Dead
 	switch {
 	case err != nil:
-		res.Error = err.Error()
-		log.Warn("spool flush: spool unusable", "spool", path, "err", err)
+		res.Error = r.Client.Redact(err.Error())
+		res.Locked = errors.Is(err, spool.ErrLocked)
+		log.Warn("spool flush: spool unusable", "spool", path, "err", res.Error)
 	case fr.Stopped != nil && ctx.Err() == nil:
 		res.Error = r.Client.Redact(fr.Stopped.Error())
 	}
@@ -214,15 +238,17 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	defer cancel()
 	st, err := s.Stats(sctx)
 	if err != nil {
+		res.Locked = res.Locked || errors.Is(err, spool.ErrLocked)
 		if res.Error == "" {
-			res.Error = err.Error()
+			res.Error = r.Client.Redact(err.Error())
 		}
 		return res
 	}
-	res.Pending = st.Pending
+	pending := st.Pending
 	if cst, err := s.CompletionStats(sctx); err == nil {
-		res.Pending += cst.Pending
+		pending += cst.Pending
 	}
+	res.Pending = &pending
 	if fr.Delivered+fr.Dead > 0 {
 		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
 	}
@@ -232,4 +258,70 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 func spoolFailed(log *slog.Logger, path string, err error) int {
 	log.Error("spool unusable", "spool", path, "err", err)
 	return exitIncomplete
+}
+
+// asideCmd lists or counts what can be salvaged from a corrupt file renamed
+// aside, without renaming it again.
+func asideCmd(log *slog.Logger, out *json.Encoder, path, sub string, dead bool) int {
+	pending, deadLetters, err := spool.Salvaged(path)
+	if err != nil && len(pending)+len(deadLetters) == 0 {
+		return spoolFailed(log, path, err)
+	}
+	if err != nil {
+		log.Warn("spool: corrupt file only partly read", "spool", path, "err", err)
+	}
+	if sub == "stats" {
+		out.Encode(spool.Stats{Pending: len(pending), Dead: len(deadLetters)})
+		return 0
+	}
+	if dead {
+		pending = deadLetters
+	}
+	for _, e := range pending {
+		out.Encode(e)
+	}
+	return 0
+}
+
+// drainAside delivers the pending entries salvaged from a corrupt file
+// renamed aside (a quarantine carried them into the fresh spool too, but a
+// salvage can only ever be as good as the version that made it: this one
+// may read more). The file is never written; once every entry is delivered
+// or refused for good, it is renamed to <name>.drained, which no drainer
+// reads again. Entries are sent with their own task ids, so one already
+// delivered from the fresh spool is answered 409.
+func drainAside(ctx context.Context, r *register.Registrar, path string, log *slog.Logger) flushResult {
+	res := flushResult{Spool: path}
+	pending, _, err := spool.Salvaged(path)
+	if err != nil && len(pending) == 0 {
+		res.Error = r.Client.Redact(err.Error())
+		return res
+	}
+	left := 0
+	for _, e := range pending {
+		if ctx.Err() != nil {
+			left++
+			continue
+		}
+		switch serr := r.SendStored(ctx, e.Payload); {
+		case serr == nil:
+			res.Delivered++
+		case register.Permanent(serr):
+			res.Dead++
+			log.Error("spool: entry salvaged from a corrupt file refused for good; it stays in that file", "spool", path, "task_id", e.TaskID, "answer", r.Client.Redact(serr.Error()))
+		default:
+			left++
+			res.Error = r.Client.Redact(serr.Error())
+		}
+	}
+	res.Pending = &left
+	if left == 0 && ctx.Err() == nil {
+		if err := os.Rename(path, path+spool.DrainedSuffix); err != nil {
+			res.Error = err.Error()
+		}
+	}
+	if res.Delivered+res.Dead > 0 {
+		log.Info("spool flush: salvaged entries of a corrupt file", "spool", path, "delivered", res.Delivered, "dead", res.Dead, "pending", left)
+	}
+	return res
 }

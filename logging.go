@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"io"
+	stdlog "log"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
 )
 
 // logPrefix starts every text log line, so the entrypoint's lines are told
@@ -63,12 +66,34 @@ func reportSettings(log *slog.Logger, cfg config.Config) {
 	}
 }
 
-// labelAttrs returns the labels as log attributes, in file order.
-func labelAttrs(s *labels.Set) []any {
+// labelAttrs returns the labels as one "labels" group, in file order: a
+// label is the task's to name (PADDLE_LABEL_LEVEL), so it must not sit
+// beside the record's own level, logger, msg and time, where a parser
+// would keep the last of two equal keys. JSON nests the group; text writes
+// labels.<key>.
+func labelAttrs(s *labels.Set) slog.Attr {
 	pairs := s.Pairs()
 	attrs := make([]any, 0, len(pairs))
 	for _, p := range pairs {
 		attrs = append(attrs, slog.String(p.Key, p.Value))
 	}
-	return attrs
+	return slog.Group("labels", attrs...)
+}
+
+// routeStdLog sends what other packages print through the standard "log"
+// package (net/http's transport: "Unsolicited response received on idle
+// HTTP channel ...") to log as one warning per line, URL userinfo
+// redacted, so nothing unprefixed or un-JSON reaches stderr. The standard
+// logger is the process's; this is its one configuration.
+func routeStdLog(log *slog.Logger) {
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(stdlogWriter{log})
+}
+
+type stdlogWriter struct{ log *slog.Logger }
+
+func (w stdlogWriter) Write(b []byte) (int, error) {
+	text := sensitive.RedactURLs(strings.TrimRight(string(b), "\n"))
+	w.log.Warn("from Go's standard library", "text", text)
+	return len(b), nil
 }

@@ -56,10 +56,14 @@ func main() {
 func dispatch(args, environ []string) int {
 	start := time.Now()
 	flags := config.NewFlagSet("paddle-entrypoint", false)
+	showVersion := flags.BoolP("version", "v", false, "print the version and exit")
 	if err := flags.Parse(args); err != nil {
 		return flagError(flags, err)
 	}
 	rest := flags.Args()
+	if *showVersion {
+		return printVersion(nil)
+	}
 	if len(rest) > 0 && flags.ArgsLenAtDash() != 0 {
 		switch rest[0] {
 		case "labels":
@@ -67,8 +71,7 @@ func dispatch(args, environ []string) int {
 		case "spool":
 			return spoolCmd(args, environ)
 		case "version":
-			fmt.Println("paddle-entrypoint", version)
-			return 0
+			return printVersion(rest[1:])
 		}
 	}
 	if len(rest) == 0 {
@@ -78,6 +81,9 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
+	if _, err := checkGate(cfg, false); err != nil {
+		return usage(err)
+	}
 	return run(cfg, rest, environ, start)
 }
 
@@ -85,6 +91,7 @@ func dispatch(args, environ []string) int {
 // returns only when the command could not be started.
 func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
+	routeStdLog(log)
 	reportSettings(log, cfg)
 	if cfg.Mode == config.ModeSupervise {
 		clearInheritedMask(environ, log)
@@ -109,13 +116,14 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 
 	inv := probe.Wait()
 	set.SetGPUs(len(inv.Devices), inv.UUIDs())
-	log.Info("task labels", labelAttrs(set)...)
+	log.Info("task labels", labelAttrs(set))
 
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
+	writeTextfile(cfg, set, inv, false, log)
 
-	env := command.Env(environ, set.TaskID)
+	env := commandEnv(cfg, environ, set)
 	if cfg.Mode == config.ModeSupervise {
 		return superviseCommand(cfg, set, inv, supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}, stopSignals, log)
 	}
@@ -142,6 +150,7 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	defer cancel()
 	r := newRegistrar(cfg, log)
 	r.Backlog = backlogPerStart
+	r.OutageHold = cfg.OutageHold
 	if r.Register(ctx, set.TaskID, register.Body(set, inv)) == register.Delivered && ctx.Err() == nil {
 		if q, ok := r.Queue.(*spool.Spool); ok {
 			flushCompletions(ctx, r.Client, q, backlogPerStart, register.FlushResult{}, log)
@@ -159,14 +168,19 @@ func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *s
 	}
 	host, _ := os.Hostname()
 	set, problems := labels.Parse(environ, labels.Options{Policy: pol, Hostname: host, Now: time.Now()})
+	refused := false
 	for _, p := range problems {
-		if mode == "enforce" {
+		switch {
+		case p.Notice:
+			log.Warn("label note", "var", p.Var, "rule", p.Rule)
+		case mode == "enforce":
+			refused = true
 			log.Error("label rejected", "var", p.Var, "rule", p.Rule)
-		} else {
+		default:
 			log.Warn("label dropped", "var", p.Var, "rule", p.Rule)
 		}
 	}
-	return set, mode == "enforce" && len(problems) > 0
+	return set, refused
 }
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {
@@ -187,8 +201,10 @@ func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
 	}
 	return spool.New(spool.Options{
 		Path:        cfg.SpoolPath,
-		MaxEntries:  cfg.SpoolMax,
-		MaxAge:      cfg.SpoolMaxAge,
+		MaxEntries:  cfg.SpoolNodeMax,
+		MaxAge:      cfg.SpoolNodeMaxAge,
+		AddLimit:    ownBound(cfg.SpoolMax, config.DefaultSpoolMax),
+		AddMaxAge:   ownBound(cfg.SpoolMaxAge, config.DefaultSpoolMaxAge),
 		LockTimeout: spoolLockTimeout,
 		Logger:      log,
 	})
@@ -206,13 +222,38 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 		Logger:    log,
 	})
 	if err != nil {
-		log.Error("monitor client unusable; registrations are spooled", "err", err)
+		level := slog.LevelError
+		if errors.Is(err, register.ErrBadURL) {
+			level = slog.LevelWarn // the task's own setting, not a broken installation
+		}
+		log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
 	}
-	r := &register.Registrar{Client: client, Logger: log}
+	r := &register.Registrar{Client: client, Logger: log, Check: payloadCheck(cfg, log)}
 	if q := newSpool(cfg, log); q != nil {
 		r.Queue = q
 	}
 	return r
+}
+
+// ownBound is a task's own spool bound: none when it is the default, which
+// the node's bound already is (a task at the default must not keep its
+// entry out of a full spool, where the node drops the oldest instead).
+func ownBound[T comparable](v, def T) T {
+	var none T
+	if v == def {
+		return none
+	}
+	return v
+}
+
+// badMonitorURL says why the configured monitor URL can never work; nil
+// when it can (or when there is none).
+func badMonitorURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	_, err := register.ParseBase(url)
+	return err
 }
 
 func cannotExec(log *slog.Logger, err error) int {
@@ -238,7 +279,17 @@ func flagError(flags *config.FlagSet, err error) int {
 const usageText = `usage: paddle-entrypoint [flags] [--] COMMAND [ARG...]
        paddle-entrypoint labels [flags]
        paddle-entrypoint spool list|stats|flush|requeue|purge [flags]
-       paddle-entrypoint version`
+       paddle-entrypoint version | --version | -v`
+
+// printVersion prints "paddle-entrypoint version X", as tini and
+// dcgm-exporter print theirs; the subcommand takes no argument.
+func printVersion(extra []string) int {
+	if len(extra) > 0 {
+		return usage(fmt.Errorf("version takes no argument, got %q", extra[0]))
+	}
+	fmt.Println("paddle-entrypoint version", version)
+	return 0
+}
 
 func usage(err error) int {
 	fmt.Fprintf(os.Stderr, "paddle-entrypoint: %v\n%s\n", err, usageText)

@@ -671,7 +671,7 @@ func makeSpool(t *testing.T, path string) {
 }
 
 func TestRegisterSpoolBounds(t *testing.T) {
-	t.Run("PADDLE_SPOOL_MAX drops the oldest", func(t *testing.T) {
+	t.Run("PADDLE_SPOOL_MAX bounds what the task adds", func(t *testing.T) {
 		k := regTask(t, regDownURL(t), 200*time.Millisecond)
 		k.Setenv("PADDLE_SPOOL_MAX", "3")
 		for i := 1; i <= 5; i++ {
@@ -681,8 +681,8 @@ func TestRegisterSpoolBounds(t *testing.T) {
 			}
 		}
 		pending, _ := spoolList(t, k, false)
-		if ids := taskIDs(pending); !slices.Equal(ids, []string{"reg-max-3", "reg-max-4", "reg-max-5"}) {
-			t.Errorf("pending %v, want the newest three", ids)
+		if ids := taskIDs(pending); !slices.Equal(ids, []string{"reg-max-1", "reg-max-2", "reg-max-3"}) {
+			t.Errorf("pending %v, want the first three: a task's bound never drops what others left", ids)
 		}
 		if st := spoolStats(t, k); st["pending"] != 3 || st["dropped"] != 2 {
 			t.Errorf("stats %v, want 3 pending, 2 dropped", st)

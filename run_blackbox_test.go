@@ -65,7 +65,10 @@ func TestRunExecFidelity(t *testing.T) {
 	if !ok {
 		t.Fatal("PADDLE_TASK_ID not in the command's environment")
 	}
-	wantEnv := append(append([]string{}, k.Env...), "PADDLE_TASK_ID="+taskID)
+	// PADDLE_TASK_ID and the task's OpenTelemetry resource attributes
+	// are the only additions (docs/pipelines.md).
+	wantEnv := append(append([]string{}, k.Env...), "PADDLE_TASK_ID="+taskID,
+		"OTEL_RESOURCE_ATTRIBUTES=paddle.task.id="+taskID+",paddle.task.name=fidelity,paddle.project=default,paddle.owner=anonymous")
 	if strings.Join(r.Env, "\x00") != strings.Join(wantEnv, "\x00") {
 		t.Errorf("environment changed:\n got %q\nwant %q", r.Env, wantEnv)
 	}
@@ -353,7 +356,7 @@ func TestRunLogs(t *testing.T) {
 			if rec["logger"] != "paddle-entrypoint" {
 				t.Errorf("record without logger field: %q", line)
 			}
-			if rec["msg"] == "task labels" && rec["task_name"] == "logged" {
+			if lb, _ := rec["labels"].(map[string]any); rec["msg"] == "task labels" && lb["task_name"] == "logged" {
 				found = true
 			}
 		}

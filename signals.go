@@ -12,9 +12,22 @@ type stopSignal struct{ sig syscall.Signal }
 
 func (s stopSignal) Error() string { return "received " + s.sig.String() }
 
-// catchSignals turns SIGTERM and SIGINT before exec into the cancellation of
-// the returned context, so every step can stop early and spool. A signal the
-// caller ignored stays ignored (and so stays ignored for the command).
+// terminating are the signals whose default action ends the process, and
+// that a person or an orchestrator sends to stop a start (SIGHUP when a
+// terminal closes, SIGQUIT from Ctrl-\, SIGUSR1/2 and SIGALRM from scripts):
+// each is treated as SIGTERM is, so none loses the registration or dumps
+// the Go runtime's goroutines. SIGPIPE is left alone: Go reports a broken
+// pipe as a write error, and catching it would change that.
+var terminating = []os.Signal{
+	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM,
+	syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGSTKFLT,
+}
+
+// catchSignals turns every terminating signal before exec into the
+// cancellation of the returned context, so every step can stop early and
+// spool. A signal the caller ignored stays ignored (and so stays ignored
+// for the command).
 //
 // stop ends the catching, restoring the default dispositions so that a
 // signal arriving between here and exec still stops the start, and reports
@@ -22,7 +35,7 @@ func (s stopSignal) Error() string { return "received " + s.sig.String() }
 func catchSignals() (ctx context.Context, stop func() (status int, stopped bool)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var sigs []os.Signal
-	for _, s := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, s := range terminating {
 		if !signal.Ignored(s) {
 			sigs = append(sigs, s)
 		}

@@ -56,13 +56,14 @@ type options struct {
 	doc            string
 	steps          string
 	scenarios      string
+	outageStarts   int
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.entrypoint, "entrypoint", "bin/paddle-entrypoint", "the entrypoint binary (built by make build; the GPU probe is found beside it)")
-	flag.StringVar(&o.script, "script", "../shared/reference/entrypoint.sh", "the shell entrypoint to compare with")
-	flag.StringVar(&o.smiSource, "nvidia-smi-source", "../shared/reference/nvidia-smi.c", "C source of the script's nvidia-smi stand-in")
+	flag.StringVar(&o.script, "script", "bench/testdata/entrypoint.sh", "the shell entrypoint to compare with")
+	flag.StringVar(&o.smiSource, "nvidia-smi-source", "bench/testdata/nvidia-smi.c", "C source of the script's nvidia-smi stand-in")
 	flag.StringVar(&o.fakeNVML, "fake-nvml", "testdata/fakenvml/fakenvml.c", "C source of the fake libnvidia-ml.so.1")
 	flag.StringVar(&o.fakeNVMLEnv, "fake-nvml-env", "FAKE_NVML_GPUS=2", "space-separated NAME=VALUE settings of the fake NVML for the GPU step")
 	flag.IntVar(&o.iterations, "iterations", 40, "iterations of the fast scenario (monitor up)")
@@ -76,6 +77,7 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "markdown file whose generated section to replace with the results (e.g. docs/benchmarks.md)")
 	flag.StringVar(&o.steps, "steps", "cpu,gpu", "container kinds to run: cpu, gpu")
 	flag.StringVar(&o.scenarios, "scenarios", "up,refused,hang,unavailable", "monitor scenarios to run")
+	flag.IntVar(&o.outageStarts, "outage-starts", 10, "starts per wave of the outage row (outage.go); 0 skips it")
 	flag.Parse()
 	if err := benchmark(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -293,6 +295,11 @@ func benchmark(o options) error {
 		}
 	}
 
+	outage, err := measureOutage(r, o, o.entrypoint, mon)
+	if err != nil {
+		return err
+	}
+
 	rep := &report{
 		version:  entrypointVersion(o.entrypoint),
 		opts:     o,
@@ -304,7 +311,7 @@ func benchmark(o options) error {
 		duration: time.Since(began),
 		loadEnd:  loadAverage(),
 	}
-	text := rep.markdown()
+	text := rep.markdown() + outage.markdown()
 	fmt.Print(text)
 	if o.doc != "" {
 		if err := replaceSection(o.doc, text); err != nil {

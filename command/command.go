@@ -5,12 +5,16 @@
 // rlimits untouched (Go's raised RLIMIT_NOFILE soft limit is restored by
 // syscall.Exec). The new program starts with no blocked signals; every file
 // the entrypoint opened itself is close-on-exec, so only descriptors
-// inherited from the caller survive. No shell is ever involved.
+// inherited from the caller survive. No shell is involved, except for a
+// script without a "#!" line, which the kernel refuses (ENOEXEC): it runs
+// through /bin/sh, as execvp(3) and the shell entrypoint ran it.
 package command
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"runtime"
@@ -103,7 +107,13 @@ func classify(name string, err error) error {
 // Env returns environ with PADDLE_TASK_ID set to taskID, every other
 // variable kept as it is and where it is.
 func Env(environ []string, taskID string) []string {
-	const key = "PADDLE_TASK_ID="
+	return Setenv(environ, "PADDLE_TASK_ID", taskID)
+}
+
+// Setenv returns environ with name set to value: the first occurrence is
+// replaced in place (later duplicates dropped), or the variable appended.
+func Setenv(environ []string, name, value string) []string {
+	key := name + "="
 	out := make([]string, 0, len(environ)+1)
 	set := false
 	for _, kv := range environ {
@@ -111,12 +121,12 @@ func Env(environ []string, taskID string) []string {
 			if set {
 				continue
 			}
-			kv, set = key+taskID, true
+			kv, set = key+value, true
 		}
 		out = append(out, kv)
 	}
 	if !set {
-		out = append(out, key+taskID)
+		out = append(out, key+value)
 	}
 	return out
 }
@@ -130,6 +140,45 @@ func Exec(path string, argv, env []string) error {
 	var empty [2]uint32
 	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, 2 /* SIG_SETMASK */, uintptr(unsafe.Pointer(&empty)), 0, 8, 0, 0)
 	err := syscall.Exec(path, argv, env)
+	if errors.Is(err, syscall.ENOEXEC) {
+		if sh, shArgv, ok := ScriptFallback(path, argv); ok {
+			if shErr := syscall.Exec(sh, shArgv, env); !errors.Is(shErr, syscall.ENOENT) {
+				err = shErr
+			}
+		}
+	}
 	runtime.UnlockOSThread()
 	return StartError(argv[0], err)
+}
+
+// Shell is the interpreter of scripts without a "#!" line.
+const Shell = "/bin/sh"
+
+// binarySample is how much of a file ScriptFallback reads to tell a script
+// from a binary, as bash does.
+const binarySample = 80
+
+// ScriptFallback returns how to run path when the kernel refused to execute
+// it with ENOEXEC: as execvp(3) does, through Shell with the file as its
+// script (argv "/bin/sh", path, then argv[1:]). ok is false when the file
+// looks like a binary (a NUL byte in its first line, bash's test: a binary
+// for another machine must stay "exec format error", 126, not become a
+// shell syntax error) or cannot be read.
+func ScriptFallback(path string, argv []string) (sh string, shArgv []string, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", nil, false
+	}
+	defer f.Close()
+	buf := make([]byte, binarySample)
+	n, _ := io.ReadFull(f, buf)
+	line := buf[:n]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	if bytes.IndexByte(line, 0) >= 0 {
+		return "", nil, false
+	}
+	shArgv = append([]string{Shell, path}, argv[min(1, len(argv)):]...)
+	return Shell, shArgv, true
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/spf13/pflag"
 )
 
@@ -30,13 +31,28 @@ type Config struct {
 	MonitorTokenFile string
 	MonitorCAFile    string
 	RegisterBudget   time.Duration
+	OutageHold       time.Duration // 0: no outage memory
 	GPUTimeout       time.Duration
-	GPUProbe         string // the probe executable; "" means beside our own
-	SpoolPath        string // "" when the spool is off
-	SpoolMax         int
-	SpoolMaxAge      time.Duration
-	LogLevel         slog.Level
-	LogFormat        string // "text" or "json"
+	GPUProbe         string        // the probe executable; "" means beside our own
+	SpoolPath        string        // "" when the spool is off
+	SpoolMax         int           // the task's own bound on what it adds
+	SpoolMaxAge      time.Duration // the task's own bound on what it adds
+	// SpoolNodeMax and SpoolNodeMaxAge bound every entry of the spool
+	// file, whoever added it: the defaults, or the flags of a spool
+	// subcommand (the node's drainer, run by the administrator); never a
+	// task's environment.
+	SpoolNodeMax    int
+	SpoolNodeMaxAge time.Duration
+	LogLevel        slog.Level
+	LogFormat       string // "text" or "json"
+
+	// Task identity exports and the quality gate (docs/pipelines.md).
+	OTel        bool   // merge OTEL_RESOURCE_ATTRIBUTES
+	TextfileDir string // "" when off
+	GPUShared   bool
+	Gate        string // the expression as given; "" when none
+	GateFile    string
+	GateExit    int
 
 	// Supervise mode (docs/supervise.md).
 	Mode           Mode
@@ -55,6 +71,7 @@ const (
 	DefaultLabelsFile     = "/var/run/paddle-task.labels"
 	DefaultSpoolDir       = "/var/lib/paddle-entrypoint"
 	DefaultRegisterBudget = 5 * time.Second
+	DefaultOutageHold     = 60 * time.Second
 	DefaultGPUTimeout     = 2 * time.Second
 	DefaultSpoolMax       = 10000
 	DefaultSpoolMaxAge    = 30 * 24 * time.Hour
@@ -89,15 +106,18 @@ var settings = []setting{
 		func(c *Config, s string) error { c.MonitorCAFile = s; return nil }},
 	{"register-budget", "PADDLE_REGISTER_BUDGET", DefaultRegisterBudget.String(), "time allowed for registration and the spool before exec",
 		func(c *Config, s string) error { return duration(&c.RegisterBudget, s) }},
+	{"outage-hold", "PADDLE_OUTAGE_HOLD", "60s", "after a start found the monitor unreachable, starts within this time make one short attempt; 0: off",
+		func(c *Config, s string) error { return duration(&c.OutageHold, s) }},
 	{"gpu-timeout", "PADDLE_GPU_TIMEOUT", DefaultGPUTimeout.String(), "time allowed for the GPU probe",
 		func(c *Config, s string) error { return duration(&c.GPUTimeout, s) }},
+	exportSettings[0], exportSettings[1], exportSettings[2], exportSettings[3], exportSettings[4], exportSettings[5],
 	{"gpu-probe", "PADDLE_ENTRYPOINT_GPU_PROBE", "", "GPU probe executable (default: paddle-gpu-probe beside this one)",
 		func(c *Config, s string) error { c.GPUProbe = s; return nil }},
 	{"spool-path", "PADDLE_SPOOL_PATH", "", "spool file, or off (default " + DefaultSpoolDir + "/spool-<uid>.db)",
 		func(c *Config, s string) error { return spoolPath(&c.SpoolPath, s) }},
-	{"spool-max", "PADDLE_SPOOL_MAX", strconv.Itoa(DefaultSpoolMax), "most pending entries kept; the oldest are dropped past it",
+	{"spool-max", "PADDLE_SPOOL_MAX", strconv.Itoa(DefaultSpoolMax), "this task's own bound: its entry is not spooled when this many are pending (the node's bound, 10000, drops the oldest); on a spool command, the node's bound for every entry",
 		func(c *Config, s string) error { return positive(&c.SpoolMax, s) }},
-	{"spool-max-age", "PADDLE_SPOOL_MAX_AGE", "720h", "pending entries older than this move to the dead letters",
+	{"spool-max-age", "PADDLE_SPOOL_MAX_AGE", "720h", "this task's own entry moves to the dead letters this long after it was queued (the node's bound is 30 days); on a spool command, the node's bound for every entry",
 		func(c *Config, s string) error { return duration(&c.SpoolMaxAge, s) }},
 	{"log-level", "PADDLE_ENTRYPOINT_LOG", "info", "debug, info, warn or error",
 		func(c *Config, s string) error { return level(&c.LogLevel, s) }},
@@ -109,7 +129,31 @@ var settings = []setting{
 // FlagSet holds the settings' flags; subcommands add their own to it.
 type FlagSet struct {
 	*pflag.FlagSet
-	values map[string]*string
+	values map[string]*value
+}
+
+// value is a setting's flag. It keeps the text as given, for Build to parse
+// after the environment (so that the flag wins), and names the kind of
+// value the setting takes, for --help.
+type value struct{ text, kind string }
+
+func (v *value) String() string     { return v.text }
+func (v *value) Set(s string) error { v.text = s; return nil }
+func (v *value) Type() string       { return v.kind }
+
+// kind names what a setting accepts, found by asking its own parser (so a
+// setting added to the table needs no second declaration): "duration" when
+// it takes 1s but not 1, "int" when it takes 1 but not 1s, else "string".
+func (s setting) kind() string {
+	var c Config
+	dur, num := s.parse(&c, "1s") == nil, s.parse(&c, "1") == nil
+	switch {
+	case dur && !num:
+		return "duration"
+	case num && !dur:
+		return "int"
+	}
+	return "string"
 }
 
 // NewFlagSet returns a flag set with every setting. interspersed false stops
@@ -118,9 +162,12 @@ func NewFlagSet(name string, interspersed bool) *FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetInterspersed(interspersed)
 	fs.SetOutput(io.Discard)
-	f := &FlagSet{FlagSet: fs, values: map[string]*string{}}
+	f := &FlagSet{FlagSet: fs, values: map[string]*value{}}
 	for _, s := range settings {
-		f.values[s.flag] = fs.String(s.flag, "", fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def))
+		v := &value{text: s.def, kind: s.kind()}
+		fs.Var(v, s.flag, fmt.Sprintf("%s (env %s)", s.help, s.env))
+		v.text = ""
+		f.values[s.flag] = v
 		if v, ok := flagAlone[s.flag]; ok {
 			fs.Lookup(s.flag).NoOptDefVal = v
 		}
@@ -159,13 +206,22 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 			}
 		}
 		if flags != nil && flags.Changed(s.flag) {
-			if err := s.parse(&c, *flags.values[s.flag]); err != nil {
+			if err := s.parse(&c, flags.values[s.flag].text); err != nil {
 				return c, fmt.Errorf("%w: --%s: %v", ErrUsage, s.flag, err)
 			}
 		}
 	}
 	if err := superviseFlagWins(&c, flags); err != nil {
 		return c, err
+	}
+	c.SpoolNodeMax, c.SpoolNodeMaxAge = DefaultSpoolMax, DefaultSpoolMaxAge
+	// A monitor URL that can never work is the caller's mistake when given
+	// as a flag; from the environment it is kept, so that the client warns
+	// once and spools every registration at once (nothing is lost).
+	if flags != nil && flags.Changed("monitor-url") && c.MonitorURL != "" {
+		if _, err := register.ParseBase(c.MonitorURL); err != nil {
+			return c, fmt.Errorf("%w: --monitor-url: %v", ErrUsage, err)
+		}
 	}
 	if c.SpoolPath == "" && !spoolOff(flags, env) {
 		c.SpoolPath = DefaultSpoolPath(uid)
@@ -176,7 +232,7 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 // spoolOff reports whether the winning spool-path setting is "off".
 func spoolOff(flags *FlagSet, env map[string]string) bool {
 	if flags != nil && flags.Changed("spool-path") {
-		return strings.EqualFold(*flags.values["spool-path"], "off")
+		return strings.EqualFold(flags.values["spool-path"].text, "off")
 	}
 	return strings.EqualFold(env["PADDLE_SPOOL_PATH"], "off")
 }
@@ -245,14 +301,9 @@ func level(dst *slog.Level, s string) error {
 	return nil
 }
 
+// monitorURL keeps the monitor URL as given (less a trailing slash); the
+// register package checks it (register.ParseBase).
 func monitorURL(dst *string, s string) error {
-	if s == "" {
-		*dst = ""
-		return nil
-	}
-	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
-		return fmt.Errorf("%q is not an http:// or https:// URL", s)
-	}
 	*dst = strings.TrimRight(s, "/")
 	return nil
 }

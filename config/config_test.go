@@ -74,7 +74,6 @@ func TestMalformedEnvironmentFallsBack(t *testing.T) {
 		{"PADDLE_LABELS_MODE=strict", func(c Config) bool { return c.LabelsMode == "warn" }},
 		{"PADDLE_ENTRYPOINT_LOG=loud", func(c Config) bool { return c.LogLevel == slog.LevelInfo }},
 		{"PADDLE_ENTRYPOINT_LOG_FORMAT=xml", func(c Config) bool { return c.LogFormat == "text" }},
-		{"PADDLE_MONITOR_URL=monitor:8080", func(c Config) bool { return c.MonitorURL == "" }},
 	}
 	for _, tt := range tests {
 		c, err := build(t, nil, tt.env)
@@ -95,6 +94,9 @@ func TestMalformedFlagIsUsageError(t *testing.T) {
 		{"--labels-mode", "strict"},
 		{"--spool-max", "-3"},
 		{"--monitor-url", "ftp://x"},
+		{"--monitor-url", "http://:8080"},
+		{"--monitor-url", "http://m:0"},
+		{"--outage-hold", "a minute"},
 		{"--log-format", "xml"},
 	} {
 		if _, err := build(t, args); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), args[0]) {
@@ -104,6 +106,43 @@ func TestMalformedFlagIsUsageError(t *testing.T) {
 	fs := NewFlagSet("test", false)
 	if err := fs.Parse([]string{"--no-such-flag"}); err == nil {
 		t.Error("unknown flag accepted")
+	}
+}
+
+// A monitor URL from the environment that can never work is kept, not
+// dropped: the client refuses it with one warning and every registration is
+// spooled at once, for a process with a good URL to send (docs/contract.md).
+func TestUnworkableMonitorURLFromEnvironmentIsKept(t *testing.T) {
+	for _, raw := range []string{"monitor:8080", "ftp://m", "http://:8080", "http://m:70000"} {
+		c, err := build(t, nil, "PADDLE_MONITOR_URL="+raw)
+		if err != nil || c.MonitorURL != raw || len(c.Warnings) != 0 {
+			t.Errorf("%s: url %q, err %v, warnings %q; want it kept as given", raw, c.MonitorURL, err, c.Warnings)
+		}
+	}
+}
+
+// --help names each flag's type as the setting parses it and its default
+// once.
+func TestHelpShowsTypesAndDefaultsOnce(t *testing.T) {
+	var b strings.Builder
+	NewFlagSet("test", false).Usage(&b)
+	help := b.String()
+	for _, want := range []string{
+		"--register-budget duration ", "--gpu-timeout duration ", "--outage-hold duration ",
+		"--spool-max-age duration ", "--spool-max int ", "--labels-file string ", "--monitor-url string ",
+		"(default 5s)", "(default 60s)", "(default 10000)", `(default "warn")`,
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	for _, line := range strings.Split(help, "\n") {
+		if strings.Count(line, "default") > 1 {
+			t.Errorf("default shown twice: %q", line)
+		}
+	}
+	if strings.Contains(help, `(default "")`) || strings.Contains(help, "default \"5s\"") {
+		t.Errorf("help shows an empty or quoted duration default:\n%s", help)
 	}
 }
 

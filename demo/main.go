@@ -1,12 +1,20 @@
-// Command demo shows paddle-entrypoint's main job end to end on this
-// machine, with nothing but the built binaries: `make demo` runs it.
+// Command demo runs the whole system on this machine with nothing but the
+// built binaries: `make demo` runs it.
 //
-// It starts a stand-in monitor API on 127.0.0.1 (and, where gcc is, a
-// stand-in NVML library with two GPUs), then runs the entrypoint
-// three times with sample PADDLE_* labels, a labels file and a spool under a
-// temporary directory: with the monitor up, with the monitor down (the
-// registration is spooled and the command still starts within the budget),
-// and finally `spool flush` delivering the spooled registration.
+// It starts paddle-monitor on its embedded SQLite database (with a tokens
+// file) and, where gcc is, a stand-in NVML library with two GPUs, then runs
+// tasks through paddle-entrypoint with sample PADDLE_* labels, a labels file
+// and a spool under a temporary directory:
+//
+//  1. the monitor up: labels, GPUs, labels file, registration (supervised,
+//     with its completion, when this entrypoint has supervise mode), exec;
+//  2. a task forging project=admin: refused by the monitor (403), kept in
+//     the spool's dead letters;
+//  3. the monitor down: the command still starts within the budget, the
+//     registration is spooled;
+//  4. the monitor back: `spool flush` delivers it;
+//  5. the monitor's own view: its task list, and its report when this
+//     paddle-monitor has one.
 package main
 
 import (
@@ -14,14 +22,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 func main() {
@@ -31,25 +39,54 @@ func main() {
 	}
 }
 
-func run() error {
-	bin, err := filepath.Abs("bin/paddle-entrypoint")
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "paddle-entrypoint-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+type demo struct {
+	entrypoint, monitor string
+	dir                 string
+	db                  string
+	tokens              string
+	admin               string // the admin token, for reads
+	url                 string
+	server              *monitorproc.Proc
+}
 
-	mon := &monitor{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func run() error {
+	d := &demo{}
+	var err error
+	if d.entrypoint, err = filepath.Abs("bin/paddle-entrypoint"); err != nil {
+		return err
+	}
+	if d.monitor, err = filepath.Abs("bin/paddle-monitor"); err != nil {
+		return err
+	}
+	if d.dir, err = os.MkdirTemp("", "paddle-demo-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(d.dir)
+	d.db = filepath.Join(d.dir, "paddle-monitor.db")
+	d.tokens = filepath.Join(d.dir, "tokens.json")
+
+	step("0. paddle-monitor: two tokens, then serve on its embedded SQLite database")
+	teamToken, teamEntry, err := d.mint("search-team", "--project", "search_*", "--owner", "*@example.com")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mon}
-	go srv.Serve(ln)
-	url := "http://" + ln.Addr().String()
+	admin, adminEntry, err := d.mint("finance", "--admin")
+	if err != nil {
+		return err
+	}
+	d.admin = admin
+	if err := os.WriteFile(d.tokens, []byte(`{"tokens": [`+teamEntry+`, `+adminEntry+`]}`), 0o600); err != nil {
+		return err
+	}
+	show("tokens file (SHA-256 of each token, never the token)", d.tokens)
+	if err := d.startServer("127.0.0.1:0"); err != nil {
+		return err
+	}
+	defer d.stopServer()
+	tokenFile := filepath.Join(d.dir, "monitor-token")
+	if err := os.WriteFile(tokenFile, []byte(teamToken+"\n"), 0o600); err != nil {
+		return err
+	}
 
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -61,48 +98,189 @@ func run() error {
 		"PADDLE_DURATION_EST=2h",
 		"PADDLE_LABEL_COST_CENTER=cc-1024",
 		"PADDLE_LABEL_TEAM=bad value", // dropped with a warning
-		"PADDLE_LABELS_FILE=" + filepath.Join(dir, "paddle-task.labels"),
-		"PADDLE_SPOOL_PATH=" + filepath.Join(dir, "spool.db"),
-		"PADDLE_MONITOR_URL=" + url,
+		"PADDLE_LABELS_FILE=" + filepath.Join(d.dir, "paddle-task.labels"),
+		"PADDLE_SPOOL_PATH=" + filepath.Join(d.dir, "spool.db"),
+		"PADDLE_MONITOR_URL=" + d.url,
+		"PADDLE_MONITOR_TOKEN_FILE=" + tokenFile,
 		"PADDLE_REGISTER_BUDGET=2s",
 	}
 	train := []string{"sh", "-c", `echo "training: PID $$, task $PADDLE_TASK_ID, args: $*"`, "train.py", "--lr", "0.1"}
 
-	step("1. Monitor up: labels, GPUs, labels file, registration, exec")
-	gpuEnv, err := fakeGPUs(dir)
+	supervised := d.hasSupervise()
+	if supervised {
+		step("1. Monitor up: a supervised start (labels, GPUs, labels file, the command, registration, completion)")
+	} else {
+		step("1. Monitor up: labels, GPUs, labels file, registration, exec")
+	}
+	gpuEnv, err := fakeGPUs(d.dir)
 	if err != nil {
 		fmt.Printf("(no GPUs in this step: %v)\n", err)
 	}
-	if err := entrypoint(bin, append(env, gpuEnv...), train...); err != nil {
+	first := append(append(env, gpuEnv...), "PADDLE_TASK_ID=resnet50-run-1")
+	if supervised {
+		first = append(first, "PADDLE_ENTRYPOINT_MODE=supervise", "PADDLE_GPU_SAMPLE=100ms")
+		train = []string{"sh", "-c", `echo "training: PID $$, task $PADDLE_TASK_ID, args: $*"; sleep 1`, "train.py", "--lr", "0.1"}
+	}
+	if err := d.run(first, train...); err != nil {
 		return err
 	}
-	show("labels file "+filepath.Join(dir, "paddle-task.labels"), filepath.Join(dir, "paddle-task.labels"))
-	mon.show()
+	show("labels file "+filepath.Join(d.dir, "paddle-task.labels"), filepath.Join(d.dir, "paddle-task.labels"))
+	if err := d.get("/v1/tasks/resnet50-run-1"); err != nil {
+		return err
+	}
 
-	step("2. Monitor down: the command still starts within the budget; the registration is spooled")
-	srv.Close()
+	step("2. A task forging project=admin: the monitor answers 403, the registration is a dead letter")
+	if err := d.run(append(env, "PADDLE_PROJECT=admin", "PADDLE_TASK_ID=forged-1"), "true"); err != nil {
+		return err
+	}
+	if err := d.run(env, "spool", "list", "--dead"); err != nil {
+		return err
+	}
+
+	step("3. Monitor down: the command still starts within the budget; the registration is spooled")
+	addr := strings.TrimPrefix(d.url, "http://")
+	d.stopServer()
 	start := time.Now()
-	if err := entrypoint(bin, append(env, "PADDLE_TASK_NAME=bert-finetune"), train...); err != nil {
+	if err := d.run(append(env, "PADDLE_TASK_NAME=bert-finetune", "PADDLE_TASK_ID=bert-run-1"), train...); err != nil {
 		return err
 	}
 	fmt.Printf("(time to exec with the monitor down: %v, budget 2s)\n", time.Since(start).Round(time.Millisecond))
-	if err := entrypoint(bin, env, "spool", "stats"); err != nil {
+	if err := d.run(env, "spool", "stats"); err != nil {
 		return err
 	}
 
-	step("3. Monitor back: `paddle-entrypoint spool flush` delivers the spooled registration")
-	ln, err = net.Listen("tcp", ln.Addr().String())
+	step("4. Monitor back: `paddle-entrypoint spool flush` delivers the spooled registration")
+	if err := d.startServer(addr); err != nil {
+		return err
+	}
+	if err := d.run(env, "spool", "flush"); err != nil {
+		return err
+	}
+	if err := d.run(env, "spool", "stats"); err != nil {
+		return err
+	}
+
+	step("5. What the monitor holds (GET /v1/tasks with the admin token, one line per task)")
+	if err := d.list(); err != nil {
+		return err
+	}
+	if d.hasReport() {
+		now := time.Now().UTC()
+		from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		to := from.AddDate(0, 1, 0)
+		fmt.Printf("$ paddle-monitor report --db %s --from %s --to %s --by project\n", d.db, from.Format("2006-01-02"), to.Format("2006-01-02"))
+		c := exec.Command(d.monitor, "report", "--db", d.db, "--from", from.Format("2006-01-02"), "--to", to.Format("2006-01-02"), "--by", "project")
+		c.Stdout, c.Stderr = os.Stdout, os.Stdout
+		if err := c.Run(); err != nil {
+			fmt.Printf("(report: %v)\n", err)
+		}
+	}
+	return nil
+}
+
+// mint runs `paddle-monitor token` and returns the token and its entry.
+func (d *demo) mint(name string, args ...string) (token, entry string, err error) {
+	fmt.Printf("$ paddle-monitor token %s %s\n", name, strings.Join(args, " "))
+	out, err := exec.Command(d.monitor, append([]string{"token", name}, args...)...).Output()
+	if err != nil {
+		return "", "", fmt.Errorf("paddle-monitor token: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		return "", "", fmt.Errorf("paddle-monitor token printed %q", out)
+	}
+	fmt.Printf("%s…  (the token: shown once)\n%s\n", lines[0][:12], lines[1])
+	return lines[0], lines[1], nil
+}
+
+// startServer runs `paddle-monitor serve` on addr and waits until it
+// listens; its log lines are shown with a prefix.
+func (d *demo) startServer(addr string) error {
+	fmt.Printf("$ paddle-monitor serve --listen %s --db %s --tokens %s\n", addr, d.db, d.tokens)
+	p, err := monitorproc.Start(d.monitor, []string{"--listen", addr, "--db", d.db, "--tokens", d.tokens},
+		monitorproc.Options{Env: []string{"PATH=" + os.Getenv("PATH")}, Echo: os.Stdout, Prefix: "  [monitor] "})
 	if err != nil {
 		return err
 	}
-	srv = &http.Server{Handler: mon}
-	go srv.Serve(ln)
-	defer srv.Close()
-	if err := entrypoint(bin, env, "spool", "flush"); err != nil {
+	d.server, d.url = p, p.URL
+	return nil
+}
+
+func (d *demo) stopServer() {
+	if d.server == nil {
+		return
+	}
+	fmt.Println("$ kill -TERM <paddle-monitor>")
+	d.server.Stop()
+	d.server = nil
+}
+
+// get shows an API answer, read with the admin token.
+func (d *demo) get(path string) error {
+	fmt.Printf("$ curl -H 'Authorization: Bearer <finance>' %s%s\n", d.url, path)
+	req, err := http.NewRequest("GET", d.url+path, nil)
+	if err != nil {
 		return err
 	}
-	mon.show()
-	return entrypoint(bin, env, "spool", "stats")
+	req.Header.Set("Authorization", "Bearer "+d.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, b, "", "  ") != nil {
+		pretty.Write(b)
+	}
+	fmt.Printf("%d %s\n%s\n", resp.StatusCode, http.StatusText(resp.StatusCode), pretty.String())
+	return nil
+}
+
+// list shows GET /v1/tasks as one line per task.
+func (d *demo) list() error {
+	fmt.Printf("$ curl -H 'Authorization: Bearer <finance>' %s/v1/tasks\n", d.url)
+	req, err := http.NewRequest("GET", d.url+"/v1/tasks", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Tasks []struct {
+			TaskID   string `json:"task_id"`
+			Project  string `json:"project"`
+			Owner    string `json:"owner"`
+			State    string `json:"state"`
+			GPUCount int    `json:"gpu_count"`
+		} `json:"tasks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		return err
+	}
+	fmt.Printf("%-16s %-16s %-20s %-10s %s\n", "task_id", "project", "owner", "state", "gpu_count")
+	for _, t := range page.Tasks {
+		fmt.Printf("%-16s %-16s %-20s %-10s %d\n", t.TaskID, t.Project, t.Owner, t.State, t.GPUCount)
+	}
+	return nil
+}
+
+// hasSupervise reports whether this entrypoint has supervise mode (its
+// help lists the --supervise flag).
+func (d *demo) hasSupervise() bool {
+	out, _ := exec.Command(d.entrypoint, "--help").CombinedOutput()
+	return bytes.Contains(out, []byte("--supervise"))
+}
+
+// hasReport reports whether this paddle-monitor has the report command
+// (its usage lists it).
+func (d *demo) hasReport() bool {
+	out, _ := exec.Command(d.monitor, "--help").Output()
+	return bytes.Contains(out, []byte("paddle-monitor report"))
 }
 
 // fakeGPUs builds the stand-in NVML library from testdata (this machine has
@@ -122,9 +300,9 @@ func fakeGPUs(dir string) ([]string, error) {
 	return []string{"LD_LIBRARY_PATH=" + lib, "FAKE_NVML_GPUS=2"}, nil
 }
 
-func entrypoint(bin string, env []string, args ...string) error {
+func (d *demo) run(env []string, args ...string) error {
 	fmt.Printf("$ paddle-entrypoint %s\n", strings.Join(args, " "))
-	c := exec.Command(bin, args...)
+	c := exec.Command(d.entrypoint, args...)
 	c.Env = env
 	c.Stdout, c.Stderr = os.Stdout, os.Stdout
 	err := c.Run()
@@ -143,30 +321,5 @@ func show(title, path string) {
 		fmt.Printf("--- %s: %v\n", title, err)
 		return
 	}
-	fmt.Printf("--- %s\n%s", title, b)
-}
-
-// monitor is a stand-in monitor API that accepts every registration.
-type monitor struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (m *monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var pretty bytes.Buffer
-	json.Indent(&pretty, body, "    ", "  ")
-	m.mu.Lock()
-	m.seen = append(m.seen, fmt.Sprintf("%s %s  Idempotency-Key: %s\n    %s", r.Method, r.URL.Path, r.Header.Get("Idempotency-Key"), pretty.String()))
-	m.mu.Unlock()
-	w.WriteHeader(http.StatusCreated)
-}
-
-func (m *monitor) show() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	fmt.Printf("--- the monitor has received %d registration(s); the latest:\n", len(m.seen))
-	if n := len(m.seen); n > 0 {
-		fmt.Println(m.seen[n-1])
-	}
+	fmt.Printf("--- %s\n%s\n", title, b)
 }

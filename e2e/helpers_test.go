@@ -25,7 +25,7 @@ echo "pid1=$(tr '\0' ' ' </proc/1/cmdline)"
 echo "task_id_env=$PADDLE_TASK_ID"
 echo "run_mode=$(stat -L -c %a /var/run)"
 if [ -e /var/run/paddle-task.labels ]; then
-	echo "labels_mode=$(stat -c %a /var/run/paddle-task.labels)"
+	echo "labels_mode=$(stat -L -c %a /var/run/paddle-task.labels)"
 	sed 's/^/label:/' /var/run/paddle-task.labels
 else
 	echo "labels=absent"
@@ -152,6 +152,19 @@ func (m *monitor) waitRequest(t *testing.T, timeout time.Duration) {
 }
 
 // deadURL returns a monitor URL on 127.0.0.1 where nothing listens.
+// taskNames returns the task_name of every registration received.
+func (m *monitor) taskNames() map[string]bool {
+	got := map[string]bool{}
+	for _, req := range m.requests() {
+		var body struct {
+			TaskName string `json:"task_name"`
+		}
+		json.Unmarshal(req.Body, &body)
+		got[body.TaskName] = true
+	}
+	return got
+}
+
 func deadURL(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -104,7 +104,6 @@ func TestImageRun(t *testing.T) {
 	// not to; Docker does not, so this is what `docker run --read-only` gives.
 	readOnlyRun := []string{"--read-only", "--read-only-tmpfs=false", "--tmpfs", "/tmp"}
 	user := []string{"--user", "1000:1000"}
-	noSpoolVolume := []string{"--image-volume", "ignore"}
 	cat := func(parts ...[]string) []string {
 		var out []string
 		for _, p := range parts {
@@ -124,10 +123,12 @@ func TestImageRun(t *testing.T) {
 	}{
 		{"uid 1000, read-only root", cat(readOnly, user, fakeGPUs()), fakeGPUEnv, "1000", true, 7, true, false},
 		{"root, read-only root", cat(readOnly, fakeGPUs()), fakeGPUEnv, "0", true, 0, true, false},
-		{"uid 1000, read-only root, no spool volume", cat(readOnly, user, noSpoolVolume), nil, "1000", false, 0, true, true},
-		{"uid 1000, read-only root and /var/run", cat(readOnlyRun, user), nil, "1000", false, 3, false, false},
-		{"root, read-only root and /var/run", cat(readOnlyRun), nil, "0", false, 4, false, false},
+		{"uid 1000, read-only root, no spool volume", cat(readOnly, user), nil, "1000", false, 0, true, true},
+		{"uid 1000, read-only root and /var/run", cat(readOnlyRun, user), nil, "1000", false, 3, true, false},
+		{"root, read-only root and /var/run", cat(readOnlyRun), nil, "0", false, 4, true, false},
 		{"uid 1000, read-only root, --tmpfs /var/run", cat(readOnlyRun, user, []string{"--tmpfs", "/var/run"}), nil, "1000", false, 0, true, false},
+		// No /dev/shm mounted, where the labels path links: one warning.
+		{"uid 1000, read-only root, no /dev/shm", cat(readOnlyRun, user, []string{"--ipc", "none"}), nil, "1000", false, 5, false, false},
 		{"uid 1000, writable root", cat(user), nil, "1000", false, 0, true, false},
 		{"uid 1000, LD_BIND_NOW=1", cat(readOnly, user, fakeGPUs()), append([]string{"LD_BIND_NOW=1"}, fakeGPUEnv...), "1000", true, 0, true, false},
 	}
@@ -238,8 +239,10 @@ func TestImageConfig(t *testing.T) {
 	if cfg.User != "" {
 		t.Errorf("User = %q, want none forced", cfg.User)
 	}
-	if _, ok := cfg.Volumes["/var/lib/paddle-entrypoint"]; !ok {
-		t.Errorf("Volumes = %v, want /var/lib/paddle-entrypoint", cfg.Volumes)
+	// No VOLUME: Docker would make an anonymous volume per container that
+	// nothing drains (docs/image.md says how to mount the spool).
+	if len(cfg.Volumes) != 0 {
+		t.Errorf("Volumes = %v, want none", cfg.Volumes)
 	}
 
 	// No command: the entrypoint runs the base image's shell, which reads
@@ -252,15 +255,17 @@ func TestImageConfig(t *testing.T) {
 
 	c = &container{Cmd: []string{"version"}}
 	r = c.run(t)
-	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "paddle-entrypoint "+setup.version {
-		t.Errorf("version: exit %d, stdout %q; want paddle-entrypoint %s", r.Code, r.Stdout, setup.version)
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "paddle-entrypoint version "+setup.version {
+		t.Errorf("version: exit %d, stdout %q; want paddle-entrypoint version %s", r.Code, r.Stdout, setup.version)
 	}
 
-	// The image's own directories: the labels file's (through the /var/run
-	// link) and the spool's, both sticky and writable by all.
-	c = &container{Opts: []string{"--user", "1000:1000"}, Cmd: []string{"/bin/bash", "-c", "stat -L -c '%n %a %U' /var/run /var/lib/paddle-entrypoint"}}
+	// The image's own directories: /run stays root's; the labels file's
+	// default path links (relatively) into /dev/shm; the spool's directory
+	// is sticky and writable by all.
+	c = &container{Opts: []string{"--user", "1000:1000"}, Cmd: []string{"/bin/bash", "-c",
+		"stat -L -c '%n %a %U' /var/run /var/lib/paddle-entrypoint; readlink /var/run/paddle-task.labels"}}
 	r = c.run(t)
-	want := "/var/run 1777 root\n/var/lib/paddle-entrypoint 1777 root\n"
+	want := "/var/run 755 root\n/var/lib/paddle-entrypoint 1777 root\n../dev/shm/paddle-task.labels\n"
 	if r.Stdout != want {
 		t.Errorf("directories:\n%s\nwant:\n%s\nstderr:\n%s", r.Stdout, want, r.Stderr)
 	}
@@ -316,22 +321,15 @@ func TestImageSpool(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("spool flush --all: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	got := map[string]bool{}
-	for _, req := range m.requests() {
-		var body struct {
-			TaskName string `json:"task_name"`
-		}
-		json.Unmarshal(req.Body, &body)
-		got[body.TaskName] = true
-	}
+	got := m.taskNames()
 	if !got["spooled-1000"] || !got["spooled-1001"] {
 		t.Errorf("drainer delivered %v, want both spooled registrations", got)
 	}
 
-	// No spool volume at all (Kubernetes ignores VOLUME): a read-only
-	// spool directory costs the spool, never the start.
+	// No spool volume at all: a read-only spool directory costs the
+	// spool, never the start.
 	c = &container{
-		Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000", "--image-volume", "ignore"},
+		Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000"},
 		Env:  []string{"PADDLE_MONITOR_URL=" + dead, "PADDLE_REGISTER_BUDGET=" + budget.String()},
 		Cmd:  reportCmd(9),
 	}
@@ -360,7 +358,7 @@ func TestImageStop(t *testing.T) {
 	t.Run("before exec", func(t *testing.T) {
 		m := newMonitor(t, 0) // holds the registration
 		c := &container{
-			Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000", "--image-volume", "ignore"},
+			Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000"},
 			Env:  []string{"PADDLE_MONITOR_URL=" + m.URL(), "PADDLE_REGISTER_BUDGET=60s"},
 			Cmd:  []string{"/bin/bash", "-c", "echo command-ran"},
 		}

@@ -25,9 +25,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -90,6 +89,9 @@ type Options struct {
 	// LD_LIBRARY_PATH is not under Root. A test hook: tests cannot create
 	// /dev/nvidia0.
 	Root string
+	// Children starts the probe when the caller owns waiting for children
+	// (supervise mode); nil: the package waits for its probe itself.
+	Children Children
 }
 
 // reapGrace bounds how long Stop waits for a killed probe to be reaped. A
@@ -110,8 +112,8 @@ type Probe struct {
 	finished chan struct{} // closed when the background work is over
 
 	mu      sync.Mutex
-	proc    *os.Process // the running probe, if started
-	stopped bool        // no probe may start any more
+	proc    *child // the running probe, until its status came
+	stopped bool   // no probe may start any more
 
 	once sync.Once
 	inv  Inventory
@@ -197,13 +199,7 @@ func (p *Probe) spawn(o *outcome) {
 		o.kind, o.err = notStarted, errors.New("no probe executable configured")
 		return
 	}
-	var stdout, stderr limitedBuffer
-	cmd := exec.Command(p.opt.Probe)
-	cmd.Env = probeEnv(p.opt.Environ)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Its own process group: a Ctrl-C meant for the start must not be
-	// mistaken for a crash of the probe.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdout limitedBuffer
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -211,28 +207,29 @@ func (p *Probe) spawn(o *outcome) {
 		return
 	}
 	began := time.Now()
-	err := cmd.Start()
+	ch, err := startChild(p.opt.Children, p.opt.Probe, []string{p.opt.Probe}, probeEnv(p.opt.Environ), nil,
+		func(r io.Reader) { io.Copy(&stdout, r) })
 	if err == nil {
-		p.proc = cmd.Process
+		p.proc = ch
 	}
 	p.mu.Unlock()
 	if err != nil {
 		o.kind, o.err = notStarted, err
 		return
 	}
-	err = cmd.Wait()
+	ws, ok := <-ch.exited
+	p.mu.Lock()
+	p.proc = nil // no status may be signalled by pid after its status came
+	p.mu.Unlock()
 	o.probeRan = time.Since(began)
-	o.stderr = firstLine(stderr.String())
-	var ee *exec.ExitError
+	o.stderr = ch.finish(reapGrace)
 	switch {
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			o.kind, o.signal = crashed, ws.Signal()
-			return
-		}
-		o.kind, o.err = failed, fmt.Errorf("exit status %d", ee.ExitCode())
-	case err != nil:
-		o.kind, o.err = failed, err
+	case !ok:
+		o.kind, o.err = failed, errors.New("its exit status was lost (reaped elsewhere)")
+	case ws.Signaled():
+		o.kind, o.signal = crashed, ws.Signal()
+	case ws.ExitStatus() != 0:
+		o.kind, o.err = failed, fmt.Errorf("exit status %d", ws.ExitStatus())
 	default:
 		var r Report
 		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
@@ -298,7 +295,7 @@ func (p *Probe) kill() {
 	defer p.mu.Unlock()
 	p.stopped = true
 	if p.proc != nil {
-		p.proc.Kill() // fails only when it already exited
+		p.proc.kill()
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestWriteFile(t *testing.T) {
@@ -80,4 +82,56 @@ func ExampleSet_Format() {
 	// gpu_uuids=GPU-8a1f
 	// hostname=node-1
 	// cost_center=cc-1024
+}
+
+// A link at the labels path (the image's /var/run/paddle-task.labels, into
+// a directory writable by every user) is followed, and stays a link.
+func TestWriteFileFollowsLink(t *testing.T) {
+	root := t.TempDir()
+	shared := filepath.Join(root, "dev", "shm")
+	if err := os.MkdirAll(filepath.Join(root, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../dev/shm/paddle-task.labels", filepath.Join(root, "run", "paddle-task.labels")); err != nil {
+		t.Fatal(err)
+	}
+	// Reached through a linked directory, as /var/run -> /run: the relative
+	// link resolves from where it really is.
+	if err := os.MkdirAll(filepath.Join(root, "var"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../run", filepath.Join(root, "var", "run")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "var", "run", "paddle-task.labels")
+	s, _ := Parse([]string{"PADDLE_TASK_NAME=linked"}, Options{Hostname: "h", Now: time.Unix(1700000000, 0)})
+	for i := 0; i < 2; i++ { // the second write replaces the first through the same link
+		if err := WriteFile(link, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi, err)
+	}
+	b, err := os.ReadFile(link)
+	if err != nil || !strings.HasPrefix(string(b), "task_name=linked\n") {
+		t.Fatalf("through the link: %q, %v", b, err)
+	}
+	ents, _ := os.ReadDir(shared)
+	if len(ents) != 1 || ents[0].Name() != "paddle-task.labels" {
+		t.Errorf("target directory holds %v, want only paddle-task.labels", ents)
+	}
+}
+
+func TestFollowLinksLoop(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.Symlink(b, a)
+	os.Symlink(a, b)
+	if got := followLinks(a); got != a && got != b {
+		t.Errorf("followLinks(loop) = %q", got)
+	}
 }

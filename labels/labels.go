@@ -56,6 +56,8 @@ type Set struct {
 	TrainerID, TrainersNum   string
 	GPUCount                 int
 	GPUUUIDs                 []string
+	// Identity is the task's pipeline step and Kubernetes pod.
+	Identity
 	// Extra holds the PADDLE_LABEL_<NAME> labels by lower-cased key.
 	Extra map[string]string
 	// Invalid lists the keys whose value was dropped, in file order.
@@ -73,6 +75,11 @@ type Problem struct {
 	Rule string // what is wrong, without the value when it is sensitive
 	// Sensitive is the kind of sensitive data found, "" for other problems.
 	Sensitive sensitive.Kind
+	// Notice marks a problem that never rejects a start, even in enforce
+	// mode, and is not listed in invalid_labels: a value an orchestrator
+	// set (the task's author did not write it), or an extra label that
+	// now names a built-in key.
+	Notice bool
 }
 
 func (p Problem) Error() string { return p.Var + ": " + p.Rule }
@@ -110,6 +117,7 @@ func Parse(environ []string, opt Options) (*Set, []Problem) {
 		s.Hostname = opt.Hostname
 	}
 	p.extras(s)
+	p.identity(s)
 	p.required()
 	s.Invalid = p.invalid
 	return s, p.problems
@@ -121,6 +129,8 @@ type parser struct {
 	problems []Problem
 	invalid  []string
 	given    map[string]bool // keys the task itself set to an accepted value
+	// legacy holds the extra labels that name an identity key.
+	legacy map[string]legacyValue
 }
 
 func (p *parser) fail(v, key, rule string, kind sensitive.Kind) {
@@ -269,6 +279,15 @@ func (p *parser) extras(s *Set) {
 			continue
 		}
 		switch {
+		case identityKey[key]:
+			if !ValidName(raw, "") {
+				p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit)", quote(raw), MaxNameLen), "")
+			} else if p.accept(v, key, raw) {
+				if p.legacy == nil {
+					p.legacy = map[string]legacyValue{}
+				}
+				p.legacy[key] = legacyValue{v, raw}
+			}
 		case reserved[key]:
 			p.fail(v, key, fmt.Sprintf("label %s would shadow a built-in key", key), "")
 		case s.Extra[key] != "":
@@ -302,6 +321,11 @@ func varOf(key string) string {
 	switch key {
 	case "task_name", "project", "owner", "priority", "env", "duration_est", "task_id", "trainer_id", "trainers_num":
 		return "PADDLE_" + strings.ToUpper(key)
+	}
+	for _, k := range identityKeys {
+		if k.key == key && k.own != "" {
+			return k.own
+		}
 	}
 	return ExtraPrefix + strings.ToUpper(key)
 }
@@ -338,6 +362,7 @@ func (s *Set) Pairs() []Pair {
 		{"trainer_id", s.TrainerID},
 		{"trainers_num", s.TrainersNum},
 	}
+	ps = append(ps, s.Identity.pairs()...)
 	if s.DurationEst > 0 {
 		ps[8].Value = strconv.FormatInt(s.DurationEst, 10)
 	}
@@ -375,7 +400,7 @@ func envMap(environ []string) map[string]string {
 	m := make(map[string]string)
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "PADDLE_") {
+		if !ok || !strings.HasPrefix(k, "PADDLE_") && !foreignVars[k] {
 			continue
 		}
 		if _, dup := m[k]; !dup {

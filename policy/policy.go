@@ -20,14 +20,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // SystemPath is the policy file that, when it exists, always applies.
@@ -50,9 +50,9 @@ var (
 	// bad mode, bad pattern, unusable key).
 	ErrMalformed = errors.New("malformed policy")
 	// ErrNotRegular: the path names a directory, device or pipe.
-	ErrNotRegular = errors.New("not a regular file")
+	ErrNotRegular = mountfile.ErrNotRegular
 	// ErrTooLarge: the file is over MaxFileSize.
-	ErrTooLarge = errors.New("policy file too large")
+	ErrTooLarge = mountfile.ErrTooLarge
 )
 
 // Errors of CheckValue, for errors.Is.
@@ -103,6 +103,16 @@ var builtin = map[string]bool{
 	"trainer_id": true, "trainers_num": true,
 }
 
+// identity are the pipeline and Kubernetes keys. They became built-in after
+// tasks had set them as extra labels (PADDLE_LABEL_STEP), so a policy may
+// still list them in extra_labels, and may require or restrict them whether
+// or not it does.
+var identity = map[string]bool{
+	"pipeline": true, "pipeline_run": true, "step": true, "orchestrator": true,
+	"k8s_namespace": true, "k8s_pod": true, "k8s_node": true,
+	"k8s_pod_uid": true, "k8s_job_index": true,
+}
+
 // Resolve finds and loads the policy: systemPath whenever it exists (a
 // dangling link or an unreadable file included), otherwise userPath when it
 // is not empty. It returns nil, nil when there is no policy. systemPath is
@@ -141,7 +151,7 @@ type rule struct {
 // Load reads and checks the policy file at path. Every error names the file
 // and the problem.
 func Load(name string) (*Policy, error) {
-	data, err := readFile(name)
+	data, err := mountfile.Read(name, MaxFileSize)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -155,45 +165,6 @@ func Load(name string) (*Policy, error) {
 	}
 	p.Source = name
 	return p, nil
-}
-
-// readFile reads a regular file of at most MaxFileSize bytes. It opens
-// without blocking, so a path naming a FIFO cannot stall the start.
-func readFile(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s", ErrNotRegular, fileType(st.Mode()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxFileSize)
-	}
-	return data, nil
-}
-
-func fileType(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a plain file"
 }
 
 // Parse checks a policy's JSON text. The error does not name a file; Load's
@@ -233,7 +204,7 @@ func Parse(data []byte) (*Policy, error) {
 		if err := checkKey(k); err != nil {
 			return nil, malformed("required: %v", err)
 		}
-		if !builtin[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
+		if !builtin[k] && !identity[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
 			return nil, malformed("required: %q can never be set: extra_labels does not list it", k)
 		}
 		if !slices.Contains(p.Required, k) {
@@ -250,7 +221,7 @@ func Parse(data []byte) (*Policy, error) {
 		if err := checkKey(k); err != nil {
 			return nil, malformed("labels: %v", err)
 		}
-		if !builtin[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
+		if !builtin[k] && !identity[k] && p.ExtraListed && !slices.Contains(p.ExtraLabels, k) {
 			return nil, malformed("labels: %q can never be set: extra_labels does not list it", k)
 		}
 		allow, err := patterns(r.Allow)

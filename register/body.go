@@ -29,6 +29,15 @@ type body struct {
 	DurationEst   int64             `json:"duration_est,omitempty"`
 	TrainerID     *int              `json:"trainer_id,omitempty"`
 	TrainersNum   *int              `json:"trainers_num,omitempty"`
+	Pipeline      string            `json:"pipeline,omitempty"`
+	PipelineRun   string            `json:"pipeline_run,omitempty"`
+	Step          string            `json:"step,omitempty"`
+	Orchestrator  string            `json:"orchestrator,omitempty"`
+	K8sNamespace  string            `json:"k8s_namespace,omitempty"`
+	K8sPod        string            `json:"k8s_pod,omitempty"`
+	K8sNode       string            `json:"k8s_node,omitempty"`
+	K8sPodUID     string            `json:"k8s_pod_uid,omitempty"`
+	K8sJobIndex   *int              `json:"k8s_job_index,omitempty"`
 	InvalidLabels []string          `json:"invalid_labels,omitempty"`
 	Labels        map[string]string `json:"labels"`
 	GPUs          []gpu.Device      `json:"gpus"`
@@ -53,6 +62,15 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 		DurationEst:   s.DurationEst,
 		TrainerID:     number(s.TrainerID),
 		TrainersNum:   number(s.TrainersNum),
+		Pipeline:      s.Pipeline,
+		PipelineRun:   s.PipelineRun,
+		Step:          s.Step,
+		Orchestrator:  s.Orchestrator,
+		K8sNamespace:  s.K8sNamespace,
+		K8sPod:        s.K8sPod,
+		K8sNode:       s.K8sNode,
+		K8sPodUID:     s.K8sPodUID,
+		K8sJobIndex:   number(s.K8sJobIndex),
 		InvalidLabels: s.Invalid,
 		Labels:        s.Extra,
 		GPUs:          inv.Devices,

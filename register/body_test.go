@@ -21,6 +21,8 @@ func TestBody(t *testing.T) {
 		GPUUUIDs: []string{"GPU-a", "GPU-b"},
 		Extra:    map[string]string{"cost_center": "cc-1024"},
 		Invalid:  []string{"env", "team"},
+		Identity: labels.Identity{Pipeline: "ocr", PipelineRun: "991", Step: "train", Orchestrator: "gitlab",
+			K8sNamespace: "ml", K8sPod: "train-0", K8sNode: "gpu-7", K8sPodUID: "0f1e2d3c", K8sJobIndex: "0"},
 	}
 	inv := gpu.Inventory{
 		Devices: []gpu.Device{
@@ -39,6 +41,8 @@ func TestBody(t *testing.T) {
 			`{"task_name":"resnet50","project":"vision","owner":"ann@example.com","gpu_count":2,` +
 				`"schema_version":1,"task_id":"task-1","start_time":1732950000,"hostname":"node-7",` +
 				`"priority":"high","env":"prod","duration_est":7200,"trainer_id":0,"trainers_num":8,` +
+				`"pipeline":"ocr","pipeline_run":"991","step":"train","orchestrator":"gitlab",` +
+				`"k8s_namespace":"ml","k8s_pod":"train-0","k8s_node":"gpu-7","k8s_pod_uid":"0f1e2d3c","k8s_job_index":0,` +
 				`"invalid_labels":["env","team"],"labels":{"cost_center":"cc-1024"},` +
 				`"gpus":[{"index":0,"uuid":"GPU-a","name":"NVIDIA H100","memory_total_bytes":85520809984},` +
 				`{"index":1,"uuid":"GPU-b","name":"NVIDIA H100","memory_total_bytes":85520809984}],` +
@@ -118,7 +122,8 @@ func TestOpenAPIDocumentsBody(t *testing.T) {
 	schema := text[start:end]
 	full := &labels.Set{TaskName: "t", Project: "p", Owner: "o", Priority: "low", Env: "dev", DurationEst: 1,
 		TaskID: "i", Hostname: "h", StartTime: 1, TrainerID: "0", TrainersNum: "1", Invalid: []string{"x"},
-		Extra: map[string]string{"k": "v"}}
+		Extra: map[string]string{"k": "v"}, Identity: labels.Identity{Pipeline: "p", PipelineRun: "r", Step: "s",
+			Orchestrator: "slurm", K8sNamespace: "n", K8sPod: "p", K8sNode: "n", K8sPodUID: "u", K8sJobIndex: "1"}}
 	inv := gpu.Inventory{Devices: []gpu.Device{{UUID: "GPU-1"}}, DriverVersion: "1"}
 	var all, minimal map[string]json.RawMessage
 	json.Unmarshal(Body(full, inv), &all)

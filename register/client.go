@@ -11,11 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
+	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
 )
 
 // Path is the monitor API's registration endpoint, below the base URL.
@@ -26,6 +29,7 @@ const (
 	answerSnippet = 512      // bytes of an answer's body kept with a dead letter
 	answerDrain   = 64 << 10 // bytes read before closing, so the connection can be reused
 	maxTokenSize  = 16 << 10
+	maxCASize     = 4 << 20 // a full system bundle is about 200 KiB
 	maxRetryAfter = 24 * time.Hour
 )
 
@@ -50,6 +54,7 @@ type ClientConfig struct {
 // Proxies: like curl in the shell script it replaces, the client honours
 // HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment (the task's).
 type Client struct {
+	base      string // the configured URL: the outage memory's key
 	endpoint  string
 	tokenFile string
 	userAgent string
@@ -58,26 +63,39 @@ type Client struct {
 	log       *slog.Logger
 
 	mu          sync.Mutex
-	tokens      []string // every token sent, to redact from stored text
+	tokens      []*redactor // every token sent, to redact from stored text
 	tokenWarned bool
 }
 
-// NewClient returns a client. A CA file that cannot be read or holds no
-// certificate is an error; the client returned with it is still usable as
-// a value, but each of its attempts fails with ErrClientUnusable, so the
-// registration is spooled rather than sent without verification.
+// NewClient returns a client. A URL that can never work (ErrBadURL), or a
+// CA file that cannot be read or holds no certificate, is an error; the
+// client returned with it is still usable as a value, but each of its
+// attempts fails at once with ErrClientUnusable, so the registration is
+// spooled rather than retried in vain or sent without verification.
 func NewClient(c ClientConfig) (*Client, error) {
 	cl := &Client{
-		endpoint:  strings.TrimRight(c.URL, "/") + Path,
+		base:      c.URL,
 		tokenFile: c.TokenFile,
 		userAgent: c.UserAgent,
 		log:       c.Logger,
 	}
-	tlsConf, err := tlsConfig(c.URL, c.CAFile)
+	endpoint, err := Endpoint(c.URL, Path)
+	if err == nil {
+		cl.endpoint = endpoint
+		var tlsConf *tls.Config
+		if tlsConf, err = tlsConfig(c.URL, c.CAFile); err == nil {
+			cl.http = httpClient(tlsConf)
+		}
+	}
 	if err != nil {
 		cl.broken = fmt.Errorf("%w: %w", ErrClientUnusable, err)
 	}
-	cl.http = &http.Client{
+	return cl, cl.broken
+}
+
+// httpClient returns the HTTP client of every attempt.
+func httpClient(tlsConf *tls.Config) *http.Client {
+	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
@@ -92,16 +110,15 @@ func NewClient(c ClientConfig) (*Client, error) {
 		// the token) somewhere nobody configured.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return cl, cl.broken
 }
 
 // tlsConfig returns the TLS settings for an https monitor: the system roots
 // plus the PEM certificates of caFile. nil means Go's defaults.
 func tlsConfig(url, caFile string) (*tls.Config, error) {
-	if caFile == "" || !strings.HasPrefix(url, "https://") {
+	if caFile == "" || !strings.HasPrefix(strings.ToLower(url), "https://") {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pem, err := mountfile.Read(caFile, maxCASize)
 	if err != nil {
 		return nil, fmt.Errorf("monitor CA file (PADDLE_MONITOR_CA_FILE): %w", err)
 	}
@@ -182,12 +199,14 @@ func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte)
 		return err
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, answerSnippet))
+	// Read past the snippet by a token's length, so that a token that
+	// straddles the cut is redacted whole before the text is cut.
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, answerSnippet+maxTokenSize))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, answerDrain))
 	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
 		return nil
 	}
-	ae := &AnswerError{Status: resp.StatusCode, Body: c.Redact(strings.ToValidUTF8(string(snippet), "?"))}
+	ae := &AnswerError{Status: resp.StatusCode, Body: snippet(c.Redact(strings.ToValidUTF8(string(head), "?")))}
 	ae.RetryAfter, ae.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return ae
 }
@@ -199,12 +218,7 @@ func (c *Client) token() string {
 	if c.tokenFile == "" {
 		return ""
 	}
-	f, err := os.Open(c.tokenFile)
-	var raw []byte
-	if err == nil {
-		raw, err = io.ReadAll(io.LimitReader(f, maxTokenSize))
-		f.Close()
-	}
+	raw, err := mountfile.Read(c.tokenFile, maxTokenSize)
 	tok := strings.TrimSpace(string(raw))
 	if err == nil && !headerSafe(tok) {
 		err = errors.New("token holds characters a header cannot carry")
@@ -213,26 +227,37 @@ func (c *Client) token() string {
 	defer c.mu.Unlock()
 	if err != nil {
 		if !c.tokenWarned && c.log != nil {
-			c.log.Warn("monitor token file unusable; sending without Authorization", "file", c.tokenFile, "err", err)
+			c.log.Warn("monitor token file unusable; sending without Authorization", "setting", "PADDLE_MONITOR_TOKEN_FILE", "file", c.tokenFile, "err", err)
 		}
 		c.tokenWarned = true
 		return ""
 	}
-	if tok != "" && !contains(c.tokens, tok) {
-		c.tokens = append(c.tokens, tok)
+	if tok != "" && !slices.ContainsFunc(c.tokens, func(r *redactor) bool { return r.token == tok }) {
+		c.tokens = append(c.tokens, newRedactor(tok))
 	}
 	return tok
 }
 
-// Redact replaces every token this client has sent with "[REDACTED]", for
-// text that is logged or stored (an answer that echoes the header).
+// Redact replaces every token this client has sent, and every long enough
+// fragment of one, with "[REDACTED]", and the userinfo of every URL with
+// "REDACTED", for text that is logged or stored (an answer that echoes the
+// header, an error that quotes the monitor's URL).
 func (c *Client) Redact(s string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, t := range c.tokens {
-		s = strings.ReplaceAll(s, t, "[REDACTED]")
+	for _, r := range c.tokens {
+		s = r.redact(s)
 	}
-	return s
+	return sensitive.RedactURLs(s)
+}
+
+// snippet cuts a redacted answer to answerSnippet bytes, on a character
+// boundary.
+func snippet(s string) string {
+	if len(s) <= answerSnippet {
+		return s
+	}
+	return strings.ToValidUTF8(s[:answerSnippet], "")
 }
 
 // headerSafe reports whether s can be a header value: no control characters.
@@ -245,23 +270,16 @@ func headerSafe(s string) bool {
 	return true
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
 func parseRetryAfter(h string, now time.Time) (time.Duration, bool) {
 	h = strings.TrimSpace(h)
 	if h == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseUint(h, 10, 64); err == nil {
-		if secs > uint64(maxRetryAfter/time.Second) {
+	if secs, err := strconv.ParseUint(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// A number too large for 64 bits still asks for a long wait:
+		// capped, not ignored.
+		if err != nil || secs > uint64(maxRetryAfter/time.Second) {
 			return maxRetryAfter, true
 		}
 		return time.Duration(secs) * time.Second, true

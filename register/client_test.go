@@ -191,7 +191,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"-1", 0, false},
 		{"1.5", 0, false},
 		{"soon", 0, false},
-		{"99999999999999999999", 0, false},
+		{"99999999999999999999", maxRetryAfter, true}, // too large for 64 bits: capped, not ignored
 		{"9999999999", maxRetryAfter, true},
 		{"Thu, 02 Jan 2025 03:04:35 GMT", 30 * time.Second, true},
 		{"Thu, 02 Jan 2025 03:00:00 GMT", 0, true},

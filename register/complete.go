@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
@@ -77,16 +76,21 @@ func (c Completion) Marshal() []byte {
 // SendCompletion makes one attempt to deliver a completion body, with
 // Idempotency-Key <task_id>/complete; its result reads as Send's.
 func (c *Client) SendCompletion(ctx context.Context, taskID string, payload []byte) error {
-	return c.post(ctx, c.base()+CompletePath, taskID+"/complete", payload)
+	return c.post(ctx, c.endpointOf(CompletePath), taskID+"/complete", payload)
 }
 
 // SendHeartbeat makes one attempt to deliver a heartbeat; key tells one
 // heartbeat from another.
 func (c *Client) SendHeartbeat(ctx context.Context, key string, payload []byte) error {
-	return c.post(ctx, c.base()+HeartbeatPath, key, payload)
+	return c.post(ctx, c.endpointOf(HeartbeatPath), key, payload)
 }
 
-func (c *Client) base() string { return strings.TrimSuffix(c.endpoint, Path) }
+// endpointOf is the URL of the monitor's endpoint at path. A URL that can
+// never work leaves the client broken, so post never sends to "".
+func (c *Client) endpointOf(path string) string {
+	e, _ := Endpoint(c.base, path)
+	return e
+}
 
 // CompletionQueue is the spool as completions use it. *spool.Spool
 // implements it.

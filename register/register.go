@@ -13,7 +13,9 @@ package register
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -77,6 +79,36 @@ type Registrar struct {
 	Logger  *slog.Logger
 	Backlog int         // older pending entries sent per start after our own
 	Retry   RetryPolicy // zero: DefaultRetry
+	// OutageHold turns the outage memory on (exec mode): see outage.go.
+	OutageHold time.Duration
+	// Backoff: Flush skips entries whose own backoff since their last
+	// attempt has not passed (the node's drainer, which passes again and
+	// again); a start's backlog and an operator's one-off `spool flush`
+	// try every entry.
+	Backoff bool
+	// Check vets a payload read back from the spool before it is sent and
+	// returns its task id, the Idempotency-Key it is sent with; an error
+	// moves the entry to the dead letters with the reason. nil: TaskIDOf.
+	Check func(payload []byte) (taskID string, err error)
+}
+
+// TaskIDOf returns the task_id of a registration body: the only key a
+// stored body may be sent under, whatever the entry around it says.
+func TaskIDOf(payload []byte) (string, error) {
+	var b struct {
+		TaskID string `json:"task_id"`
+	}
+	if err := json.Unmarshal(payload, &b); err != nil || b.TaskID == "" {
+		return "", errors.New("payload refused: no task_id")
+	}
+	return b.TaskID, nil
+}
+
+func (r *Registrar) check(payload []byte) (string, error) {
+	if r.Check == nil {
+		return TaskIDOf(payload)
+	}
+	return r.Check(payload)
 }
 
 // Outcome is what became of a registration.
@@ -112,7 +144,9 @@ func (o Outcome) String() string {
 func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Outcome {
 	start := time.Now()
 	reg := &registration{r: r, taskID: taskID, body: body, log: r.logger().With("task_id", taskID)}
-	out := reg.run(ctx)
+	rctx, cancel := reg.shortContext(ctx)
+	out := reg.run(rctx)
+	cancel()
 	attrs := []any{"outcome", out.String(), "attempts", reg.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
 	if reg.lastErr != nil && out != Delivered {
 		attrs = append(attrs, "err", r.Client.Redact(reg.lastErr.Error()))
@@ -151,6 +185,10 @@ type registration struct {
 	noSpool  bool // the spool failed for good in this process
 	// lastTried: the try just made was the last one the budget holds.
 	lastTried bool
+	// Outage memory (outage.go): a known outage makes the start short;
+	// outages counts attempts that failed with an outage error.
+	short, outageFound, recorded bool
+	outages                      int
 }
 
 func (g *registration) run(ctx context.Context) Outcome {
@@ -170,6 +208,7 @@ func (g *registration) run(ctx context.Context) Outcome {
 					g.log.Warn("delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
 				}
 			}
+			g.deliveredOutage(ctx)
 			return Delivered
 		case permanent:
 			g.bury(ctx, err)
@@ -179,7 +218,8 @@ func (g *registration) run(ctx context.Context) Outcome {
 			return g.stop(ctx)
 		}
 		g.remember(ctx, err)
-		if classify(err) == unusable {
+		g.noteFailure(ctx, err)
+		if classify(err) == unusable || g.short {
 			return g.kept()
 		}
 		wait, last, ok := fitWait(ctx, b, err)
@@ -202,10 +242,10 @@ func (g *registration) run(ctx context.Context) Outcome {
 // budget for the spool write that follows a failure: a monitor that never
 // answers must not take the whole budget and leave nothing kept.
 func (g *registration) attempt(ctx context.Context) error {
-	timeout := AttemptTimeout
+	timeout, reserve := g.attemptLimits()
 	if deadline, ok := ctx.Deadline(); ok && !g.spooled && !g.noSpool && g.r.Queue != nil {
 		left := time.Until(deadline)
-		timeout = min(timeout, left-min(spoolReserve, left/2))
+		timeout = min(timeout, left-min(reserve, left/2))
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -213,6 +253,9 @@ func (g *registration) attempt(ctx context.Context) error {
 	err := g.r.Client.Send(actx, g.taskID, g.body)
 	if err != nil {
 		g.log.Debug("registration attempt failed", "attempt", g.attempts, "err", g.r.Client.Redact(err.Error()))
+	}
+	if isOutage(err) {
+		g.outages++
 	}
 	return err
 }
@@ -251,6 +294,9 @@ func (g *registration) enqueue(ctx context.Context, lastErr string) {
 		g.id, g.spooled = id, true
 	case errors.Is(err, spool.ErrLocked):
 		g.log.Warn("spool locked by another process; will try again at the next failure", "err", err)
+	case errors.Is(err, spool.ErrFull):
+		g.noSpool = true
+		g.log.Warn("registration not spooled: the limit this task set on its spool entries is reached", "err", err)
 	case ctx.Err() != nil:
 		g.log.Debug("spool write cut short by the context", "err", err)
 	default:
@@ -316,72 +362,162 @@ func (g *registration) bury(ctx context.Context, err error) {
 }
 
 // FlushResult counts what a flush did: entries delivered, attempts that
-// failed (a flush stops at the first), entries moved to the dead letters,
-// and entries read but left pending (the failed one included).
+// failed, entries moved to the dead letters, and entries read but left
+// pending (the failed and the skipped ones included).
 type FlushResult struct {
 	Delivered, Failed, Dead, Pending int
 	// Stopped is the failed attempt that ended the flush, nil when none.
 	Stopped error
 }
 
+// One entry's failures must not stall the others (a "poison" entry that
+// the monitor answers 5xx forever):
+//   - an entry the monitor answered with a retryable status is skipped, and
+//     the flush goes on with the next; a flush stops at a network error (the
+//     monitor is unreachable: the rest would fail too) or after
+//     maxAnsweredInARow such answers in a row (the monitor is busy);
+//   - with Registrar.Backoff, an entry is not tried again before its own
+//     backoff since its last attempt has passed: entryBackoff doubled per
+//     attempt, at most maxEntryBackoff;
+//   - an entry that was answered with a retryable status after
+//     PoisonAttempts attempts over at least PoisonAge since it was queued
+//     is a dead letter: it will not get better.
+const (
+	maxAnsweredInARow = 3
+	entryBackoff      = 250 * time.Millisecond
+	maxEntryBackoff   = 5 * time.Minute
+	PoisonAttempts    = 20
+	PoisonAge         = 24 * time.Hour
+)
+
+// backingOff reports whether e's own backoff since its last attempt has
+// not yet passed.
+func backingOff(e spool.Entry, now time.Time) bool {
+	if e.Attempts <= 0 || e.LastAttempt.IsZero() {
+		return false
+	}
+	wait := maxEntryBackoff
+	if e.Attempts < 20 {
+		wait = min(entryBackoff<<(e.Attempts-1), maxEntryBackoff)
+	}
+	return now.Before(e.LastAttempt.Add(wait))
+}
+
 // Flush sends pending entries oldest first, at most limit (0: all), until
-// ctx is done, each with its own task id as the Idempotency-Key, to the
-// monitor this Registrar's client is configured with. It stops at the first
-// attempt that fails for a reason worth retrying (the monitor is down or
-// busy: the rest would fail too). The spool is not locked while sending.
-// The error is the spool's.
+// ctx is done, each with its own payload's task id as the Idempotency-Key,
+// to the monitor this Registrar's client is configured with. Entries that
+// fail are skipped, as the constants above say. The spool is not locked
+// while sending. The error is the spool's. A delivery clears the outage
+// memory's record of that monitor.
 func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
+	res, err := r.flush(ctx, limit)
+	r.flushedOutage(ctx, res)
+	return res, err
+}
+
+func (r *Registrar) flush(ctx context.Context, limit int) (FlushResult, error) {
 	var res FlushResult
+	skipped := map[uint64]bool{}
+	inARow := 0
 	for seen := 0; limit <= 0 || seen < limit; {
 		n := flushBatch
 		if limit > 0 {
 			n = min(n, limit-seen)
 		}
-		entries, err := r.Queue.Oldest(ctx, n)
-		if err != nil || len(entries) == 0 {
+		asked := n + len(skipped)
+		entries, err := r.Queue.Oldest(ctx, asked)
+		if err != nil {
 			return res, err
 		}
-		for i, e := range entries {
-			if ctx.Err() != nil {
-				res.Pending += len(entries) - i
-				return res, nil
-			}
-			stop, err := r.flushOne(ctx, e, &res)
-			if err != nil || stop {
-				res.Pending += len(entries) - i
-				return res, err
+		var fresh []spool.Entry
+		for _, e := range entries {
+			if !skipped[e.ID] {
+				fresh = append(fresh, e)
 			}
 		}
-		seen += len(entries)
-		if len(entries) < n {
+		if len(fresh) == 0 {
+			return res, nil
+		}
+		for i, e := range fresh {
+			if ctx.Err() != nil {
+				res.Pending += len(fresh) - i
+				return res, nil
+			}
+			if r.Backoff && backingOff(e, time.Now()) {
+				skipped[e.ID] = true
+				res.Pending++
+				continue
+			}
+			step, err := r.flushOne(ctx, e, &res)
+			switch {
+			case err != nil || step == stopped:
+				res.Pending += len(fresh) - i
+				return res, err
+			case step == skippedOne:
+				skipped[e.ID] = true
+				res.Pending++
+				if inARow++; inARow >= maxAnsweredInARow {
+					res.Pending += len(fresh) - i - 1
+					return res, nil
+				}
+			default:
+				inARow = 0
+			}
+		}
+		seen += len(fresh)
+		if len(entries) < asked {
 			return res, nil
 		}
 	}
 	return res, nil
 }
 
-// flushOne sends one spooled entry and records what became of it. stop is
-// true when the monitor is not taking registrations now.
-func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (stop bool, err error) {
-	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	sendErr := r.Client.Send(actx, e.TaskID, e.Payload)
-	cancel()
+// flushStep is what became of one entry in a flush.
+type flushStep int
+
+const (
+	done       flushStep = iota // delivered or dead
+	skippedOne                  // answered with a retryable status: left pending, the flush goes on
+	stopped                     // the monitor is unreachable: the flush ends
+)
+
+// flushOne vets, sends and records one spooled entry.
+func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (flushStep, error) {
 	log := r.logger().With("task_id", e.TaskID, "spool_id", e.ID)
-	switch classify(sendErr) {
-	case delivered:
-		if err := r.Queue.Delete(ctx, e.ID); err != nil {
-			return true, err
-		}
-		res.Delivered++
-		return false, nil
-	case permanent:
-		answer := r.Client.Redact(sendErr.Error())
-		log.Error("monitor refused a spooled registration for good; moved to the dead letters", "answer", answer)
+	key, cerr := r.check(e.Payload)
+	if cerr != nil {
+		// Someone else's data, or an older version's: never sent.
+		answer := "not sent: " + cerr.Error()
+		log.Error("spooled registration refused before sending; moved to the dead letters", "reason", answer)
 		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
-			return true, err
+			return stopped, err
 		}
 		res.Dead++
-		return false, nil
+		return done, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	sendErr := r.Client.Send(actx, key, e.Payload)
+	cancel()
+	var ae *AnswerError
+	answered := errors.As(sendErr, &ae)
+	switch c := classify(sendErr); {
+	case c == delivered:
+		if err := r.Queue.Delete(ctx, e.ID); err != nil {
+			return stopped, err
+		}
+		res.Delivered++
+		return done, nil
+	case c == permanent, answered && e.Attempts+1 >= PoisonAttempts && time.Since(e.QueuedAt) >= PoisonAge:
+		answer := r.Client.Redact(sendErr.Error())
+		if c != permanent {
+			answer = fmt.Sprintf("gave up after %d attempts over %v: %s", e.Attempts+1, time.Since(e.QueuedAt).Round(time.Hour), answer)
+		}
+		log.Error("monitor refused a spooled registration for good; moved to the dead letters", "answer", answer)
+		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
+			return stopped, err
+		}
+		res.Dead++
+		return done, nil
 	}
 	res.Failed++
 	res.Stopped = sendErr
@@ -392,7 +528,10 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 			log.Debug("spool: attempt not recorded", "err", err)
 		}
 	}
-	return true, nil
+	if answered {
+		return skippedOne, nil
+	}
+	return stopped, nil
 }
 
 func (r *Registrar) logger() *slog.Logger {
@@ -400,4 +539,27 @@ func (r *Registrar) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return r.Logger
+}
+
+// errRefused marks a stored payload that the check refused.
+var errRefused = errors.New("refused before sending")
+
+// SendStored vets a stored payload as Flush does and makes one attempt to
+// deliver it under its own task id; nil means delivered (2xx or 409). It
+// keeps nothing: for entries that live outside a spool file that can be
+// written (a corrupt file renamed aside, read by salvage).
+func (r *Registrar) SendStored(ctx context.Context, payload []byte) error {
+	key, err := r.check(payload)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errRefused, err)
+	}
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	return r.Client.Send(actx, key, payload)
+}
+
+// Permanent reports whether an error of SendStored means the payload must
+// never be sent: refused by the check, or for good by the monitor.
+func Permanent(err error) bool {
+	return errors.Is(err, errRefused) || classify(err) == permanent
 }

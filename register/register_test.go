@@ -441,14 +441,15 @@ func TestFlush(t *testing.T) {
 	}{
 		{"all delivered", []string{"200"}, FlushResult{Delivered: 3}, nil},
 		{"second refused for good", []string{"200", "400", "409"}, FlushResult{Delivered: 2, Dead: 1}, nil},
-		{"stops at the first failure", []string{"200", "503", "200"}, FlushResult{Delivered: 1, Failed: 1, Pending: 2}, []string{"t2", "t3"}},
+		{"an entry answered 503 is skipped, the others go on", []string{"200", "503", "200"}, FlushResult{Delivered: 2, Failed: 1, Pending: 1}, []string{"t2"}},
+		{"stops after three answers in a row", []string{"503"}, FlushResult{Failed: 3, Pending: 3}, []string{"t1", "t2", "t3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMonitor(t, tt.script...)
 			q := newFakeQueue()
 			for _, id := range []string{"t1", "t2", "t3"} {
-				q.Enqueue(context.Background(), spool.Entry{TaskID: id, Payload: []byte(`{}`)})
+				q.Enqueue(context.Background(), spool.Entry{TaskID: id, Payload: []byte(`{"task_id":"` + id + `"}`)})
 			}
 			r := &Registrar{Client: newTestClient(t, m.URL), Queue: q}
 			got, err := r.Flush(context.Background(), 0)
@@ -476,7 +477,7 @@ func TestFlushBatches(t *testing.T) {
 	q := newFakeQueue()
 	const n = flushBatch*2 + 5
 	for i := range n {
-		q.Enqueue(context.Background(), spool.Entry{TaskID: "t" + strconv.Itoa(i), Payload: []byte(`{}`)})
+		q.Enqueue(context.Background(), spool.Entry{TaskID: "t" + strconv.Itoa(i), Payload: []byte(`{"task_id":"t` + strconv.Itoa(i) + `"}`)})
 	}
 	r := &Registrar{Client: newTestClient(t, m.URL), Queue: q}
 	got, err := r.Flush(context.Background(), 0)
@@ -490,7 +491,7 @@ func TestFlushBatches(t *testing.T) {
 func TestFlushSpoolError(t *testing.T) {
 	m := newMonitor(t, "200")
 	q := newFakeQueue()
-	q.Enqueue(context.Background(), spool.Entry{TaskID: "t1", Payload: []byte(`{}`)})
+	q.Enqueue(context.Background(), spool.Entry{TaskID: "t1", Payload: []byte(`{"task_id":"t1"}`)})
 	q.fail = func(op string, n int) error {
 		if op == "Delete" {
 			return spool.ErrLocked

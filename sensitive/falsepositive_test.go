@@ -32,6 +32,31 @@ var benign = []struct {
 	{"<yyyymmdd>-<hhmmss>-<6 digits>", func(r *rand.Rand) string {
 		return someTime(r).Format("20060102-150405") + fmt.Sprintf("-%06d", r.IntN(1000000))
 	}},
+	// '_' and '.' separate digit groups as '-' does (the name rule allows
+	// all three, and the card and identity checks treat them alike).
+	{"<yyyymmdd>_<hhmmss>_<6 digits>", func(r *rand.Rand) string {
+		return someTime(r).Format("20060102_150405") + fmt.Sprintf("_%06d", r.IntN(1000000))
+	}},
+	{"<yyyymmdd>.<hhmmss>.<6 digits>", func(r *rand.Rand) string {
+		return someTime(r).Format("20060102.150405") + fmt.Sprintf(".%06d", r.IntN(1000000))
+	}},
+	{"<unix-s>.<unix-ms>", func(r *rand.Rand) string {
+		t := someTime(r)
+		return fmt.Sprintf("%d.%d", t.Unix(), t.UnixMilli())
+	}},
+	{"<unix-s>.<microseconds>", func(r *rand.Rand) string {
+		t := someTime(r)
+		return fmt.Sprintf("%d.%06d", t.Unix(), t.Nanosecond()/1000)
+	}},
+	{"v<major>.<minor>.<patch>", func(r *rand.Rand) string {
+		return fmt.Sprintf("v%d.%d.%d", r.IntN(30), r.IntN(100), r.IntN(10000))
+	}},
+	{"IPv4 address", func(r *rand.Rand) string {
+		return fmt.Sprintf("%d.%d.%d.%d", 1+r.IntN(254), r.IntN(256), r.IntN(256), 1+r.IntN(254))
+	}},
+	{"ckpt_<epoch>_<step>_<unix-s>", func(r *rand.Rand) string {
+		return fmt.Sprintf("ckpt_%04d_%06d_%d", r.IntN(1000), r.IntN(1000000), someTime(r).Unix())
+	}},
 	{"task-<uuid>", func(r *rand.Rand) string { return "task-" + uuid(r) }},
 	{"<uuid without dashes>", func(r *rand.Rand) string { return strings.ReplaceAll(uuid(r), "-", "") }},
 	{"<sha1>", func(r *rand.Rand) string { return hexHash(r, 20) }},

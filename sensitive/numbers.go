@@ -69,7 +69,10 @@ func isAlnum(c byte) bool {
 }
 
 // chains groups consecutive runs joined by one and the same separator
-// (' ' or '-'), as in "4111 1111 1111 1111" or "110101-19900307-4514".
+// (' ', or any of the name rule's '-', '_' and '.'), as in
+// "4111 1111 1111 1111", "110101-19900307-4514" or "4111_1111_1111_1111":
+// a label value cannot hold a space, so every separator the name rule
+// allows must count alike, or the check is dodged by picking another.
 // Every group must be a whole word, no letter or digit touching it but
 // through the separator, so the digit groups of a UUID
 // (…-4494-8932-88507eb69667) never make a chain with the word around them.
@@ -84,7 +87,7 @@ func chains(s string, rs []run) [][]run {
 		var sep byte
 		for j < len(rs) && rs[j].start == rs[j-1].end+1 && wholeWord(s, rs[j]) {
 			c := s[rs[j-1].end]
-			if c != ' ' && c != '-' || sep != 0 && c != sep {
+			if !isGroupSep(c) || sep != 0 && c != sep {
 				break
 			}
 			sep = c
@@ -97,6 +100,8 @@ func chains(s string, rs []run) [][]run {
 	}
 	return out
 }
+
+func isGroupSep(c byte) bool { return c == ' ' || c == '-' || c == '_' || c == '.' }
 
 // wholeWord reports whether no ASCII letter or digit touches run r, but
 // for the X that may end an identity number.

@@ -77,7 +77,8 @@ func TestSpoolCorruptFileRenamedAside(t *testing.T) {
 			v[pageHeaderSize+60] ^= 1
 			v[ps+pageHeaderSize+60] ^= 1
 			return v
-		}, renamed: true},
+			// The leaves are found by scanning the pages.
+		}, salvaged: []string{"old-a", "old-b", "old-c", "old-d", "old-e", "old-f"}, renamed: true},
 		{name: "data pages overwritten", damage: func(v []byte) []byte {
 			v = slices.Clone(v)
 			ps := pageSizeOf(v)

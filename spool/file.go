@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +83,10 @@ func (s *Spool) do(ctx context.Context, m mode, fn func(*bolt.DB) error) error {
 	deadline := time.Now().Add(s.opt.LockTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
+	}
+	if IsAside(s.opt.Path) {
+		// Renamed aside already: read by Salvaged only, never renamed again.
+		return fmt.Errorf("%w: %s is a corrupt file renamed aside; its entries are read by salvage (spool list, spool flush)", ErrUnavailable, s.opt.Path)
 	}
 	var carry *salvage
 	for try := 0; ; try++ {
@@ -189,12 +194,11 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 	if m != modeRead {
 		flag, how = os.O_RDWR, syscall.LOCK_EX
 	}
-	if m == modeCreate {
-		flag |= os.O_CREATE
-	}
+	// A missing file is not created by this open but by createFresh, whole.
 	// A symbolic link is refused: in a world-writable directory another
-	// user could plant one pointing at a file of ours.
-	flag |= syscall.O_NOFOLLOW
+	// user could plant one pointing at a file of ours. O_NONBLOCK: a FIFO
+	// planted at the path must not hang the open (it is refused below).
+	flag |= syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	madeDir := false
 	for {
 		f, err := os.OpenFile(path, flag, 0o600)
@@ -209,10 +213,25 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 					return nil, unavailable(err)
 				}
-				continue
 			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%w: %s kept vanishing under this process", ErrLocked, path)
+			}
+			if err := createFresh(path, owner, deadline); err != nil {
+				return nil, unavailable(err)
+			}
+			continue
 		}
 		if err != nil {
+			if errors.Is(err, syscall.ELOOP) {
+				err = fmt.Errorf("%w: %s is a symbolic link", ErrUntrusted, path)
+			}
+			return nil, unavailable(err)
+		}
+		// Checked on the descriptor, before the lock is even asked for:
+		// what the path names may change, what was opened does not.
+		if err := trusted(f, path); err != nil {
+			f.Close()
 			return nil, unavailable(err)
 		}
 		if err := lock(ctx, f, how, deadline); err != nil {
@@ -247,6 +266,96 @@ func (s *Spool) acquire(ctx context.Context, deadline time.Time, m mode, owner *
 		}
 		return &handle{f: f, info: info}, nil
 	}
+}
+
+// trusted checks the file opened at path: a regular file, owned by the user
+// the spool belongs to (see ownerOK), and writable by nobody else. Otherwise
+// anyone on the node who could write it could plant entries that this
+// user's starts (or root's drainer) would send with their own token, and
+// anyone who could read it would read this user's labels.
+func trusted(f *os.File, path string) error {
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file (%v)", ErrUntrusted, path, info.Mode().Type())
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if !ownerOK(int(st.Uid), path) {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by the user whose spool it is", ErrUntrusted, path, st.Uid)
+	}
+	if info.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%w: %s is writable by other users (mode %04o)", ErrUntrusted, path, info.Mode().Perm())
+	}
+	return nil
+}
+
+// ownerOK reports whether uid may own the spool file at path: this
+// process's user; and for root (the node's drainer) also the <uid> of a
+// spool-<uid>.db file, or of a .corrupt-* file renamed aside from one.
+func ownerOK(uid int, path string) bool {
+	euid := os.Geteuid()
+	if uid == euid {
+		return true
+	}
+	named, ok := FileUID(path)
+	return euid == 0 && ok && uid == named
+}
+
+// FileUID returns the uid in a per-UID spool file's name, spool-<uid>.db
+// (or a .corrupt-* file renamed aside from one).
+func FileUID(path string) (int, bool) {
+	name := filepath.Base(path)
+	if i := strings.Index(name, ".db.corrupt-"); i >= 0 {
+		name = name[:i+len(".db")]
+	}
+	digits, ok := strings.CutPrefix(name, "spool-")
+	if digits, ok = strings.CutSuffix(digits, ".db"); !ok || digits == "" {
+		return 0, false
+	}
+	uid, err := strconv.ParseUint(digits, 10, 31)
+	if err != nil {
+		return 0, false
+	}
+	return int(uid), true
+}
+
+// createFresh puts a new, initialised bbolt file at path: written under a
+// temporary name, synced, then linked into place. A start that runs out of
+// disk space half way leaves no half-written file at path that the next
+// start would call corrupt. When another process put a file at path
+// meanwhile, that one is kept. owner, when not nil, gets the file (root
+// replacing a user's corrupt spool).
+func createFresh(path string, owner *syscall.Stat_t, deadline time.Time) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	f.Close()
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: max(time.Until(deadline), 10*time.Millisecond)})
+	if err == nil {
+		err = db.Update(func(tx *bolt.Tx) error { return createBuckets(tx).err })
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil && owner != nil {
+		err = os.Chown(tmp, int(owner.Uid), int(owner.Gid))
+	}
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	// link(2) never replaces: a file another process created first wins.
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return nil
 }
 
 // lock takes a flock(2) lock on f, polling until deadline: bbolt's own
@@ -309,7 +418,7 @@ func (s *Spool) quarantine(ctx context.Context, deadline time.Time, rejected os.
 		return nil, fmt.Errorf("%w: %w: renaming aside: %w", ErrCorrupt, ErrUnavailable, err)
 	}
 	h.f.Close() // the lock is released only now that the path is free
-	sv := s.salvage(aside, deadline)
+	sv := salvageFile(aside)
 	if st, ok := rejected.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && st.Uid != 0 {
 		sv.uid = st
 	}
@@ -353,48 +462,6 @@ func (sv *salvage) owner() *syscall.Stat_t {
 
 func (sv *salvage) empty() bool {
 	return sv == nil || len(sv.pending)+len(sv.dead) == 0 && sv.dropped == [2]uint64{}
-}
-
-// salvage reads what it can of a corrupt file renamed aside: when only one
-// meta page was damaged bbolt still reads the rest; from a truncated file,
-// the records before the first missing page. It never writes to the file.
-func (s *Spool) salvage(path string, deadline time.Time) *salvage {
-	sv := &salvage{}
-	sv.err = guard(func() error {
-		db, err := bolt.Open(path, 0o600, &bolt.Options{
-			ReadOnly: true,
-			Timeout:  max(time.Until(deadline), 10*time.Millisecond),
-		})
-		if err != nil {
-			return err
-		}
-		// Not deferred: after a panic, closing could wait forever on a
-		// lock bbolt never released; the file is left open instead.
-		err = db.View(func(tx *bolt.Tx) error {
-			for _, x := range []struct {
-				name []byte
-				dst  *[][]byte
-			}{{bucketPending, &sv.pending}, {bucketDead, &sv.dead}} {
-				bk := tx.Bucket(x.name)
-				if bk == nil {
-					continue
-				}
-				if err := bk.ForEach(func(_, v []byte) error {
-					*x.dst = append(*x.dst, clone(v))
-					return nil
-				}); err != nil {
-					return err
-				}
-			}
-			if bk := tx.Bucket(bucketMeta); bk != nil {
-				sv.dropped = [2]uint64{btoi(bk.Get(keyDropped)), btoi(bk.Get(keyDeadDropped))}
-			}
-			return nil
-		})
-		db.Close()
-		return err
-	})
-	return sv
 }
 
 // restore writes salvaged records into the fresh spool with new ids, in

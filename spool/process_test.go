@@ -374,10 +374,11 @@ func unprivileged(dir string) int {
 	if _, err := sp(filepath.Join(dir, "rootdir", "sub", "spool-65534.db")).Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
 		fail("Enqueue needing a directory it cannot make: %v", err)
 	}
-	// Another user's spool, readable: reads work, writes are refused.
+	// Another user's spool, readable: not trusted, so not even read (its
+	// entries are that user's labels), and never written.
 	valid := sp(filepath.Join(dir, "rootdir", "spool-0.db"))
-	if es, err := valid.List(ctx, false); err != nil || len(es) != 1 {
-		fail("List of a readable spool: %v, %v", es, err)
+	if es, err := valid.List(ctx, false); !errors.Is(err, ErrUntrusted) || len(es) != 0 {
+		fail("List of another user's readable spool: %v, %v", es, err)
 	}
 	if _, err := valid.Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
 		fail("Enqueue into a read-only spool: %v", err)
@@ -391,7 +392,7 @@ func unprivileged(dir string) int {
 	}
 	// A corrupt file it may not rename.
 	corrupt := sp(filepath.Join(dir, "rootdir", "spool-corrupt.db"))
-	if _, err := corrupt.Stats(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrCorrupt) {
+	if _, err := corrupt.Stats(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrUntrusted) {
 		fail("Stats of a corrupt file it may not rename: %v", err)
 	}
 	if _, err := corrupt.Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {

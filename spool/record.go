@@ -44,8 +44,14 @@ func createBuckets(tx *bolt.Tx) buckets {
 // changes counts what the bounds did during one operation, logged once it
 // is committed.
 type changes struct {
-	dropped, deadDropped, expired, undecodable int
+	dropped, deadDropped, expired, undecodable, notAdded int
 }
+
+// maxMoves bounds the entries one transaction expires, buries as
+// undecodable or drops: a start must fit its budget even on a node whose
+// spool holds 10^5 stale entries (a transaction moving them all takes
+// seconds). What is left over is moved by the next operations.
+const maxMoves = 1000
 
 func (s *Spool) logChanges(ch changes) {
 	if ch.dropped > 0 {
@@ -56,6 +62,9 @@ func (s *Spool) logChanges(ch changes) {
 	}
 	if ch.expired > 0 {
 		s.log.Warn("spool: pending entries expired, moved to dead letters", "path", s.opt.Path, "count", ch.expired, "max_age", s.opt.MaxAge.String())
+	}
+	if ch.notAdded > 0 {
+		s.log.Warn("spool: this task's limit reached (PADDLE_SPOOL_MAX); its entry was not added", "path", s.opt.Path, "limit", s.opt.AddLimit)
 	}
 	if ch.undecodable > 0 {
 		s.log.Error("spool: undecodable records moved to dead letters", "path", s.opt.Path, "count", ch.undecodable)
@@ -197,6 +206,9 @@ func ageClock(e Entry) time.Time {
 }
 
 func (s *Spool) isExpired(e Entry, now time.Time) bool {
+	if !e.ExpiresAt.IsZero() && now.After(e.ExpiresAt) && e.RequeuedAt.IsZero() {
+		return true // the bound its own task set
+	}
 	t := ageClock(e)
 	// An entry without a time (a newer version's record) cannot be aged;
 	// MaxEntries still bounds it.
@@ -217,7 +229,7 @@ func (s *Spool) expire(b buckets, now time.Time, ch *changes) error {
 	}
 	var moves []move
 	c := b.pending.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+	for k, v := c.First(); k != nil && len(moves) < maxMoves; k, v = c.Next() {
 		e, ok := decode(k, v)
 		if !ok {
 			moves = append(moves, move{clone(k), AnswerUndecodable})
@@ -242,6 +254,27 @@ func (s *Spool) expire(b buckets, now time.Time, ch *changes) error {
 		}
 	}
 	return nil
+}
+
+// atLeast reports whether bk holds at least n keys, walking at most n.
+func atLeast(bk *bolt.Bucket, n int) bool {
+	c := bk.Cursor()
+	first, _ := c.First()
+	last, _ := c.Last()
+	if first == nil {
+		return false
+	}
+	// Ids only grow: a span shorter than n holds fewer than n keys.
+	if len(first) == 8 && len(last) == 8 && btoi(last)-btoi(first)+1 < uint64(n) {
+		return false
+	}
+	i := 0
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if i++; i >= n {
+			return true
+		}
+	}
+	return false
 }
 
 // bound drops the oldest pending entries and dead letters past MaxEntries,
@@ -283,8 +316,11 @@ func trim(bk, meta *bolt.Bucket, counter []byte, max int) (int, error) {
 	if k == nil {
 		return 0, nil
 	}
+	// Everything older than k goes, oldest first, at most maxMoves per
+	// transaction: the rest goes in the next ones.
+	boundary := clone(k)
 	var keys [][]byte
-	for k, _ = c.Prev(); k != nil; k, _ = c.Prev() {
+	for k, _ = c.First(); k != nil && !bytes.Equal(k, boundary) && len(keys) < maxMoves; k, _ = c.Next() {
 		keys = append(keys, clone(k))
 	}
 	over := len(keys)

@@ -72,11 +72,19 @@ var (
 	// ErrUnavailable: the file cannot be opened or written (permissions,
 	// read-only file system, full disk).
 	ErrUnavailable = errors.New("spool: unavailable")
+	// ErrUntrusted: the path names something this process must not use as
+	// its spool: a symbolic link, not a regular file, a file of another
+	// user, or one other users may write. It is never renamed or changed.
+	// An error wrapping it wraps ErrUnavailable too.
+	ErrUntrusted = errors.New("spool: file not trusted")
 	// ErrCorrupt: the file was found corrupt and could not be renamed
 	// aside (an error wrapping it wraps ErrUnavailable too). A corrupt
 	// file that was renamed aside is not an error: the operation goes on
 	// with a fresh spool and the event is logged.
 	ErrCorrupt = errors.New("spool: file corrupt")
+	// ErrFull: the entry was not added, as the limit the task set on what
+	// it adds (Options.AddLimit) was reached; it was counted as dropped.
+	ErrFull = errors.New("spool: full for this task")
 )
 
 // Entry is one registration waiting for delivery, or a dead letter.
@@ -95,6 +103,9 @@ type Entry struct {
 	// RequeuedAt is when an operator last moved the entry back from the dead
 	// letters; its age for PADDLE_SPOOL_MAX_AGE counts from then.
 	RequeuedAt time.Time `json:"requeued_at,omitzero"`
+	// ExpiresAt is the bound the task that added the entry set on its own
+	// entry (Options.AddMaxAge); zero: only the node's MaxAge applies.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // Stats counts a spool's entries.
@@ -110,9 +121,19 @@ type Stats struct {
 
 // Options configure a spool.
 type Options struct {
-	Path        string
-	MaxEntries  int              // PADDLE_SPOOL_MAX; <= 0: unbounded
-	MaxAge      time.Duration    // PADDLE_SPOOL_MAX_AGE; <= 0: entries never expire
+	Path string
+	// MaxEntries and MaxAge are the node's bounds: they apply to every
+	// entry of the file, whoever added it, so they come from the node (the
+	// defaults, or the drainer's flags), never from a task's environment.
+	MaxEntries int           // <= 0: unbounded
+	MaxAge     time.Duration // <= 0: entries never expire
+	// AddLimit and AddMaxAge are a task's own bounds (PADDLE_SPOOL_MAX,
+	// PADDLE_SPOOL_MAX_AGE): they bound only what this process adds. An
+	// entry is not added (it is counted as dropped) when AddLimit entries
+	// are pending already; an entry added expires AddMaxAge after it was
+	// queued. <= 0: no bound of its own.
+	AddLimit    int
+	AddMaxAge   time.Duration
 	LockTimeout time.Duration    // upper bound on waiting for the file lock; ctx may cut it shorter; 0: DefaultLockTimeout
 	Logger      *slog.Logger     // nil: discard
 	Now         func() time.Time // nil: time.Now
@@ -156,10 +177,13 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 	if e.QueuedAt.IsZero() {
 		e.QueuedAt = now
 	}
+	if s.opt.AddMaxAge > 0 {
+		e.ExpiresAt = e.QueuedAt.Add(s.opt.AddMaxAge)
+	}
 	var id uint64
 	var ch changes
 	err := s.do(ctx, modeCreate, func(db *bolt.DB) error {
-		ch = changes{}
+		ch, id = changes{}, 0
 		return db.Update(func(tx *bolt.Tx) error {
 			b := createBuckets(tx)
 			if b.err != nil {
@@ -167,6 +191,12 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 			}
 			if err := s.expire(b, now, &ch); err != nil {
 				return err
+			}
+			if s.opt.AddLimit > 0 && atLeast(b.pending, s.opt.AddLimit) {
+				// The task's own bound: its entry gives way, never
+				// the entries other tasks left.
+				ch.notAdded++
+				return b.meta.Put(keyDropped, itob(btoi(b.meta.Get(keyDropped))+1))
 			}
 			var err error
 			if id, err = b.put(b.pending, e); err != nil {
@@ -179,6 +209,9 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 		return 0, err
 	}
 	s.logChanges(ch)
+	if id == 0 {
+		return 0, fmt.Errorf("%w: %d entries pending already, the limit this task set (PADDLE_SPOOL_MAX)", ErrFull, s.opt.AddLimit)
+	}
 	return id, nil
 }
 
@@ -297,7 +330,7 @@ func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 				return nil
 			}
 			c := p.Cursor()
-			for k, v := c.First(); k != nil && (n <= 0 || len(out) < n); k, v = c.Next() {
+			for k, v := c.First(); k != nil && (n <= 0 || len(out) < n) && len(expired)+len(undecodable) < maxMoves; k, v = c.Next() {
 				e, ok := decode(k, v)
 				switch {
 				case !ok:
@@ -310,7 +343,7 @@ func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 			}
 			return nil
 		})
-		if err != nil || len(expired)+len(undecodable) == 0 {
+		if err != nil || len(expired)+len(undecodable) == 0 && !s.overBound(db) {
 			return err
 		}
 		return db.Update(func(tx *bolt.Tx) error {
@@ -342,6 +375,25 @@ func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 	}
 	s.logChanges(ch)
 	return out, nil
+}
+
+// overBound reports, cheaply, whether the pending bucket may hold more
+// than MaxEntries: a node's drainer started with a lower --spool-max
+// applies it even when nothing else changes.
+func (s *Spool) overBound(db *bolt.DB) bool {
+	over := false
+	db.View(func(tx *bolt.Tx) error {
+		p := tx.Bucket(bucketPending)
+		if p == nil || s.opt.MaxEntries <= 0 {
+			return nil
+		}
+		c := p.Cursor()
+		first, _ := c.First()
+		last, _ := c.Last()
+		over = first != nil && (len(first) != 8 || len(last) != 8 || btoi(last)-btoi(first) >= uint64(s.opt.MaxEntries))
+		return nil
+	})
+	return over
 }
 
 // List returns every pending entry, or every dead letter when dead is true,
@@ -435,6 +487,7 @@ func (s *Spool) Requeue(ctx context.Context) (int, error) {
 					"attempts":    0,
 					"answer":      nil,
 					"dead_at":     nil,
+					"expires_at":  nil,
 					"requeued_at": now,
 				})
 				if err != nil {
@@ -496,8 +549,9 @@ func (s *Spool) PurgeDead(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Files returns the per-UID spool files (spool-*.db) in dir, sorted by
-// name. Symbolic links and anything but regular files are left out; a
+// Files returns the per-UID spool files (spool-*.db) in dir, and the
+// corrupt ones renamed aside that a drainer has not drained yet
+// (spool-*.db.corrupt-*, see IsAside), sorted by name. Symbolic links and anything but regular files are left out; a
 // missing dir has none.
 func Files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
@@ -510,10 +564,12 @@ func Files(dir string) ([]string, error) {
 	var out []string
 	for _, de := range ents {
 		name := de.Name()
-		if !de.Type().IsRegular() || !strings.HasPrefix(name, "spool-") || !strings.HasSuffix(name, ".db") {
+		if !de.Type().IsRegular() || !strings.HasPrefix(name, "spool-") {
 			continue
 		}
-		out = append(out, filepath.Join(dir, name))
+		if path := filepath.Join(dir, name); strings.HasSuffix(name, ".db") || IsAside(path) {
+			out = append(out, path)
+		}
 	}
 	return out, nil
 }

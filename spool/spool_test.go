@@ -417,7 +417,7 @@ func TestSpoolRecordVersions(t *testing.T) {
 
 func TestFiles(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"spool-1000.db", "spool-0.db", "spool-0.db.corrupt-1700000000", "other.db", "spool-x.db.tmp"} {
+	for _, name := range []string{"spool-1000.db", "spool-0.db", "spool-0.db.corrupt-1700000000", "spool-0.db.corrupt-1600000000.drained", "other.db", "spool-x.db.tmp"} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +432,9 @@ func TestFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{filepath.Join(dir, "spool-0.db"), filepath.Join(dir, "spool-1000.db")}
+	// A corrupt file renamed aside is there for the drainer to deliver what
+	// it holds; once drained, it is not.
+	want := []string{filepath.Join(dir, "spool-0.db"), filepath.Join(dir, "spool-0.db.corrupt-1700000000"), filepath.Join(dir, "spool-1000.db")}
 	if !slices.Equal(got, want) {
 		t.Errorf("Files = %v, want %v", got, want)
 	}

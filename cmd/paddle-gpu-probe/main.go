@@ -1,5 +1,7 @@
 // Command paddle-gpu-probe asks NVML for the GPUs and the driver version
-// and prints the answer as one JSON object (gpu.Report) on stdout.
+// and prints the answer as one JSON object (gpu.Report) on stdout; in its
+// sampling mode it prints the GPUs' utilisation and used memory, one line
+// per interval (gpu.Sample).
 //
 // paddle-entrypoint runs it as a child process, with a timeout and without
 // LD_BIND_NOW, so that a missing, hung or crashing NVIDIA library, or a
@@ -12,25 +14,73 @@
 //
 //	$ paddle-gpu-probe
 //	{"devices":[{"index":0,"uuid":"GPU-...","name":"NVIDIA A100-SXM4-80GB","memory_total_bytes":85899345920}],"driver_version":"550.54.15"}
+//	$ paddle-gpu-probe sample --interval 1s GPU-...
+//	v1 GPU-...=37/1073741824
+//
+// The sampling mode opens NVML once and writes a line at once, then one per
+// interval, each with a single write; it exits 0 when its stdin reaches end
+// of file (the entrypoint closes it, or dies), 1 when NVML cannot be used,
+// 2 on a usage error.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu/nvmlprobe"
 )
 
+const usage = `usage: paddle-gpu-probe                                  print the GPUs NVML sees as JSON
+       paddle-gpu-probe sample --interval D UUID...    print utilisation and used memory every D until stdin closes`
+
+// stuckExit bounds how long the sampling mode may take to end after its
+// stdin closed: an NVML call that never returns must not keep it running.
+const stuckExit = time.Second
+
 func main() {
-	if len(os.Args) > 1 {
-		fmt.Fprintln(os.Stderr, "usage: paddle-gpu-probe (no arguments; prints the GPUs NVML sees as JSON)")
+	switch {
+	case len(os.Args) == 1:
+		if err := json.NewEncoder(os.Stdout).Encode(nvmlprobe.Collect(nvml.New())); err != nil {
+			fmt.Fprintln(os.Stderr, "paddle-gpu-probe:", err)
+			os.Exit(1)
+		}
+	case os.Args[1] == "sample":
+		os.Exit(sample(os.Args[2:]))
+	default:
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(nvmlprobe.Collect(nvml.New())); err != nil {
-		fmt.Fprintln(os.Stderr, "paddle-gpu-probe:", err)
-		os.Exit(1)
+}
+
+func sample(args []string) int {
+	fs := pflag.NewFlagSet("sample", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	interval := fs.Duration("interval", 10*time.Second, "time between samples")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(os.Stderr, "paddle-gpu-probe sample: %v\n%s\n", err, usage)
+		return 2
 	}
+	if *interval <= 0 || fs.NArg() == 0 {
+		fmt.Fprintf(os.Stderr, "paddle-gpu-probe sample: --interval must be positive and at least one UUID given\n%s\n", usage)
+		return 2
+	}
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+		time.Sleep(stuckExit)
+		fmt.Fprintln(os.Stderr, "paddle-gpu-probe sample: an NVML call did not return; exiting")
+		os.Exit(3)
+	}()
+	if err := nvmlprobe.Sample(nvml.New(), fs.Args(), *interval, os.Stdout, os.Stderr, stop); err != nil {
+		fmt.Fprintln(os.Stderr, "paddle-gpu-probe sample:", err)
+		return 1
+	}
+	return 0
 }

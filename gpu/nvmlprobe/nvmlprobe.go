@@ -8,7 +8,8 @@
 // nvmlErrorString, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2,
 // nvmlDeviceGetName, nvmlDeviceGetUUID, nvmlDeviceGetMemoryInfo and
 // nvmlSystemGetDriverVersion. A call to a symbol the library lacks kills the
-// process, so any other must be looked up first (LookupSymbol). Nothing is
+// process, so any other must be looked up first (LookupSymbol), as the
+// sampling mode (Sample) does for nvmlDeviceGetUtilizationRates. Nothing is
 // called before nvmlInit succeeded.
 //
 // A fault in the library (SIGSEGV, SIGBUS, SIGFPE) kills the probe with that

@@ -11,6 +11,9 @@
  *   nvmlInit_v2, nvmlShutdown, nvmlErrorString, nvmlDeviceGetCount_v2,
  *   nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName, nvmlDeviceGetUUID,
  *   nvmlDeviceGetMemoryInfo, nvmlSystemGetDriverVersion
+ * and nvmlDeviceGetUtilizationRates, which the probe's sampling mode looks
+ * up first; built with -DFAKE_NVML_NO_UTILIZATION it is left out (a driver
+ * without it).
  *
  * Environment (read at every call, so one build serves every test):
  *   FAKE_NVML_GPUS=N         devices (default 1, at most 64)
@@ -29,6 +32,21 @@
  *   FAKE_NVML_BROKEN=I       device I answers name, UUID and memory queries
  *                            with NVML_ERROR_GPU_IS_LOST (15)
  *   FAKE_NVML_INIT_DELAY_MS=N  nvmlInit_v2 sleeps N ms first (a slow driver)
+ *   FAKE_NVML_UTIL=P,P,...   utilisation in percent (0-100) that
+ *                            nvmlDeviceGetUtilizationRates returns, cycling:
+ *                            a device's k-th call answers the k-th value
+ *                            (modulo the count); default 0
+ *   FAKE_NVML_UTIL_<I>=...   the same for device I only (I in decimal)
+ *   FAKE_NVML_USED=B,B,...   used memory in bytes that nvmlDeviceGetMemoryInfo
+ *                            returns, cycling per device and call as above;
+ *                            default 1% of the total
+ *   FAKE_NVML_USED_<I>=...   the same for device I only
+ *   FAKE_NVML_SAMPLE_MODE=M  what nvmlDeviceGetUtilizationRates does after
+ *                            FAKE_NVML_SAMPLE_OK calls (process-wide, default
+ *                            0) answered normally: hang (never returns),
+ *                            crash (SIGSEGV), fail (NVML_ERROR_GPU_IS_LOST),
+ *                            unsupported (NVML_ERROR_NOT_SUPPORTED). Init and
+ *                            the inventory are not affected.
  *   FAKE_NVML_LOG=PATH       append the name of every call to PATH, one a line
  *
  * Device i has the UUID GPU-a1b2c3NN-8f2d-4c1b-9a3e-1c2d3e4f5aNN (NN: i in
@@ -52,6 +70,7 @@ enum {
     NVML_SUCCESS = 0,
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_GPU_IS_LOST = 15,
@@ -63,9 +82,14 @@ typedef struct {
     unsigned long long total, free, used;
 } nvmlMemory_t;
 
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+
 #define MAX_GPUS 64
 struct nvmlDevice_st {
     unsigned int index;
+    unsigned long utilCalls, memoryCalls; /* for the cycling sequences */
 };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
@@ -108,6 +132,27 @@ static nvmlReturn_t check(nvmlDevice_t d) {
     return NVML_SUCCESS;
 }
 
+/* perdevice returns KEY_<index> if set, else KEY, else NULL. */
+static const char *perdevice(const char *key, nvmlDevice_t d) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_%u", key, d->index);
+    const char *v = getenv(name);
+    if (v && *v) return v;
+    v = getenv(key);
+    return v && *v ? v : NULL;
+}
+
+/* nth returns the k-th (modulo their count) of the comma-separated numbers. */
+static unsigned long long nth(const char *list, unsigned long k) {
+    unsigned long n = 1;
+    for (const char *p = list; *p; p++)
+        if (*p == ',') n++;
+    k %= n;
+    const char *p = list;
+    while (k--) p = strchr(p, ',') + 1;
+    return strtoull(p, NULL, 10);
+}
+
 static nvmlReturn_t copy(char *dst, unsigned int length, const char *src) {
     if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
     if (strlen(src) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -130,7 +175,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
         volatile int *p = NULL;
         *p = 1;
     }
-    for (unsigned int i = 0; i < MAX_GPUS; i++) devices[i].index = i;
+    for (unsigned int i = 0; i < MAX_GPUS; i++) devices[i] = (struct nvmlDevice_st){.index = i};
     initialized++;
     return NVML_SUCCESS;
 }
@@ -148,6 +193,7 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_SUCCESS: return "Success";
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
@@ -202,6 +248,35 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
     memory->total = strtoull(env("FAKE_NVML_MEMORY", "85899345920"), NULL, 10);
     memory->used = memory->total / 100;
-    memory->free = memory->total - memory->used;
+    const char *used = perdevice("FAKE_NVML_USED", device);
+    if (used) memory->used = nth(used, device->memoryCalls);
+    device->memoryCalls++;
+    memory->free = memory->used < memory->total ? memory->total - memory->used : 0;
     return NVML_SUCCESS;
 }
+
+#ifndef FAKE_NVML_NO_UTILIZATION
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *util) {
+    static long calls;
+    logcall("nvmlDeviceGetUtilizationRates");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!util) return NVML_ERROR_INVALID_ARGUMENT;
+    if (calls++ >= strtol(env("FAKE_NVML_SAMPLE_OK", "0"), NULL, 10)) {
+        const char *m = env("FAKE_NVML_SAMPLE_MODE", "ok");
+        if (strcmp(m, "hang") == 0)
+            for (;;) pause();
+        if (strcmp(m, "crash") == 0) {
+            volatile int *p = NULL;
+            *p = 1;
+        }
+        if (strcmp(m, "fail") == 0) return NVML_ERROR_GPU_IS_LOST;
+        if (strcmp(m, "unsupported") == 0) return NVML_ERROR_NOT_SUPPORTED;
+    }
+    const char *seq = perdevice("FAKE_NVML_UTIL", device);
+    util->gpu = seq ? (unsigned int)nth(seq, device->utilCalls) : 0;
+    util->memory = util->gpu / 2;
+    device->utilCalls++;
+    return NVML_SUCCESS;
+}
+#endif

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestKubernetesManifest: deploy/kubernetes decodes strictly into the
+// Kubernetes types (a misspelt field fails), takes the database URL from a
+// Secret, probes /healthz, and its settings are ones serve knows.
+func TestKubernetesManifest(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/kubernetes/paddle-monitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := bytes.Split(b, []byte("\n---\n"))
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want a Deployment and a Service", len(docs))
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(docs[0], &d); err != nil {
+		t.Fatalf("Deployment: %v", err)
+	}
+	var svc corev1.Service
+	if err := yaml.UnmarshalStrict(docs[1], &svc); err != nil {
+		t.Fatalf("Service: %v", err)
+	}
+	if d.Kind != "Deployment" || svc.Kind != "Service" || svc.Spec.Selector["app.kubernetes.io/name"] != d.Spec.Template.Labels["app.kubernetes.io/name"] {
+		t.Fatalf("kinds %s %s, or the Service selects other pods", d.Kind, svc.Kind)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var db *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "PADDLE_MONITOR_DB" {
+			db = &c.Env[i]
+		}
+		if !strings.HasPrefix(e.Name, "PADDLE_MONITOR_") {
+			t.Errorf("unexpected variable %s", e.Name)
+		}
+	}
+	if db == nil || db.ValueFrom == nil || db.ValueFrom.SecretKeyRef == nil || db.Value != "" {
+		t.Fatalf("PADDLE_MONITOR_DB must come from a Secret: %+v", db)
+	}
+	if c.ReadinessProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("probes do not use /healthz")
+	}
+	// The arguments are accepted by the real binary: serve with them and
+	// the variables that are not secrets parses (it then fails on the
+	// tokens file, which does not exist here).
+	r := runMonitorEnv(t, t.TempDir(), []string{"PADDLE_MONITOR_LOG_FORMAT=json"}, c.Args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "tokens file: open /etc/paddle-monitor/tokens.json") {
+		t.Errorf("serve %v: exit %d %s", c.Args, r.code, r.stderr)
+	}
+}
+
+// TestSystemdUnit: systemd-analyze verify accepts the unit (with the binary
+// where ExecStart says, in a copy).
+func TestSystemdUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	b, err := os.ReadFile("../../deploy/systemd/paddle-monitor.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := strings.ReplaceAll(string(b), "/usr/local/bin/paddle-monitor", bin.monitor)
+	path := filepath.Join(t.TempDir(), "paddle-monitor.service")
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}

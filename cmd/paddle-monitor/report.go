@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+)
+
+// reportTimeout bounds one report command (a year over millions of tasks
+// takes seconds).
+const reportTimeout = 10 * time.Minute
+
+// reportCmd prints the report of a window: paddle-monitor report --from
+// DATE --to DATE [--by KEYS] [--prices FILE] [--format table|csv|json].
+// The window and keys are flags only; the database and the prices have
+// their variables, as for serve.
+func reportCmd(args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	e := env{fs}
+	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	if err != nil {
+		return err
+	}
+	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
+	from := fs.String("from", "", "start of the window, included: RFC 3339 or YYYY-MM-DD (UTC midnight)")
+	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
+	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
+	format := fs.String("format", "table", "table, csv or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
+	}
+	q := report.Query{}
+	if q.From, err = report.ParseDate("--from", *from); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if q.To, err = report.ParseDate("--to", *to); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err := q.Window.Check(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if q.By, err = report.ParseKeys(*by); err != nil {
+		return fmt.Errorf("%w: --%v", errUsage, err)
+	}
+	switch *format {
+	case "table", "csv", "json":
+	default:
+		return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
+	}
+	if *pricesFile != "" {
+		if q.Prices, err = report.LoadPrices(*pricesFile); err != nil {
+			return err
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	st, err := store.Open(ctx, *db, store.Options{MustExist: true})
+	if errors.Is(err, store.ErrNoDatabase) {
+		return fmt.Errorf("--db %s: no such database file (paddle-monitor serve creates it; report never does)", *db)
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rep, err := report.Compute(ctx, st, q)
+	if err != nil {
+		return err
+	}
+	return report.Write(stdout, rep, *format)
+}
+
+// mountReport adds what issue 12 serves to a monitor: GET /v1/report, the
+// page GET /, and the open tasks on /metrics.
+func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig, log *slog.Logger) error {
+	var prices *report.Prices
+	if c.prices != "" {
+		var err error
+		if prices, err = report.LoadPrices(c.prices); err != nil {
+			return err
+		}
+		log.Info("prices loaded", "file", c.prices, "currency", prices.Currency)
+	}
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, OpenTTL: c.openTTL, Log: log})
+	return reg.Register(monitor.NewTaskCollector(st, c.openTTL, nil))
+}

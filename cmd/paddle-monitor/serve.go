@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+)
+
+// shutdownGrace bounds how long SIGTERM waits for requests in flight
+// (Kubernetes' default grace period is 30 s).
+const shutdownGrace = 10 * time.Second
+
+// serveConfig is serve's settings after flags and environment.
+type serveConfig struct {
+	listen, db, tokens, prices string
+	openTTL                    time.Duration
+	metricsAuth                bool
+	log                        *slog.Logger
+}
+
+func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	e := env{fs}
+	c := &serveConfig{}
+	listen := e.str("listen", "PADDLE_MONITOR_LISTEN", "127.0.0.1:8080", "address to listen on")
+	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
+	if err != nil {
+		return nil, err
+	}
+	tokens := e.str("tokens", "PADDLE_MONITOR_TOKENS", "", "tokens file (JSON); none: everything open")
+	prices := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON) for the report")
+	level := e.str("log-level", "PADDLE_MONITOR_LOG", "info", "debug, info, warn or error")
+	format := e.str("log-format", "PADDLE_MONITOR_LOG_FORMAT", "text", "text or json")
+	ttl, err := e.duration("open-ttl", "PADDLE_MONITOR_OPEN_TTL", 168*time.Hour, "open tasks not seen for this long leave /metrics")
+	if err != nil {
+		return nil, err
+	}
+	metricsAuth, err := e.boolean("metrics-auth", "PADDLE_MONITOR_METRICS_AUTH", "/metrics needs an admin token")
+	if err != nil {
+		return nil, err
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *ttl <= 0 {
+		return nil, fmt.Errorf("%w: --open-ttl must be positive", errUsage)
+	}
+	if *metricsAuth && *tokens == "" {
+		return nil, fmt.Errorf("%w: --metrics-auth needs --tokens (an admin token must exist)", errUsage)
+	}
+	c.listen, c.db, c.tokens, c.prices, c.openTTL, c.metricsAuth = *listen, *db, *tokens, *prices, *ttl, *metricsAuth
+	if c.log, err = newLogger(stderr, *level, *format); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// serve runs the monitor until SIGTERM or SIGINT: then it stops accepting,
+// lets requests in flight finish (at most shutdownGrace), closes the
+// database and returns nil (exit 0).
+func serve(args []string, stderr io.Writer) error {
+	c, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := c.log.With("logger", "paddle-monitor")
+	// Signals are caught from the start: a SIGTERM while the database
+	// opens still ends in an orderly exit 0.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	log.Debug("settings", "listen", c.listen, "tokens", c.tokens, "prices", c.prices, "open_ttl", c.openTTL.String(), "metrics_auth", c.metricsAuth)
+
+	var tokens atomic.Pointer[access.Set]
+	if c.tokens != "" {
+		set, err := access.Load(c.tokens)
+		if err != nil {
+			return err
+		}
+		tokens.Store(set)
+		log.Info("tokens loaded", "file", c.tokens, "tokens", set.Len())
+	} else {
+		log.Warn("no tokens file (--tokens): every write and read is open to anyone who can reach the monitor")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	st, err := store.Open(ctx, c.db, store.Options{})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	log.Info("database ready", "engine", st.Dialect(), "schema_version", store.SchemaVersion())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api := monitor.New(monitor.Config{
+		Store:       st,
+		Tokens:      tokens.Load,
+		Registry:    reg,
+		MetricsAuth: c.metricsAuth,
+		Log:         log,
+	})
+	if err := mountReport(api, reg, st, c, log); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("listening", "addr", ln.Addr().String())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("serving: %w", err)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reloadTokens(log, c.tokens, &tokens)
+				continue
+			}
+			log.Info("stopping", "signal", sig.String())
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			err := srv.Shutdown(ctx)
+			cancel()
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("requests still in flight at the end of the grace period were cut", "err", err)
+			}
+			log.Info("stopped")
+			return nil
+		}
+	}
+}
+
+// reloadTokens re-reads the tokens file on SIGHUP. A file that no longer
+// loads keeps the tokens in force (an editing mistake must not open the
+// monitor or lock everyone out).
+func reloadTokens(log *slog.Logger, path string, tokens *atomic.Pointer[access.Set]) {
+	if path == "" {
+		log.Warn("SIGHUP: no tokens file to reload (--tokens)")
+		return
+	}
+	set, err := access.Load(path)
+	if err != nil {
+		log.Error("SIGHUP: the tokens file does not load; the previous tokens stay in force", "err", err)
+		return
+	}
+	tokens.Store(set)
+	log.Info("tokens reloaded", "file", path, "tokens", set.Len())
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+)
+
+// token mints a token: the secret alone on the first line, the tokens-file
+// entry (one JSON object, the secret's SHA-256 only) on the second.
+func token(args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("token", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	projects := fs.StringArray("project", nil, "project glob this token may write and read (repeatable)")
+	owners := fs.StringArray("owner", nil, "owner glob (repeatable; none: any owner)")
+	admin := fs.Bool("admin", false, "the token may write and read every project")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: token takes one NAME", errUsage)
+	}
+	secret, entry, err := access.Mint(fs.Arg(0), *projects, *owners, *admin)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	b, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n%s\n", secret, b)
+	return err
+}

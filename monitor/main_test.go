@@ -1,0 +1,9 @@
+package monitor_test
+
+import (
+	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }

@@ -1,0 +1,93 @@
+package monitor
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+)
+
+// OpenTasks is what the task collector and the page need from the store.
+type OpenTasks interface {
+	OpenTasks(ctx context.Context, seenSince int64, limit int) ([]store.OpenTask, error)
+}
+
+// TaskCollector exposes the open tasks on /metrics, read from the store at
+// every scrape (so a task leaves the exposition as soon as it completes):
+// paddle_task_info per task and paddle_task_gpu_info per claimed GPU, with
+// UUID spelled as dcgm-exporter spells it, the key of the PromQL join.
+//
+// One GPU runs one task: when two open tasks claim one UUID (a completion
+// that never came), only the newer start keeps it. Open tasks not seen
+// (start or heartbeat) for TTL leave /metrics; they stay in the store. A
+// store that fails is reported as paddle_monitor_task_scrape_error 1 rather
+// than failing the whole scrape.
+type TaskCollector struct {
+	src     OpenTasks
+	ttl     time.Duration
+	now     func() time.Time
+	timeout time.Duration
+}
+
+// NewTaskCollector returns the collector of src's open tasks. now is the
+// clock (time.Now when nil).
+func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *TaskCollector {
+	if now == nil {
+		now = time.Now
+	}
+	return &TaskCollector{src: src, ttl: ttl, now: now, timeout: 10 * time.Second}
+}
+
+var (
+	taskInfoDesc = prometheus.NewDesc("paddle_task_info",
+		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task.",
+		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}, nil)
+	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
+		"A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.",
+		[]string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}, nil)
+	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
+		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
+		nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- taskInfoDesc
+	ch <- taskGPUInfoDesc
+	ch <- taskScrapeErrorDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	tasks, err := c.src.OpenTasks(ctx, c.now().Add(-c.ttl).Unix(), 0)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
+
+	// Tasks come oldest start first: a later claim on a UUID replaces an
+	// earlier one.
+	owner := map[string]int{}
+	for i, t := range tasks {
+		for _, g := range t.GPUs {
+			owner[g.UUID] = i
+		}
+	}
+	for i, t := range tasks {
+		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
+			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
+		for _, g := range t.GPUs {
+			if j, ok := owner[g.UUID]; !ok || j != i {
+				continue
+			}
+			delete(owner, g.UUID) // a UUID listed twice by one task: one series
+			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
+				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, g.Model)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package monitor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+)
+
+type fakeOpen struct {
+	tasks []store.OpenTask
+	err   error
+	since int64
+}
+
+func (f *fakeOpen) OpenTasks(_ context.Context, since int64, _ int) ([]store.OpenTask, error) {
+	f.since = since
+	return f.tasks, f.err
+}
+
+// The exposition of open tasks, byte for byte: HELP and TYPE on every
+// family, one paddle_task_info per task, one paddle_task_gpu_info per
+// claimed GPU; a GPU two tasks claim belongs to the newer one.
+func TestTaskCollector(t *testing.T) {
+	src := &fakeOpen{tasks: []store.OpenTask{
+		{TaskID: "a1", TaskName: "train", Project: "search", Owner: "ann@example.com", Priority: "high", Env: "prod",
+			Pipeline: "ranker", Step: "train", Hostname: "node1", StartTime: 100,
+			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
+		{TaskID: "b2", TaskName: "eval", Project: "vision", Owner: "bob", Hostname: "node1", StartTime: 200,
+			GPUs: []store.OpenGPU{{UUID: "GPU-bbbb", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
+		{TaskID: "c3", TaskName: "cpu-step", Project: "nlp", Owner: "cho", StartTime: 300},
+	}}
+	now := time.Unix(1000000, 0)
+	c := monitor.NewTaskCollector(src, time.Hour, func() time.Time { return now })
+	want := `# HELP paddle_monitor_task_scrape_error 1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.
+# TYPE paddle_monitor_task_scrape_error gauge
+paddle_monitor_task_scrape_error 0
+# HELP paddle_task_gpu_info A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.
+# TYPE paddle_task_gpu_info gauge
+paddle_task_gpu_info{UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
+# HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task.
+# TYPE paddle_task_info gauge
+paddle_task_info{env="prod",hostname="node1",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
+paddle_task_info{env="",hostname="",owner="cho",pipeline="",priority="",project="nlp",step="",task_id="c3",task_name="cpu-step"} 1
+paddle_task_info{env="",hostname="node1",owner="bob",pipeline="",priority="",project="vision",step="",task_id="b2",task_name="eval"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if src.since != now.Add(-time.Hour).Unix() {
+		t.Errorf("asked for tasks seen since %d, want now - ttl = %d", src.since, now.Add(-time.Hour).Unix())
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+
+	// A store that fails: the scrape still answers, and says so.
+	src.err = errors.New("database is locked")
+	want = `# HELP paddle_monitor_task_scrape_error 1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.
+# TYPE paddle_monitor_task_scrape_error gauge
+paddle_monitor_task_scrape_error 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+func scrape(t *testing.T, m *fixtureMonitor) string {
+	t.Helper()
+	rec := get(t, m.handler, "/metrics", "")
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+func taskLines(body string) []string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "paddle_task_") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// /metrics over the fixture posted through the API: the open tasks seen
+// within --open-ttl (168h before Nov 26: t04 and t05; not t06 nor t11),
+// completed tasks never; a newer task on t04's GPU ends t04's claim on it.
+// The served bytes pass `promtool check metrics`.
+func TestMetricsFixture(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		m := newFixtureMonitor(t, dsn, nil, "", nil)
+		body := scrape(t, m)
+		want := []string{
+			`paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
+			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_info{env="",hostname="node4",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
+			`paddle_task_info{env="",hostname="node5",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
+		}
+		if got := taskLines(body); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("task series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		promtoolCheckMetrics(t, body)
+
+		// t14 starts on t04's GPU: one GPU runs one task.
+		rec := httptestPost(t, m, "/v1/task/register", `{"schema_version":1,"task_id":"t14-takes-the-h100","task_name":"finetune-vit","project":"vision","owner":"dan","gpu_count":1,"start_time":1764072000,"hostname":"node4","gpus":[{"index":0,"uuid":"GPU-4444aaaa-0000-0000-0000-000000000001","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85899345920}]}`)
+		if rec != 201 {
+			t.Fatalf("register t14: %d", rec)
+		}
+		body = scrape(t, m)
+		if n := strings.Count(body, `UUID="GPU-4444aaaa-0000-0000-0000-000000000001"`); n != 1 ||
+			!strings.Contains(body, `paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="dan",project="vision",task_id="t14-takes-the-h100"} 1`) {
+			t.Errorf("after t14 on t04's GPU:\n%s", strings.Join(taskLines(body), "\n"))
+		}
+		if !strings.Contains(body, `task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`) {
+			t.Error("t04 left paddle_task_info when it lost its GPU; it is still open")
+		}
+		// A completion removes the task's series at the next scrape.
+		if rec := httptestPost(t, m, "/v1/task/complete", `{"schema_version":1,"task_id":"t05-open-silent","start_time":1764072000,"end_time":1764075600,"duration_seconds":3600,"exit_code":0,"gpu_count":2,"gpu_seconds":7200,"gpus":[]}`); rec != 200 {
+			t.Fatalf("complete t05: %d", rec)
+		}
+		if body = scrape(t, m); strings.Contains(body, "t05-open-silent") {
+			t.Errorf("a completed task is still on /metrics:\n%s", strings.Join(taskLines(body), "\n"))
+		}
+		promtoolCheckMetrics(t, body)
+	})
+}
+
+func httptestPost(t *testing.T, m *fixtureMonitor, path, body string) int {
+	t.Helper()
+	r := httptest.NewRequest("POST", path, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	m.handler.ServeHTTP(rec, r)
+	if rec.Code >= 300 {
+		t.Logf("POST %s: %d %s", path, rec.Code, rec.Body)
+	}
+	return rec.Code
+}
+
+// promtoolCheckMetrics runs `promtool check metrics` on an exposition;
+// without promtool the check is skipped, unless PADDLE_TEST_REQUIRE_TOOLS=1.
+func promtoolCheckMetrics(t *testing.T, body string) {
+	t.Helper()
+	tool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("promtool is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", err)
+		}
+		t.Log("promtool not installed: `promtool check metrics` skipped")
+		return
+	}
+	cmd := exec.Command(tool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}

@@ -1,0 +1,166 @@
+package monitor
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+//go:embed page.html
+var pageFS embed.FS
+
+var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"hours": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
+	"money": func(x *float64) string {
+		if x == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*x, 'f', 2, 64)
+	},
+	"deref": func(x *float64) float64 { return *x },
+	"percent": func(x *float64) string {
+		if x == nil {
+			return "–"
+		}
+		return strconv.FormatFloat(*x*100, 'f', 0, 64) + " %"
+	},
+}).ParseFS(pageFS, "page.html"))
+
+// The page shows at most this many running tasks (the API lists them all).
+const pageRunningMax = 100
+
+type pageBar struct {
+	Label      string
+	Y, Width   int
+	TextX      int
+	Value      string
+	LabelShort string
+}
+
+type pageTask struct {
+	TaskID, Name, Project, Owner, Hostname string
+	GPUs                                   int64
+	Started, LastSeen                      string
+}
+
+type pageData struct {
+	Month, Prev, Next string
+	MonthName         string
+	Report            *report.Report
+	Currency          string
+	Priced            bool
+	Bars              []pageBar
+	ChartHeight       int
+	CSV               []struct{ Label, URL string }
+	JSON              string
+	Running           []pageTask
+	RunningMore       int
+	Now               string
+}
+
+// page answers GET /: one month's GPU-hours and cost per project as a
+// table and a bar chart (?month=YYYY-MM, default this month, UTC), the
+// running tasks, and links to the CSV. No script, no external asset.
+func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
+	now := h.cfg.Now().UTC()
+	win := report.Month(now)
+	if m := r.URL.Query().Get("month"); m != "" {
+		t, err := time.Parse("2006-01", m)
+		if err != nil {
+			h.api.fail(w, http.StatusBadRequest, fmt.Sprintf("parameter month: %q is not YYYY-MM", m))
+			return
+		}
+		win = report.Month(t)
+	}
+	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
+		Prices: h.cfg.Prices, Scope: scope.Allows})
+	if err != nil {
+		h.api.storeFailed(w, "page report", err)
+		return
+	}
+	open, err := h.cfg.Source.OpenTasks(r.Context(), now.Add(-h.cfg.OpenTTL).Unix(), 0)
+	if err != nil {
+		h.api.storeFailed(w, "page open tasks", err)
+		return
+	}
+
+	d := pageData{
+		Month:     win.From.Format("2006-01"),
+		Prev:      win.From.AddDate(0, -1, 0).Format("2006-01"),
+		Next:      win.To.Format("2006-01"),
+		MonthName: win.From.Format("January 2006"),
+		Report:    rep,
+		Priced:    rep.Currency != nil,
+		Now:       now.Format("2006-01-02 15:04 UTC"),
+	}
+	if d.Priced {
+		d.Currency = *rep.Currency
+	}
+	// Bars: one per project, the longest 420 px wide.
+	max := 0.0
+	for _, row := range rep.Rows {
+		max = maxf(max, row.GPUHours)
+	}
+	for i, row := range rep.Rows {
+		width := 0
+		if max > 0 {
+			width = int(420*row.GPUHours/max + 0.5)
+		}
+		label := row.Key["project"]
+		short := label
+		if len([]rune(short)) > 22 {
+			short = string([]rune(short)[:21]) + "…"
+		}
+		d.Bars = append(d.Bars, pageBar{Label: label, LabelShort: short, Y: i * 28, Width: width,
+			TextX: 170 + width + 6, Value: strconv.FormatFloat(row.GPUHours, 'f', 1, 64) + " GPU-h"})
+	}
+	d.ChartHeight = len(d.Bars)*28 + 4
+	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}
+	for _, c := range []struct{ label, by string }{
+		{"by project", "project"}, {"by project and owner", "project,owner"}, {"by GPU model", "model"},
+		{"by project and pipeline step", "project,pipeline,step"},
+	} {
+		v := url.Values{"from": period["from"], "to": period["to"], "by": {c.by}, "format": {"csv"}}
+		d.CSV = append(d.CSV, struct{ Label, URL string }{c.label, "/v1/report?" + v.Encode()})
+	}
+	d.JSON = "/v1/report?" + period.Encode()
+	for _, t := range open {
+		if !scope.Allows(t.Project, t.Owner) {
+			continue
+		}
+		if len(d.Running) == pageRunningMax {
+			d.RunningMore++
+			continue
+		}
+		d.Running = append(d.Running, pageTask{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project,
+			Owner: t.Owner, Hostname: t.Hostname, GPUs: t.GPUCount,
+			Started:  time.Unix(t.StartTime, 0).UTC().Format("2006-01-02 15:04"),
+			LastSeen: time.Unix(t.LastSeen, 0).UTC().Format("2006-01-02 15:04")})
+	}
+
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, d); err != nil {
+		h.api.fail(w, http.StatusInternalServerError, "rendering the page: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	// Nothing on the page loads from anywhere: say so to the browser.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(b.Bytes())
+}
+
+func maxf(a, b float64) float64 {
+	if a > b {
+		return a
+	}
+	return b
+}

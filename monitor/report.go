@@ -1,0 +1,152 @@
+package monitor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+// ReportSource is what the report endpoint and the page need from the
+// store: the report's sums and the open tasks.
+type ReportSource interface {
+	report.Source
+	OpenTasks
+}
+
+// ReportConfig is what MountReport needs.
+type ReportConfig struct {
+	Source ReportSource
+	// Prices turn GPU-hours into cost (nil: no cost).
+	Prices *report.Prices
+	// OpenTTL: open tasks not seen for this long are not "running" on the
+	// page (nor on /metrics).
+	OpenTTL time.Duration
+	Log     *slog.Logger
+	// Now is the clock (time.Now when nil): the page's "this month".
+	Now func() time.Time
+}
+
+type reports struct {
+	api *API
+	cfg ReportConfig
+}
+
+// MountReport adds GET /v1/report and the page GET / to a, behind the same
+// token check as every read: a token sees only its projects and owners.
+func MountReport(a *API, cfg ReportConfig) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &reports{api: a, cfg: cfg}
+	a.Handle("GET /v1/report", challenge(a.Read(h.report)))
+	a.Handle("GET /{$}", challenge(a.Read(h.page)))
+}
+
+// challenge asks a browser for the token (HTTP Basic authentication, the
+// token as the password) when the answer is 401, so that a person can open
+// the page and its CSV links.
+func challenge(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h(&challengeWriter{ResponseWriter: w}, r)
+	}
+}
+
+type challengeWriter struct{ http.ResponseWriter }
+
+func (c *challengeWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		c.Header().Set("WWW-Authenticate", `Basic realm="paddle-monitor", charset="UTF-8"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// query reads a report's parameters: from and to (RFC 3339 or YYYY-MM-DD;
+// both absent: this month), by (comma-separated keys, default project).
+func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
+	v := r.URL.Query()
+	q := report.Query{Prices: h.cfg.Prices, Scope: scope.Allows}
+	from, to := v.Get("from"), v.Get("to")
+	if from == "" && to == "" {
+		q.Window = report.Month(h.cfg.Now())
+	} else {
+		var err error
+		if q.From, err = report.ParseDate("from", from); err != nil {
+			return q, err
+		}
+		if q.To, err = report.ParseDate("to", to); err != nil {
+			return q, err
+		}
+		if err := q.Window.Check(); err != nil {
+			return q, err
+		}
+	}
+	by, err := report.ParseKeys(v.Get("by"))
+	q.By = by
+	return q, err
+}
+
+// report answers GET /v1/report: JSON, or format=csv (a file named after
+// the window and keys) or format=table (text).
+func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
+	format := r.URL.Query().Get("format")
+	switch format {
+	case "", "json", "csv", "table":
+	default:
+		h.api.fail(w, http.StatusBadRequest, fmt.Sprintf("parameter format: %q is not json, csv or table", format))
+		return
+	}
+	q, err := h.query(r, scope)
+	if err != nil {
+		h.api.fail(w, http.StatusBadRequest, "parameter "+strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+		return
+	}
+	rep, err := report.Compute(r.Context(), h.cfg.Source, q)
+	if errors.Is(err, report.ErrBadQuery) {
+		h.api.fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err != nil {
+		h.api.storeFailed(w, "report", err)
+		return
+	}
+	var b bytes.Buffer
+	switch format {
+	case "csv":
+		err = report.WriteCSV(&b, rep)
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="gpu-report_%s_%s_%s.csv"`,
+			fileTime(rep.From), fileTime(rep.To), strings.Join(rep.By, "-")))
+	case "table":
+		err = report.WriteTable(&b, rep)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	default:
+		err = report.WriteJSON(&b, rep)
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if err != nil {
+		h.api.fail(w, http.StatusInternalServerError, "writing the report: "+err.Error())
+		return
+	}
+	w.Write(b.Bytes())
+}
+
+// fileTime writes a window end for a file name: the date alone at
+// midnight.
+func fileTime(t time.Time) string {
+	if t.Equal(t.Truncate(24 * time.Hour)) {
+		return t.Format(time.DateOnly)
+	}
+	return t.Format("2006-01-02T150405Z")
+}

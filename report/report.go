@@ -1,0 +1,418 @@
+// Package report turns stored tasks into GPU-hours, failed and idle hours,
+// utilisation and cost per project (or any other grouping key) over a time
+// window, as paddle-monitor's report command and GET /v1/report print them.
+//
+// Guarantees: no figure is made up. A completed task counts from its start
+// to its end, a task without a completion up to its last heartbeat (or not
+// at all without one), and only the part inside the window [From, To)
+// counts. The sums are computed by the store where the data is (SQL), over
+// a handful of grouped rows; this package merges those rows, applies the
+// prices and the reader's scope, and writes the result. Rows come out in
+// the same order from every store: GPU-hours, largest first, then the key
+// in byte order.
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Keys are the grouping keys a report accepts, in the order the
+// documentation lists them.
+var Keys = []string{"project", "owner", "priority", "env", "pipeline", "step", "task_name", "hostname", "model"}
+
+// ErrBadQuery classifies every error about a report's parameters (dates,
+// keys, window), so that an HTTP handler can answer 400 for it.
+var ErrBadQuery = errors.New("bad report query")
+
+// Window is the half-open interval [From, To) a report counts.
+type Window struct {
+	From, To time.Time
+}
+
+// Query says what to report.
+type Query struct {
+	Window
+	// By lists the grouping keys (validated by ParseKeys); empty means
+	// project.
+	By []string
+	// Prices turns GPU-hours into cost; nil leaves cost out (null).
+	Prices *Prices
+	// Scope, when set, says which (project, owner) pairs the reader may
+	// see; tasks outside it count nowhere, not even in the total.
+	Scope func(project, owner string) bool
+}
+
+// TaskSums are the task-level sums of one group: every column of Key is a
+// grouping value (the query's keys plus project and owner).
+type TaskSums struct {
+	Key       map[string]string
+	Tasks     int64 // counted intervals overlapping the window
+	Completed int64 // with a completion
+	Failed    int64 // completed with a non-zero exit status or a failed gate
+	Open      int64 // without a completion
+	// EstSeconds and ActualSeconds sum the whole duration_est and
+	// duration_seconds of completed tasks with an estimate whose end is
+	// inside the window.
+	EstSeconds    int64
+	ActualSeconds float64
+	// GPUSeconds is Σ gpu_count × seconds counted in the window, and
+	// FailedGPUSeconds the same for failed tasks: the GPU-hours of section
+	// 5 (meaningless in groups by model, which take them from GPUSums).
+	GPUSeconds, FailedGPUSeconds int64
+}
+
+// GPUSums are the sums over the GPUs the tasks listed (registration's
+// gpus), for one group: the query's keys plus project, owner and model.
+// GPUs counted but not listed (device nodes) are not in them: they are the
+// difference between the tasks' GPUSeconds and these, and take the model
+// "" (the default price).
+type GPUSums struct {
+	Key              map[string]string
+	GPUSeconds       int64   // Σ GPUs × seconds counted in the window
+	FailedGPUSeconds int64   // the same for failed tasks
+	IdleGPUSeconds   float64 // Σ per GPU of seconds × idle_share
+	// IdleOKGPUSeconds is IdleGPUSeconds over tasks that did not fail
+	// (waste_share counts a failed task's hours once, as failed).
+	IdleOKGPUSeconds float64
+	UtilWeighted     float64 // Σ per sampled GPU of seconds × util_mean
+	UtilSeconds      int64   // Σ per sampled GPU of seconds
+}
+
+// Source is what a report needs from a store. Both methods count the
+// window's part of every task as the package comment says and group by
+// keys plus project and owner (GPUSums by model too); they never return
+// every task.
+type Source interface {
+	ReportTasks(ctx context.Context, w Window, keys []string) ([]TaskSums, error)
+	ReportGPUs(ctx context.Context, w Window, keys []string) ([]GPUSums, error)
+}
+
+// Figures are one row's (or the total's) numbers, as section 5 of the
+// monitor's contract names them.
+type Figures struct {
+	Tasks               int64    `json:"tasks"`
+	CompletedTasks      int64    `json:"completed_tasks"`
+	FailedTasks         int64    `json:"failed_tasks"`
+	OpenTasks           int64    `json:"open_tasks"`
+	GPUHours            float64  `json:"gpu_hours"`
+	FailedGPUHours      float64  `json:"failed_gpu_hours"`
+	IdleGPUHours        float64  `json:"idle_gpu_hours"`
+	UtilMean            *float64 `json:"util_mean"`
+	WasteShare          *float64 `json:"waste_share"`
+	DurationEstHours    float64  `json:"duration_est_hours"`
+	DurationActualHours float64  `json:"duration_actual_hours"`
+	Cost                *float64 `json:"cost"`
+	// UnpricedGPUHours are GPU-hours no price matched (they cost 0); null
+	// without prices.
+	UnpricedGPUHours *float64 `json:"unpriced_gpu_hours"`
+}
+
+// Row is one group of the report.
+type Row struct {
+	Key map[string]string `json:"key"`
+	Figures
+}
+
+// Report is the whole answer.
+type Report struct {
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	By       []string  `json:"by"`
+	Currency *string   `json:"currency"`
+	Rows     []Row     `json:"rows"`
+	Total    Figures   `json:"total"`
+}
+
+// acc accumulates one row's sums before they become Figures.
+type acc struct {
+	t                         TaskSums
+	gpuSec, failedSec         int64
+	idleSec, idleOKSec, utilW float64
+	utilSec                   int64
+	cost, unpricedSec         float64
+}
+
+func (a *acc) addTasks(t TaskSums) {
+	a.t.Tasks += t.Tasks
+	a.t.Completed += t.Completed
+	a.t.Failed += t.Failed
+	a.t.Open += t.Open
+	a.t.EstSeconds += t.EstSeconds
+	a.t.ActualSeconds += t.ActualSeconds
+}
+
+// addGPUs adds the listed GPUs' idle time, utilisation and cost (their
+// GPU-seconds are the caller's to add: task-level outside rows by model).
+func (a *acc) addGPUs(g GPUSums, p *Prices) {
+	a.idleSec += g.IdleGPUSeconds
+	a.idleOKSec += g.IdleOKGPUSeconds
+	a.utilW += g.UtilWeighted
+	a.utilSec += g.UtilSeconds
+	if p != nil {
+		if price, ok := p.Price(g.Key["model"]); ok {
+			a.cost += price * float64(g.GPUSeconds)
+		} else {
+			a.unpricedSec += float64(g.GPUSeconds)
+		}
+	}
+}
+
+// addUnlisted prices GPU-seconds of GPUs counted without a model.
+func (a *acc) addUnlisted(gpuSec int64, p *Prices) {
+	if p == nil {
+		return
+	}
+	if price, ok := p.Price(""); ok {
+		a.cost += price * float64(gpuSec)
+	} else {
+		a.unpricedSec += float64(gpuSec)
+	}
+}
+
+// figures rounds every hour figure to the microhour and every share to
+// 1e-9: sums of floats may differ in their last bits between stores (they
+// add in different orders), and the two must print the same report.
+func (a *acc) figures(priced bool) Figures {
+	f := Figures{
+		Tasks:               a.t.Tasks,
+		CompletedTasks:      a.t.Completed,
+		FailedTasks:         a.t.Failed,
+		OpenTasks:           a.t.Open,
+		GPUHours:            hours(float64(a.gpuSec)),
+		FailedGPUHours:      hours(float64(a.failedSec)),
+		IdleGPUHours:        hours(a.idleSec),
+		DurationEstHours:    hours(float64(a.t.EstSeconds)),
+		DurationActualHours: hours(a.t.ActualSeconds),
+	}
+	if a.utilSec > 0 {
+		u := round(a.utilW/float64(a.utilSec), 1e6)
+		f.UtilMean = &u
+	}
+	if a.gpuSec > 0 {
+		w := round((float64(a.failedSec)+a.idleOKSec)/float64(a.gpuSec), 1e9)
+		f.WasteShare = &w
+	}
+	if priced {
+		c := round(a.cost/3600, 1e6)
+		u := hours(a.unpricedSec)
+		f.Cost, f.UnpricedGPUHours = &c, &u
+	}
+	return f
+}
+
+func hours(seconds float64) float64 { return round(seconds/3600, 1e6) }
+
+func round(x, scale float64) float64 { return math.Round(x*scale) / scale }
+
+// Compute asks src for the sums of q's window and assembles the report.
+func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
+	if err := q.Window.Check(); err != nil {
+		return nil, err
+	}
+	by := q.By
+	if len(by) == 0 {
+		by = []string{"project"}
+	}
+	if _, err := ParseKeys(strings.Join(by, ",")); err != nil {
+		return nil, err
+	}
+	in := func(key map[string]string) bool {
+		return q.Scope == nil || q.Scope(key["project"], key["owner"])
+	}
+
+	tasks, err := src.ReportTasks(ctx, q.Window, by)
+	if err != nil {
+		return nil, fmt.Errorf("report: task sums: %w", err)
+	}
+	gpus, err := src.ReportGPUs(ctx, q.Window, by)
+	if err != nil {
+		return nil, fmt.Errorf("report: GPU sums: %w", err)
+	}
+	// With the key model a task counts in the row of each of its models;
+	// the total counts it once, and GPU-hours come from sums that leave
+	// model out.
+	byModel := slices.Contains(by, "model")
+	base := slices.DeleteFunc(slices.Clone(by), func(k string) bool { return k == "model" })
+	baseTasks := tasks
+	if byModel {
+		if baseTasks, err = src.ReportTasks(ctx, q.Window, base); err != nil {
+			return nil, fmt.Errorf("report: task sums: %w", err)
+		}
+	}
+
+	rows := map[string]*acc{}
+	keys := map[string]map[string]string{}
+	row := func(key map[string]string) *acc {
+		k := make(map[string]string, len(by))
+		for _, name := range by {
+			k[name] = key[name]
+		}
+		id := rowID(by, k)
+		a := rows[id]
+		if a == nil {
+			a = &acc{}
+			rows[id], keys[id] = a, k
+		}
+		return a
+	}
+	// GPUs counted but not listed: per group of the base keys, the tasks'
+	// GPU-seconds less the listed GPUs' (never below 0: a registration
+	// may list more GPUs than its gpu_count).
+	type residual struct {
+		key             map[string]string
+		gpuSec, failSec int64
+	}
+	unlisted := map[string]*residual{}
+	groupCols := append(slices.Clone(base), "project", "owner")
+	var total acc
+	for _, t := range baseTasks {
+		if !in(t.Key) {
+			continue
+		}
+		total.addTasks(t)
+		total.gpuSec += t.GPUSeconds
+		total.failedSec += t.FailedGPUSeconds
+		unlisted[rowID(groupCols, t.Key)] = &residual{t.Key, t.GPUSeconds, t.FailedGPUSeconds}
+		if !byModel {
+			a := row(t.Key)
+			a.gpuSec += t.GPUSeconds
+			a.failedSec += t.FailedGPUSeconds
+		}
+	}
+	for _, t := range tasks {
+		if in(t.Key) {
+			row(t.Key).addTasks(t)
+		}
+	}
+	for _, g := range gpus {
+		if !in(g.Key) {
+			continue
+		}
+		a := row(g.Key)
+		a.addGPUs(g, q.Prices)
+		total.addGPUs(g, q.Prices)
+		if byModel {
+			a.gpuSec += g.GPUSeconds
+			a.failedSec += g.FailedGPUSeconds
+		}
+		if u := unlisted[rowID(groupCols, g.Key)]; u != nil {
+			u.gpuSec -= g.GPUSeconds
+			u.failSec -= g.FailedGPUSeconds
+		}
+	}
+	for _, u := range unlisted {
+		if u.gpuSec <= 0 {
+			continue
+		}
+		key := maps.Clone(u.key)
+		key["model"] = ""
+		a := row(key)
+		a.addUnlisted(u.gpuSec, q.Prices)
+		total.addUnlisted(u.gpuSec, q.Prices)
+		if byModel {
+			a.gpuSec += u.gpuSec
+			a.failedSec += max(u.failSec, 0)
+		}
+	}
+
+	r := &Report{From: q.From.UTC(), To: q.To.UTC(), By: by, Rows: []Row{}}
+	priced := q.Prices != nil
+	if priced {
+		c := q.Prices.Currency
+		r.Currency = &c
+	}
+	for id, a := range rows {
+		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: a.figures(priced)})
+	}
+	slices.SortFunc(r.Rows, func(a, b Row) int {
+		switch {
+		case a.GPUHours > b.GPUHours:
+			return -1
+		case a.GPUHours < b.GPUHours:
+			return 1
+		}
+		return strings.Compare(rowID(by, a.Key), rowID(by, b.Key))
+	})
+	r.Total = total.figures(priced)
+	return r, nil
+}
+
+// rowID joins a row's key values in the order of by with a byte that no
+// label value may hold, so that comparing IDs compares keys value by value
+// in byte order.
+func rowID(by []string, key map[string]string) string {
+	var b strings.Builder
+	for i, name := range by {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(key[name])
+	}
+	return b.String()
+}
+
+// Check says whether the window is usable: both ends set, From before To.
+func (w Window) Check() error {
+	if w.From.IsZero() || w.To.IsZero() {
+		return fmt.Errorf("%w: the window needs both from and to", ErrBadQuery)
+	}
+	if !w.From.Before(w.To) {
+		return fmt.Errorf("%w: from (%s) must be before to (%s)", ErrBadQuery,
+			w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ParseKeys reads a comma-separated list of grouping keys ("project,owner").
+// Empty means project. A key that is unknown or repeated is an error naming
+// it and the keys allowed.
+func ParseKeys(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return []string{"project"}, nil
+	}
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%w: by %q: an empty key (keys are comma-separated: %s)", ErrBadQuery, s, strings.Join(Keys, ", "))
+		case !slices.Contains(Keys, k):
+			return nil, fmt.Errorf("%w: by: unknown key %q (allowed: %s)", ErrBadQuery, k, strings.Join(Keys, ", "))
+		case slices.Contains(out, k):
+			return nil, fmt.Errorf("%w: by: key %q given twice", ErrBadQuery, k)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00") or
+// a date ("2026-11-01", UTC midnight). name is the parameter's name, for
+// the error.
+func ParseDate(name, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339 or YYYY-MM-DD)", ErrBadQuery, name)
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t.UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z) nor YYYY-MM-DD", ErrBadQuery, name, s)
+	}
+	return t.UTC(), nil
+}
+
+// Month returns the calendar month (UTC) that holds t, as a window.
+func Month(t time.Time) Window {
+	t = t.UTC()
+	from := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return Window{From: from, To: from.AddDate(0, 1, 0)}
+}

@@ -1,0 +1,391 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the CSV and table golden files from the JSON ones")
+
+func TestParseKeys(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		want    string
+		wantErr string
+	}{
+		{"", "project", ""},
+		{"project", "project", ""},
+		{" owner , model ", "owner,model", ""},
+		{"project,owner,priority,env,pipeline,step,task_name,hostname,model", "project,owner,priority,env,pipeline,step,task_name,hostname,model", ""},
+		{"cost_center", "", `unknown key "cost_center"`},
+		{"project,,owner", "", "an empty key"},
+		{"project,project", "", `key "project" given twice`},
+		{"Project", "", `unknown key "Project"`},
+	} {
+		got, err := ParseKeys(c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.Is(err, ErrBadQuery) {
+				t.Errorf("ParseKeys(%q) = %v, %v; want an ErrBadQuery saying %q", c.in, got, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("ParseKeys(%q) = %v, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestParseDate(t *testing.T) {
+	for _, c := range []struct {
+		in, want, wantErr string
+	}{
+		{"2026-11-01", "2026-11-01T00:00:00Z", ""},
+		{"2026-11-01T08:00:00+08:00", "2026-11-01T00:00:00Z", ""},
+		{"2026-11-01T00:00:00Z", "2026-11-01T00:00:00Z", ""},
+		{"", "", "from is required"},
+		{"2026-13-01", "", `from "2026-13-01" is neither`},
+		{"01/11/2026", "", "neither RFC 3339"},
+		{"2026-11-01 00:00:00", "", "neither RFC 3339"},
+	} {
+		got, err := ParseDate("from", c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.Is(err, ErrBadQuery) {
+				t.Errorf("ParseDate(%q) = %v, %v; want an error saying %q", c.in, got, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.Format(time.RFC3339) != c.want || got.Location() != time.UTC {
+			t.Errorf("ParseDate(%q) = %v, %v; want %s UTC", c.in, got, err, c.want)
+		}
+	}
+	w := Window{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	if err := w.Check(); err == nil || !strings.Contains(err.Error(), "from (2026-12-01T00:00:00Z) must be before to") {
+		t.Errorf("an inverted window: %v", err)
+	}
+	if m := Month(time.Date(2026, 12, 31, 23, 59, 0, 0, time.FixedZone("x", -3600))); m.From.Format(time.DateOnly) != "2027-01-01" || m.To.Format(time.DateOnly) != "2027-02-01" {
+		t.Errorf("Month: %v", m)
+	}
+}
+
+func TestPrices(t *testing.T) {
+	p, err := ParsePrices(strings.NewReader(`{"currency": "CNY", "default": 2.5, "models": {
+		"Tesla T4": 2.0, "NVIDIA A100*": 12.0, "NVIDIA A100-SXM4-80GB": 15.0,
+		"NVIDIA H100*": 30.0, "NVIDIA H100 80GB*": 28.0, "NVIDIA H1?0*": 29.0, "Free": 0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]float64{
+		"Tesla T4":              2.0,  // exact
+		"NVIDIA A100-SXM4-80GB": 15.0, // exact beats the glob
+		"NVIDIA A100-PCIE-40GB": 12.0, // glob
+		"NVIDIA H100 80GB HBM3": 28.0, // the longest matching glob
+		"NVIDIA H100 PCIe":      30.0, // "NVIDIA H100*" is longer than "NVIDIA H1?0*"
+		"NVIDIA H120":           29.0,
+		"Tesla T4 ":             2.5, // not the exact name: default
+		"tesla t4":              2.5, // model names are matched as NVML spells them
+		"":                      2.5, // device nodes: default
+		"Free":                  0,
+	} {
+		got, ok := p.Price(model)
+		if !ok || got != want {
+			t.Errorf("Price(%q) = %v, %v; want %v", model, got, ok, want)
+		}
+	}
+	if p.Currency != "CNY" {
+		t.Errorf("currency %q", p.Currency)
+	}
+
+	p, err = ParsePrices(strings.NewReader(`{"models": {"Tesla T4": 0.35}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Price("Tesla V100"); ok {
+		t.Error("a model nothing prices, with no default, has a price")
+	}
+	if _, ok := p.Price(""); ok {
+		t.Error("a GPU without a model, with no default, has a price")
+	}
+
+	for in, wantErr := range map[string]string{
+		`{"default": -1}`:                      "default: a price is a number of at least 0",
+		`{"models": {"Tesla T4": -0.5}}`:       `models["Tesla T4"]: a price is a number of at least 0`,
+		`{"models": {"Tesla T4": null}}`:       `models["Tesla T4"]: a price is a number, not null`,
+		`{"models": {"NVIDIA [A100": 1}}`:      `models["NVIDIA [A100"]: not a valid glob`,
+		`{"models": {"": 1}}`:                  "an empty model name",
+		`{"currency": "CNY", "defualt": 2}`:    `unknown field "defualt"`,
+		`{"models": {"Tesla T4": "2.0"}}`:      "cannot unmarshal string",
+		`{"default": 1} {"default": 2}`:        "more than one JSON value",
+		``:                                     "EOF",
+		`["Tesla T4"]`:                         "cannot unmarshal array",
+		`{"models": {"Tesla T4": 1e400}}`:      "cannot unmarshal number",
+		`{"default": 2, "models": {"x": 1}} x`: "more than one JSON value",
+	} {
+		_, err := ParsePrices(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !errors.Is(err, ErrBadPrices) {
+			t.Errorf("ParsePrices(%s) = %v; want an ErrBadPrices saying %q", in, err, wantErr)
+		}
+	}
+
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "prices.json")
+	os.WriteFile(bad, []byte(`{"default": "two"}`), 0o644)
+	if _, err := LoadPrices(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("LoadPrices names the file: %v", err)
+	}
+	if _, err := LoadPrices(filepath.Join(dir, "missing.json")); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadPrices of a missing file: %v", err)
+	}
+}
+
+// fakeSource answers fixed sums and records the keys it was asked for.
+type fakeSource struct {
+	tasks, totalTasks []TaskSums
+	gpus              []GPUSums
+	asked             [][]string
+}
+
+func (f *fakeSource) ReportTasks(_ context.Context, _ Window, keys []string) ([]TaskSums, error) {
+	f.asked = append(f.asked, keys)
+	if len(keys) == 0 {
+		return f.totalTasks, nil
+	}
+	return f.tasks, nil
+}
+
+func (f *fakeSource) ReportGPUs(context.Context, Window, []string) ([]GPUSums, error) {
+	return f.gpus, nil
+}
+
+func key(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+var nov = Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+
+// Rows merge the store's (project, owner) groups, the scope drops pairs
+// from rows and total alike, and equal GPU-hours order by key bytes.
+func TestComputeMergesScopesAndOrders(t *testing.T) {
+	src := &fakeSource{
+		tasks: []TaskSums{
+			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1, GPUSeconds: 3600},
+			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2, GPUSeconds: 7200},
+			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1, GPUSeconds: 3600, FailedGPUSeconds: 3600},
+			{Key: key("project", "secret", "owner", "x"), Tasks: 9, GPUSeconds: 999999},
+		},
+		gpus: []GPUSums{
+			{Key: key("project", "b", "owner", "x", "model", "T4"), GPUSeconds: 3600, UtilWeighted: 3600 * 40, UtilSeconds: 3600},
+			{Key: key("project", "b", "owner", "y", "model", "T4"), GPUSeconds: 3600, FailedGPUSeconds: 3600, IdleGPUSeconds: 1800, UtilWeighted: 3600 * 80, UtilSeconds: 3600},
+			{Key: key("project", "B", "owner", "y", "model", "T4"), GPUSeconds: 7200, IdleGPUSeconds: 720, IdleOKGPUSeconds: 720},
+			{Key: key("project", "secret", "owner", "x", "model", "T4"), GPUSeconds: 999999},
+		},
+	}
+	src.totalTasks = src.tasks
+	r, err := Compute(context.Background(), src, Query{Window: nov, Scope: func(p, o string) bool { return p != "secret" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 2 || r.Rows[0].Key["project"] != "B" || r.Rows[1].Key["project"] != "b" {
+		t.Fatalf("rows %+v, want B then b (equal GPU-hours, byte order)", r.Rows)
+	}
+	b := r.Rows[1]
+	if b.Tasks != 4 || b.CompletedTasks != 4 || b.FailedTasks != 1 || b.GPUHours != 2 || b.FailedGPUHours != 1 ||
+		b.IdleGPUHours != 0.5 || *b.UtilMean != 60 || *b.WasteShare != 0.5 || b.Cost != nil {
+		t.Errorf("row b: %+v", b.Figures)
+	}
+	B := r.Rows[0]
+	if B.UtilMean != nil || *B.WasteShare != 0.1 || B.IdleGPUHours != 0.2 {
+		t.Errorf("row B: %+v", B.Figures)
+	}
+	if r.Total.Tasks != 6 || r.Total.GPUHours != 4 || r.Currency != nil || r.Total.Cost != nil || r.Total.UnpricedGPUHours != nil {
+		t.Errorf("total: %+v", r.Total)
+	}
+	if len(src.asked) != 1 {
+		t.Errorf("asked for task sums %d times without the key model", len(src.asked))
+	}
+}
+
+// With the key model a task counts in every row of its models; the total
+// comes from sums without model, so it counts each task once.
+func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
+	price := 2.0
+	src := &fakeSource{
+		tasks: []TaskSums{
+			{Key: key("project", "p", "owner", "o", "model", "T4"), Tasks: 1, Completed: 1},
+			{Key: key("project", "p", "owner", "o", "model", "A100"), Tasks: 1, Completed: 1},
+			{Key: key("project", "p", "owner", "o", "model", ""), Tasks: 1, Completed: 1},
+		},
+		// One task: 4 GPUs for an hour, two listed (T4 and A100), two
+		// counted from device nodes.
+		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, GPUSeconds: 4 * 3600}},
+		gpus: []GPUSums{
+			{Key: key("project", "p", "owner", "o", "model", "T4"), GPUSeconds: 3600},
+			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
+		},
+	}
+	prices := &Prices{Currency: "USD", exact: map[string]float64{"T4": price}}
+	r, err := Compute(context.Background(), src, Query{Window: nov, By: []string{"model"}, Prices: prices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rows: "" (2 unlisted GPUs: 2 h) first, then A100 and T4 (1 h each,
+	// byte order).
+	if len(r.Rows) != 3 || r.Rows[0].Key["model"] != "" || r.Rows[0].GPUHours != 2 || r.Rows[1].Key["model"] != "A100" ||
+		r.Rows[2].GPUHours != 1 || r.Rows[0].Tasks != 1 || r.Total.Tasks != 1 || r.Total.GPUHours != 4 {
+		t.Fatalf("rows %+v total %+v", r.Rows, r.Total)
+	}
+	if *r.Total.Cost != 2 || *r.Total.UnpricedGPUHours != 3 || *r.Rows[1].Cost != 0 || *r.Currency != "USD" {
+		t.Errorf("cost %v unpriced %v (only T4 has a price, there is no default)", *r.Total.Cost, *r.Total.UnpricedGPUHours)
+	}
+	if len(src.asked) != 2 || len(src.asked[1]) != 0 {
+		t.Errorf("task sums asked with %v", src.asked)
+	}
+}
+
+func TestComputeRefusesBadQueries(t *testing.T) {
+	src := &fakeSource{}
+	for _, q := range []Query{
+		{},
+		{Window: Window{From: nov.To, To: nov.From}},
+		{Window: nov, By: []string{"gpu"}},
+	} {
+		if _, err := Compute(context.Background(), src, q); !errors.Is(err, ErrBadQuery) {
+			t.Errorf("Compute(%+v) = %v, want ErrBadQuery", q, err)
+		}
+	}
+}
+
+// The writers, on the fixture's hand-computed reports (testdata/README.md):
+// the CSV and table files are what a user gets. -update rewrites them.
+func TestWriters(t *testing.T) {
+	for _, name := range []string{"november-by-project", "november-by-model"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		var js bytes.Buffer
+		if err := Write(&js, &r, "json"); err != nil || !bytes.Equal(js.Bytes(), b) {
+			t.Errorf("%s: JSON does not round-trip (%v):\n%s", name, err, js.String())
+		}
+		for _, f := range []struct{ format, ext string }{{"csv", ".csv"}, {"table", ".txt"}} {
+			var got bytes.Buffer
+			if err := Write(&got, &r, f.format); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", name+f.ext)
+			if *update {
+				os.WriteFile(golden, got.Bytes(), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("%s differs:\n%s", golden, got.String())
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := Write(&out, &Report{}, "xml"); !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), `format "xml" is not one of table, csv, json`) {
+		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// Without prices there is no cost column, cost is null, and the table says
+// nothing about unpriced hours; with prices lacking a default, it does.
+func TestWritersWithoutPrices(t *testing.T) {
+	u := 40.0
+	r := &Report{From: nov.From, To: nov.To, By: []string{"project", "owner"}, Rows: []Row{{Key: key("project", "p", "owner", ""), Figures: Figures{Tasks: 2, OpenTasks: 1, GPUHours: 1.25}}}, Total: Figures{Tasks: 2, OpenTasks: 1, GPUHours: 1.25}}
+	var csv, table, js bytes.Buffer
+	WriteCSV(&csv, r)
+	WriteTable(&table, r)
+	WriteJSON(&js, r)
+	if want := "project,owner,tasks,completed_tasks,failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\np,,2,0,0,1,1.25,0,0,,,0,0\n"; csv.String() != want {
+		t.Errorf("CSV:\n%s\nwant:\n%s", csv.String(), want)
+	}
+	if strings.Contains(table.String(), "cost") || strings.Contains(table.String(), "unpriced") ||
+		!strings.Contains(table.String(), "1 task(s) have no end") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	if !strings.Contains(js.String(), `"currency": null`) || !strings.Contains(js.String(), `"cost": null`) {
+		t.Errorf("JSON:\n%s", js.String())
+	}
+	c := "USD"
+	zero := 0.0
+	r.Currency, r.Total.Cost, r.Total.UnpricedGPUHours = &c, &zero, &u
+	table.Reset()
+	WriteTable(&table, r)
+	if !strings.Contains(table.String(), "40 GPU-hours matched no price and no default") {
+		t.Errorf("table with unpriced hours:\n%s", table.String())
+	}
+}
+
+func FuzzParsePrices(f *testing.F) {
+	for _, s := range []string{`{"currency":"CNY","default":2,"models":{"Tesla T4":2,"NVIDIA A100*":12}}`, `{}`, `{"models":{"[":1}}`} {
+		f.Add(s, "NVIDIA A100-SXM4-80GB")
+	}
+	f.Fuzz(func(t *testing.T, in, model string) {
+		p, err := ParsePrices(strings.NewReader(in))
+		if err != nil {
+			if !errors.Is(err, ErrBadPrices) {
+				t.Fatalf("error not classified: %v", err)
+			}
+			return
+		}
+		if price, ok := p.Price(model); ok && (price < 0 || price != price) {
+			t.Fatalf("price %v for %q", price, model)
+		}
+	})
+}
+
+func FuzzParseKeys(f *testing.F) {
+	for _, s := range []string{"project", "owner,model", ",", "project,project"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		keys, err := ParseKeys(in)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if seen[k] || !strings.Contains(","+strings.Join(Keys, ",")+",", ","+k+",") {
+				t.Fatalf("ParseKeys(%q) = %v", in, keys)
+			}
+			seen[k] = true
+		}
+	})
+}
+
+func FuzzParseDate(f *testing.F) {
+	for _, s := range []string{"2026-11-01", "2026-11-01T08:00:00+08:00", "2026-02-30", "", "2026-11-01T00:00:00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := ParseDate("from", in)
+		if err != nil {
+			if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "from") {
+				t.Fatalf("ParseDate(%q): %v", in, err)
+			}
+			return
+		}
+		if got.Location() != time.UTC {
+			t.Fatalf("ParseDate(%q) = %v, not UTC", in, got)
+		}
+	})
+}

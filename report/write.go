@@ -1,0 +1,144 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Formats a report is written in.
+var Formats = []string{"table", "csv", "json"}
+
+// Write writes r in format ("table", "csv" or "json").
+func Write(w io.Writer, r *Report, format string) error {
+	switch format {
+	case "", "table":
+		return WriteTable(w, r)
+	case "csv":
+		return WriteCSV(w, r)
+	case "json":
+		return WriteJSON(w, r)
+	}
+	return fmt.Errorf("%w: format %q is not one of %s", ErrBadQuery, format, strings.Join(Formats, ", "))
+}
+
+// WriteJSON writes r as one indented JSON object and a newline.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// columns are the figures' names in CSV and table order.
+func columns(priced bool) []string {
+	c := []string{"tasks", "completed_tasks", "failed_tasks", "open_tasks", "gpu_hours",
+		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
+		"duration_est_hours", "duration_actual_hours"}
+	if priced {
+		c = append(c, "cost")
+	}
+	return c
+}
+
+// values are f's cells; table (for a terminal) writes waste_share as a
+// percentage and a null as "-", CSV leaves a null cell empty.
+func (f Figures) values(priced bool, table bool) []string {
+	opt := func(x *float64) string {
+		switch {
+		case x != nil:
+			return num(*x)
+		case table:
+			return "-"
+		}
+		return ""
+	}
+	v := []string{
+		strconv.FormatInt(f.Tasks, 10), strconv.FormatInt(f.CompletedTasks, 10),
+		strconv.FormatInt(f.FailedTasks, 10), strconv.FormatInt(f.OpenTasks, 10),
+		num(f.GPUHours), num(f.FailedGPUHours), num(f.IdleGPUHours), opt(f.UtilMean),
+	}
+	if table {
+		if f.WasteShare == nil {
+			v = append(v, "-")
+		} else {
+			v = append(v, strconv.FormatFloat(*f.WasteShare*100, 'f', 1, 64)+" %")
+		}
+	} else {
+		v = append(v, opt(f.WasteShare))
+	}
+	v = append(v, num(f.DurationEstHours), num(f.DurationActualHours))
+	if priced {
+		v = append(v, opt(f.Cost))
+	}
+	return v
+}
+
+// num writes a figure the shortest way that reads back to the same float.
+func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+// WriteCSV writes a header line and one line per row (no total): the key
+// columns in the order of By, then the figures; an empty cell is a null.
+// No cost column without prices.
+func WriteCSV(w io.Writer, r *Report) error {
+	priced := r.Currency != nil
+	cw := csv.NewWriter(w)
+	if err := cw.Write(append(append([]string{}, r.By...), columns(priced)...)); err != nil {
+		return err
+	}
+	for _, row := range r.Rows {
+		rec := make([]string, 0, len(r.By)+12)
+		for _, k := range r.By {
+			rec = append(rec, row.Key[k])
+		}
+		if err := cw.Write(append(rec, row.values(priced, false)...)); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteTable writes an aligned table for a terminal: the window, one line
+// per row and a total line, waste_share as a percentage, then what the
+// figures leave out (tasks with no end, unpriced GPU-hours).
+func WriteTable(w io.Writer, r *Report) error {
+	priced := r.Currency != nil
+	fmt.Fprintf(w, "GPU report %s to %s", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+	if priced && *r.Currency != "" {
+		fmt.Fprintf(w, ", cost in %s", *r.Currency)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := append(append([]string{}, r.By...), columns(priced)...)
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, row := range r.Rows {
+		var key []string
+		for _, k := range r.By {
+			v := row.Key[k]
+			if v == "" {
+				v = "-"
+			}
+			key = append(key, v)
+		}
+		fmt.Fprintln(tw, strings.Join(append(key, row.values(priced, true)...), "\t")+"\t")
+	}
+	total := make([]string, len(r.By))
+	total[0] = "total"
+	fmt.Fprintln(tw, strings.Join(append(total, r.Total.values(priced, true)...), "\t")+"\t")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n := r.Total.OpenTasks; n > 0 {
+		fmt.Fprintf(w, "%d task(s) have no end (no completion: exec mode, or still running): counted up to their last heartbeat, or not at all without one.\n", n)
+	}
+	if u := r.Total.UnpricedGPUHours; u != nil && *u > 0 {
+		fmt.Fprintf(w, "%s GPU-hours matched no price and no default: they cost 0 here.\n", num(*u))
+	}
+	_, err := fmt.Fprintln(w, "waste_share = (failed GPU-hours + idle GPU-hours of tasks that did not fail) / GPU-hours.")
+	return err
+}

@@ -1,0 +1,153 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+// columns lists table.column names of the tasks tables, the same query on
+// both engines (information_schema on PostgreSQL, pragma on SQLite).
+func columns(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	db := store.DBForTest(s)
+	var out []string
+	for _, table := range []string{"tasks", "task_gpus", "pending_completions", "project_owners", "schema_version"} {
+		var rows *sql.Rows
+		var err error
+		if s.Dialect() == store.Postgres {
+			rows, err = db.Query("SELECT column_name FROM information_schema.columns WHERE table_name = $1", table)
+		} else {
+			rows, err = db.Query("SELECT name FROM pragma_table_info(?)", table)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, table+"."+c)
+		}
+		rows.Close()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestMigrateBothDialects: an empty database of each engine migrates to the
+// latest version, with the same tables and columns; opening again changes
+// nothing.
+func TestMigrateBothDialects(t *testing.T) {
+	var got [][]string
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		var v int
+		if err := store.DBForTest(s).QueryRow("SELECT version FROM schema_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != store.SchemaVersion() || v < 1 {
+			t.Fatalf("schema version %d, want %d", v, store.SchemaVersion())
+		}
+		cols := columns(t, s)
+		s.Close()
+		again := storetest.Open(t, dsn)
+		if c := columns(t, again); !reflect.DeepEqual(c, cols) {
+			t.Fatalf("reopening changed the columns:\n%v\n%v", cols, c)
+		}
+		got = append(got, cols)
+	})
+	if len(got) == 2 && !reflect.DeepEqual(got[0], got[1]) {
+		t.Fatalf("the two dialects' schemas differ:\nsqlite:   %v\npostgres: %v", got[0], got[1])
+	}
+}
+
+// TestMigrateConcurrentReplicas: replicas starting at once on one
+// PostgreSQL database all succeed and apply each step once.
+func TestMigrateConcurrentReplicas(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := store.Open(ctx, dsn, store.Options{})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+	}
+}
+
+// TestSchemaTooNew: a database migrated by a newer binary is refused.
+func TestSchemaTooNew(t *testing.T) {
+	dsn := storetest.SQLiteDSN(t)
+	s := storetest.Open(t, dsn)
+	if _, err := store.DBForTest(s).Exec("UPDATE schema_version SET version = 999"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err := store.Open(context.Background(), dsn, store.Options{})
+	if !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Fatalf("Open on a newer schema: %v, want ErrSchemaTooNew", err)
+	}
+}
+
+// TestMustExist: report's open never creates a database file.
+func TestMustExist(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "missing.db")
+	_, err := store.Open(context.Background(), dsn, store.Options{MustExist: true})
+	if !errors.Is(err, store.ErrNoDatabase) {
+		t.Fatalf("got %v, want ErrNoDatabase", err)
+	}
+	if _, err := os.Stat(dsn); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the file was created: %v", err)
+	}
+}
+
+// TestMigrateFromVersion1: a database of the first schema, with tasks,
+// gains project_owners filled from its tasks, so scoped reads still see
+// every task after the upgrade.
+func TestMigrateFromVersion1(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		mustRegister(t, s, reg("a", "search_x", "ann", 1))
+		mustRegister(t, s, reg("b", "search_y", "bob", 2))
+		db := store.DBForTest(s)
+		for _, q := range []string{"DROP TABLE project_owners", "UPDATE schema_version SET version = 1"} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		page, _, err := again.Tasks(ctx, store.Filter{}, &access.Scope{Projects: []string{"search_*"}})
+		if err != nil || len(page) != 2 {
+			t.Fatalf("after the upgrade the scoped read sees %d tasks (%v), want 2", len(page), err)
+		}
+	})
+}

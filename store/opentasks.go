@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// OpenTask is a task without a completion, as /metrics and the page show
+// it, with the GPUs it still claims.
+type OpenTask struct {
+	TaskID, TaskName, Project, Owner string
+	Priority, Env, Pipeline, Step    string
+	Hostname                         string
+	GPUCount                         int64
+	StartTime                        int64
+	// LastSeen is the later of the start and the last heartbeat.
+	LastSeen int64
+	GPUs     []OpenGPU
+}
+
+// OpenGPU is a GPU an open task claims: it has a UUID and no newer task
+// took it over.
+type OpenGPU struct {
+	UUID, Model string
+}
+
+// OpenTasks returns the tasks without a completion seen (started or
+// heartbeat) at or after seenSince (Unix seconds), oldest start first, at
+// most limit of them (0: no limit).
+func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]OpenTask, error) {
+	q := `SELECT t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
+		t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END
+		FROM tasks t
+		WHERE t.end_time IS NULL AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id`
+	args := []any{seenSince, seenSince}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: open tasks: %w", err)
+	}
+	var tasks []OpenTask
+	index := map[string]int{}
+	for rows.Next() {
+		var t OpenTask
+		if err := rows.Scan(&t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
+			&t.Step, &t.Hostname, &t.GPUCount, &t.StartTime, &t.LastSeen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: open tasks: %w", err)
+		}
+		index[t.TaskID] = len(tasks)
+		tasks = append(tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: open tasks: %w", err)
+	}
+	if len(tasks) == 0 {
+		return tasks, nil
+	}
+	// The claimed GPUs of the same tasks: one query, matched in Go.
+	gq := `SELECT g.task_id, g.uuid, g.model FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
+		WHERE t.end_time IS NULL AND (t.start_time >= ? OR t.last_seen >= ?)
+		AND g.uuid <> '' AND g.claim_ended IS NULL
+		ORDER BY g.task_id, g.position`
+	grows, err := s.r.QueryContext(ctx, s.bind(gq), seenSince, seenSince)
+	if err != nil {
+		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+	}
+	defer grows.Close()
+	for grows.Next() {
+		var id string
+		var g OpenGPU
+		if err := grows.Scan(&id, &g.UUID, &g.Model); err != nil {
+			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+		}
+		if i, ok := index[id]; ok {
+			tasks[i].GPUs = append(tasks[i].GPUs, g)
+		}
+	}
+	if err := grows.Err(); err != nil {
+		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+	}
+	return tasks, nil
+}

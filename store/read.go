@@ -1,0 +1,310 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+)
+
+// Filter selects tasks for Tasks. Zero values select everything.
+type Filter struct {
+	Project, Owner, Pipeline string
+	// State is "", "running", "completed" or "failed".
+	State string
+	// From and To select by start_time: [From, To) in Unix seconds.
+	From, To *int64
+	// Limit is the page size (1 to MaxLimit; 0 means DefaultLimit).
+	Limit int
+	// Cursor continues a listing where the previous page ended ("" from
+	// the start).
+	Cursor string
+}
+
+// Page sizes of Tasks.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// ErrBadCursor is returned for a cursor Tasks did not make.
+var ErrBadCursor = errors.New("store: malformed cursor")
+
+// failed is the SQL condition of a failed task (completed with a non-zero
+// exit status or a failed gate); the report's SQL uses it too.
+const failed = "(t.end_time IS NOT NULL AND (t.exit_code <> 0 OR COALESCE(t.gate_passed, 1) = 0))"
+
+const taskColumns = `t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.pipeline_run, t.step,
+	t.orchestrator, t.k8s_namespace, t.k8s_pod, t.k8s_node, t.k8s_pod_uid, t.k8s_job_index, t.hostname, t.start_time,
+	t.gpu_count, t.duration_est, t.labels, t.registered_at, t.last_seen, t.end_time, t.duration_seconds, t.exit_code,
+	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at`
+
+// Task returns one task within scope, or nil (and no error) when there is
+// none the scope may see.
+func (s *Store) Task(ctx context.Context, taskID string, scope *access.Scope) (*Task, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind("SELECT "+taskColumns+" FROM tasks t WHERE t.task_id = ?"), taskID)
+	if err != nil {
+		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
+	}
+	tasks, err := scanTasks(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
+	}
+	if len(tasks) == 0 || !scope.Allows(tasks[0].Project, tasks[0].Owner) {
+		return nil, nil
+	}
+	if err := s.loadGPUs(ctx, tasks); err != nil {
+		return nil, err
+	}
+	return &tasks[0], nil
+}
+
+// Tasks lists tasks within scope matching f, newest start_time first (then
+// task_id, descending), one page at a time; next is the cursor of the next
+// page, "" after the last.
+func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks []Task, next string, err error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	var where []string
+	var args []any
+	add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
+	if f.Project != "" {
+		add("t.project = ?", f.Project)
+	}
+	if f.Owner != "" {
+		add("t.owner = ?", f.Owner)
+	}
+	if f.Pipeline != "" {
+		add("t.pipeline = ?", f.Pipeline)
+	}
+	switch f.State {
+	case "":
+	case "running":
+		add("t.end_time IS NULL")
+	case "completed":
+		add("t.end_time IS NOT NULL AND NOT " + failed)
+	case "failed":
+		add(failed)
+	default:
+		return nil, "", fmt.Errorf("store: unknown state %q", f.State)
+	}
+	if f.From != nil {
+		add("t.start_time >= ?", *f.From)
+	}
+	if f.To != nil {
+		add("t.start_time < ?", *f.To)
+	}
+	if f.Cursor != "" {
+		start, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		add("(t.start_time < ? OR (t.start_time = ? AND t.task_id < ?))", start, start, id)
+	}
+	if scope != nil {
+		pairs, err := s.scopePairs(ctx, scope)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(pairs) == 0 {
+			return []Task{}, "", nil
+		}
+		b, err := json.Marshal(pairs)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: tasks: %w", err)
+		}
+		if s.dialect == Postgres {
+			add("(t.project, t.owner) IN (SELECT e->>0, e->>1 FROM json_array_elements(?::json) e)", string(b))
+		} else {
+			add("(t.project, t.owner) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))", string(b))
+		}
+	}
+	q := "SELECT " + taskColumns + " FROM tasks t"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY t.start_time DESC, t.task_id DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: tasks: %w", err)
+	}
+	tasks, err = scanTasks(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: tasks: %w", err)
+	}
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		last := tasks[limit-1]
+		next = encodeCursor(last.StartTime, last.TaskID)
+	}
+	if err := s.loadGPUs(ctx, tasks); err != nil {
+		return nil, "", err
+	}
+	return tasks, next, nil
+}
+
+// scopePairs resolves a scope into the (project, owner) pairs it covers
+// among the stored ones: the distinct pairs are few (projects × owners, not
+// tasks), kept in their own table by Register, and globs are matched here,
+// in Go, by the same rule as writes, instead of being translated into SQL.
+func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]string, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT project, owner FROM project_owners")
+	if err != nil {
+		return nil, fmt.Errorf("store: scope: %w", err)
+	}
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var p [2]string
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			return nil, fmt.Errorf("store: scope: %w", err)
+		}
+		if scope.Allows(p[0], p[1]) {
+			out = append(out, p)
+		}
+	}
+	return out, rows.Err()
+}
+
+func encodeCursor(start int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(start, 10) + "/" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	start, id, ok := strings.Cut(string(b), "/")
+	n, err := strconv.ParseInt(start, 10, 64)
+	if !ok || err != nil || id == "" {
+		return 0, "", ErrBadCursor
+	}
+	return n, id, nil
+}
+
+func scanTasks(rows *sql.Rows) ([]Task, error) {
+	defer rows.Close()
+	tasks := []Task{}
+	for rows.Next() {
+		var t Task
+		var labels string
+		var endTime, exitCode, gatePassed, completedAt sql.NullInt64
+		var duration sql.NullFloat64
+		var signal, gateExpr, gateReason string
+		var metrics sql.NullString
+		if err := rows.Scan(&t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
+			&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.Hostname,
+			&t.StartTime, &t.GPUCount, &t.DurationEst, &labels, &t.RegisteredAt, &t.LastSeen, &endTime, &duration, &exitCode,
+			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(labels), &t.Labels); err != nil {
+			return nil, fmt.Errorf("task %s: labels: %w", t.TaskID, err)
+		}
+		t.State = "running"
+		if endTime.Valid {
+			c := &TaskCompletion{EndTime: endTime.Int64, DurationSeconds: duration.Float64, ExitCode: exitCode.Int64,
+				Signal: signal, CompletedAt: completedAt.Int64}
+			if gatePassed.Valid {
+				c.Gate = &Gate{Expr: gateExpr, Passed: gatePassed.Int64 == 1, Reason: gateReason}
+			}
+			if metrics.Valid {
+				if err := json.Unmarshal([]byte(metrics.String), &c.Metrics); err != nil {
+					return nil, fmt.Errorf("task %s: metrics: %w", t.TaskID, err)
+				}
+			}
+			t.Completion = c
+			t.State = "completed"
+			if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
+				t.State = "failed"
+			}
+			gs := float64(t.GPUCount) * c.DurationSeconds
+			t.Efficiency.GPUSeconds = &gs
+		}
+		t.GPUs = []TaskGPU{}
+		tasks = append(tasks, t)
+	}
+	return tasks, rows.Err()
+}
+
+// loadGPUs fills the GPUs of tasks with one query, and their efficiency.
+func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	byID := make(map[string]*Task, len(tasks))
+	ids := make([]string, 0, len(tasks))
+	for i := range tasks {
+		byID[tasks[i].TaskID] = &tasks[i]
+		ids = append(ids, tasks[i].TaskID)
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("store: gpus: %w", err)
+	}
+	in := "SELECT value FROM json_each(?)"
+	if s.dialect == Postgres {
+		in = "SELECT json_array_elements_text(?::json)"
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_id, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
+		memory_used_peak_bytes, idle_share, claim_ended FROM task_gpus WHERE task_id IN (`+in+`) ORDER BY task_id, position`), string(b))
+	if err != nil {
+		return fmt.Errorf("store: gpus: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var g TaskGPU
+		if err := rows.Scan(&id, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
+			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded); err != nil {
+			return fmt.Errorf("store: gpus: %w", err)
+		}
+		if t := byID[id]; t != nil {
+			t.GPUs = append(t.GPUs, g)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: gpus: %w", err)
+	}
+	for i := range tasks {
+		tasks[i].Efficiency.UtilMean, tasks[i].Efficiency.IdleShare = meanOfSampled(tasks[i].GPUs)
+	}
+	return nil
+}
+
+// meanOfSampled averages util_mean and idle_share over the GPUs that have
+// them; nil when none has.
+func meanOfSampled(gpus []TaskGPU) (util, idle *float64) {
+	var su, si float64
+	var nu, ni int
+	for _, g := range gpus {
+		if g.UtilMean != nil {
+			su += *g.UtilMean
+			nu++
+		}
+		if g.IdleShare != nil {
+			si += *g.IdleShare
+			ni++
+		}
+	}
+	if nu > 0 {
+		m := su / float64(nu)
+		util = &m
+	}
+	if ni > 0 {
+		m := si / float64(ni)
+		idle = &m
+	}
+	return util, idle
+}

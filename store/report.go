@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+// The report's SQL. Both stores run the same statements (only the
+// placeholders differ), so they answer the same sums. Times are Unix
+// seconds; :f and :t are the window's ends.
+//
+// span selects the tasks whose counted interval overlaps the window and
+// computes the seconds counted inside it:
+//   - the counted end is end_time for a completed task, else the last
+//     heartbeat (last_seen), else the start (a task with no end and no
+//     heartbeat counts zero seconds, and is in the window when it started
+//     inside it);
+//   - only [max(start, f), min(end, t)) counts.
+//
+// The three branches are disjoint and each has its index (migration 0003):
+// tasks started inside the window, completed tasks that started before and
+// ended after its start, open tasks that started before and were seen
+// after it.
+const spanSQL = `span AS (
+  SELECT x.*, CASE WHEN x.e1 > x.s0 THEN x.e1 - x.s0 ELSE 0 END AS sec FROM (
+    SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.start_time >= :f AND tk.start_time < :t
+    UNION ALL
+    SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.end_time > :f AND tk.start_time < :f
+    UNION ALL
+    SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.end_time IS NULL AND tk.last_seen > :f AND tk.start_time < :f
+  ) x
+)`
+
+const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
+      tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
+      CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
+      CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
+      CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
+      CASE WHEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) < :t
+           THEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) ELSE :t END AS e1`
+
+// modelsSQL lists the models each spanned task has GPUs of: the listed
+// GPUs' models, and the empty model for GPUs counted without being listed
+// (device nodes) or for a task without GPUs.
+const modelsSQL = `, models AS (
+  SELECT DISTINCT g.task_id, g.model FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+  UNION
+  SELECT sp.task_id, '' FROM span sp
+  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = sp.task_id)
+     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_id = sp.task_id))
+)`
+
+// groupColumns returns the GROUP BY columns of a report: its keys, then
+// project and owner (the reader's scope is applied on those), then model
+// when gpu is set, each once.
+func groupColumns(keys []string, gpu bool) ([]string, error) {
+	var cols []string
+	for _, k := range keys {
+		if !slices.Contains(report.Keys, k) {
+			return nil, fmt.Errorf("store: report key %q is not a column", k)
+		}
+		if !slices.Contains(cols, k) {
+			cols = append(cols, k)
+		}
+	}
+	for _, k := range []string{"project", "owner", "model"} {
+		if (k != "model" || gpu) && !slices.Contains(cols, k) {
+			cols = append(cols, k)
+		}
+	}
+	return cols, nil
+}
+
+// ReportTasks implements report.Source: task-level sums grouped by keys,
+// project and owner. With the key model, a task counts once under every
+// model it has GPUs of (the empty model for GPUs without one, and for no
+// GPU at all).
+func (s *Store) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
+	cols, err := groupColumns(keys, false)
+	if err != nil {
+		return nil, err
+	}
+	q := "WITH " + spanSQL
+	from := "span sp"
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = "sp." + c
+		if c == "model" {
+			q += modelsSQL
+			from = "span sp JOIN models m ON m.task_id = sp.task_id"
+			sel[i] = "m.model"
+		}
+	}
+	list := strings.Join(sel, ", ")
+	q += `
+SELECT ` + list + `,
+  COUNT(*), CAST(SUM(sp.completed) AS BIGINT), CAST(SUM(sp.failed) AS BIGINT),
+  CAST(SUM(1 - sp.completed) AS BIGINT),
+  CAST(SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
+    AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
+  SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
+    AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
+  CAST(SUM(sp.gpu_count * sp.sec) AS BIGINT),
+  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT)
+FROM ` + from + `
+GROUP BY ` + list
+	rows, err := s.reportQuery(ctx, q, w)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []report.TaskSums
+	for rows.Next() {
+		vals := make([]string, len(cols))
+		var t report.TaskSums
+		dest := make([]any, 0, len(cols)+8)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		var actual sql.NullFloat64
+		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.Open, &t.EstSeconds, &actual,
+			&t.GPUSeconds, &t.FailedGPUSeconds)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("store: report: %w", err)
+		}
+		t.ActualSeconds = actual.Float64
+		t.Key = keyMap(cols, vals)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: report: %w", err)
+	}
+	return out, nil
+}
+
+// ReportGPUs implements report.Source: sums over the GPUs the tasks listed
+// (with their models and the completion's summaries), grouped by keys,
+// project, owner and model.
+func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) ([]report.GPUSums, error) {
+	cols, err := groupColumns(keys, true)
+	if err != nil {
+		return nil, err
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = "sp." + c
+		if c == "model" {
+			sel[i] = "g.model"
+		}
+	}
+	list := strings.Join(sel, ", ")
+	q := "WITH " + spanSQL + `
+SELECT ` + list + `,
+  CAST(SUM(sp.sec) AS BIGINT),
+  CAST(SUM(sp.failed * sp.sec) AS BIGINT),
+  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL THEN sp.sec * g.idle_share ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN sp.sec * g.idle_share ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec * g.util_mean ELSE 0 END),
+  CAST(SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec ELSE 0 END) AS BIGINT)
+FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+GROUP BY ` + list
+	rows, err := s.reportQuery(ctx, q, w)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []report.GPUSums
+	for rows.Next() {
+		vals := make([]string, len(cols))
+		var g report.GPUSums
+		dest := make([]any, 0, len(cols)+6)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		var idle, idleOK, util sql.NullFloat64
+		dest = append(dest, &g.GPUSeconds, &g.FailedGPUSeconds, &idle, &idleOK, &util, &g.UtilSeconds)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("store: report: %w", err)
+		}
+		g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted = idle.Float64, idleOK.Float64, util.Float64
+		g.Key = keyMap(cols, vals)
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: report: %w", err)
+	}
+	return out, nil
+}
+
+func keyMap(cols, vals []string) map[string]string {
+	m := make(map[string]string, len(cols))
+	for i, c := range cols {
+		m[c] = vals[i]
+	}
+	return m
+}
+
+// reportQuery binds the window to every :f and :t of q, in order, and runs
+// it on the read pool.
+func (s *Store) reportQuery(ctx context.Context, q string, w report.Window) (*sql.Rows, error) {
+	var b strings.Builder
+	var args []any
+	for {
+		i := strings.IndexByte(q, ':')
+		if i < 0 || i+1 >= len(q) || (q[i+1] != 'f' && q[i+1] != 't') {
+			if i < 0 {
+				b.WriteString(q)
+				break
+			}
+			b.WriteString(q[:i+1])
+			q = q[i+1:]
+			continue
+		}
+		b.WriteString(q[:i] + "?")
+		if q[i+1] == 'f' {
+			args = append(args, w.From.Unix())
+		} else {
+			args = append(args, w.To.Unix())
+		}
+		q = q[i+2:]
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(b.String()), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: report: %w", err)
+	}
+	return rows, nil
+}

@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+)
+
+// fixtureDir holds the report fixture whose every figure is computed by
+// hand in its README.
+const fixtureDir = "../report/testdata"
+
+type fixtureEvent struct {
+	Register *struct {
+		TaskID      string `json:"task_id"`
+		TaskName    string `json:"task_name"`
+		Project     string `json:"project"`
+		Owner       string `json:"owner"`
+		Priority    string `json:"priority"`
+		Env         string `json:"env"`
+		Pipeline    string `json:"pipeline"`
+		Step        string `json:"step"`
+		Hostname    string `json:"hostname"`
+		GPUCount    int64  `json:"gpu_count"`
+		StartTime   int64  `json:"start_time"`
+		DurationEst *int64 `json:"duration_est"`
+		GPUs        []struct {
+			Index int64  `json:"index"`
+			UUID  string `json:"uuid"`
+			Name  string `json:"name"`
+		} `json:"gpus"`
+	} `json:"register"`
+	Complete  json.RawMessage `json:"complete"`
+	Heartbeat *struct {
+		TaskID string `json:"task_id"`
+		Time   int64  `json:"time"`
+	} `json:"heartbeat"`
+}
+
+// loadFixture stores the fixture's registrations, completions and
+// heartbeats through the store's write methods, in order.
+func loadFixture(t testing.TB, s *store.Store) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir, "fixture.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, raw := range f.Events {
+		var e fixtureEvent
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case e.Register != nil:
+			r := e.Register
+			body, _ := json.Marshal(r)
+			reg := &store.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
+				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
+				StartTime: r.StartTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
+			for _, g := range r.GPUs {
+				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name})
+			}
+			if _, err := s.Register(ctx, reg); err != nil {
+				t.Fatalf("register %s: %v", r.TaskID, err)
+			}
+		case e.Complete != nil:
+			var c store.Completion
+			if err := json.Unmarshal(e.Complete, &c); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Complete(ctx, &c, e.Complete, nil); err != nil {
+				t.Fatalf("complete %s: %v", c.TaskID, err)
+			}
+		case e.Heartbeat != nil:
+			if err := s.Heartbeat(ctx, e.Heartbeat.TaskID, e.Heartbeat.Time, nil); err != nil {
+				t.Fatalf("heartbeat %s: %v", e.Heartbeat.TaskID, err)
+			}
+		}
+	}
+}
+
+var november = report.Window{
+	From: time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC),
+	To:   time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
+}
+
+// The fixture's reports, computed by the SQL of each store, are the ones
+// computed by hand (report/testdata/README.md), byte for byte, and so are
+// the same on SQLite and PostgreSQL.
+func TestReportFixture(t *testing.T) {
+	prices, err := report.LoadPrices(filepath.Join(fixtureDir, "prices.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		loadFixture(t, s)
+		for _, c := range []struct {
+			by     []string
+			golden string
+		}{
+			{[]string{"project"}, "november-by-project.json"},
+			{[]string{"model"}, "november-by-model.json"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			r, err := report.Compute(ctx, s, report.Query{Window: november, By: c.by, Prices: prices})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := report.WriteJSON(&got, r); err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(fixtureDir, c.golden))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("by %v: the report differs from %s:\n%s", c.by, c.golden, got.String())
+			}
+		}
+	})
+}

@@ -1,0 +1,173 @@
+// Package store keeps the monitor's tasks in SQLite (a file path: embedded,
+// cgo-free) or PostgreSQL (a postgres:// or postgresql:// URL), with one
+// schema applied by embedded migrations at open.
+//
+// Guarantees:
+//   - A write that returned nil is durable: SQLite runs in WAL mode with
+//     synchronous=FULL (every commit is fsynced, so a registration the
+//     monitor answered 2xx survives kill -9 and power loss); PostgreSQL
+//     commits with its own fsync.
+//   - Every write is one transaction, so a request never leaves half a task.
+//   - Several processes may share one PostgreSQL database: migrations take an
+//     advisory lock, writes are idempotent by task_id (INSERT … ON CONFLICT),
+//     so two replicas never store a task twice or both answer "new".
+//   - Both stores give the same answers to the same calls (the tests run one
+//     suite against both).
+//   - "Not found" is a nil result with a nil error.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+)
+
+// Dialect names the SQL engine behind a Store.
+type Dialect string
+
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// Store is the monitor's database. Safe for concurrent use.
+type Store struct {
+	dialect Dialect
+	// w takes every write. On SQLite it is one connection, so writers queue
+	// in Go instead of spinning on SQLITE_BUSY; r serves reads in parallel
+	// (WAL lets readers run beside the writer). On PostgreSQL both are the
+	// same pool.
+	w, r *sql.DB
+	now  func() time.Time
+	// batch groups the registrations of a burst into one commit (SQLite
+	// only; nil on PostgreSQL, where writers run in parallel).
+	batch *batcher
+}
+
+// Options adjust Open.
+type Options struct {
+	// MustExist refuses a SQLite file that does not exist yet instead of
+	// creating it (for `paddle-monitor report`, which must never make an
+	// empty database and report nothing).
+	MustExist bool
+	// Now is the clock (time.Now when nil); tests fix it.
+	Now func() time.Time
+}
+
+// ErrNoDatabase is returned by Open with MustExist for a missing SQLite file.
+var ErrNoDatabase = errors.New("store: database file does not exist")
+
+// IsPostgresDSN reports whether dsn names a PostgreSQL server rather than a
+// SQLite file.
+func IsPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Open connects to dsn, checks that the database answers, and applies the
+// migrations it lacks.
+func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
+	s := &Store{now: opt.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	var err error
+	if IsPostgresDSN(dsn) {
+		s.dialect = Postgres
+		s.w, err = sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		s.w.SetMaxOpenConns(16)
+		s.w.SetMaxIdleConns(16)
+		s.r = s.w
+	} else {
+		s.dialect = SQLite
+		if dsn == "" {
+			return nil, errors.New("store: empty database path")
+		}
+		if opt.MustExist {
+			if _, err := os.Stat(dsn); err != nil {
+				return nil, fmt.Errorf("%w: %s", ErrNoDatabase, dsn)
+			}
+		}
+		// synchronous=FULL: WAL's default NORMAL may lose the last commits on
+		// power loss; an answered registration must not be lost.
+		// _txlock=immediate: a write transaction takes the write lock at BEGIN,
+		// so two processes on one file wait (busy_timeout) instead of failing
+		// with a lock upgrade deadlock.
+		q := "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		s.w, err = sql.Open("sqlite", "file:"+dsn+q)
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: %w", dsn, err)
+		}
+		s.w.SetMaxOpenConns(1)
+		s.r, err = sql.Open("sqlite", "file:"+dsn+q)
+		if err != nil {
+			s.w.Close()
+			return nil, fmt.Errorf("store: %s: %w", dsn, err)
+		}
+		s.r.SetMaxOpenConns(8)
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.dialect == SQLite {
+		s.batch = newBatcher(s)
+	}
+	return s, nil
+}
+
+// Dialect tells which engine the store runs on.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: database unreachable: %w", err)
+	}
+	return nil
+}
+
+// Close releases the connections.
+func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}
+
+// bind rewrites a query written with ? placeholders for the dialect
+// (PostgreSQL numbers them: $1, $2, …). Queries are constants of this
+// package, so a '?' never appears inside a string literal.
+func (s *Store) bind(q string) string {
+	if s.dialect != Postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+)
+
+// Errors of the write methods, for errors.Is.
+var (
+	// ErrConflict: a different body under a task_id already stored (the
+	// stored one is kept).
+	ErrConflict = errors.New("store: a different body is already stored under this task_id")
+	// ErrNotFound: no such task (or none the caller may see).
+	ErrNotFound = errors.New("store: no such task")
+	// ErrOutOfScope: the task exists but the caller's scope does not cover it.
+	ErrOutOfScope = errors.New("store: task outside the caller's scope")
+)
+
+// Registration is what POST /v1/task/register stores: the fields the
+// monitor queries on, and the body as sent.
+type Registration struct {
+	TaskID       string
+	TaskName     string
+	Project      string
+	Owner        string
+	Priority     string
+	Env          string
+	Pipeline     string
+	PipelineRun  string
+	Step         string
+	Orchestrator string
+	K8sNamespace string
+	K8sPod       string
+	K8sNode      string
+	K8sPodUID    string
+	K8sJobIndex  *int64
+	Hostname     string
+	StartTime    int64
+	GPUCount     int64
+	DurationEst  *int64
+	Labels       map[string]string
+	GPUs         []RegisteredGPU
+	// Body is the request body as received; a later registration of the
+	// same task_id is "the same" when its body is the same JSON value.
+	Body []byte
+}
+
+// RegisteredGPU is one entry of a registration's gpus list.
+type RegisteredGPU struct {
+	Index       int64
+	UUID        string
+	Model       string
+	MemoryTotal int64
+}
+
+// Completion is the body of POST /v1/task/complete (the fields the monitor
+// keeps), in its wire shape: a completion waiting for its registration is
+// kept as its body and decoded again when the registration comes.
+type Completion struct {
+	TaskID          string             `json:"task_id"`
+	EndTime         int64              `json:"end_time"`
+	DurationSeconds float64            `json:"duration_seconds"`
+	ExitCode        int64              `json:"exit_code"`
+	Signal          string             `json:"signal"`
+	Gate            *Gate              `json:"gate"`
+	Metrics         map[string]float64 `json:"metrics"`
+	GPUs            []GPUUsage         `json:"gpus"`
+}
+
+// Gate is the quality gate's verdict.
+type Gate struct {
+	Expr   string `json:"expr"`
+	Passed bool   `json:"passed"`
+	Reason string `json:"reason"`
+}
+
+// GPUUsage is the completion's summary of one GPU's samples.
+type GPUUsage struct {
+	UUID                string   `json:"uuid"`
+	Samples             int64    `json:"samples"`
+	UtilMean            *float64 `json:"util_mean"`
+	UtilP95             *float64 `json:"util_p95"`
+	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
+	IdleShare           *float64 `json:"idle_share"`
+}
+
+// Task is one stored task as the API shows it.
+type Task struct {
+	TaskID       string            `json:"task_id"`
+	TaskName     string            `json:"task_name"`
+	Project      string            `json:"project"`
+	Owner        string            `json:"owner"`
+	Priority     string            `json:"priority"`
+	Env          string            `json:"env"`
+	Pipeline     string            `json:"pipeline"`
+	PipelineRun  string            `json:"pipeline_run"`
+	Step         string            `json:"step"`
+	Orchestrator string            `json:"orchestrator"`
+	K8sNamespace string            `json:"k8s_namespace"`
+	K8sPod       string            `json:"k8s_pod"`
+	K8sNode      string            `json:"k8s_node"`
+	K8sPodUID    string            `json:"k8s_pod_uid"`
+	K8sJobIndex  *int64            `json:"k8s_job_index"`
+	Hostname     string            `json:"hostname"`
+	StartTime    int64             `json:"start_time"`
+	GPUCount     int64             `json:"gpu_count"`
+	DurationEst  *int64            `json:"duration_est"`
+	Labels       map[string]string `json:"labels"`
+	RegisteredAt int64             `json:"registered_at"`
+	LastSeen     *int64            `json:"last_seen"`
+	// State is running (no completion), completed (exit 0 and no failed
+	// gate) or failed.
+	State      string          `json:"state"`
+	GPUs       []TaskGPU       `json:"gpus"`
+	Completion *TaskCompletion `json:"completion"`
+	Efficiency Efficiency      `json:"efficiency"`
+}
+
+// TaskGPU is one GPU of a task with its usage summary.
+type TaskGPU struct {
+	Index               int64    `json:"index"`
+	UUID                string   `json:"uuid"`
+	Name                string   `json:"name"`
+	MemoryTotalBytes    int64    `json:"memory_total_bytes"`
+	Samples             *int64   `json:"samples"`
+	UtilMean            *float64 `json:"util_mean"`
+	UtilP95             *float64 `json:"util_p95"`
+	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
+	IdleShare           *float64 `json:"idle_share"`
+	// ClaimEnded is when a newer task registered this GPU's UUID while
+	// this task had no completion (one GPU runs one task).
+	ClaimEnded *int64 `json:"claim_ended"`
+}
+
+// TaskCompletion is how a task ended.
+type TaskCompletion struct {
+	EndTime         int64              `json:"end_time"`
+	DurationSeconds float64            `json:"duration_seconds"`
+	ExitCode        int64              `json:"exit_code"`
+	Signal          string             `json:"signal"`
+	Gate            *Gate              `json:"gate"`
+	Metrics         map[string]float64 `json:"metrics"`
+	CompletedAt     int64              `json:"completed_at"`
+}
+
+// Efficiency summarises a completed task's GPUs.
+type Efficiency struct {
+	// GPUSeconds is gpu_count × duration_seconds (null while running).
+	GPUSeconds *float64 `json:"gpu_seconds"`
+	// UtilMean is the mean of the sampled GPUs' util_mean (null when none
+	// was sampled); IdleShare likewise of their idle_share.
+	UtilMean  *float64 `json:"util_mean"`
+	IdleShare *float64 `json:"idle_share"`
+}
+
+// sameJSON reports whether a and b are the same JSON value (key order and
+// whitespace aside; numbers compared as written).
+func sameJSON(a, b []byte) bool {
+	va, errA := decodeAny(a)
+	vb, errB := decodeAny(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeAny(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}

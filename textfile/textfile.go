@@ -1,0 +1,225 @@
+// Package textfile writes a task's identity for node_exporter's textfile
+// collector: one file per task, paddle-task-<task_id>.prom, in a directory
+// the collector reads, so node-level GPU metrics (dcgm-exporter's, keyed by
+// UUID) can be joined with the task's project and owner in PromQL.
+//
+// Guarantees: the file is written atomically (a temporary name that does
+// not end in .prom, fsynced, renamed into place), so the collector never
+// reads half a file; it is rendered by Prometheus' own exposition encoder
+// (prometheus/common/expfmt) with constant HELP texts and no timestamps,
+// so `promtool check metrics` passes and node_exporter reads it without a
+// scrape error; every series carries task_id; each family has a fixed set of
+// label names, all valid under Prometheus' legacy naming rules.
+package textfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+)
+
+// Prefix and Suffix frame every file name this package writes.
+const (
+	Prefix = "paddle-task-"
+	Suffix = ".prom"
+)
+
+// maxRead bounds how much of another task's file is read when looking for
+// stale claims: ours are well under a kilobyte per GPU.
+const maxRead = 1 << 20
+
+// Families. Each has a fixed set of label names: a series always carries
+// the same labels, unset ones empty (which Prometheus reads as absent).
+const (
+	InfoName      = "paddle_task_info"
+	GPUInfoName   = "paddle_task_gpu_info"
+	StartTimeName = "paddle_task_start_time_seconds"
+)
+
+var (
+	infoLabels    = []string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}
+	gpuInfoLabels = []string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}
+	startLabels   = []string{"task_id"}
+)
+
+// HELP texts are constant: node_exporter drops a family whose HELP differs
+// between files and raises node_textfile_scrape_error.
+const (
+	infoHelp    = "Labels of a task started by paddle-entrypoint; always 1."
+	gpuInfoHelp = "One series per GPU of a task, by the GPU's UUID as dcgm-exporter labels it; always 1."
+	startHelp   = "When the task started, in Unix seconds."
+)
+
+// FileName returns the file name of the task.
+func FileName(taskID string) string { return Prefix + taskID + Suffix }
+
+// Render returns the exposition text of the task: its info series, one
+// GPU info series per GPU with a UUID, and its start time.
+func Render(s *labels.Set, gpus []gpu.Device) ([]byte, error) {
+	fams := []*dto.MetricFamily{family(InfoName, infoHelp, gauge(1, infoLabels,
+		s.TaskID, s.TaskName, s.Project, s.Owner, s.Priority, s.Env, s.Pipeline, s.Step, s.Hostname))}
+	var perGPU []*dto.Metric
+	for _, d := range gpus {
+		if !labels.ValidName(d.UUID, "") {
+			continue
+		}
+		perGPU = append(perGPU, gauge(1, gpuInfoLabels, s.TaskID, s.Project, s.Owner, s.Hostname, d.UUID, d.Name))
+	}
+	if len(perGPU) > 0 {
+		fams = append(fams, family(GPUInfoName, gpuInfoHelp, perGPU...))
+	}
+	fams = append(fams, family(StartTimeName, startHelp, gauge(float64(s.StartTime), startLabels, s.TaskID)))
+	var buf bytes.Buffer
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&buf, f); err != nil {
+			return nil, fmt.Errorf("textfile: rendering %s: %w", f.GetName(), err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+func family(name, help string, ms ...*dto.Metric) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: &name, Help: &help, Type: dto.MetricType_GAUGE.Enum(), Metric: ms}
+}
+
+func gauge(v float64, names []string, values ...string) *dto.Metric {
+	m := &dto.Metric{Gauge: &dto.Gauge{Value: &v}}
+	for i := range names {
+		m.Label = append(m.Label, &dto.LabelPair{Name: &names[i], Value: &values[i]})
+	}
+	return m
+}
+
+// Write writes the task's file into dir atomically and returns its path.
+// A task_id that could name another directory is refused (the labels
+// package never produces one).
+func Write(dir string, s *labels.Set, gpus []gpu.Device) (string, error) {
+	if !labels.ValidName(s.TaskID, "") {
+		return "", fmt.Errorf("textfile: task id %q is not a valid file name part", s.TaskID)
+	}
+	data, err := Render(s, gpus)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, FileName(s.TaskID))
+	// The temporary name does not end in .prom: the collector reads only
+	// *.prom, so it never sees a partial file.
+	tmp, err := os.CreateTemp(dir, "."+Prefix+s.TaskID+".*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("textfile: %w", err)
+	}
+	name := tmp.Name()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", fmt.Errorf("textfile %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		// Durability of the rename across a power loss only.
+		d.Sync()
+		d.Close()
+	}
+	return path, nil
+}
+
+// Remove deletes the task's file; one already gone is not an error.
+func Remove(dir, taskID string) error {
+	err := os.Remove(filepath.Join(dir, FileName(taskID)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("textfile: %w", err)
+	}
+	return nil
+}
+
+// Stale is another task's file that claims one of our GPUs.
+type Stale struct {
+	Path string
+	UUID string // the GPU it claims
+	Err  error  // nil when removed
+}
+
+// RemoveStale removes the files of other tasks in dir that claim one of
+// uuids: one GPU runs one task, so such a file is left over by a task that
+// ended without removing it (exec mode, a killed supervisor). Files it
+// cannot read or parse are left alone; a file it may not remove (another
+// user's, in a sticky directory) is returned with its error.
+func RemoveStale(dir, taskID string, uuids []string) ([]Stale, error) {
+	if len(uuids) == 0 {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("textfile: %w", err)
+	}
+	var out []Stale
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, Prefix) || !strings.HasSuffix(name, Suffix) || name == FileName(taskID) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		uuid := claim(path, uuids)
+		if uuid == "" {
+			continue
+		}
+		st := Stale{Path: path, UUID: uuid}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			st.Err = err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// claim returns the first of uuids that the file's GPU info series name,
+// or "" (also when the file cannot be read or parsed).
+func claim(path string, uuids []string) string {
+	// Non-blocking: a FIFO put in place of a file must not hang the start.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(f, maxRead))
+	if err != nil {
+		return ""
+	}
+	for _, m := range fams[GPUInfoName].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "UUID" && slices.Contains(uuids, l.GetValue()) {
+				return l.GetValue()
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,323 @@
+package textfile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+)
+
+func task() (*labels.Set, []gpu.Device) {
+	s := &labels.Set{TaskID: "job-7", TaskName: "resnet50", Project: "视觉", Owner: "ann@example.com",
+		Priority: "high", Hostname: "node-3", StartTime: 1732950000,
+		Identity: labels.Identity{Pipeline: "ocr", Step: "eval"}}
+	return s, []gpu.Device{
+		{Index: 0, UUID: "GPU-5a3c0f0e-8a1b-2c3d-4e5f-60718293a4b5", Name: "NVIDIA H100 80GB HBM3"},
+		{Index: 1, Name: ""}, // counted from a device node: no UUID, no series
+		{Index: 2, UUID: "GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0", Name: `Tesla "T4"`},
+	}
+}
+
+const golden = `# HELP paddle_task_info Labels of a task started by paddle-entrypoint; always 1.
+# TYPE paddle_task_info gauge
+paddle_task_info{task_id="job-7",task_name="resnet50",project="视觉",owner="ann@example.com",priority="high",env="",pipeline="ocr",step="eval",hostname="node-3"} 1
+# HELP paddle_task_gpu_info One series per GPU of a task, by the GPU's UUID as dcgm-exporter labels it; always 1.
+# TYPE paddle_task_gpu_info gauge
+paddle_task_gpu_info{task_id="job-7",project="视觉",owner="ann@example.com",hostname="node-3",UUID="GPU-5a3c0f0e-8a1b-2c3d-4e5f-60718293a4b5",gpu_model="NVIDIA H100 80GB HBM3"} 1
+paddle_task_gpu_info{task_id="job-7",project="视觉",owner="ann@example.com",hostname="node-3",UUID="GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",gpu_model="Tesla \"T4\""} 1
+# HELP paddle_task_start_time_seconds When the task started, in Unix seconds.
+# TYPE paddle_task_start_time_seconds gauge
+paddle_task_start_time_seconds{task_id="job-7"} 1.73295e+09
+`
+
+func TestRender(t *testing.T) {
+	s, gpus := task()
+	got, err := Render(s, gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != golden {
+		t.Errorf("Render =\n%s\nwant\n%s", got, golden)
+	}
+	// No GPU: no GPU family at all (an empty family has no HELP to give).
+	got, _ = Render(s, nil)
+	if strings.Contains(string(got), GPUInfoName) || !strings.Contains(string(got), "paddle_task_start_time_seconds{task_id=\"job-7\"}") {
+		t.Errorf("Render without GPUs =\n%s", got)
+	}
+}
+
+func TestLabelNamesAreLegacyValid(t *testing.T) {
+	for _, names := range [][]string{infoLabels, gpuInfoLabels, startLabels} {
+		if names[0] != "task_id" {
+			t.Errorf("%v: task_id is not the first label", names)
+		}
+		for _, n := range names {
+			if !model.LegacyValidation.IsValidLabelName(n) {
+				t.Errorf("label name %q is not valid under the legacy rules node_exporter applies", n)
+			}
+		}
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	s, gpus := task()
+	path, err := Write(dir, s, gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != filepath.Join(dir, "paddle-task-job-7.prom") {
+		t.Errorf("path = %s", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != golden {
+		t.Errorf("file = %q, %v", b, err)
+	}
+	fi, _ := os.Stat(path)
+	if fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only the file", len(entries))
+	}
+	// Rewriting replaces it.
+	s.Priority = "low"
+	if _, err := Write(dir, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	if !strings.Contains(string(b), `priority="low"`) || strings.Contains(string(b), GPUInfoName) {
+		t.Errorf("rewritten file = %s", b)
+	}
+	if err := Remove(dir, "job-7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("file still there after Remove: %v", err)
+	}
+	if err := Remove(dir, "job-7"); err != nil {
+		t.Errorf("Remove of a file already gone: %v", err)
+	}
+}
+
+func TestWriteFaults(t *testing.T) {
+	s, _ := task()
+	if _, err := Write(filepath.Join(t.TempDir(), "missing"), s, nil); err == nil {
+		t.Error("Write into a missing directory succeeded")
+	}
+	bad := *s
+	bad.TaskID = "../x"
+	dir := t.TempDir()
+	if _, err := Write(dir, &bad, nil); err == nil || !strings.Contains(err.Error(), "task id") {
+		t.Errorf("task id ../x: err = %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left %d entries", len(entries))
+	}
+}
+
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	mine := "GPU-aaaa"
+	write := func(id, uuid string) string {
+		s := &labels.Set{TaskID: id, TaskName: "t", Project: "p", Owner: "o", Hostname: "h", StartTime: 1}
+		var gpus []gpu.Device
+		if uuid != "" {
+			gpus = []gpu.Device{{UUID: uuid, Name: "m"}}
+		}
+		p, err := Write(dir, s, gpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := write("old-task", mine)
+	other := write("other-task", "GPU-bbbb")
+	cpu := write("cpu-task", "")
+	own := write("me", mine)
+	junk := filepath.Join(dir, "paddle-task-junk.prom")
+	os.WriteFile(junk, []byte("paddle_task_gpu_info{UUID=\"GPU-aaaa\" 1\n"), 0o644) // unparseable
+	foreign := filepath.Join(dir, "gpu.prom")
+	os.WriteFile(foreign, []byte("paddle_task_gpu_info{UUID=\"GPU-aaaa\"} 1\n"), 0o644) // not ours by name
+	fifo := filepath.Join(dir, "paddle-task-fifo.prom")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan struct{})
+	var got []Stale
+	var err error
+	go func() { got, err = RemoveStale(dir, "me", []string{"GPU-zzzz", mine}); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("RemoveStale hung (on the FIFO?)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Path != stale || got[0].UUID != mine || got[0].Err != nil {
+		t.Errorf("RemoveStale = %+v, want only %s removed", got, stale)
+	}
+	for _, p := range []string{other, cpu, own, junk, foreign, fifo} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(p), err)
+		}
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale file still there")
+	}
+	if got, err := RemoveStale(filepath.Join(dir, "missing"), "me", []string{mine}); err == nil {
+		t.Errorf("missing directory: %v, no error", got)
+	}
+	if got, err := RemoveStale(dir, "me", nil); got != nil || err != nil {
+		t.Errorf("no GPUs: %v, %v", got, err)
+	}
+}
+
+// requireTool returns the path of a tool the test needs, skipping when it
+// is absent unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI installs them).
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("%s is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", name, err)
+		}
+		t.Skipf("%s not installed", name)
+	}
+	return p
+}
+
+func TestPromtoolChecksTheFile(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	dir := t.TempDir()
+	s, gpus := task()
+	path, err := Write(dir, s, gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = f
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestNodeExporterReadsTheFile starts a real node_exporter with only the
+// textfile collector on our directory and scrapes it.
+func TestNodeExporterReadsTheFile(t *testing.T) {
+	exporter := requireTool(t, "prometheus-node-exporter")
+	dir := t.TempDir()
+	s, gpus := task()
+	if _, err := Write(dir, s, gpus); err != nil {
+		t.Fatal(err)
+	}
+	// A second task on another GPU: same families, same HELP, no conflict.
+	s2 := &labels.Set{TaskID: "job-8", TaskName: "bert", Project: "nlp", Owner: "bob", Hostname: "node-3", StartTime: 1732950100}
+	if _, err := Write(dir, s2, []gpu.Device{{UUID: "GPU-cccc", Name: "NVIDIA A100"}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exporter, "--web.listen-address="+addr,
+		"--collector.disable-defaults", "--collector.textfile", "--collector.textfile.directory="+dir)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	fams := scrape(t, "http://"+addr+"/metrics", &logs)
+
+	if v := fams["node_textfile_scrape_error"].GetMetric(); len(v) != 1 || v[0].GetGauge().GetValue() != 0 {
+		t.Errorf("node_textfile_scrape_error = %v, want 0\nlogs:\n%s", v, logs.String())
+	}
+	want := map[string][]string{
+		InfoName: {
+			`env="",hostname="node-3",owner="ann@example.com",pipeline="ocr",priority="high",project="视觉",step="eval",task_id="job-7",task_name="resnet50" 1`,
+			`env="",hostname="node-3",owner="bob",pipeline="",priority="",project="nlp",step="",task_id="job-8",task_name="bert" 1`,
+		},
+		GPUInfoName: {
+			`UUID="GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",gpu_model="Tesla \"T4\"",hostname="node-3",owner="ann@example.com",project="视觉",task_id="job-7" 1`,
+			`UUID="GPU-5a3c0f0e-8a1b-2c3d-4e5f-60718293a4b5",gpu_model="NVIDIA H100 80GB HBM3",hostname="node-3",owner="ann@example.com",project="视觉",task_id="job-7" 1`,
+			`UUID="GPU-cccc",gpu_model="NVIDIA A100",hostname="node-3",owner="bob",project="nlp",task_id="job-8" 1`,
+		},
+		StartTimeName: {`task_id="job-7" 1.73295e+09`, `task_id="job-8" 1.7329501e+09`},
+	}
+	for name, series := range want {
+		got := seriesOf(fams[name])
+		if strings.Join(got, "\n") != strings.Join(series, "\n") {
+			t.Errorf("%s scraped:\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(series, "\n"))
+		}
+	}
+}
+
+// scrape polls url until node_exporter answers, and parses the answer.
+func scrape(t *testing.T, url string, logs fmt.Stringer) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			p := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+			if err != nil {
+				t.Fatalf("node_exporter's answer does not parse: %v\n%s", err, body)
+			}
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node_exporter did not answer: %v\nlogs:\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// seriesOf renders a family's series as sorted `labels value` lines.
+func seriesOf(f *dto.MetricFamily) []string {
+	var out []string
+	for _, m := range f.GetMetric() {
+		var ls []string
+		for _, l := range m.GetLabel() {
+			ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+		}
+		out = append(out, fmt.Sprintf("%s %v", strings.Join(ls, ","), m.GetGauge().GetValue()))
+	}
+	sortStrings(out)
+	return out
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

@@ -81,7 +81,7 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
-	if _, err := checkGate(cfg, false); err != nil {
+	if _, err := checkGate(cfg, cfg.Mode == config.ModeSupervise); err != nil {
 		return usage(err)
 	}
 	return run(cfg, rest, environ, start)
@@ -93,12 +93,18 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
 	routeStdLog(log)
 	reportSettings(log, cfg)
+	// Supervise mode: the reaper, the one place that waits for children,
+	// starts before the first child, the GPU probe.
+	var reaper *supervise.Reaper
+	gpuOpt := gpuOptions(cfg, environ, log)
 	if cfg.Mode == config.ModeSupervise {
 		clearInheritedMask(environ, log)
+		reaper = supervise.NewReaper(log)
+		gpuOpt.Children = reaper
 	}
 	ctx, stopSignals := catchSignals()
 
-	probe := gpu.Start(ctx, gpuOptions(cfg, environ, log))
+	probe := gpu.Start(ctx, gpuOpt)
 	defer probe.Stop()
 
 	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
@@ -121,11 +127,12 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
-	writeTextfile(cfg, set, inv, false, log)
+	written := writeTextfile(cfg, set, inv, cfg.Mode == config.ModeSupervise, log)
 
 	env := commandEnv(cfg, environ, set)
 	if cfg.Mode == config.ModeSupervise {
-		return superviseCommand(cfg, set, inv, supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}, stopSignals, log)
+		cmd := supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}
+		return superviseCommand(cfg, reaper, set, inv, cmd, stopSignals, finisher(cfg, set, written, log), log)
 	}
 
 	registerTask(ctx, cfg, set, inv, log)

@@ -174,7 +174,13 @@ func TestSuperviseChildInherits(t *testing.T) {
 	if !slices.Equal(rep.Argv, argv) {
 		t.Errorf("argv %q, want %q", rep.Argv, argv)
 	}
-	wantEnv := append(slices.Clone(k.Env[:len(k.Env)-1]), "PADDLE_TASK_ID=sup-1")
+	// Exec mode's environment: the caller's, PADDLE_TASK_ID, and the OTel
+	// resource attributes.
+	otel, _ := rep.Getenv("OTEL_RESOURCE_ATTRIBUTES")
+	if !strings.Contains(otel, "paddle.task.id=sup-1") {
+		t.Errorf("OTEL_RESOURCE_ATTRIBUTES %q lacks the task id", otel)
+	}
+	wantEnv := append(slices.Clone(k.Env[:len(k.Env)-1]), "PADDLE_TASK_ID=sup-1", "OTEL_RESOURCE_ATTRIBUTES="+otel)
 	if !slices.Equal(rep.Env, wantEnv) {
 		t.Errorf("environment:\n got %q\nwant %q", rep.Env, wantEnv)
 	}

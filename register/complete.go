@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -30,39 +32,21 @@ type Completion struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 	ExitCode        int     `json:"exit_code"`
 	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string     `json:"signal,omitempty"`
-	GPUCount   int        `json:"gpu_count"`
-	GPUSeconds float64    `json:"gpu_seconds"`
-	GPUs       []GPUUsage `json:"gpus"`
+	Signal     string           `json:"signal,omitempty"`
+	GPUCount   int              `json:"gpu_count"`
+	GPUSeconds float64          `json:"gpu_seconds"`
+	GPUs       []gpu.GPUSummary `json:"gpus"`
 	// Gate and Metrics are the quality gate's verdict and the step's
 	// metrics, when a gate is configured.
-	Gate    *Gate              `json:"gate,omitempty"`
+	Gate    *gate.Result       `json:"gate,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"`
-}
-
-// GPUUsage is how busy one GPU was while the command ran. With no sample,
-// Samples is 0 and the other fields are null.
-type GPUUsage struct {
-	UUID                string   `json:"uuid"`
-	Samples             int      `json:"samples"`
-	UtilMean            *float64 `json:"util_mean"`
-	UtilP95             *float64 `json:"util_p95"`
-	MemoryUsedPeakBytes *uint64  `json:"memory_used_peak_bytes"`
-	IdleShare           *float64 `json:"idle_share"`
-}
-
-// Gate is the quality gate's verdict.
-type Gate struct {
-	Expr   string `json:"expr"`
-	Passed bool   `json:"passed"`
-	Reason string `json:"reason"`
 }
 
 // Marshal returns the body's bytes; GPUs is never null.
 func (c Completion) Marshal() []byte {
 	c.SchemaVersion = SchemaVersion
 	if c.GPUs == nil {
-		c.GPUs = []GPUUsage{}
+		c.GPUs = []gpu.GPUSummary{}
 	}
 	out, err := json.Marshal(c)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
+	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 )
@@ -47,8 +48,8 @@ type Task struct {
 	Client       *register.Client // for heartbeats
 	// CompleteBudget bounds the time from the command's end to Run's return.
 	CompleteBudget time.Duration
-	Heartbeat      time.Duration // 0: off
-	Sampling       Sampling
+	Heartbeat      time.Duration      // 0: off
+	Sampling       gpu.SamplerOptions // no UUIDs or no interval: no sampling
 	// Finish, when set, runs once the command has ended, before the
 	// completion is written: it may fill the completion's gate and metrics,
 	// remove files that lived as long as the command, and returns the
@@ -82,9 +83,9 @@ func Run(r *Reaper, t Task) int {
 	if t.Heartbeat > 0 && t.Client != nil {
 		go heartbeat(ctx, t.Client, t.Labels.TaskID, t.Heartbeat, log)
 	}
-	var smp *sampler
+	var smp *gpu.Sampler
 	if t.Sampling.Interval > 0 && len(t.Sampling.UUIDs) > 0 {
-		smp = startSampler(ctx, r, t.Sampling)
+		smp = gpu.StartSampler(ctx, t.Sampling)
 	}
 
 	ws := <-c.exited
@@ -136,7 +137,7 @@ func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) registe
 		c.Signal = signalName(ws.Signal())
 	}
 	for _, u := range t.Labels.GPUUUIDs {
-		c.GPUs = append(c.GPUs, register.GPUUsage{UUID: u})
+		c.GPUs = append(c.GPUs, gpu.GPUSummary{UUID: u})
 	}
 	return c
 }

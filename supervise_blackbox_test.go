@@ -833,3 +833,70 @@ func TestSuperviseNoMonitor(t *testing.T) {
 		t.Error("spool file created without a monitor")
 	}
 }
+
+func TestSuperviseGPUEfficiency(t *testing.T) {
+	// The fake driver answers 0 %, 100 %, 0 %, ... and 1000, 3000, 1000,
+	// ... bytes used: every figure follows from the number of samples n.
+	m := newSupMonitor(t)
+	k := gpuTask(t, 1, "/bin/sh", "-c", "sleep 1")
+	k.Setenv("PADDLE_ENTRYPOINT_MODE", "supervise")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GPU_SAMPLE", "100ms")
+	k.Setenv("FAKE_NVML_UTIL", "0,100")
+	k.Setenv("FAKE_NVML_USED", "1000,3000")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	var body struct {
+		GPUs []struct {
+			UUID      string   `json:"uuid"`
+			Samples   int      `json:"samples"`
+			UtilMean  *float64 `json:"util_mean"`
+			UtilP95   *float64 `json:"util_p95"`
+			MemPeak   *uint64  `json:"memory_used_peak_bytes"`
+			IdleShare *float64 `json:"idle_share"`
+		} `json:"gpus"`
+	}
+	json.Unmarshal(m.waitFor(t, "/v1/task/complete", 1)[0].Body, &body)
+	if len(body.GPUs) != 1 || body.GPUs[0].UUID != fakeUUID(0) {
+		t.Fatalf("gpus %+v", body.GPUs)
+	}
+	g := body.GPUs[0]
+	n := g.Samples
+	if n < 3 || n > 12 || g.UtilMean == nil || g.UtilP95 == nil || g.MemPeak == nil || g.IdleShare == nil {
+		t.Fatalf("%d samples in a 1s run every 100ms: %+v", n, g)
+	}
+	zeros := (n + 1) / 2
+	if want := 100 * float64(n-zeros) / float64(n); math.Abs(*g.UtilMean-want) > 1e-9 {
+		t.Errorf("util_mean %v, want %v", *g.UtilMean, want)
+	}
+	if *g.UtilP95 != 100 || *g.MemPeak != 3000 {
+		t.Errorf("util_p95 %v, peak %v; want 100 and 3000", *g.UtilP95, *g.MemPeak)
+	}
+	if want := float64(zeros) / float64(n); math.Abs(*g.IdleShare-want) > 1e-9 {
+		t.Errorf("idle_share %v, want %v", *g.IdleShare, want)
+	}
+}
+
+func TestSuperviseGateInCompletion(t *testing.T) {
+	m := newSupMonitor(t)
+	k := supTask(t, "/bin/true")
+	metrics := k.Dir + "/metrics.json"
+	os.WriteFile(metrics, []byte(`{"accuracy": 0.9, "loss": {"val": 0.25}}`), 0o644)
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GATE", "accuracy>=0.95")
+	k.Setenv("PADDLE_GATE_FILE", metrics)
+	if r := k.Run(); r.Code != 1 {
+		t.Fatalf("exit %d, want the gate's 1\n%s", r.Code, r.Stderr)
+	}
+	var body struct {
+		ExitCode int                `json:"exit_code"`
+		Gate     map[string]any     `json:"gate"`
+		Metrics  map[string]float64 `json:"metrics"`
+	}
+	json.Unmarshal(m.waitFor(t, "/v1/task/complete", 1)[0].Body, &body)
+	if body.ExitCode != 0 || body.Gate["expr"] != "accuracy>=0.95" || body.Gate["passed"] != false || body.Gate["reason"] == "" ||
+		len(body.Metrics) != 2 || body.Metrics["accuracy"] != 0.9 || body.Metrics["loss.val"] != 0.25 {
+		t.Errorf("completion %+v", body)
+	}
+}

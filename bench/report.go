@@ -143,7 +143,7 @@ func registration(r *result) string {
 }
 
 func gpuCounts(r *result) string {
-	if r.program != progScript && r.program != progEntrypoint && r.program != progNoMonitor {
+	if r.program != progScript && r.program != progEntrypoint && r.program != progNoMonitor && r.program != progSupervise {
 		return "—"
 	}
 	count := map[string]int{}

@@ -802,7 +802,7 @@ func TestSuperviseHeartbeat(t *testing.T) {
 		t.Fatal(r.Stderr)
 	}
 	hb := m.requests("/v1/task/heartbeat")
-	if len(hb) < 2 || len(hb) > 5 {
+	if len(hb) < 2 || len(hb) > 6 {
 		t.Fatalf("%d heartbeats in a 1s run every 200ms", len(hb))
 	}
 	comp := m.requests("/v1/task/complete")

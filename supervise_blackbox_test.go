@@ -900,3 +900,30 @@ func TestSuperviseGateInCompletion(t *testing.T) {
 		t.Errorf("completion %+v", body)
 	}
 }
+
+func TestSuperviseTerminalForeground(t *testing.T) {
+	// On a terminal (script(1) gives the entrypoint one as its controlling
+	// terminal) the command leads its own process group, which is the
+	// terminal's foreground group: a Ctrl-C reaches the command once.
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to make a terminal")
+	}
+	k := supTask(t)
+	inner := bin.entrypoint + ` /bin/sh -c 'echo "fg $$ $(cut -d" " -f5,8 /proc/$$/stat)"'`
+	c := exec.Command(scriptBin, "-qec", inner, "/dev/null")
+	c.Env = k.Env
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var pid, pgrp, tpgid int
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "fg ") {
+			fmt.Sscanf(strings.TrimSpace(line), "fg %d %d %d", &pid, &pgrp, &tpgid)
+		}
+	}
+	if pid == 0 || pgrp != pid || tpgid != pid {
+		t.Errorf("command pid %d, process group %d, terminal's foreground group %d; want all three equal\n%s", pid, pgrp, tpgid, out)
+	}
+}

@@ -927,3 +927,35 @@ func TestSuperviseTerminalForeground(t *testing.T) {
 		t.Errorf("command pid %d, process group %d, terminal's foreground group %d; want all three equal\n%s", pid, pgrp, tpgid, out)
 	}
 }
+
+func TestSuperviseDrainsBacklogWhileRunning(t *testing.T) {
+	// A task that could not report leaves its registration and completion
+	// in the spool; the next supervised task on the node, once its own
+	// registration is delivered, sends them while its command runs,
+	// registration first.
+	old := supTask(t, "/bin/true")
+	old.Setenv("PADDLE_MONITOR_URL", regDownURL(t))
+	old.Setenv("PADDLE_TASK_ID", "old-1")
+	if r := old.Run(); r.Code != 0 {
+		t.Fatal(r.Stderr)
+	}
+	m := newSupMonitor(t)
+	k := supTask(t, "/bin/sh", "-c", "sleep 1")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_SPOOL_PATH", old.SpoolPath())
+	k.Setenv("PADDLE_TASK_ID", "new-1")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatal(r.Stderr)
+	}
+	var keys []string
+	for _, r := range m.requests("") {
+		keys = append(keys, r.Key())
+	}
+	want := []string{"new-1", "old-1", "old-1/complete", "new-1/complete"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("Idempotency-Keys in order %q, want %q", keys, want)
+	}
+	if st := spoolStats(t, k); st["pending"]+st["completions_pending"] != 0 {
+		t.Errorf("spool %v, want drained", st)
+	}
+}

@@ -959,3 +959,26 @@ func TestSuperviseDrainsBacklogWhileRunning(t *testing.T) {
 		t.Errorf("spool %v, want drained", st)
 	}
 }
+
+func TestSuperviseForwardedSignalKills(t *testing.T) {
+	// dumb-init's exit_status_test: a signal sent to the supervisor kills a
+	// command that does not handle it, and the supervisor exits 128+N.
+	ignored := callerIgnored(t)
+	for _, s := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGVTALRM} {
+		if ignored&(1<<(s-1)) != 0 {
+			continue // stays ignored, for the command too
+		}
+		k := supTask(t, "/bin/sh", "-c", "echo ready; exec sleep 30")
+		l := startLive(t, k.Command(context.Background()))
+		if l.next() != "ready" {
+			t.Fatal("no ready line")
+		}
+		// sh has exec'd sleep once the line is out, or is about to: either
+		// dies of the default action.
+		syscall.Kill(l.cmd.Process.Pid, s)
+		if code := l.wait(); code != 128+int(s) {
+			t.Errorf("%v: supervisor exit %d, want %d\n%s", s, code, 128+int(s), l.stderr.String())
+		}
+	}
+}

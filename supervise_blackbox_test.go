@@ -900,3 +900,85 @@ func TestSuperviseGateInCompletion(t *testing.T) {
 		t.Errorf("completion %+v", body)
 	}
 }
+
+func TestSuperviseTerminalForeground(t *testing.T) {
+	// On a terminal (script(1) gives the entrypoint one as its controlling
+	// terminal) the command leads its own process group, which is the
+	// terminal's foreground group: a Ctrl-C reaches the command once.
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to make a terminal")
+	}
+	k := supTask(t)
+	inner := bin.entrypoint + ` /bin/sh -c 'echo "fg $$ $(cut -d" " -f5,8 /proc/$$/stat)"'`
+	c := exec.Command(scriptBin, "-qec", inner, "/dev/null")
+	c.Env = k.Env
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var pid, pgrp, tpgid int
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "fg ") {
+			fmt.Sscanf(strings.TrimSpace(line), "fg %d %d %d", &pid, &pgrp, &tpgid)
+		}
+	}
+	if pid == 0 || pgrp != pid || tpgid != pid {
+		t.Errorf("command pid %d, process group %d, terminal's foreground group %d; want all three equal\n%s", pid, pgrp, tpgid, out)
+	}
+}
+
+func TestSuperviseDrainsBacklogWhileRunning(t *testing.T) {
+	// A task that could not report leaves its registration and completion
+	// in the spool; the next supervised task on the node, once its own
+	// registration is delivered, sends them while its command runs,
+	// registration first.
+	old := supTask(t, "/bin/true")
+	old.Setenv("PADDLE_MONITOR_URL", regDownURL(t))
+	old.Setenv("PADDLE_TASK_ID", "old-1")
+	if r := old.Run(); r.Code != 0 {
+		t.Fatal(r.Stderr)
+	}
+	m := newSupMonitor(t)
+	k := supTask(t, "/bin/sh", "-c", "sleep 1")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_SPOOL_PATH", old.SpoolPath())
+	k.Setenv("PADDLE_TASK_ID", "new-1")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatal(r.Stderr)
+	}
+	var keys []string
+	for _, r := range m.requests("") {
+		keys = append(keys, r.Key())
+	}
+	want := []string{"new-1", "old-1", "old-1/complete", "new-1/complete"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("Idempotency-Keys in order %q, want %q", keys, want)
+	}
+	if st := spoolStats(t, k); st["pending"]+st["completions_pending"] != 0 {
+		t.Errorf("spool %v, want drained", st)
+	}
+}
+
+func TestSuperviseForwardedSignalKills(t *testing.T) {
+	// dumb-init's exit_status_test: a signal sent to the supervisor kills a
+	// command that does not handle it, and the supervisor exits 128+N.
+	ignored := callerIgnored(t)
+	for _, s := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGVTALRM} {
+		if ignored&(1<<(s-1)) != 0 {
+			continue // stays ignored, for the command too
+		}
+		k := supTask(t, "/bin/sh", "-c", "echo ready; exec sleep 30")
+		l := startLive(t, k.Command(context.Background()))
+		if l.next() != "ready" {
+			t.Fatal("no ready line")
+		}
+		// sh has exec'd sleep once the line is out, or is about to: either
+		// dies of the default action.
+		syscall.Kill(l.cmd.Process.Pid, s)
+		if code := l.wait(); code != 128+int(s) {
+			t.Errorf("%v: supervisor exit %d, want %d\n%s", s, code, 128+int(s), l.stderr.String())
+		}
+	}
+}

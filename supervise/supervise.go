@@ -69,6 +69,11 @@ func Run(r *Reaper, t Task) int {
 	if err != nil {
 		ce := command.StartError(t.Command.Argv[0], err)
 		log.Error("command cannot start", "err", ce)
+		if t.Finish != nil {
+			// What lives as long as the command (the textfile) goes; a
+			// command that never ran is not gated and not reported.
+			t.Finish(context.Background(), ce.Status, &register.Completion{})
+		}
 		return ce.Status
 	}
 	sigs.forward(c.pid, c.group, log.Debug)

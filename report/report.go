@@ -151,15 +151,15 @@ type Row struct {
 
 // Report is the whole answer.
 type Report struct {
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	By       []string  `json:"by"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	By   []string  `json:"by"`
 	// Metrics are the query's metrics, in the order of the CSV and table
 	// columns (absent when none).
 	Metrics  []string `json:"metrics,omitempty"`
 	Currency *string  `json:"currency"`
-	Rows     []Row     `json:"rows"`
-	Total    Figures   `json:"total"`
+	Rows     []Row    `json:"rows"`
+	Total    Figures  `json:"total"`
 }
 
 // acc accumulates one row's sums before they become Figures.

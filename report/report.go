@@ -61,7 +61,10 @@ type TaskSums struct {
 	Tasks     int64 // counted intervals overlapping the window
 	Completed int64 // with a completion
 	Failed    int64 // completed with a non-zero exit status or a failed gate
-	Open      int64 // without a completion
+	// GateFailed are the completed tasks whose quality gate failed (some
+	// of Failed, whatever their exit status).
+	GateFailed int64
+	Open       int64 // without a completion
 	// EstSeconds and ActualSeconds sum the whole duration_est and
 	// duration_seconds of completed tasks with an estimate whose end is
 	// inside the window.
@@ -119,6 +122,7 @@ type Figures struct {
 	Tasks               int64    `json:"tasks"`
 	CompletedTasks      int64    `json:"completed_tasks"`
 	FailedTasks         int64    `json:"failed_tasks"`
+	GateFailedTasks     int64    `json:"gate_failed_tasks"`
 	OpenTasks           int64    `json:"open_tasks"`
 	GPUHours            float64  `json:"gpu_hours"`
 	FailedGPUHours      float64  `json:"failed_gpu_hours"`
@@ -189,6 +193,7 @@ func (a *acc) addTasks(t TaskSums) {
 	a.t.Tasks += t.Tasks
 	a.t.Completed += t.Completed
 	a.t.Failed += t.Failed
+	a.t.GateFailed += t.GateFailed
 	a.t.Open += t.Open
 	a.t.EstSeconds += t.EstSeconds
 	a.t.ActualSeconds += t.ActualSeconds
@@ -230,6 +235,7 @@ func (a *acc) figures(priced bool, metrics []string) Figures {
 		Tasks:               a.t.Tasks,
 		CompletedTasks:      a.t.Completed,
 		FailedTasks:         a.t.Failed,
+		GateFailedTasks:     a.t.GateFailed,
 		OpenTasks:           a.t.Open,
 		GPUHours:            hours(float64(a.gpuSec)),
 		FailedGPUHours:      hours(float64(a.failedSec)),

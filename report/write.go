@@ -37,7 +37,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 // columns are the figures' names in CSV and table order: then, per
 // metric, its mean and its task count.
 func columns(priced bool, metrics []string) []string {
-	c := []string{"tasks", "completed_tasks", "failed_tasks", "open_tasks", "gpu_hours",
+	c := []string{"tasks", "completed_tasks", "failed_tasks", "gate_failed_tasks", "open_tasks", "gpu_hours",
 		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
 		"duration_est_hours", "duration_actual_hours"}
 	if priced {
@@ -63,7 +63,8 @@ func (f Figures) values(priced bool, table bool, metrics []string) []string {
 	}
 	v := []string{
 		strconv.FormatInt(f.Tasks, 10), strconv.FormatInt(f.CompletedTasks, 10),
-		strconv.FormatInt(f.FailedTasks, 10), strconv.FormatInt(f.OpenTasks, 10),
+		strconv.FormatInt(f.FailedTasks, 10), strconv.FormatInt(f.GateFailedTasks, 10),
+		strconv.FormatInt(f.OpenTasks, 10),
 		num(f.GPUHours), num(f.FailedGPUHours), num(f.IdleGPUHours), opt(f.UtilMean),
 	}
 	if table {

@@ -40,6 +40,7 @@ const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
+      CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
       CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
       CASE WHEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) < :t
            THEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) ELSE :t END AS e1`
@@ -100,7 +101,7 @@ func (s *Store) ReportTasks(ctx context.Context, w report.Window, keys []string)
 	q += `
 SELECT ` + list + `,
   COUNT(*), CAST(SUM(sp.completed) AS BIGINT), CAST(SUM(sp.failed) AS BIGINT),
-  CAST(SUM(1 - sp.completed) AS BIGINT),
+  CAST(SUM(sp.gate_failed) AS BIGINT), CAST(SUM(1 - sp.completed) AS BIGINT),
   CAST(SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
     AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
@@ -118,12 +119,12 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var t report.TaskSums
-		dest := make([]any, 0, len(cols)+8)
+		dest := make([]any, 0, len(cols)+9)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
 		var actual sql.NullFloat64
-		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.Open, &t.EstSeconds, &actual,
+		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
 			&t.GPUSeconds, &t.FailedGPUSeconds)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)

@@ -77,25 +77,34 @@ func groupColumns(keys []string, gpu bool) ([]string, error) {
 	return cols, nil
 }
 
+// taskGroups returns what groups spanned tasks by keys, project and owner:
+// the columns, the expressions that select them, the WITH clause and the
+// FROM. By model, a task joins the models it has GPUs of.
+func taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
+	if cols, err = groupColumns(keys, false); err != nil {
+		return nil, nil, "", "", err
+	}
+	with, from = "WITH "+spanSQL, "span sp"
+	sel = make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = "sp." + c
+		if c == "model" {
+			with += modelsSQL
+			from = "span sp JOIN models m ON m.task_id = sp.task_id"
+			sel[i] = "m.model"
+		}
+	}
+	return cols, sel, with, from, nil
+}
+
 // ReportTasks implements report.Source: task-level sums grouped by keys,
 // project and owner. With the key model, a task counts once under every
 // model it has GPUs of (the empty model for GPUs without one, and for no
 // GPU at all).
 func (s *Store) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
-	cols, err := groupColumns(keys, false)
+	cols, sel, q, from, err := taskGroups(keys)
 	if err != nil {
 		return nil, err
-	}
-	q := "WITH " + spanSQL
-	from := "span sp"
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = "sp." + c
-		if c == "model" {
-			q += modelsSQL
-			from = "span sp JOIN models m ON m.task_id = sp.task_id"
-			sel[i] = "m.model"
-		}
 	}
 	list := strings.Join(sel, ", ")
 	q += `
@@ -216,20 +225,9 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	if _, err := report.ParseMetrics([]string{metric}); err != nil {
 		return nil, err
 	}
-	cols, err := groupColumns(keys, false)
+	cols, sel, q, from, err := taskGroups(keys)
 	if err != nil {
 		return nil, err
-	}
-	q := "WITH " + spanSQL
-	from := "span sp"
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = "sp." + c
-		if c == "model" {
-			q += modelsSQL
-			from = "span sp JOIN models m ON m.task_id = sp.task_id"
-			sel[i] = "m.model"
-		}
 	}
 	inner := make([]string, len(cols))
 	outer := make([]string, len(cols))

@@ -82,8 +82,7 @@ func dispatch(args, environ []string) int {
 	if err != nil {
 		return usage(err)
 	}
-	g, err := checkGate(cfg, cfg.Mode == config.ModeSupervise)
-	if err != nil {
+	if _, err := checkGate(cfg, cfg.Mode == config.ModeSupervise); err != nil {
 		return usage(err)
 	}
 	return run(cfg, g, rest, environ, start)
@@ -95,16 +94,18 @@ func run(cfg config.Config, g *gate.Gate, argv, environ []string, start time.Tim
 	log := newLogger(os.Stderr, cfg)
 	routeStdLog(log)
 	reportSettings(log, cfg)
-	supervised := cfg.Mode == config.ModeSupervise
+	// Supervise mode: the reaper, the one place that waits for children,
+	// starts before the first child, the GPU probe.
 	var reaper *supervise.Reaper
-	probeOpt := gpuOptions(cfg, environ, log)
-	if supervised {
-		reaper = startSupervising(environ, log)
-		probeOpt.Children = reaper
+	gpuOpt := gpuOptions(cfg, environ, log)
+	if cfg.Mode == config.ModeSupervise {
+		clearInheritedMask(environ, log)
+		reaper = supervise.NewReaper(log)
+		gpuOpt.Children = reaper
 	}
 	ctx, stopSignals := catchSignals()
 
-	probe := gpu.Start(ctx, probeOpt)
+	probe := gpu.Start(ctx, gpuOpt)
 	defer probe.Stop()
 
 	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
@@ -127,11 +128,12 @@ func run(cfg config.Config, g *gate.Gate, argv, environ []string, start time.Tim
 	if err := labels.WriteFile(cfg.LabelsFile, set); err != nil {
 		log.Warn("labels file not written; the task runs without it", "err", err)
 	}
-	written := writeTextfile(cfg, set, inv, supervised, log)
+	written := writeTextfile(cfg, set, inv, cfg.Mode == config.ModeSupervise, log)
 
-	if supervised {
-		cmd := supervise.Command{Path: path, Argv: argv, Env: commandEnv(cfg, environ, set), Group: cfg.SignalGroup}
-		return superviseCommand(cfg, reaper, g, set, inv, cmd, written, stopSignals, log)
+	env := commandEnv(cfg, environ, set)
+	if cfg.Mode == config.ModeSupervise {
+		cmd := supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}
+		return superviseCommand(cfg, reaper, set, inv, cmd, stopSignals, finisher(cfg, set, written, log), log)
 	}
 
 	registerTask(ctx, cfg, set, inv, log)
@@ -141,7 +143,7 @@ func run(cfg config.Config, g *gate.Gate, argv, environ []string, start time.Tim
 	}
 
 	log.Debug("exec", "path", path, "since_start", time.Since(start))
-	return cannotExec(log, command.Exec(path, argv, commandEnv(cfg, environ, set)))
+	return cannotExec(log, command.Exec(path, argv, env))
 }
 
 // registerTask delivers the registration within the budget, or spools it.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -89,24 +90,23 @@ func startLive(t *testing.T, c *exec.Cmd) *live {
 		select {
 		case <-l.done:
 		case <-time.After(5 * time.Second):
-			ps, _ := exec.Command("ps", "-eo", "pid,ppid,pgid,stat,args").Output()
-			t.Errorf("entrypoint's output still open 5s after killing it and its descendants:\n%s", ps)
+			t.Errorf("stdout still open 5s after the entrypoint was killed")
 		}
 	})
 	return l
 }
 
 // next returns the next line of stdout, failing after 10 s.
-func (l *live) next() string {
+func (l *live) next(after ...any) string {
 	l.t.Helper()
 	select {
 	case s, ok := <-l.lines:
 		if !ok {
-			l.t.Fatalf("stdout ended; stderr:\n%s", l.stderr.String())
+			l.t.Fatalf("stdout ended%v; stderr:\n%s", after, l.stderr.String())
 		}
 		return s
 	case <-time.After(10 * time.Second):
-		l.t.Fatalf("no line on stdout within 10s; stderr:\n%s", l.stderr.String())
+		l.t.Fatalf("no line on stdout within 10s%v; stderr:\n%s", after, l.stderr.String())
 	}
 	return ""
 }
@@ -149,7 +149,6 @@ func TestSuperviseChildInherits(t *testing.T) {
 	argv := []string{bin.report, "plain", "with space", "", "nl\nhere", "\xff non-UTF-8", "--lr", "0.1"}
 	k := supTask(t)
 	k.Setenv("WEIRD", "a=b=c \x01\xff")
-	k.Setenv("PADDLE_OTEL", "off") // OTEL_RESOURCE_ATTRIBUTES: TestSuperviseOTel
 	k.Setenv("PADDLE_TASK_ID", "sup-1")
 	cwd := t.TempDir()
 	r, w, err := os.Pipe()
@@ -175,7 +174,13 @@ func TestSuperviseChildInherits(t *testing.T) {
 	if !slices.Equal(rep.Argv, argv) {
 		t.Errorf("argv %q, want %q", rep.Argv, argv)
 	}
-	wantEnv := append(slices.Clone(k.Env[:len(k.Env)-1]), "PADDLE_TASK_ID=sup-1")
+	// Exec mode's environment: the caller's, PADDLE_TASK_ID, and the OTel
+	// resource attributes.
+	otel, _ := rep.Getenv("OTEL_RESOURCE_ATTRIBUTES")
+	if !strings.Contains(otel, "paddle.task.id=sup-1") {
+		t.Errorf("OTEL_RESOURCE_ATTRIBUTES %q lacks the task id", otel)
+	}
+	wantEnv := append(slices.Clone(k.Env[:len(k.Env)-1]), "PADDLE_TASK_ID=sup-1", "OTEL_RESOURCE_ATTRIBUTES="+otel)
 	if !slices.Equal(rep.Env, wantEnv) {
 		t.Errorf("environment:\n got %q\nwant %q", rep.Env, wantEnv)
 	}
@@ -291,21 +296,13 @@ func TestSuperviseExitCodes(t *testing.T) {
 }
 
 // forwarded are the signals a supervisor passes on (SIGTERM last: it ends
-// sigcatch).
-// A signal this test's own caller ignored (a shell's background job
-// ignores SIGINT and SIGQUIT) stays ignored for the command and is not
-// forwarded either.
-func forwarded(t *testing.T) []syscall.Signal {
-	ignored := callerIgnored(t)
+// sigcatch). Signals 32, 33 and 34 (glibc's own and SIGRTMIN), and
+// SIGPROF (the Go runtime's profiler's), are never handed to a Go program,
+// so they are not forwarded (docs/supervise.md).
+func forwarded() []syscall.Signal {
 	var out []syscall.Signal
 	for n := 1; n <= 64; n++ {
 		s := syscall.Signal(n)
-		if ignored&(1<<(n-1)) != 0 {
-			continue
-		}
-		// 32-34 and SIGPROF belong to the Go runtime: os/signal cannot
-		// catch them, so a Go supervisor cannot forward them
-		// (docs/supervise.md).
 		if n == 32 || n == 33 || n == 34 || s == syscall.SIGPROF || s == syscall.SIGTERM || s == syscall.SIGKILL || s == syscall.SIGSTOP || dropped[s] {
 			continue
 		}
@@ -323,17 +320,25 @@ var dropped = map[syscall.Signal]bool{
 // checkForwarding sends every signal to the supervisor (PID sup) and reads
 // what sigcatch (PID child) received: dumb-init's proxies_signals_test, and
 // tini's, for every signal. The command's SIGTERM handler decides the exit.
+//
+// A signal the caller ignored (this test process's parent may ignore SIGHUP)
+// stays ignored and is not forwarded: it joins the dropped ones.
 func checkForwarding(t *testing.T, l *live, sup, child int) {
-	t.Helper()
-	for _, s := range forwarded(t) {
+	ignored := callerIgnored(t)
+	notForwarded := maps.Clone(dropped)
+	for _, s := range forwarded() {
+		if ignored&(1<<(s-1)) != 0 {
+			notForwarded[s] = true
+			continue
+		}
 		if err := syscall.Kill(sup, s); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := l.next(), fmt.Sprintf("%d %d", child, int(s)); got != want {
+		if got, want := l.next(" after", s, int(s)), fmt.Sprintf("%d %d", child, int(s)); got != want {
 			t.Fatalf("sent %v (%d): the command printed %q, want %q", s, int(s), got, want)
 		}
 	}
-	for s := range dropped {
+	for s := range notForwarded {
 		if err := syscall.Kill(sup, s); err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +359,6 @@ func checkForwarding(t *testing.T, l *live, sup, child int) {
 func TestSuperviseForwardsSignals(t *testing.T) {
 	k := supTask(t, bin.sigcatch)
 	k.Setenv("SIGCATCH_TERM_EXIT", "3")
-	k.Setenv("PADDLE_ENTRYPOINT_LOG", "debug")
 	l := startLive(t, k.Command(context.Background()))
 	checkForwarding(t, l, l.cmd.Process.Pid, readyPID(l))
 }
@@ -450,8 +454,8 @@ func TestSuperviseReapsOrphans(t *testing.T) {
 	// orphan is re-parented to it, and reaped when it exits.
 	k := supTask(t, bin.sigcatch, "-o")
 	l := startLive(t, k.Command(context.Background()))
-	// sigcatch prints "orphan <pid>" and "ready <pid>" in either order
-	// (and "<pid> 17" for its SIGCHLD).
+	// sigcatch prints its own SIGCHLD (its child exits at once), its ready
+	// line and its orphan's pid, in any order.
 	var orphan, ready int
 	for orphan == 0 || ready == 0 {
 		line := l.next()
@@ -476,11 +480,6 @@ func TestSuperviseReapsOrphans(t *testing.T) {
 		t.Errorf("the orphan %d is still there (a zombie?) 10s later", orphan)
 	}
 	syscall.Kill(sup, syscall.SIGTERM)
-	for {
-		if line := l.next(); line == fmt.Sprintf("%d %d", ready, int(syscall.SIGTERM)) {
-			break
-		}
-	}
 	if code := l.wait(); code != 0 {
 		t.Errorf("exit %d", code)
 	}
@@ -553,13 +552,6 @@ func (m *supMonitor) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	code, _ := strconv.Atoi(a)
 	w.WriteHeader(code)
-}
-
-// pathsNow returns the paths requested so far, in order.
-func (m *supMonitor) pathsNow() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.paths)
 }
 
 // requests returns the requests to path ("" : all).
@@ -726,19 +718,10 @@ func TestSuperviseCompletionWaitsForRegistration(t *testing.T) {
 	if n := len(m.requests("/v1/task/complete")); n != 0 {
 		t.Errorf("%d completions sent before the registration was delivered", n)
 	}
-	// A later start delivers the backlog: registration, then completion.
+	// A later start (exec mode) delivers the backlog: registration, then completion.
 	m.answer("/v1/task/register", "201")
 	if r := newTask(t, "/bin/true").Setenv("PADDLE_MONITOR_URL", m.URL).Setenv("PADDLE_SPOOL_PATH", k.SpoolPath()).Run(); r.Code != 0 {
 		t.Fatal(r.Stderr)
-	}
-	var order []string
-	for _, p := range m.pathsNow() {
-		if p != "/v1/task/register" || len(order) == 0 || order[len(order)-1] != p {
-			order = append(order, p)
-		}
-	}
-	if !slices.Equal(order, []string{"/v1/task/register", "/v1/task/complete"}) {
-		t.Errorf("requests %q: want registrations (the failed ones, the later start's, the backlog) and then the one completion", m.pathsNow())
 	}
 	if st := spoolStats(t, k); st["pending"]+st["completions_pending"] != 0 {
 		t.Errorf("spool %v after a later start, want drained", st)
@@ -819,7 +802,7 @@ func TestSuperviseHeartbeat(t *testing.T) {
 		t.Fatal(r.Stderr)
 	}
 	hb := m.requests("/v1/task/heartbeat")
-	if len(hb) < 2 || len(hb) > 5 {
+	if len(hb) < 2 || len(hb) > 6 {
 		t.Fatalf("%d heartbeats in a 1s run every 200ms", len(hb))
 	}
 	comp := m.requests("/v1/task/complete")
@@ -848,5 +831,154 @@ func TestSuperviseNoMonitor(t *testing.T) {
 	}
 	if _, err := os.Stat(k.SpoolPath()); err == nil {
 		t.Error("spool file created without a monitor")
+	}
+}
+
+func TestSuperviseGPUEfficiency(t *testing.T) {
+	// The fake driver answers 0 %, 100 %, 0 %, ... and 1000, 3000, 1000,
+	// ... bytes used: every figure follows from the number of samples n.
+	m := newSupMonitor(t)
+	k := gpuTask(t, 1, "/bin/sh", "-c", "sleep 1")
+	k.Setenv("PADDLE_ENTRYPOINT_MODE", "supervise")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GPU_SAMPLE", "100ms")
+	k.Setenv("FAKE_NVML_UTIL", "0,100")
+	k.Setenv("FAKE_NVML_USED", "1000,3000")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	var body struct {
+		GPUs []struct {
+			UUID      string   `json:"uuid"`
+			Samples   int      `json:"samples"`
+			UtilMean  *float64 `json:"util_mean"`
+			UtilP95   *float64 `json:"util_p95"`
+			MemPeak   *uint64  `json:"memory_used_peak_bytes"`
+			IdleShare *float64 `json:"idle_share"`
+		} `json:"gpus"`
+	}
+	json.Unmarshal(m.waitFor(t, "/v1/task/complete", 1)[0].Body, &body)
+	if len(body.GPUs) != 1 || body.GPUs[0].UUID != fakeUUID(0) {
+		t.Fatalf("gpus %+v", body.GPUs)
+	}
+	g := body.GPUs[0]
+	n := g.Samples
+	if n < 3 || n > 12 || g.UtilMean == nil || g.UtilP95 == nil || g.MemPeak == nil || g.IdleShare == nil {
+		t.Fatalf("%d samples in a 1s run every 100ms: %+v", n, g)
+	}
+	zeros := (n + 1) / 2
+	if want := 100 * float64(n-zeros) / float64(n); math.Abs(*g.UtilMean-want) > 1e-9 {
+		t.Errorf("util_mean %v, want %v", *g.UtilMean, want)
+	}
+	if *g.UtilP95 != 100 || *g.MemPeak != 3000 {
+		t.Errorf("util_p95 %v, peak %v; want 100 and 3000", *g.UtilP95, *g.MemPeak)
+	}
+	if want := float64(zeros) / float64(n); math.Abs(*g.IdleShare-want) > 1e-9 {
+		t.Errorf("idle_share %v, want %v", *g.IdleShare, want)
+	}
+}
+
+func TestSuperviseGateInCompletion(t *testing.T) {
+	m := newSupMonitor(t)
+	k := supTask(t, "/bin/true")
+	metrics := k.Dir + "/metrics.json"
+	os.WriteFile(metrics, []byte(`{"accuracy": 0.9, "loss": {"val": 0.25}}`), 0o644)
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GATE", "accuracy>=0.95")
+	k.Setenv("PADDLE_GATE_FILE", metrics)
+	if r := k.Run(); r.Code != 1 {
+		t.Fatalf("exit %d, want the gate's 1\n%s", r.Code, r.Stderr)
+	}
+	var body struct {
+		ExitCode int                `json:"exit_code"`
+		Gate     map[string]any     `json:"gate"`
+		Metrics  map[string]float64 `json:"metrics"`
+	}
+	json.Unmarshal(m.waitFor(t, "/v1/task/complete", 1)[0].Body, &body)
+	if body.ExitCode != 0 || body.Gate["expr"] != "accuracy>=0.95" || body.Gate["passed"] != false || body.Gate["reason"] == "" ||
+		len(body.Metrics) != 2 || body.Metrics["accuracy"] != 0.9 || body.Metrics["loss.val"] != 0.25 {
+		t.Errorf("completion %+v", body)
+	}
+}
+
+func TestSuperviseTerminalForeground(t *testing.T) {
+	// On a terminal (script(1) gives the entrypoint one as its controlling
+	// terminal) the command leads its own process group, which is the
+	// terminal's foreground group: a Ctrl-C reaches the command once.
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to make a terminal")
+	}
+	k := supTask(t)
+	inner := bin.entrypoint + ` /bin/sh -c 'echo "fg $$ $(cut -d" " -f5,8 /proc/$$/stat)"'`
+	c := exec.Command(scriptBin, "-qec", inner, "/dev/null")
+	c.Env = k.Env
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var pid, pgrp, tpgid int
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "fg ") {
+			fmt.Sscanf(strings.TrimSpace(line), "fg %d %d %d", &pid, &pgrp, &tpgid)
+		}
+	}
+	if pid == 0 || pgrp != pid || tpgid != pid {
+		t.Errorf("command pid %d, process group %d, terminal's foreground group %d; want all three equal\n%s", pid, pgrp, tpgid, out)
+	}
+}
+
+func TestSuperviseDrainsBacklogWhileRunning(t *testing.T) {
+	// A task that could not report leaves its registration and completion
+	// in the spool; the next supervised task on the node, once its own
+	// registration is delivered, sends them while its command runs,
+	// registration first.
+	old := supTask(t, "/bin/true")
+	old.Setenv("PADDLE_MONITOR_URL", regDownURL(t))
+	old.Setenv("PADDLE_TASK_ID", "old-1")
+	if r := old.Run(); r.Code != 0 {
+		t.Fatal(r.Stderr)
+	}
+	m := newSupMonitor(t)
+	k := supTask(t, "/bin/sh", "-c", "sleep 1")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_SPOOL_PATH", old.SpoolPath())
+	k.Setenv("PADDLE_TASK_ID", "new-1")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatal(r.Stderr)
+	}
+	var keys []string
+	for _, r := range m.requests("") {
+		keys = append(keys, r.Key())
+	}
+	want := []string{"new-1", "old-1", "old-1/complete", "new-1/complete"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("Idempotency-Keys in order %q, want %q", keys, want)
+	}
+	if st := spoolStats(t, k); st["pending"]+st["completions_pending"] != 0 {
+		t.Errorf("spool %v, want drained", st)
+	}
+}
+
+func TestSuperviseForwardedSignalKills(t *testing.T) {
+	// dumb-init's exit_status_test: a signal sent to the supervisor kills a
+	// command that does not handle it, and the supervisor exits 128+N.
+	ignored := callerIgnored(t)
+	for _, s := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGVTALRM} {
+		if ignored&(1<<(s-1)) != 0 {
+			continue // stays ignored, for the command too
+		}
+		k := supTask(t, "/bin/sh", "-c", "echo ready; exec sleep 30")
+		l := startLive(t, k.Command(context.Background()))
+		if l.next() != "ready" {
+			t.Fatal("no ready line")
+		}
+		// sh has exec'd sleep once the line is out, or is about to: either
+		// dies of the default action.
+		syscall.Kill(l.cmd.Process.Pid, s)
+		if code := l.wait(); code != 128+int(s) {
+			t.Errorf("%v: supervisor exit %d, want %d\n%s", s, code, 128+int(s), l.stderr.String())
+		}
 	}
 }

@@ -25,29 +25,25 @@ func startSupervising(environ []string, log *slog.Logger) *supervise.Reaper {
 }
 
 // superviseCommand runs the command as a child (supervise mode) once the
-// labels file is written, and returns the supervisor's exit status. A
-// terminating signal received before it starts ends the start with 128+N,
-// with nothing registered: the command never ran.
-func superviseCommand(cfg config.Config, reaper *supervise.Reaper, g *gate.Gate, set *labels.Set, inv gpu.Inventory,
-	cmd supervise.Command, textfileWritten bool, stopSignals func() (int, bool), log *slog.Logger) int {
-	probe := gpuOptions(cfg, cmd.Env, log)
+// labels file is written, and returns its exit status. A terminating
+// signal received before it starts ends the start with 128+N, with nothing
+// registered: the command never ran.
+func superviseCommand(cfg config.Config, reaper *supervise.Reaper, set *labels.Set, inv gpu.Inventory, cmd supervise.Command,
+	stopSignals func() (int, bool), finish func(context.Context, int, *register.Completion) int, log *slog.Logger) int {
+	if status, stopped := stopSignals(); stopped {
+		log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
+		return status
+	}
 	t := supervise.Task{
+		Finish:         finish,
 		Command:        cmd,
 		Labels:         set,
 		LabelsFile:     cfg.LabelsFile,
 		BeforeStart:    stopSignals,
 		CompleteBudget: cfg.CompleteBudget,
 		Heartbeat:      cfg.Heartbeat,
-		Sampling: gpu.SamplerOptions{Probe: probe.Probe, Interval: cfg.GPUSample, UUIDs: inv.UUIDs(),
-			Environ: cmd.Env, Root: probe.Root, Logger: log},
-		Finish: func(code int, c *register.Completion) int {
-			status, verdict, metrics := finishTask(cfg, g, set, textfileWritten, code, log)
-			if verdict != nil {
-				c.Gate = &register.Gate{Expr: verdict.Expr, Passed: verdict.Passed, Reason: verdict.Reason}
-				c.Metrics = metrics
-			}
-			return status
-		},
+		Sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: gpuOptions(cfg, cmd.Env, log).Probe,
+			UUIDs: inv.UUIDs(), Environ: cmd.Env, Logger: log, Children: reaper},
 		Log: log,
 	}
 	if cfg.MonitorURL != "" {
@@ -62,6 +58,17 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, g *gate.Gate,
 		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
 	}
 	return supervise.Run(reaper, t)
+}
+
+// finisher is the end of a supervised task before its completion: the
+// textfile removed, the quality gate evaluated (exports.go).
+func finisher(cfg config.Config, set *labels.Set, written bool, log *slog.Logger) func(context.Context, int, *register.Completion) int {
+	g, _ := checkGate(cfg, true) // checked before the start
+	return func(_ context.Context, code int, c *register.Completion) int {
+		status, verdict, metrics := finishTask(cfg, g, set, written, code, log)
+		c.Gate, c.Metrics = verdict, metrics
+		return status
+	}
 }
 
 // flushCompletions sends spooled completions whose registration is no

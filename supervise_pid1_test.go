@@ -1,17 +1,20 @@
 package main
 
-// Supervise mode as PID 1 of a PID namespace (`unshare --pid --fork
-// --mount-proc`, root only): the exit and signal matrices again, a signal
-// sent to PID 1 from inside, and orphans reaped by PID 1 itself.
+// Supervise mode as PID 1 of a PID namespace (unshare, as root): the exit
+// and signal matrices of tini and dumb-init, signal forwarding from outside
+// the namespace, and orphans that must leave no zombie.
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
-// asPID1 makes a task run the entrypoint as PID 1 of a new PID namespace.
+// asPID1 makes a task run its entrypoint as PID 1 of a new PID namespace.
 func asPID1(t *testing.T) func(*task) *task {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -19,49 +22,61 @@ func asPID1(t *testing.T) func(*task) *task {
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("no unshare(1)")
+		t.Skip("no unshare")
 	}
 	if out, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("unshare --pid does not work here: %v %s", err, out)
+		t.Skipf("unshare --pid refused here: %v %s", err, out)
 	}
 	return func(k *task) *task {
 		k.Setup = func(c *exec.Cmd) {
-			c.Args = append([]string{unshare, "--pid", "--fork", "--mount-proc", c.Path}, c.Args[1:]...)
+			c.Args = append([]string{unshare, "--pid", "--fork", "--mount-proc", bin.entrypoint}, c.Args[1:]...)
 			c.Path = unshare
 		}
 		return k
 	}
 }
 
-func TestSupervisePID1(t *testing.T) {
-	pid1 := asPID1(t)
-	t.Run("0-255", func(t *testing.T) { exitMatrix(t, pid1) })
-	t.Run("128+signal", func(t *testing.T) { signalMatrix(t, pid1) })
-	t.Run("is PID 1", func(t *testing.T) {
-		// The command's pid is not 2: the supervisor's threads took the
-		// first ids of the namespace.
-		r := pid1(supTask(t, "/bin/sh", "-c", `echo "ppid=$PPID pid1=$(cat /proc/1/comm)"; [ $$ != 1 ]`)).Run()
-		if r.Code != 0 || strings.TrimSpace(r.Stdout) != "ppid=1 pid1=paddle-entrypoi" {
-			t.Errorf("exit %d, stdout %q; want the command a child of the supervisor as PID 1\n%s", r.Code, r.Stdout, r.Stderr)
-		}
-	})
-	t.Run("SIGTERM to PID 1 from inside", func(t *testing.T) {
-		// PID 1 ignores a signal it has no handler for; the supervisor
-		// catches SIGTERM and forwards it, and the command's trap decides.
-		r := pid1(supTask(t, "/bin/sh", "-c", `trap 'exit 42' TERM; kill -TERM 1; sleep 5 & wait`)).Run()
-		if r.Code != 42 {
-			t.Errorf("exit %d, want 42 from the command's trap\n%s", r.Code, r.Stderr)
-		}
-	})
-	t.Run("orphans reaped", func(t *testing.T) {
-		// Three orphans are re-parented to PID 1 and exit; none may be a
-		// zombie half a second later.
-		script := `for i in 1 2 3; do sh -c 'sleep 0.1 & exit 0'; done
-sleep 0.8
-grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l`
-		r := pid1(supTask(t, "/bin/sh", "-c", script)).Run()
-		if r.Code != 0 || strings.TrimSpace(r.Stdout) != "0" {
-			t.Errorf("exit %d, zombies %q\n%s", r.Code, r.Stdout, r.Stderr)
-		}
-	})
+func TestSupervisePID1Matrices(t *testing.T) {
+	wrap := asPID1(t)
+	t.Run("0-255", func(t *testing.T) { exitMatrix(t, wrap) })
+	t.Run("128+signal", func(t *testing.T) { signalMatrix(t, wrap) })
+}
+
+func TestSupervisePID1Child(t *testing.T) {
+	k := asPID1(t)(supTask(t, bin.report))
+	r := k.Run()
+	rep := parseReport(t, r.Stdout)
+	if rep.PID == 1 || rep.PPID != 1 {
+		t.Errorf("command PID %d, parent %d; want the supervisor, PID 1, as its parent", rep.PID, rep.PPID)
+	}
+}
+
+func TestSupervisePID1ReapsOrphans(t *testing.T) {
+	// tini's reaping test: the command leaves orphans behind, which are
+	// re-parented to PID 1; none may stay a zombie.
+	script := `for i in 1 2 3 4 5; do (sleep 0.1 &) ; done; sleep 1.5
+for f in /proc/[0-9]*/status; do grep -q '^State:.*Z' "$f" 2>/dev/null && echo "zombie $f"; done; echo checked`
+	k := asPID1(t)(supTask(t, "/bin/sh", "-c", script))
+	r := k.Run()
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "checked" {
+		t.Errorf("exit %d, stdout %q (zombies left)\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+func TestSupervisePID1ForwardsSignals(t *testing.T) {
+	k := asPID1(t)(supTask(t, bin.sigcatch))
+	k.Setenv("SIGCATCH_TERM_EXIT", "3")
+	l := startLive(t, k.Command(context.Background()))
+	child := readyPID(l) // its PID inside the namespace
+	// The supervisor is unshare's child; signals go to it from outside.
+	var sup int
+	deadline := time.Now().Add(10 * time.Second)
+	for sup == 0 && time.Now().Before(deadline) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(l.cmd.Process.Pid) + "/task/" + strconv.Itoa(l.cmd.Process.Pid) + "/children")
+		sup, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if sup == 0 {
+		t.Fatal("supervisor not found under unshare")
+	}
+	checkForwarding(t, l, sup, child)
 }

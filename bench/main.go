@@ -240,13 +240,14 @@ func benchmark(o options) error {
 		progNoMonitor: {name: progNoMonitor, argv: []string{o.entrypoint}, labels: filepath.Join(shm, "entrypoint.labels"), spool: true, drop: "PADDLE_MONITOR_URL"},
 		progTrue:      {name: progTrue},
 		progGo:        {name: progGo, argv: []string{gofloor}},
+		progSupervise: superviseContender(o.entrypoint, shm),
 	}
 
 	began := time.Now()
 	var results []*result
 	for _, st := range steps {
 		for _, sc := range scenarios {
-			names := []string{progScript, progEntrypoint}
+			names := []string{progScript, progEntrypoint, progSupervise}
 			n := o.slowIterations
 			if !sc.slow {
 				names = append(names, progNoMonitor, progTrue, progGo)
@@ -300,6 +301,11 @@ func benchmark(o options) error {
 		return err
 	}
 
+	cost, err := measureSupervisor(o.entrypoint, shm, mon.url(monitorUp))
+	if err != nil {
+		return err
+	}
+
 	rep := &report{
 		version:  entrypointVersion(o.entrypoint),
 		opts:     o,
@@ -311,7 +317,7 @@ func benchmark(o options) error {
 		duration: time.Since(began),
 		loadEnd:  loadAverage(),
 	}
-	text := rep.markdown() + outage.markdown()
+	text := rep.markdown() + outage.markdown() + cost.markdown()
 	fmt.Print(text)
 	if o.doc != "" {
 		if err := replaceSection(o.doc, text); err != nil {

@@ -114,7 +114,7 @@ func (rep *report) row(r *result) string {
 }
 
 func registration(r *result) string {
-	if r.program != progScript && r.program != progEntrypoint {
+	if r.program != progScript && r.program != progEntrypoint && r.program != progSupervise {
 		return "—"
 	}
 	n := len(r.samples)
@@ -143,7 +143,7 @@ func registration(r *result) string {
 }
 
 func gpuCounts(r *result) string {
-	if r.program != progScript && r.program != progEntrypoint && r.program != progNoMonitor {
+	if r.program != progScript && r.program != progEntrypoint && r.program != progNoMonitor && r.program != progSupervise {
 		return "—"
 	}
 	count := map[string]int{}
@@ -189,6 +189,10 @@ func (rep *report) vsScript(r *result) string {
 // vsFloor is this program's time to exec as a multiple of the Go floor's.
 func (rep *report) vsFloor(r *result) string {
 	f := rep.find(r.step.key, r.scenario.key, progGo)
+	if f == nil {
+		// The floors run with the monitor up only: they do not talk to it.
+		f = rep.find(r.step.key, "up", progGo)
+	}
 	a, okA := medianToExec(r)
 	b, okB := medianToExec(f)
 	if !okA || !okB {

@@ -168,8 +168,8 @@ func NewFlagSet(name string, interspersed bool) *FlagSet {
 		fs.Var(v, s.flag, fmt.Sprintf("%s (env %s)", s.help, s.env))
 		v.text = ""
 		f.values[s.flag] = v
-		if alone, ok := flagAlone[s.flag]; ok {
-			fs.Lookup(s.flag).NoOptDefVal = alone
+		if v, ok := flagAlone[s.flag]; ok {
+			fs.Lookup(s.flag).NoOptDefVal = v
 		}
 	}
 	fs.Bool(superviseFlag, false, "the same as --mode supervise")

@@ -152,6 +152,7 @@ func TestImageRun(t *testing.T) {
 					"PADDLE_OWNER=ci@example.com",
 					"PADDLE_MONITOR_URL=" + m.URL(),
 					"PADDLE_ENTRYPOINT_LOG_FORMAT=json",
+					"PADDLE_ENTRYPOINT_MODE=exec", // the image's default is supervise (supervise_test.go)
 				}, tc.env...),
 				Cmd: reportCmd(tc.exit),
 			}
@@ -259,7 +260,7 @@ func TestImageConfig(t *testing.T) {
 
 	// No command: the entrypoint runs the base image's shell, which reads
 	// the script from stdin.
-	c := &container{Stdin: "echo shell-pid=$$ user=$(id -un 1000); exit 5\n", Env: []string{"PADDLE_ENTRYPOINT_LOG=error"}}
+	c := &container{Stdin: "echo shell-pid=$$ user=$(id -un 1000); exit 5\n", Env: []string{"PADDLE_ENTRYPOINT_LOG=error", "PADDLE_ENTRYPOINT_MODE=exec"}}
 	r = c.run(t)
 	if r.Code != 5 || !strings.Contains(r.Stdout, "shell-pid=1 user=") || strings.Contains(r.Stdout, "user=\n") {
 		t.Errorf("default command: exit %d, stdout %q; want 5 and the shell as PID 1 naming uid 1000\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
@@ -300,6 +301,7 @@ func TestImageSpool(t *testing.T) {
 				"PADDLE_TASK_NAME=spooled-" + uid,
 				"PADDLE_MONITOR_URL=" + dead,
 				"PADDLE_REGISTER_BUDGET=" + budget.String(),
+				"PADDLE_ENTRYPOINT_MODE=exec",
 			},
 			Cmd: reportCmd(0),
 		}
@@ -342,7 +344,7 @@ func TestImageSpool(t *testing.T) {
 	// spool, never the start.
 	c = &container{
 		Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000"},
-		Env:  []string{"PADDLE_MONITOR_URL=" + dead, "PADDLE_REGISTER_BUDGET=" + budget.String()},
+		Env:  []string{"PADDLE_MONITOR_URL=" + dead, "PADDLE_REGISTER_BUDGET=" + budget.String(), "PADDLE_ENTRYPOINT_MODE=exec"},
 		Cmd:  reportCmd(9),
 	}
 	r = c.run(t)
@@ -358,6 +360,7 @@ func TestImageStop(t *testing.T) {
 	t.Run("command", func(t *testing.T) {
 		c := &container{
 			Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000"},
+			Env:  []string{"PADDLE_ENTRYPOINT_MODE=exec"},
 			Cmd:  []string{"/bin/bash", "-c", `trap 'echo got-TERM; exit 143' TERM; echo ready; while :; do sleep 0.1; done`},
 		}
 		c.start(t)
@@ -371,7 +374,7 @@ func TestImageStop(t *testing.T) {
 		m := newMonitor(t, 0) // holds the registration
 		c := &container{
 			Opts: []string{"--read-only", "--tmpfs", "/tmp", "--user", "1000:1000"},
-			Env:  []string{"PADDLE_MONITOR_URL=" + m.URL(), "PADDLE_REGISTER_BUDGET=60s"},
+			Env:  []string{"PADDLE_MONITOR_URL=" + m.URL(), "PADDLE_REGISTER_BUDGET=60s", "PADDLE_ENTRYPOINT_MODE=exec"},
 			Cmd:  []string{"/bin/bash", "-c", "echo command-ran"},
 		}
 		c.start(t)

@@ -66,7 +66,7 @@ func TestImageSourceBuild(t *testing.T) {
 		"--volume", setup.fakeNVML + ":/opt/fakenvml:ro",
 		"--env", "LD_LIBRARY_PATH=/opt/fakenvml", "--env", "FAKE_NVML_GPUS=2",
 		"--env", "PADDLE_TASK_NAME=from-source", "--env", "PADDLE_MONITOR_URL=" + m.URL(),
-		"--env", "PADDLE_ENTRYPOINT_MODE=exec", // what this test checks; the image's default is supervise
+		"--env", "PADDLE_ENTRYPOINT_MODE=exec", // the command as PID 1: the image's default is supervise
 		sourceImage}, reportCmd(0)...)...)
 	rep := parseReport(r.Stdout)
 	if r.Code != 0 || rep.facts["pid"] != "1" || rep.labels["gpu_count"] != "2" {

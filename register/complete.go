@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
@@ -33,32 +34,21 @@ type Completion struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 	ExitCode        int     `json:"exit_code"`
 	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string     `json:"signal,omitempty"`
-	GPUCount   int        `json:"gpu_count"`
-	GPUSeconds float64    `json:"gpu_seconds"`
-	GPUs       []GPUUsage `json:"gpus"`
+	Signal     string           `json:"signal,omitempty"`
+	GPUCount   int              `json:"gpu_count"`
+	GPUSeconds float64          `json:"gpu_seconds"`
+	GPUs       []gpu.GPUSummary `json:"gpus"`
 	// Gate and Metrics are the quality gate's verdict and the step's
 	// metrics, when a gate is configured.
-	Gate    *Gate              `json:"gate,omitempty"`
+	Gate    *gate.Result       `json:"gate,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"`
-}
-
-// GPUUsage is how busy one GPU was while the command ran: the GPU
-// sampler's summary, whose JSON is the completion's per-GPU object.
-type GPUUsage = gpu.GPUSummary
-
-// Gate is the quality gate's verdict.
-type Gate struct {
-	Expr   string `json:"expr"`
-	Passed bool   `json:"passed"`
-	Reason string `json:"reason"`
 }
 
 // Marshal returns the body's bytes; GPUs is never null.
 func (c Completion) Marshal() []byte {
 	c.SchemaVersion = SchemaVersion
 	if c.GPUs == nil {
-		c.GPUs = []GPUUsage{}
+		c.GPUs = []gpu.GPUSummary{}
 	}
 	out, err := json.Marshal(c)
 	if err != nil {
@@ -72,25 +62,20 @@ func (c Completion) Marshal() []byte {
 // SendCompletion makes one attempt to deliver a completion body, with
 // Idempotency-Key <task_id>/complete; its result reads as Send's.
 func (c *Client) SendCompletion(ctx context.Context, taskID string, payload []byte) error {
-	return c.postTo(ctx, CompletePath, taskID+"/complete", payload)
+	return c.post(ctx, c.endpointOf(CompletePath), taskID+"/complete", payload)
 }
 
 // SendHeartbeat makes one attempt to deliver a heartbeat; key tells one
 // heartbeat from another.
 func (c *Client) SendHeartbeat(ctx context.Context, key string, payload []byte) error {
-	return c.postTo(ctx, HeartbeatPath, key, payload)
+	return c.post(ctx, c.endpointOf(HeartbeatPath), key, payload)
 }
 
-// postTo posts to an API path below the configured base URL.
-func (c *Client) postTo(ctx context.Context, path, key string, payload []byte) error {
-	if c.broken != nil {
-		return c.broken
-	}
-	endpoint, err := Endpoint(c.base, path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrClientUnusable, err)
-	}
-	return c.post(ctx, endpoint, key, payload)
+// endpointOf is the URL of the monitor's endpoint at path. A URL that can
+// never work leaves the client broken, so post never sends to "".
+func (c *Client) endpointOf(path string) string {
+	e, _ := Endpoint(c.base, path)
+	return e
 }
 
 // CompletionQueue is the spool as completions use it. *spool.Spool

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
@@ -24,7 +25,7 @@ func columns(t *testing.T, s *store.Store) []string {
 	t.Helper()
 	db := store.DBForTest(s)
 	var out []string
-	for _, table := range []string{"tasks", "task_gpus", "pending_completions", "schema_version"} {
+	for _, table := range []string{"tasks", "task_gpus", "pending_completions", "project_owners", "schema_version"} {
 		var rows *sql.Rows
 		var err error
 		if s.Dialect() == store.Postgres {
@@ -126,4 +127,27 @@ func TestMustExist(t *testing.T) {
 	if _, err := os.Stat(dsn); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the file was created: %v", err)
 	}
+}
+
+// TestMigrateFromVersion1: a database of the first schema, with tasks,
+// gains project_owners filled from its tasks, so scoped reads still see
+// every task after the upgrade.
+func TestMigrateFromVersion1(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		mustRegister(t, s, reg("a", "search_x", "ann", 1))
+		mustRegister(t, s, reg("b", "search_y", "bob", 2))
+		db := store.DBForTest(s)
+		for _, q := range []string{"DROP TABLE project_owners", "UPDATE schema_version SET version = 1"} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		page, _, err := again.Tasks(ctx, store.Filter{}, &access.Scope{Projects: []string{"search_*"}})
+		if err != nil || len(page) != 2 {
+			t.Fatalf("after the upgrade the scoped read sees %d tasks (%v), want 2", len(page), err)
+		}
+	})
 }

@@ -155,10 +155,10 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 
 // scopePairs resolves a scope into the (project, owner) pairs it covers
 // among the stored ones: the distinct pairs are few (projects × owners, not
-// tasks) and read from the index, and globs are matched here, in Go, by the
-// same rule as writes, instead of being translated into SQL.
+// tasks), kept in their own table by Register, and globs are matched here,
+// in Go, by the same rule as writes, instead of being translated into SQL.
 func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]string, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT DISTINCT project, owner FROM tasks")
+	rows, err := s.r.QueryContext(ctx, "SELECT project, owner FROM project_owners")
 	if err != nil {
 		return nil, fmt.Errorf("store: scope: %w", err)
 	}

@@ -80,6 +80,10 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		}
 		return false, nil
 	}
+	if _, err := tx.ExecContext(ctx, s.bind("INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT DO NOTHING"),
+		r.Project, r.Owner); err != nil {
+		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+	}
 	for i, g := range r.GPUs {
 		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total)
 			VALUES (?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal); err != nil {

@@ -53,10 +53,8 @@ type Task struct {
 	Client       *register.Client // for heartbeats
 	// CompleteBudget bounds the time from the command's end to Run's return.
 	CompleteBudget time.Duration
-	Heartbeat      time.Duration // 0: off
-	// Sampling configures the GPU sampler (off with no GPU or a zero
-	// interval); its Children is set to the reaper.
-	Sampling gpu.SamplerOptions
+	Heartbeat      time.Duration      // 0: off
+	Sampling       gpu.SamplerOptions // no UUIDs or no interval: no sampling
 	// Finish, when set, runs once the command has ended, before the
 	// completion is written: it may fill the completion's gate and metrics,
 	// remove files that lived as long as the command, and returns the
@@ -82,6 +80,11 @@ func Run(r *Reaper, t Task) int {
 	if err != nil {
 		ce := command.StartError(t.Command.Argv[0], err)
 		log.Error("command cannot start", "err", ce)
+		if t.Finish != nil {
+			// What lives as long as the command (the textfile) goes; a
+			// command that never ran is not gated and not reported.
+			t.Finish(context.Background(), ce.Status, &register.Completion{})
+		}
 		return ce.Status
 	}
 	sigs.forward(c.pid, c.group, log.Debug)
@@ -97,9 +100,10 @@ func Run(r *Reaper, t Task) int {
 	if t.Heartbeat > 0 && t.Client != nil {
 		go heartbeat(ctx, t.Client, t.Labels.TaskID, t.Heartbeat, log)
 	}
-	smpOpt := t.Sampling
-	smpOpt.Children = r
-	smp := gpu.StartSampler(ctx, smpOpt)
+	var smp *gpu.Sampler
+	if t.Sampling.Interval > 0 && len(t.Sampling.UUIDs) > 0 {
+		smp = gpu.StartSampler(ctx, t.Sampling)
+	}
 
 	ws := <-c.exited
 	ended := time.Now()
@@ -159,7 +163,7 @@ func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) registe
 		c.Signal = signalName(ws.Signal())
 	}
 	for _, u := range t.Labels.GPUUUIDs {
-		c.GPUs = append(c.GPUs, register.GPUUsage{UUID: u})
+		c.GPUs = append(c.GPUs, gpu.GPUSummary{UUID: u})
 	}
 	return c
 }

@@ -10,5 +10,5 @@
 --                                         tasks only
 -- /metrics reads open tasks seen since now - open-ttl: tasks_open (start)
 -- and tasks_open_seen (heartbeats).
-CREATE INDEX tasks_end_start ON tasks (end_time, start_time);
-CREATE INDEX tasks_open_seen ON tasks (last_seen) WHERE end_time IS NULL;
+CREATE INDEX IF NOT EXISTS tasks_end_start ON tasks (end_time, start_time);
+CREATE INDEX IF NOT EXISTS tasks_open_seen ON tasks (last_seen) WHERE end_time IS NULL;

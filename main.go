@@ -15,7 +15,6 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
-	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
@@ -85,12 +84,12 @@ func dispatch(args, environ []string) int {
 	if _, err := checkGate(cfg, cfg.Mode == config.ModeSupervise); err != nil {
 		return usage(err)
 	}
-	return run(cfg, g, rest, environ, start)
+	return run(cfg, rest, environ, start)
 }
 
 // run is the product: labels, GPUs, labels file, registration, exec. It
 // returns only when the command could not be started.
-func run(cfg config.Config, g *gate.Gate, argv, environ []string, start time.Time) int {
+func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
 	routeStdLog(log)
 	reportSettings(log, cfg)

@@ -52,9 +52,7 @@ func catchSignals() (ctx context.Context, stop func() (status int, stopped bool)
 		}
 	}()
 	return ctx, func() (int, bool) {
-		// Stop, not Reset: supervise mode's forwarder already catches
-		// these signals on a channel of its own, which must keep them.
-		signal.Stop(ch)
+		signal.Reset(sigs...)
 		close(done)
 		<-exited
 		select {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
-	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
@@ -13,15 +12,12 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/supervise"
 )
 
-// startSupervising prepares supervise mode before anything else runs: a
-// supervisor started with blocked signals re-executes itself with none
-// (see supervise.ClearInheritedMask), and the reaper starts before the
-// first child (the GPU probe), so exactly one place waits for children.
-func startSupervising(environ []string, log *slog.Logger) *supervise.Reaper {
+// clearInheritedMask re-executes a supervisor started with blocked signals
+// (see supervise.ClearInheritedMask); it returns when none were blocked.
+func clearInheritedMask(environ []string, log *slog.Logger) {
 	if err := supervise.ClearInheritedMask(environ); err != nil {
 		log.Warn("signals blocked by the caller stay blocked for the command", "err", err)
 	}
-	return supervise.NewReaper(log)
 }
 
 // superviseCommand runs the command as a child (supervise mode) once the
@@ -39,7 +35,6 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, set *labels.S
 		Command:        cmd,
 		Labels:         set,
 		LabelsFile:     cfg.LabelsFile,
-		BeforeStart:    stopSignals,
 		CompleteBudget: cfg.CompleteBudget,
 		Heartbeat:      cfg.Heartbeat,
 		Sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: gpuOptions(cfg, cmd.Env, log).Probe,

@@ -191,3 +191,10 @@ func labelMapQuiet(path string) map[string]string {
 	}
 	return out
 }
+
+// pathsNow returns the paths requested so far, in order.
+func (m *supMonitor) pathsNow() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.paths)
+}

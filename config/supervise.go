@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,7 +34,7 @@ var superviseSettings = [...]setting{
 		parse: func(c *Config, s string) error { return mode(&c.Mode, s) }},
 	{flag: "signal-group", env: "PADDLE_SIGNAL_GROUP", def: "0",
 		help:  "supervise mode: forward signals to the command's process group (the command leads a new group)",
-		parse: func(c *Config, s string) error { return onOff(&c.SignalGroup, s) }},
+		parse: func(c *Config, s string) error { return boolean(&c.SignalGroup, s) }},
 	{flag: "complete-budget", env: "PADDLE_COMPLETE_BUDGET", def: DefaultCompleteBudget.String(),
 		help:  "supervise mode: time from the command's end to the supervisor's exit, for reporting",
 		parse: func(c *Config, s string) error { return duration(&c.CompleteBudget, s) }},
@@ -51,6 +52,18 @@ func mode(dst *Mode, s string) error {
 		return err
 	}
 	*dst = Mode(m)
+	return nil
+}
+
+func boolean(dst *bool, s string) error {
+	switch strings.ToLower(s) {
+	case "1", "true", "yes", "on":
+		*dst = true
+	case "0", "false", "no", "off":
+		*dst = false
+	default:
+		return fmt.Errorf("%q is not 1 or 0", s)
+	}
 	return nil
 }
 

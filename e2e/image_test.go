@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,10 +26,6 @@ type container struct {
 	Cmd   []string // the container's command (the entrypoint's arguments)
 	Stdin string
 	Name  string // set by run
-	// Supervise keeps the image's default mode (supervise); otherwise the
-	// container runs with -e PADDLE_ENTRYPOINT_MODE=exec, the documented
-	// way back to the shell script's behaviour, which most tests check.
-	Supervise bool
 }
 
 // podman runs podman with the tests' configuration.
@@ -61,9 +56,6 @@ func (c *container) args(t *testing.T, detach bool) []string {
 		a = append(a, "--rm", "--interactive")
 	}
 	a = append(a, c.Opts...)
-	if !c.Supervise {
-		a = append(a, "--env", "PADDLE_ENTRYPOINT_MODE=exec")
-	}
 	for _, e := range c.Env {
 		a = append(a, "--env", e)
 	}
@@ -233,7 +225,6 @@ func TestImageConfig(t *testing.T) {
 			Cmd        []string
 			User       string
 			Volumes    map[string]any
-			Env        []string
 		}
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &inspect); err != nil || len(inspect) != 1 {
@@ -242,9 +233,6 @@ func TestImageConfig(t *testing.T) {
 	cfg := inspect[0].Config
 	if strings.Join(cfg.Entrypoint, " ") != "/usr/local/bin/paddle-entrypoint" {
 		t.Errorf("Entrypoint = %q, want [/usr/local/bin/paddle-entrypoint]", cfg.Entrypoint)
-	}
-	if !slices.Contains(cfg.Env, "PADDLE_ENTRYPOINT_MODE=supervise") {
-		t.Errorf("Env = %q, want PADDLE_ENTRYPOINT_MODE=supervise (cost accounting on by default)", cfg.Env)
 	}
 	if strings.Join(cfg.Cmd, " ") != "/bin/bash" {
 		t.Errorf("Cmd = %q, want [/bin/bash]", cfg.Cmd)

@@ -40,11 +40,6 @@ type Task struct {
 	Command    Command
 	Labels     *labels.Set
 	LabelsFile string
-	// BeforeStart, when set, is called once the supervisor catches every
-	// signal it forwards, just before the command starts: stopped true
-	// (a terminating signal arrived before the start) ends Run with status
-	// and nothing started.
-	BeforeStart func() (status int, stopped bool)
 	// Registration is the registration body; Registrar and Completer are
 	// nil when no monitor is configured.
 	Registration []byte
@@ -59,8 +54,8 @@ type Task struct {
 	// completion is written: it may fill the completion's gate and metrics,
 	// remove files that lived as long as the command, and returns the
 	// supervisor's exit status (code, the command's, unless a quality gate
-	// says otherwise).
-	Finish func(code int, c *register.Completion) int
+	// says otherwise). It shares the completion budget.
+	Finish func(ctx context.Context, code int, c *register.Completion) int
 	Log    *slog.Logger
 }
 
@@ -70,12 +65,6 @@ type Task struct {
 func Run(r *Reaper, t Task) int {
 	log := t.Log
 	sigs := catchSignals()
-	if t.BeforeStart != nil {
-		if status, stopped := t.BeforeStart(); stopped {
-			log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
-			return status
-		}
-	}
 	c, err := startChild(r, t.Command)
 	if err != nil {
 		ce := command.StartError(t.Command.Argv[0], err)
@@ -91,10 +80,9 @@ func Run(r *Reaper, t Task) int {
 	log.Debug("command started", "pid", c.pid, "signal_group", c.group)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var reg *register.Alongside
 	if t.Registrar != nil {
-		// Its own context: the completion ends it, within the budget.
+		// Its own context: Finish ends it, within the completion budget.
 		reg = t.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, t.Registration, drainer(t))
 	}
 	if t.Heartbeat > 0 && t.Client != nil {
@@ -112,8 +100,8 @@ func Run(r *Reaper, t Task) int {
 	defer stop()
 	code := exitCode(ws)
 	comp := completion(t, c.started, ended, ws)
-	if sum := smp.Stop(); len(sum) > 0 {
-		comp.GPUs = sum
+	if smp != nil {
+		comp.GPUs = smp.Stop()
 	}
 	cancel() // heartbeats end with the command
 	attrs := []any{"exit_code", code, "duration", ended.Sub(c.started).Round(time.Millisecond)}
@@ -124,18 +112,20 @@ func Run(r *Reaper, t Task) int {
 
 	status := code
 	if t.Finish != nil {
-		status = t.Finish(code, &comp)
+		status = t.Finish(budget, code, &comp)
 	}
-	if t.Completer != nil {
-		// Write-ahead first: the labels file and the registration's end
-		// come after the completion is in the spool.
-		t.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
-			writeEnd(t, ended, code)
-			return reg.Finish(ctx) != register.Spooled
-		})
-	} else {
+	if reg == nil {
 		writeEnd(t, ended, code)
+		return status
 	}
+	// Write-ahead first: the completion is in the spool before the
+	// labels file is rewritten and before waiting for the registration,
+	// so a supervisor killed at any moment after the command's end loses
+	// nothing. It is sent once the registration is no longer pending.
+	t.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
+		writeEnd(t, ended, code)
+		return reg.Finish(ctx) != register.Spooled
+	})
 	return status
 }
 

@@ -33,7 +33,13 @@ type Alongside struct {
 	hurry    chan struct{} // closed by Finish: try now, then stop
 	resolved chan struct{} // closed once out is final
 	once     sync.Once
-	out      Outcome
+	// The backlog drain: StopDrain sets noDrain (under mu) and waits for
+	// drained when a drain was running.
+	mu               sync.Mutex
+	noDrain, inDrain bool
+	stopDrain        chan struct{} // closed by StopDrain
+	drained          chan struct{} // closed when a started drain has ended
+	out              Outcome
 }
 
 // RegisterAlongside starts registering taskID in the background. drain,
@@ -42,7 +48,8 @@ type Alongside struct {
 func (r *Registrar) RegisterAlongside(ctx context.Context, taskID string, body []byte, drain func(context.Context) bool) *Alongside {
 	ctx, cancel := context.WithCancel(ctx)
 	a := &Alongside{r: r, taskID: taskID, body: body, drain: drain, cancel: cancel,
-		hurry: make(chan struct{}), resolved: make(chan struct{})}
+		hurry: make(chan struct{}), resolved: make(chan struct{}),
+		stopDrain: make(chan struct{}), drained: make(chan struct{})}
 	go a.run(ctx)
 	return a
 }
@@ -65,6 +72,27 @@ func (a *Alongside) resolve(out Outcome) {
 	close(a.resolved)
 }
 
+// StopDrain ends the backlog drain and waits, until ctx is done, for a
+// pass in progress to end: the supervisor calls it before spooling its own
+// completion, which a drain pass must not send a second time. The
+// registration itself goes on until Finish.
+func (a *Alongside) StopDrain(ctx context.Context) {
+	a.mu.Lock()
+	running := a.inDrain
+	if !a.noDrain {
+		a.noDrain = true
+		close(a.stopDrain)
+	}
+	a.mu.Unlock()
+	if !running {
+		return
+	}
+	select {
+	case <-a.drained:
+	case <-ctx.Done():
+	}
+}
+
 func (a *Alongside) run(ctx context.Context) {
 	g := &registration{r: a.r, taskID: a.taskID, body: a.body, log: a.r.logger().With("task_id", a.taskID)}
 	start := time.Now()
@@ -78,9 +106,18 @@ func (a *Alongside) run(ctx context.Context) {
 	}
 	g.log.Info("registration", attrs...)
 	a.resolve(out)
-	if out == Delivered && a.drain != nil {
-		a.drainBacklog(ctx)
+	if out != Delivered || a.drain == nil {
+		return
 	}
+	a.mu.Lock()
+	if a.noDrain {
+		a.mu.Unlock()
+		return
+	}
+	a.inDrain = true
+	a.mu.Unlock()
+	defer close(a.drained)
+	a.drainBacklog(ctx)
 }
 
 // register tries until the registration is delivered or refused, or
@@ -145,6 +182,9 @@ func (a *Alongside) drainBacklog(ctx context.Context) {
 		select {
 		case <-t.C:
 		case <-a.hurry:
+			t.Stop()
+			return
+		case <-a.stopDrain:
 			t.Stop()
 			return
 		case <-ctx.Done():

@@ -122,6 +122,7 @@ func Run(r *Reaper, t Task) int {
 	// labels file is rewritten and before waiting for the registration,
 	// so a supervisor killed at any moment after the command's end loses
 	// nothing. It is sent once the registration is no longer pending.
+	reg.StopDrain(budget)
 	t.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
 		writeEnd(t, ended, code)
 		return reg.Finish(ctx) != register.Spooled

@@ -96,13 +96,17 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	// Supervise mode: the reaper, the one place that waits for children,
 	// starts before the first child, the GPU probe.
 	var reaper *supervise.Reaper
+	var fwd *supervise.Signals
+	var catchAll func()
 	gpuOpt := gpuOptions(cfg, environ, log)
 	if cfg.Mode == config.ModeSupervise {
 		clearInheritedMask(environ, log)
 		reaper = supervise.NewReaper(log)
 		gpuOpt.Children = reaper
+		fwd = supervise.NewSignals()
+		catchAll = fwd.Catch
 	}
-	ctx, stopSignals := catchSignals()
+	ctx, stopSignals := catchSignals(catchAll)
 
 	probe := gpu.Start(ctx, gpuOpt)
 	defer probe.Stop()
@@ -132,7 +136,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	env := commandEnv(cfg, environ, set)
 	if cfg.Mode == config.ModeSupervise {
 		cmd := supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}
-		return superviseCommand(cfg, reaper, set, inv, cmd, stopSignals, finisher(cfg, set, written, log), log)
+		return superviseCommand(cfg, reaper, fwd, set, inv, cmd, stopSignals, finisher(cfg, set, written, log), log)
 	}
 
 	registerTask(ctx, cfg, set, inv, log)

@@ -26,7 +26,8 @@ const prSetChildSubreaper = 36
 type Reaper struct {
 	log     *slog.Logger
 	chld    chan os.Signal
-	mu      sync.Mutex // held while starting a child and while reaping
+	caught  chan struct{} // closed once SIGCHLD is caught
+	mu      sync.Mutex    // held while starting a child and while reaping
 	waiters map[int]chan syscall.WaitStatus
 	orphans int
 }
@@ -35,7 +36,7 @@ type Reaper struct {
 // child subreaper, so orphans of the command are re-parented to it rather
 // than to the node's init.
 func NewReaper(log *slog.Logger) *Reaper {
-	r := &Reaper{log: log, chld: make(chan os.Signal, 1), waiters: map[int]chan syscall.WaitStatus{}}
+	r := &Reaper{log: log, chld: make(chan os.Signal, 1), caught: make(chan struct{}), waiters: map[int]chan syscall.WaitStatus{}}
 	if os.Getpid() != 1 {
 		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 			log.Warn("cannot become a child subreaper; orphans of the command go to the node's init", "err", errno)
@@ -43,8 +44,14 @@ func NewReaper(log *slog.Logger) *Reaper {
 			log.Debug("not PID 1: reaping orphans as a child subreaper")
 		}
 	}
-	signal.Notify(r.chld, syscall.SIGCHLD)
-	go r.loop()
+	// Catching SIGCHLD is a round trip to the Go runtime's signal thread
+	// (its start, when first): done by the reaping goroutine, off the
+	// start's path; Start waits for it.
+	go func() {
+		signal.Notify(r.chld, syscall.SIGCHLD)
+		close(r.caught)
+		r.loop()
+	}()
 	return r
 }
 
@@ -52,6 +59,7 @@ func NewReaper(log *slog.Logger) *Reaper {
 // its wait status is delivered exactly once on the returned channel. It
 // implements gpu.Children.
 func (r *Reaper) Start(path string, argv []string, attr *os.ProcAttr) (pid int, exited <-chan syscall.WaitStatus, err error) {
+	<-r.caught // a child's exit is never missed
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, err := os.StartProcess(path, argv, attr)

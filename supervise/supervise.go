@@ -37,7 +37,10 @@ const drainBatch = 5
 
 // Task is everything supervise mode needs to run and report one command.
 type Task struct {
-	Command    Command
+	Command Command
+	// Signals forwards signals to the command; its Catch is called as
+	// early in the start as possible, and Run waits until it has returned.
+	Signals    *Signals
 	Labels     *labels.Set
 	LabelsFile string
 	// Registration is the registration body; Registrar and Completer are
@@ -64,7 +67,8 @@ type Task struct {
 // reaper must have been started before any child (the GPU probe's too).
 func Run(r *Reaper, t Task) int {
 	log := t.Log
-	sigs := catchSignals()
+	sigs := t.Signals
+	sigs.Caught()
 	c, err := startChild(r, t.Command)
 	if err != nil {
 		ce := command.StartError(t.Command.Argv[0], err)

@@ -91,22 +91,25 @@ func dispatch(args, environ []string) int {
 // returns only when the command could not be started.
 func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
-	routeStdLog(log)
-	reportSettings(log, cfg)
 	// Supervise mode: the reaper, the one place that waits for children,
-	// starts before the first child, the GPU probe.
+	// starts before the first child, the GPU probe. Signals are caught
+	// first of all, in the background (see catchSignals).
 	var reaper *supervise.Reaper
 	var fwd *supervise.Signals
-	var catchAll func()
-	gpuOpt := gpuOptions(cfg, environ, log)
+	var catchChildren, catchAll func()
 	if cfg.Mode == config.ModeSupervise {
 		clearInheritedMask(environ, log)
 		reaper = supervise.NewReaper(log)
-		gpuOpt.Children = reaper
 		fwd = supervise.NewSignals()
-		catchAll = fwd.Catch
+		catchChildren, catchAll = reaper.Catch, fwd.Catch
 	}
-	ctx, stopSignals := catchSignals(catchAll)
+	ctx, stopSignals := catchSignals(catchChildren, catchAll)
+	routeStdLog(log)
+	reportSettings(log, cfg)
+	gpuOpt := gpuOptions(cfg, environ, log)
+	if reaper != nil {
+		gpuOpt.Children = reaper
+	}
 
 	probe := gpu.Start(ctx, gpuOpt)
 	defer probe.Stop()

@@ -32,22 +32,26 @@ var terminating = []os.Signal{
 // thread (which the first one starts), and the start-up work need not wait
 // for that.
 //
-// then, when not nil, runs in the background once the signals are caught:
-// supervise mode's forwarder catches every signal there, after these, so
-// that a terminating signal is never the forwarder's alone before the
-// command starts.
+// before and then, when not nil, run in the same background goroutine,
+// before and after these signals are caught: supervise mode's reaper
+// catches SIGCHLD first (the GPU probe's start waits for it), and its
+// forwarder catches every signal last, so that a terminating signal is
+// never the forwarder's alone before the command starts.
 //
 // stop ends the catching and reports the exit status 128+signal when a
 // signal arrived. Signals nothing else catches get their default action
 // back, so that one arriving between here and exec still stops the start;
 // those another catcher holds (supervise mode's forwarder, which must have
 // caught them before stop is called) stay with it.
-func catchSignals(then func()) (ctx context.Context, stop func() (status int, stopped bool)) {
+func catchSignals(before, then func()) (ctx context.Context, stop func() (status int, stopped bool)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
+		if before != nil {
+			before()
+		}
 		var sigs []os.Signal
 		for _, s := range terminating {
 			if !signal.Ignored(s) {

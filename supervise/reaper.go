@@ -32,9 +32,9 @@ type Reaper struct {
 	orphans int
 }
 
-// NewReaper starts reaping. When the process is not PID 1 it makes itself a
-// child subreaper, so orphans of the command are re-parented to it rather
-// than to the node's init.
+// NewReaper returns the reaper; it reaps once Catch has been called. When
+// the process is not PID 1 it makes itself a child subreaper, so orphans
+// of the command are re-parented to it rather than to the node's init.
 func NewReaper(log *slog.Logger) *Reaper {
 	r := &Reaper{log: log, chld: make(chan os.Signal, 1), caught: make(chan struct{}), waiters: map[int]chan syscall.WaitStatus{}}
 	if os.Getpid() != 1 {
@@ -44,15 +44,17 @@ func NewReaper(log *slog.Logger) *Reaper {
 			log.Debug("not PID 1: reaping orphans as a child subreaper")
 		}
 	}
-	// Catching SIGCHLD is a round trip to the Go runtime's signal thread
-	// (its start, when first): done by the reaping goroutine, off the
-	// start's path; Start waits for it.
-	go func() {
-		signal.Notify(r.chld, syscall.SIGCHLD)
-		close(r.caught)
-		r.loop()
-	}()
 	return r
+}
+
+// Catch catches SIGCHLD and starts reaping. Catching a signal is a round
+// trip to the Go runtime's signal thread (and that thread's start, when
+// first), so the caller runs it in the background, off the start's path;
+// Start waits for it, so no child's exit is missed.
+func (r *Reaper) Catch() {
+	signal.Notify(r.chld, syscall.SIGCHLD)
+	close(r.caught)
+	go r.loop()
 }
 
 // Start starts a child and registers it before it can possibly be reaped:

@@ -46,13 +46,14 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervis
 		Log: log,
 	}
 	if cfg.MonitorURL != "" {
-		r := newRegistrar(cfg, log)
-		c := &register.Completer{Client: r.Client, Logger: log}
-		if q, ok := r.Queue.(*spool.Spool); ok {
-			c.Queue = q
+		t.Monitor = func() supervise.Monitor {
+			r := newRegistrar(cfg, log)
+			c := &register.Completer{Client: r.Client, Logger: log}
+			if q, ok := r.Queue.(*spool.Spool); ok {
+				c.Queue = q
+			}
+			return supervise.Monitor{Registration: register.Body(set, inv), Registrar: r, Completer: c, Client: r.Client}
 		}
-		t.Registration = register.Body(set, inv)
-		t.Registrar, t.Completer, t.Client = r, c, r.Client
 	} else {
 		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
 	}

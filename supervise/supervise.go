@@ -43,12 +43,10 @@ type Task struct {
 	Signals    *Signals
 	Labels     *labels.Set
 	LabelsFile string
-	// Registration is the registration body; Registrar and Completer are
-	// nil when no monitor is configured.
-	Registration []byte
-	Registrar    *register.Registrar
-	Completer    *register.Completer
-	Client       *register.Client // for heartbeats
+	// Monitor, nil when no monitor is configured, returns how the task
+	// reaches it. It is called once the command has started: building the
+	// client, the spool and the body is no part of the time to the command.
+	Monitor func() Monitor
 	// CompleteBudget bounds the time from the command's end to Run's return.
 	CompleteBudget time.Duration
 	Heartbeat      time.Duration      // 0: off
@@ -60,6 +58,14 @@ type Task struct {
 	// says otherwise). It shares the completion budget.
 	Finish func(ctx context.Context, code int, c *register.Completion) int
 	Log    *slog.Logger
+}
+
+// Monitor is how a task reaches the monitor.
+type Monitor struct {
+	Registration []byte // the registration body
+	Registrar    *register.Registrar
+	Completer    *register.Completer
+	Client       *register.Client // for heartbeats
 }
 
 // Run starts the command, forwards signals to it, and once it has ended
@@ -85,12 +91,14 @@ func Run(r *Reaper, t Task) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var reg *register.Alongside
-	if t.Registrar != nil {
+	var m Monitor
+	if t.Monitor != nil {
+		m = t.Monitor()
 		// Its own context: Finish ends it, within the completion budget.
-		reg = t.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, t.Registration, drainer(t))
+		reg = m.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, m.Registration, drainer(m))
 	}
-	if t.Heartbeat > 0 && t.Client != nil {
-		go heartbeat(ctx, t.Client, t.Labels.TaskID, t.Heartbeat, log)
+	if t.Heartbeat > 0 && m.Client != nil {
+		go heartbeat(ctx, m.Client, t.Labels.TaskID, t.Heartbeat, log)
 	}
 	var smp *gpu.Sampler
 	if t.Sampling.Interval > 0 && len(t.Sampling.UUIDs) > 0 {
@@ -124,7 +132,7 @@ func Run(r *Reaper, t Task) int {
 	if reg != nil {
 		out := reg.Finish(budget)
 		send := out == register.Delivered || out == register.Dead
-		t.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), send)
+		m.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), send)
 	}
 	return status
 }
@@ -154,13 +162,13 @@ func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) registe
 // drainer sends a few older spool entries (registrations, then
 // completions whose registration is no longer pending) and reports whether
 // there may be more.
-func drainer(t Task) func(context.Context) bool {
+func drainer(m Monitor) func(context.Context) bool {
 	return func(ctx context.Context) bool {
-		regs, err := t.Registrar.Flush(ctx, drainBatch)
+		regs, err := m.Registrar.Flush(ctx, drainBatch)
 		if err != nil || regs.Stopped != nil {
 			return false
 		}
-		comps, err := t.Completer.Flush(ctx, drainBatch)
+		comps, err := m.Completer.Flush(ctx, drainBatch)
 		if err != nil || comps.Stopped != nil {
 			return false
 		}

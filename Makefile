@@ -50,6 +50,16 @@ e2e:
 	./scripts/e2e-setup.sh
 	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
 
+# Every fuzz test for FUZZTIME each (the seeds alone run in `make test`).
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "$$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
 # docs/report-page.png, from the browser test of the page (needs chromium).
 screenshot:
 	$(GO) test -count=1 -run TestPageInBrowser ./cmd/paddle-monitor -args -screenshot

@@ -228,7 +228,9 @@ func TestOutageMemory(t *testing.T) {
 	// The delivery cleared the record: a new outage gets the full budget.
 	m.SetScript("503")
 	r = start("outage-8")
-	if strings.Contains(r.Stderr, "monitor outage known") || r.Elapsed < budget-300*time.Millisecond {
+	// Not its elapsed time: the backoff's jitter may leave a last wait that
+	// does not fit, and the start then stops well before the budget.
+	if strings.Contains(r.Stderr, "monitor outage known") || strings.Contains(r.Stderr, "outcome=spooled attempts=1 ") {
 		t.Errorf("start after a delivery: exec after %v, still in the old outage?\n%s", r.Elapsed, r.Stderr)
 	}
 	if r = start("outage-9"); !strings.Contains(r.Stderr, "monitor outage known") {

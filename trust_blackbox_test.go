@@ -289,8 +289,13 @@ func readRequest(br *bufio.Reader) (string, error) {
 
 // Token and CA files are read like the policy file: a FIFO or an endless
 // file costs the registration (spooled), never the start.
+// A token or CA file that cannot be read safely costs the registration
+// (spooled), never the start, and nothing is sent without the credentials
+// it asked for: the plain monitor here would accept an unauthenticated
+// request, and must see none.
 func TestTrustTokenAndCAFiles(t *testing.T) {
-	m := newRegMonitorTLS(t, "200")
+	tlsMonitor := newRegMonitorTLS(t, "200")
+	plain := newRegMonitor(t, "200")
 	for _, c := range []struct{ name, env, kind string }{
 		{"token fifo", "PADDLE_MONITOR_TOKEN_FILE", "fifo"},
 		{"ca fifo", "PADDLE_MONITOR_CA_FILE", "fifo"},
@@ -298,6 +303,11 @@ func TestTrustTokenAndCAFiles(t *testing.T) {
 		{"ca endless", "PADDLE_MONITOR_CA_FILE", "zero"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			m := tlsMonitor
+			if c.env == "PADDLE_MONITOR_TOKEN_FILE" {
+				m = plain
+			}
+			before := len(m.Requests())
 			k := regTask(t, m.URL, 2*time.Second)
 			k.Timeout = 20 * time.Second
 			path := "/dev/zero"
@@ -320,6 +330,9 @@ func TestTrustTokenAndCAFiles(t *testing.T) {
 			}
 			if p, _ := spoolList(t, k, false); len(p) != 1 {
 				t.Errorf("pending %v, want the registration spooled", taskIDs(p))
+			}
+			if n := len(m.Requests()) - before; n != 0 {
+				t.Errorf("the monitor got %d request(s) sent without the credentials asked for", n)
 			}
 		})
 	}

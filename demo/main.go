@@ -2,19 +2,21 @@
 // built binaries: `make demo` runs it.
 //
 // It starts paddle-monitor on its embedded SQLite database (with a tokens
-// file) and, where gcc is, a stand-in NVML library with two GPUs, then runs
-// tasks through paddle-entrypoint with sample PADDLE_* labels, a labels file
-// and a spool under a temporary directory:
+// file and a prices file) and, where gcc is, a stand-in NVML library with two
+// GPUs, then runs tasks through paddle-entrypoint in supervise mode (the
+// image's default) with sample PADDLE_* labels, a labels file and a spool
+// under a temporary directory:
 //
-//  1. the monitor up: labels, GPUs, labels file, registration (supervised,
-//     with its completion, when this entrypoint has supervise mode), exec;
+//  1. the monitor up: labels, GPUs, labels file, the command, registration
+//     alongside it, GPU sampling, and the completion when it ends;
 //  2. a task forging project=admin: refused by the monitor (403), kept in
 //     the spool's dead letters;
-//  3. the monitor down: the command still starts within the budget, the
-//     registration is spooled;
-//  4. the monitor back: `spool flush` delivers it;
-//  5. the monitor's own view: its task list, and its report when this
-//     paddle-monitor has one.
+//  3. the monitor down: the command starts at once all the same; its
+//     registration and completion are spooled;
+//  4. the monitor back: `spool flush` delivers the registration, then the
+//     completion;
+//  5. the monitor's own view: its task list and the month's GPU-hours and
+//     cost per project.
 package main
 
 import (
@@ -64,6 +66,10 @@ func run() error {
 	defer os.RemoveAll(d.dir)
 	d.db = filepath.Join(d.dir, "paddle-monitor.db")
 	d.tokens = filepath.Join(d.dir, "tokens.json")
+	prices := filepath.Join(d.dir, "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"currency": "CNY", "default": 2.0, "models": {"NVIDIA A100*": 12.0}}`+"\n"), 0o644); err != nil {
+		return err
+	}
 
 	step("0. paddle-monitor: two tokens, then serve on its embedded SQLite database")
 	teamToken, teamEntry, err := d.mint("search-team", "--project", "search_*", "--owner", "*@example.com")
@@ -104,24 +110,18 @@ func run() error {
 		"PADDLE_MONITOR_TOKEN_FILE=" + tokenFile,
 		"PADDLE_REGISTER_BUDGET=2s",
 	}
-	train := []string{"sh", "-c", `echo "training: PID $$, task $PADDLE_TASK_ID, args: $*"`, "train.py", "--lr", "0.1"}
+	// Supervise mode, as the image sets it; GPU samples every 100ms so that a
+	// one-second task has some (the default is 10s).
+	env = append(env, "PADDLE_ENTRYPOINT_MODE=supervise", "PADDLE_GPU_SAMPLE=100ms")
+	train := []string{"sh", "-c", `echo "training: PID $$, task $PADDLE_TASK_ID, args: $*"; sleep 1`, "train.py", "--lr", "0.1"}
 
-	supervised := d.hasSupervise()
-	if supervised {
-		step("1. Monitor up: a supervised start (labels, GPUs, labels file, the command, registration, completion)")
-	} else {
-		step("1. Monitor up: labels, GPUs, labels file, registration, exec")
-	}
+	step("1. Monitor up: a supervised start (labels, GPUs, labels file, the command, registration, completion)")
 	gpuEnv, err := fakeGPUs(d.dir)
 	if err != nil {
-		fmt.Printf("(no GPUs in this step: %v)\n", err)
+		fmt.Printf("(no GPUs in this demo: %v)\n", err)
 	}
-	first := append(append(env, gpuEnv...), "PADDLE_TASK_ID=resnet50-run-1")
-	if supervised {
-		first = append(first, "PADDLE_ENTRYPOINT_MODE=supervise", "PADDLE_GPU_SAMPLE=100ms")
-		train = []string{"sh", "-c", `echo "training: PID $$, task $PADDLE_TASK_ID, args: $*"; sleep 1`, "train.py", "--lr", "0.1"}
-	}
-	if err := d.run(first, train...); err != nil {
+	env = append(env, gpuEnv...)
+	if err := d.run(append(env, "PADDLE_TASK_ID=resnet50-run-1"), train...); err != nil {
 		return err
 	}
 	show("labels file "+filepath.Join(d.dir, "paddle-task.labels"), filepath.Join(d.dir, "paddle-task.labels"))
@@ -137,19 +137,19 @@ func run() error {
 		return err
 	}
 
-	step("3. Monitor down: the command still starts within the budget; the registration is spooled")
+	step("3. Monitor down: the command starts at once all the same; registration and completion are spooled")
 	addr := strings.TrimPrefix(d.url, "http://")
 	d.stopServer()
 	start := time.Now()
 	if err := d.run(append(env, "PADDLE_TASK_NAME=bert-finetune", "PADDLE_TASK_ID=bert-run-1"), train...); err != nil {
 		return err
 	}
-	fmt.Printf("(time to exec with the monitor down: %v, budget 2s)\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("(the whole supervised run with the monitor down: %v — the command's 1s, then at most PADDLE_COMPLETE_BUDGET)\n", time.Since(start).Round(time.Millisecond))
 	if err := d.run(env, "spool", "stats"); err != nil {
 		return err
 	}
 
-	step("4. Monitor back: `paddle-entrypoint spool flush` delivers the spooled registration")
+	step("4. Monitor back: `paddle-entrypoint spool flush` delivers the registration, then the completion")
 	if err := d.startServer(addr); err != nil {
 		return err
 	}
@@ -164,16 +164,14 @@ func run() error {
 	if err := d.list(); err != nil {
 		return err
 	}
-	if d.hasReport() {
-		now := time.Now().UTC()
-		from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-		to := from.AddDate(0, 1, 0)
-		fmt.Printf("$ paddle-monitor report --db %s --from %s --to %s --by project\n", d.db, from.Format("2006-01-02"), to.Format("2006-01-02"))
-		c := exec.Command(d.monitor, "report", "--db", d.db, "--from", from.Format("2006-01-02"), "--to", to.Format("2006-01-02"), "--by", "project")
-		c.Stdout, c.Stderr = os.Stdout, os.Stdout
-		if err := c.Run(); err != nil {
-			fmt.Printf("(report: %v)\n", err)
-		}
+	now := time.Now().UTC()
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).Format("2006-01-02")
+	to := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Format("2006-01-02")
+	fmt.Printf("$ paddle-monitor report --db %s --prices %s --from %s --to %s --by project\n", d.db, prices, from, to)
+	c := exec.Command(d.monitor, "report", "--db", d.db, "--prices", prices, "--from", from, "--to", to, "--by", "project")
+	c.Stdout, c.Stderr = os.Stdout, os.Stdout
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("paddle-monitor report: %w", err)
 	}
 	return nil
 }
@@ -269,20 +267,6 @@ func (d *demo) list() error {
 	return nil
 }
 
-// hasSupervise reports whether this entrypoint has supervise mode (its
-// help lists the --supervise flag).
-func (d *demo) hasSupervise() bool {
-	out, _ := exec.Command(d.entrypoint, "--help").CombinedOutput()
-	return bytes.Contains(out, []byte("--supervise"))
-}
-
-// hasReport reports whether this paddle-monitor has the report command
-// (its usage lists it).
-func (d *demo) hasReport() bool {
-	out, _ := exec.Command(d.monitor, "--help").Output()
-	return bytes.Contains(out, []byte("paddle-monitor report"))
-}
-
 // fakeGPUs builds the stand-in NVML library from testdata (this machine has
 // no GPU) and returns the environment that makes it the task's driver, with
 // two GPUs: the probe loads it from LD_LIBRARY_PATH as it would the real one.
@@ -297,7 +281,9 @@ func fakeGPUs(dir string) ([]string, error) {
 		return nil, fmt.Errorf("building the stand-in NVML library: %v: %s", err, out)
 	}
 	fmt.Println("(a stand-in libnvidia-ml.so.1 from testdata/fakenvml with two GPUs: this machine has none)")
-	return []string{"LD_LIBRARY_PATH=" + lib, "FAKE_NVML_GPUS=2"}, nil
+	// Utilisation cycles through these values, one per sample: busy, with an
+	// idle moment.
+	return []string{"LD_LIBRARY_PATH=" + lib, "FAKE_NVML_GPUS=2", "FAKE_NVML_UTIL=92,88,0,95"}, nil
 }
 
 func (d *demo) run(env []string, args ...string) error {

@@ -14,9 +14,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/ext"
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -436,6 +438,53 @@ func TestK8sAdmissionPolicy(t *testing.T) {
 			t.Errorf("%s: denied: %q", tt.name, failed)
 		case tt.denyWith != "" && (len(failed) == 0 || !strings.Contains(strings.Join(failed, "\n"), tt.denyWith)):
 			t.Errorf("%s: failed %q, want a denial naming %q", tt.name, failed, tt.denyWith)
+		}
+	}
+}
+
+// The Job's environment, resolved as the kubelet would for one of its pods,
+// gives the task its Kubernetes identity: run through the real labels
+// package, every k8s_* key the downward API can fill is set.
+func TestK8sJobMapsIdentity(t *testing.T) {
+	job := k8sLoad(t).job
+	pod := map[string]string{
+		"metadata.namespace": job.Namespace,
+		"metadata.name":      job.Name + "-x7k2p",
+		"metadata.uid":       "3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b",
+		"spec.nodeName":      "gpu-node-7",
+	}
+	for k, v := range job.Spec.Template.Labels {
+		pod["metadata.labels['"+k+"']"] = v
+	}
+	var environ []string
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		v := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			var ok bool
+			if v, ok = pod[e.ValueFrom.FieldRef.FieldPath]; !ok {
+				t.Fatalf("%s: fieldPath %q is not one this test resolves", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+		}
+		environ = append(environ, e.Name+"="+v)
+	}
+	set, problems := labels.Parse(environ, labels.Options{Hostname: "h", Now: time.Unix(1796000000, 0)})
+	if len(problems) > 0 {
+		t.Errorf("problems with the Job's labels: %v", problems)
+	}
+	got := map[string]string{}
+	for _, p := range set.Pairs() {
+		got[p.Key] = p.Value
+	}
+	for key, want := range map[string]string{
+		"k8s_namespace": job.Namespace,
+		"k8s_pod":       pod["metadata.name"],
+		"k8s_node":      "gpu-node-7",
+		"k8s_pod_uid":   pod["metadata.uid"],
+		"project":       "search_ranking",
+		"task_id":       pod["metadata.uid"],
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %q, want %q", key, got[key], want)
 		}
 	}
 }

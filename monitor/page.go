@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -80,6 +81,14 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		}
 		win = report.Month(t)
 	}
+	// metric (repeated) is not shown on the page itself: it is kept in the
+	// CSV and JSON links, so a link to the page can carry the metrics a
+	// team reads beside cost.
+	metrics, err := report.ParseMetrics(r.URL.Query()["metric"])
+	if err != nil {
+		h.api.fail(w, http.StatusBadRequest, "parameter "+strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+		return
+	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
 		Prices: h.cfg.Prices, Scope: scope.Allows})
 	if err != nil {
@@ -128,8 +137,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		{"by project", "project"}, {"by project and owner", "project,owner"}, {"by GPU model", "model"},
 		{"by project and pipeline step", "project,pipeline,step"},
 	} {
-		v := url.Values{"from": period["from"], "to": period["to"], "by": {c.by}, "format": {"csv"}}
+		v := url.Values{"from": period["from"], "to": period["to"], "by": {c.by}, "format": {"csv"}, "metric": metrics}
 		d.CSV = append(d.CSV, struct{ Label, URL string }{c.label, "/v1/report?" + v.Encode()})
+	}
+	if len(metrics) > 0 {
+		period["metric"] = metrics
 	}
 	d.JSON = "/v1/report?" + period.Encode()
 	for _, t := range open {

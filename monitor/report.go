@@ -73,7 +73,8 @@ func (c *challengeWriter) WriteHeader(code int) {
 func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // query reads a report's parameters: from and to (RFC 3339 or YYYY-MM-DD;
-// both absent: this month), by (comma-separated keys, default project).
+// both absent: this month), by (comma-separated keys, default project),
+// metric (repeated: completion metrics to show the mean of).
 func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
 	v := r.URL.Query()
 	q := report.Query{Prices: h.cfg.Prices, Scope: scope.Allows}
@@ -93,7 +94,11 @@ func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, err
 		}
 	}
 	by, err := report.ParseKeys(v.Get("by"))
+	if err != nil {
+		return q, err
+	}
 	q.By = by
+	q.Metrics, err = report.ParseMetrics(v["metric"])
 	return q, err
 }
 

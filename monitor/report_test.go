@@ -123,6 +123,10 @@ func TestReportEndpointFixture(t *testing.T) {
 			{"from=2025-11-01&to=2025-12-01&format=table", "november-by-project.txt", "text/plain; charset=utf-8"},
 			// No window: this month (the fixture's clock says November 2025).
 			{"", "november-by-project.json", "application/json"},
+			{"from=2025-11-01&to=2025-12-01&metric=accuracy&metric=eval.accuracy", "november-by-project-metrics.json", "application/json"},
+			{"from=2025-11-01&to=2025-12-01&metric=accuracy&metric=eval.accuracy&format=csv", "november-by-project-metrics.csv", "text/csv; charset=utf-8"},
+			{"from=2025-11-01&to=2025-12-01&metric=accuracy&metric=eval.accuracy&format=table", "november-by-project-metrics.txt", "text/plain; charset=utf-8"},
+			{"from=2025-11-01&to=2025-12-01&by=model&metric=accuracy&metric=eval.accuracy", "november-by-model-metrics.json", "application/json"},
 		} {
 			rec := get(t, m.handler, "/v1/report?"+c.query, "")
 			if rec.Code != 200 || rec.Header().Get("Content-Type") != c.contentType || rec.Body.String() != golden(t, c.golden) {
@@ -135,15 +139,29 @@ func TestReportEndpointFixture(t *testing.T) {
 		}
 		// By project and owner, computed by hand from report/testdata/README.md;
 		// nlp/fay and vision/cho tie at 6.5 GPU-hours: byte order of the key.
-		want := "project,owner,tasks,completed_tasks,failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,cost\n" +
-			"vision,dan,1,0,0,1,24,0,0,,0,0,0,48\n" +
-			"search,bob,2,2,1,0,22,16,5.5,69.545455,0.904545455,0,0,243\n" +
-			"search,ann@example.com,2,2,1,0,14,10,5.5,38.571429,0.75,12,14,158\n" +
-			"nlp,fay,2,2,1,0,6.5,1.5,1.5,0,0.230769231,4,5,13\n" +
-			"vision,cho,2,0,0,2,6.5,0,0,,0,0,0,182\n" +
-			"nlp,eve,2,2,0,0,6,0,0,,0,0,0,12\n"
+		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,cost\n" +
+			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,48\n" +
+			"search,bob,2,2,1,1,0,22,16,5.5,69.545455,0.904545455,0,0,243\n" +
+			"search,ann@example.com,2,2,1,0,0,14,10,5.5,38.571429,0.75,12,14,158\n" +
+			"nlp,fay,2,2,1,0,0,6.5,1.5,1.5,0,0.230769231,4,5,13\n" +
+			"vision,cho,2,0,0,0,2,6.5,0,0,,0,0,0,182\n" +
+			"nlp,eve,2,2,0,0,0,6,0,0,,0,0,0,12\n"
 		if rec.Body.String() != want {
 			t.Errorf("by project,owner:\n%s\nwant:\n%s", rec.Body, want)
+		}
+		// The page keeps metric in its CSV and JSON links, and only when asked.
+		page := get(t, m.handler, "/?month=2025-11&metric=accuracy&metric=eval.accuracy", "").Body.String()
+		for _, link := range []string{
+			`href="/v1/report?by=model&amp;format=csv&amp;from=2025-11-01&amp;metric=accuracy&amp;metric=eval.accuracy&amp;to=2025-12-01"`,
+			`href="/v1/report?from=2025-11-01&amp;metric=accuracy&amp;metric=eval.accuracy&amp;to=2025-12-01"`,
+		} {
+			if !strings.Contains(page, link) {
+				t.Errorf("the page with metrics lacks %s:\n%s", link, page)
+			}
+		}
+		if page := get(t, m.handler, "/?month=2025-11", "").Body.String(); strings.Contains(page, "metric") ||
+			!strings.Contains(page, `href="/v1/report?by=model&amp;format=csv&amp;from=2025-11-01&amp;to=2025-12-01"`) {
+			t.Errorf("the page without metrics:\n%s", page)
 		}
 	})
 }
@@ -152,14 +170,17 @@ func TestReportEndpointFixture(t *testing.T) {
 func TestReportEndpointBadInput(t *testing.T) {
 	m := newFixtureMonitor(t, storetest.SQLiteDSN(t), nil, "", nil)
 	for query, wantErr := range map[string]string{
-		"from=2025-13-01&to=2025-12-01":                `from "2025-13-01" is neither RFC 3339`,
-		"from=2025-11-01":                              "to is required",
-		"to=2025-11-01":                                "from is required",
-		"from=2025-12-01&to=2025-11-01":                "from (2025-12-01T00:00:00Z) must be before to",
-		"from=2025-11-01&to=2025-12-01&by=gpu":         `by: unknown key "gpu"`,
-		"from=2025-11-01&to=2025-12-01&by=project,":    "by \"project,\": an empty key",
-		"from=2025-11-01&to=2025-12-01&format=xml":     `parameter format: "xml" is not json, csv or table`,
-		"from=2025-11-01&to=2025-12-01&by=owner,owner": `key "owner" given twice`,
+		"from=2025-13-01&to=2025-12-01":                   `from "2025-13-01" is neither RFC 3339`,
+		"from=2025-11-01":                                 "to is required",
+		"to=2025-11-01":                                   "from is required",
+		"from=2025-12-01&to=2025-11-01":                   "from (2025-12-01T00:00:00Z) must be before to",
+		"from=2025-11-01&to=2025-12-01&by=gpu":            `by: unknown key "gpu"`,
+		"from=2025-11-01&to=2025-12-01&by=project,":       "by \"project,\": an empty key",
+		"from=2025-11-01&to=2025-12-01&format=xml":        `parameter format: "xml" is not json, csv or table`,
+		"from=2025-11-01&to=2025-12-01&by=owner,owner":    `key "owner" given twice`,
+		"from=2025-11-01&to=2025-12-01&metric=a%20b":      `parameter metric "a b": a metric name is 1 to 63 letters`,
+		"from=2025-11-01&to=2025-12-01&metric=":           `parameter metric "": a metric name`,
+		"from=2025-11-01&to=2025-12-01&metric=x&metric=x": `parameter metric "x" given twice`,
 	} {
 		rec := get(t, m.handler, "/v1/report?"+query, "")
 		var body struct{ Error string }
@@ -167,6 +188,9 @@ func TestReportEndpointBadInput(t *testing.T) {
 		if rec.Code != 400 || !strings.Contains(body.Error, wantErr) || rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("GET /v1/report?%s: %d %s; want 400 saying %q", query, rec.Code, rec.Body, wantErr)
 		}
+	}
+	if rec := get(t, m.handler, "/?metric=$.x", ""); rec.Code != 400 || !strings.Contains(rec.Body.String(), `parameter metric \"$.x\": a metric name`) {
+		t.Errorf("GET /?metric=$.x: %d %s", rec.Code, rec.Body)
 	}
 	if rec := get(t, m.handler, "/?month=2025-13", ""); rec.Code != 400 || !strings.Contains(rec.Body.String(), `parameter month: \"2025-13\" is not YYYY-MM`) {
 		t.Errorf("GET /?month=2025-13: %d %s", rec.Code, rec.Body)
@@ -213,8 +237,8 @@ func TestReportEndpointScope(t *testing.T) {
 		}
 	}
 	rec := get(t, m.handler, "/v1/report?from=2025-11-01&to=2025-12-01&format=csv", search)
-	want := "project,tasks,completed_tasks,failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,cost\n" +
-		"search,4,4,2,0,36,26,11,57.5,0.844444444,12,14,401\n"
+	want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,cost\n" +
+		"search,4,4,2,1,0,36,26,11,57.5,0.844444444,12,14,401\n"
 	if rec.Code != 200 || rec.Body.String() != want {
 		t.Errorf("search token, CSV: %d\n%s\nwant:\n%s", rec.Code, rec.Body, want)
 	}

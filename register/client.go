@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -191,7 +192,11 @@ func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", c.userAgent)
-	if tok := c.token(); tok != "" {
+	tok, err := c.token()
+	if err != nil {
+		return err
+	}
+	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := c.http.Do(req)
@@ -214,9 +219,9 @@ func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte)
 // token reads the bearer token afresh, so a rotated projected token is used
 // at the next attempt. "" means no Authorization header: no file configured,
 // unreadable (warned once), empty, or unusable in a header.
-func (c *Client) token() string {
+func (c *Client) token() (string, error) {
 	if c.tokenFile == "" {
-		return ""
+		return "", nil
 	}
 	raw, err := mountfile.Read(c.tokenFile, maxTokenSize)
 	tok := strings.TrimSpace(string(raw))
@@ -225,17 +230,26 @@ func (c *Client) token() string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		// The contract sends the header only when the file is readable: a
+		// missing file is a monitor without tokens.
 		if !c.tokenWarned && c.log != nil {
-			c.log.Warn("monitor token file unusable; sending without Authorization", "setting", "PADDLE_MONITOR_TOKEN_FILE", "file", c.tokenFile, "err", err)
+			c.log.Warn("monitor token file not found; sending without Authorization", "setting", "PADDLE_MONITOR_TOKEN_FILE", "file", c.tokenFile)
 		}
 		c.tokenWarned = true
-		return ""
+		return "", nil
+	}
+	if err != nil {
+		// A FIFO, an endless or oversized file, a token a header cannot
+		// carry: sent without the header, the registration would come back
+		// 401 and be a dead letter. It is spooled instead, for a start or a
+		// drainer whose token file works.
+		return "", fmt.Errorf("%w: PADDLE_MONITOR_TOKEN_FILE %s: %w", ErrClientUnusable, c.tokenFile, err)
 	}
 	if tok != "" && !slices.ContainsFunc(c.tokens, func(r *redactor) bool { return r.token == tok }) {
 		c.tokens = append(c.tokens, newRedactor(tok))
 	}
-	return tok
+	return tok, nil
 }
 
 // Redact replaces every token this client has sent, and every long enough

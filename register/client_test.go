@@ -46,7 +46,9 @@ func TestClientHeaders(t *testing.T) {
 }
 
 // The token file is read at every attempt: a rotated token is used at the
-// next one, and a vanished file means no Authorization header (warned once).
+// next one, a vanished file means no Authorization header (warned once), and
+// a token a header cannot carry makes the attempt fail as unusable (the
+// registration is spooled, not sent without it).
 func TestClientTokenRotation(t *testing.T) {
 	m := newMonitor(t, "200")
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -54,30 +56,42 @@ func TestClientTokenRotation(t *testing.T) {
 	c := newTestClient(t, m.URL, func(c *ClientConfig) { c.TokenFile = tokenFile; c.Logger = testLogger(&logs) })
 	steps := []struct {
 		content string // "" removes the file
-		want    string
+		want    string // "-": no request is sent
 	}{
 		{"first", "Bearer first"},
 		{"second\n", "Bearer second"},
 		{"", ""},
 		{"", ""},
 		{"third", "Bearer third"},
-		{"with\nnewline", ""},
+		{"with\nnewline", "-"},
 	}
+	sent := 0
 	for i, s := range steps {
 		if s.content == "" {
 			os.Remove(tokenFile)
 		} else {
 			os.WriteFile(tokenFile, []byte(s.content), 0o600)
 		}
-		if err := c.Send(context.Background(), "t", []byte("{}")); err != nil {
+		err := c.Send(context.Background(), "t", []byte("{}"))
+		if s.want == "-" {
+			if !errors.Is(err, ErrClientUnusable) {
+				t.Errorf("attempt %d: error %v, want ErrClientUnusable", i+1, err)
+			}
+			if n := len(m.Requests()); n != sent {
+				t.Errorf("attempt %d: %d requests, want %d", i+1, n, sent)
+			}
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
+		sent++
 		if got := m.Requests()[i].Header.Get("Authorization"); got != s.want {
 			t.Errorf("attempt %d: Authorization %q, want %q", i+1, got, s.want)
 		}
 	}
-	if n := strings.Count(logs.String(), "token file unusable"); n != 1 {
-		t.Errorf("%d warnings about the token file, want 1:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "token file not found"); n != 1 {
+		t.Errorf("%d warnings about the missing token file, want 1:\n%s", n, logs.String())
 	}
 	for _, tok := range []string{"first", "second", "third"} {
 		if strings.Contains(logs.String(), tok) {

@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // Keys are the grouping keys a report accepts, in the order the
@@ -47,6 +49,9 @@ type Query struct {
 	// Scope, when set, says which (project, owner) pairs the reader may
 	// see; tasks outside it count nowhere, not even in the total.
 	Scope func(project, owner string) bool
+	// Metrics lists completion metrics (validated by ParseMetrics) whose
+	// mean every row and the total show; empty leaves them out.
+	Metrics []string
 }
 
 // TaskSums are the task-level sums of one group: every column of Key is a
@@ -56,7 +61,10 @@ type TaskSums struct {
 	Tasks     int64 // counted intervals overlapping the window
 	Completed int64 // with a completion
 	Failed    int64 // completed with a non-zero exit status or a failed gate
-	Open      int64 // without a completion
+	// GateFailed are the completed tasks whose quality gate failed (some
+	// of Failed, whatever their exit status).
+	GateFailed int64
+	Open       int64 // without a completion
 	// EstSeconds and ActualSeconds sum the whole duration_est and
 	// duration_seconds of completed tasks with an estimate whose end is
 	// inside the window.
@@ -85,6 +93,16 @@ type GPUSums struct {
 	UtilSeconds      int64   // Σ per sampled GPU of seconds
 }
 
+// MetricSums are one group's sums of one completion metric over the
+// completed tasks whose end is inside the window and whose completion
+// reported the metric as a number (the tasks duration_est_hours counts,
+// less the estimate): Sum of the values and the number of Tasks.
+type MetricSums struct {
+	Key   map[string]string
+	Sum   float64
+	Tasks int64
+}
+
 // Source is what a report needs from a store. Both methods count the
 // window's part of every task as the package comment says and group by
 // keys plus project and owner (GPUSums by model too); they never return
@@ -92,6 +110,10 @@ type GPUSums struct {
 type Source interface {
 	ReportTasks(ctx context.Context, w Window, keys []string) ([]TaskSums, error)
 	ReportGPUs(ctx context.Context, w Window, keys []string) ([]GPUSums, error)
+	// ReportMetric sums the completion metric named metric (a key of the
+	// completion's metrics object, dots and all) as MetricSums says,
+	// grouped like ReportTasks.
+	ReportMetric(ctx context.Context, w Window, keys []string, metric string) ([]MetricSums, error)
 }
 
 // Figures are one row's (or the total's) numbers, as section 5 of the
@@ -100,6 +122,7 @@ type Figures struct {
 	Tasks               int64    `json:"tasks"`
 	CompletedTasks      int64    `json:"completed_tasks"`
 	FailedTasks         int64    `json:"failed_tasks"`
+	GateFailedTasks     int64    `json:"gate_failed_tasks"`
 	OpenTasks           int64    `json:"open_tasks"`
 	GPUHours            float64  `json:"gpu_hours"`
 	FailedGPUHours      float64  `json:"failed_gpu_hours"`
@@ -112,6 +135,16 @@ type Figures struct {
 	// UnpricedGPUHours are GPU-hours no price matched (they cost 0); null
 	// without prices.
 	UnpricedGPUHours *float64 `json:"unpriced_gpu_hours"`
+	// Metrics has one entry per metric the query asked for (absent when it
+	// asked for none, so that a report without metrics is unchanged).
+	Metrics map[string]MetricMean `json:"metrics,omitempty"`
+}
+
+// MetricMean is a completion metric's mean over the tasks of a row that
+// reported it; Mean is null when Tasks is 0.
+type MetricMean struct {
+	Mean  *float64 `json:"mean"`
+	Tasks int64    `json:"tasks"`
 }
 
 // Row is one group of the report.
@@ -122,12 +155,15 @@ type Row struct {
 
 // Report is the whole answer.
 type Report struct {
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	By       []string  `json:"by"`
-	Currency *string   `json:"currency"`
-	Rows     []Row     `json:"rows"`
-	Total    Figures   `json:"total"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	By   []string  `json:"by"`
+	// Metrics are the query's metrics, in the order of the CSV and table
+	// columns (absent when none).
+	Metrics  []string `json:"metrics,omitempty"`
+	Currency *string  `json:"currency"`
+	Rows     []Row    `json:"rows"`
+	Total    Figures  `json:"total"`
 }
 
 // acc accumulates one row's sums before they become Figures.
@@ -137,12 +173,27 @@ type acc struct {
 	idleSec, idleOKSec, utilW float64
 	utilSec                   int64
 	cost, unpricedSec         float64
+	metrics                   map[string]*MetricSums
+}
+
+func (a *acc) addMetric(name string, m MetricSums) {
+	if a.metrics == nil {
+		a.metrics = map[string]*MetricSums{}
+	}
+	s := a.metrics[name]
+	if s == nil {
+		s = &MetricSums{}
+		a.metrics[name] = s
+	}
+	s.Sum += m.Sum
+	s.Tasks += m.Tasks
 }
 
 func (a *acc) addTasks(t TaskSums) {
 	a.t.Tasks += t.Tasks
 	a.t.Completed += t.Completed
 	a.t.Failed += t.Failed
+	a.t.GateFailed += t.GateFailed
 	a.t.Open += t.Open
 	a.t.EstSeconds += t.EstSeconds
 	a.t.ActualSeconds += t.ActualSeconds
@@ -179,11 +230,12 @@ func (a *acc) addUnlisted(gpuSec int64, p *Prices) {
 // figures rounds every hour figure to the microhour and every share to
 // 1e-9: sums of floats may differ in their last bits between stores (they
 // add in different orders), and the two must print the same report.
-func (a *acc) figures(priced bool) Figures {
+func (a *acc) figures(priced bool, metrics []string) Figures {
 	f := Figures{
 		Tasks:               a.t.Tasks,
 		CompletedTasks:      a.t.Completed,
 		FailedTasks:         a.t.Failed,
+		GateFailedTasks:     a.t.GateFailed,
 		OpenTasks:           a.t.Open,
 		GPUHours:            hours(float64(a.gpuSec)),
 		FailedGPUHours:      hours(float64(a.failedSec)),
@@ -204,6 +256,17 @@ func (a *acc) figures(priced bool) Figures {
 		u := hours(a.unpricedSec)
 		f.Cost, f.UnpricedGPUHours = &c, &u
 	}
+	if len(metrics) > 0 {
+		f.Metrics = make(map[string]MetricMean, len(metrics))
+	}
+	for _, name := range metrics {
+		var m MetricMean
+		if s := a.metrics[name]; s != nil && s.Tasks > 0 {
+			mean := round(s.Sum/float64(s.Tasks), 1e9)
+			m = MetricMean{Mean: &mean, Tasks: s.Tasks}
+		}
+		f.Metrics[name] = m
+	}
 	return f
 }
 
@@ -221,6 +284,9 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		by = []string{"project"}
 	}
 	if _, err := ParseKeys(strings.Join(by, ",")); err != nil {
+		return nil, err
+	}
+	if _, err := ParseMetrics(q.Metrics); err != nil {
 		return nil, err
 	}
 	in := func(key map[string]string) bool {
@@ -322,14 +388,39 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		}
 	}
 
-	r := &Report{From: q.From.UTC(), To: q.To.UTC(), By: by, Rows: []Row{}}
+	// Metrics: rows by model take a task once per model, the total once
+	// (from sums that leave model out).
+	for _, name := range q.Metrics {
+		sums, err := src.ReportMetric(ctx, q.Window, by, name)
+		if err != nil {
+			return nil, fmt.Errorf("report: metric %s: %w", name, err)
+		}
+		totals := sums
+		if byModel {
+			if totals, err = src.ReportMetric(ctx, q.Window, base, name); err != nil {
+				return nil, fmt.Errorf("report: metric %s: %w", name, err)
+			}
+		}
+		for _, m := range sums {
+			if in(m.Key) {
+				row(m.Key).addMetric(name, m)
+			}
+		}
+		for _, m := range totals {
+			if in(m.Key) {
+				total.addMetric(name, m)
+			}
+		}
+	}
+
+	r := &Report{From: q.From.UTC(), To: q.To.UTC(), By: by, Metrics: q.Metrics, Rows: []Row{}}
 	priced := q.Prices != nil
 	if priced {
 		c := q.Prices.Currency
 		r.Currency = &c
 	}
 	for id, a := range rows {
-		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: a.figures(priced)})
+		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: a.figures(priced, q.Metrics)})
 	}
 	slices.SortFunc(r.Rows, func(a, b Row) int {
 		switch {
@@ -340,7 +431,7 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		}
 		return strings.Compare(rowID(by, a.Key), rowID(by, b.Key))
 	})
-	r.Total = total.figures(priced)
+	r.Total = total.figures(priced, q.Metrics)
 	return r, nil
 }
 
@@ -391,6 +482,30 @@ func ParseKeys(s string) ([]string, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// maxMetrics bounds the metrics of one report: the monitor stores at
+// most 64 per completion.
+const maxMetrics = 64
+
+// ParseMetrics checks the completion metrics a report should show: each
+// follows the name rule the monitor applies to a completion's metrics keys
+// (labels.ValidName: 1 to 63 letters, digits, '.', '_' or '-', beginning
+// with a letter or digit), none twice, at most 64. The error names the
+// metric and the rule.
+func ParseMetrics(names []string) ([]string, error) {
+	if len(names) > maxMetrics {
+		return nil, fmt.Errorf("%w: metric: %d metrics asked for, at most %d", ErrBadQuery, len(names), maxMetrics)
+	}
+	for i, n := range names {
+		if !labels.ValidName(n, "") {
+			return nil, fmt.Errorf("%w: metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", ErrBadQuery, n)
+		}
+		if slices.Contains(names[:i], n) {
+			return nil, fmt.Errorf("%w: metric %q given twice", ErrBadQuery, n)
+		}
+	}
+	return names, nil
 }
 
 // ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00") or

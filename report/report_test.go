@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,6 +151,10 @@ type fakeSource struct {
 	tasks, totalTasks []TaskSums
 	gpus              []GPUSums
 	asked             [][]string
+	// metrics and totalMetrics answer ReportMetric per metric, by the
+	// query's keys and by none (the total of a report by model).
+	metrics, totalMetrics map[string][]MetricSums
+	askedMetrics          []string
 }
 
 func (f *fakeSource) ReportTasks(_ context.Context, _ Window, keys []string) ([]TaskSums, error) {
@@ -162,6 +167,14 @@ func (f *fakeSource) ReportTasks(_ context.Context, _ Window, keys []string) ([]
 
 func (f *fakeSource) ReportGPUs(context.Context, Window, []string) ([]GPUSums, error) {
 	return f.gpus, nil
+}
+
+func (f *fakeSource) ReportMetric(_ context.Context, _ Window, keys []string, metric string) ([]MetricSums, error) {
+	f.askedMetrics = append(f.askedMetrics, metric+":"+strings.Join(keys, ","))
+	if len(keys) == 0 {
+		return f.totalMetrics[metric], nil
+	}
+	return f.metrics[metric], nil
 }
 
 func key(kv ...string) map[string]string {
@@ -259,6 +272,8 @@ func TestComputeRefusesBadQueries(t *testing.T) {
 		{},
 		{Window: Window{From: nov.To, To: nov.From}},
 		{Window: nov, By: []string{"gpu"}},
+		{Window: nov, Metrics: []string{"accuracy", "accuracy"}},
+		{Window: nov, Metrics: []string{"eval accuracy"}},
 	} {
 		if _, err := Compute(context.Background(), src, q); !errors.Is(err, ErrBadQuery) {
 			t.Errorf("Compute(%+v) = %v, want ErrBadQuery", q, err)
@@ -266,10 +281,109 @@ func TestComputeRefusesBadQueries(t *testing.T) {
 	}
 }
 
+func TestParseMetrics(t *testing.T) {
+	long := strings.Repeat("m", 63)
+	for _, ok := range [][]string{nil, {"accuracy"}, {"eval.accuracy", "loss", "f1-score", "top_5", "0.5-iou", long}} {
+		if got, err := ParseMetrics(ok); err != nil || strings.Join(got, ",") != strings.Join(ok, ",") {
+			t.Errorf("ParseMetrics(%q) = %q, %v", ok, got, err)
+		}
+	}
+	many := make([]string, 65)
+	for i := range many {
+		many[i] = fmt.Sprintf("m%d", i)
+	}
+	for _, c := range []struct {
+		in      []string
+		wantErr string
+	}{
+		{[]string{""}, `metric "": a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit`},
+		{[]string{long + "m"}, `metric "` + long + `m": a metric name is 1 to 63`},
+		{[]string{"eval accuracy"}, `metric "eval accuracy": a metric name`},
+		{[]string{"acc'); DROP TABLE tasks; --"}, `metric "acc'); DROP TABLE tasks; --": a metric name`},
+		{[]string{`a"b`}, `metric "a\"b": a metric name`},
+		{[]string{"$.x"}, `metric "$.x": a metric name`},
+		{[]string{".accuracy"}, `metric ".accuracy": a metric name`},
+		{[]string{"accuracy", "loss", "accuracy"}, `metric "accuracy" given twice`},
+		{many, "65 metrics asked for, at most 64"},
+	} {
+		if _, err := ParseMetrics(c.in); err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.Is(err, ErrBadQuery) {
+			t.Errorf("ParseMetrics(%q) = %v; want an ErrBadQuery saying %q", c.in, err, c.wantErr)
+		}
+	}
+}
+
+// A metric's mean is Σ values / tasks that reported it, per row and in the
+// total; the scope drops pairs from both; by model, the total takes the
+// sums grouped without model (each task once); a row no task reported the
+// metric in has a null mean and 0 tasks.
+func TestComputeMetrics(t *testing.T) {
+	src := &fakeSource{
+		tasks: []TaskSums{
+			{Key: key("project", "a", "owner", "x", "model", "T4"), Tasks: 2, Completed: 2},
+			{Key: key("project", "a", "owner", "x", "model", "A100"), Tasks: 1, Completed: 1},
+			{Key: key("project", "b", "owner", "y", "model", "A100"), Tasks: 1, Completed: 1},
+			{Key: key("project", "secret", "owner", "z", "model", "T4"), Tasks: 1, Completed: 1},
+		},
+		totalTasks: []TaskSums{
+			{Key: key("project", "a", "owner", "x"), Tasks: 2, Completed: 2},
+			{Key: key("project", "b", "owner", "y"), Tasks: 1, Completed: 1},
+			{Key: key("project", "secret", "owner", "z"), Tasks: 1, Completed: 1},
+		},
+		metrics: map[string][]MetricSums{
+			"accuracy": {
+				// task 1 (T4 and A100) reported 0.9, task 2 (T4) 0.8: T4
+				// holds both, A100 task 1 alone.
+				{Key: key("project", "a", "owner", "x", "model", "T4"), Sum: 1.7, Tasks: 2},
+				{Key: key("project", "a", "owner", "x", "model", "A100"), Sum: 0.9, Tasks: 1},
+				{Key: key("project", "secret", "owner", "z", "model", "T4"), Sum: 100, Tasks: 1},
+			},
+		},
+		totalMetrics: map[string][]MetricSums{
+			"accuracy": {
+				{Key: key("project", "a", "owner", "x"), Sum: 1.7, Tasks: 2},
+				{Key: key("project", "secret", "owner", "z"), Sum: 100, Tasks: 1},
+			},
+		},
+	}
+	r, err := Compute(context.Background(), src, Query{Window: nov, By: []string{"model"}, Metrics: []string{"accuracy", "eval.f1"},
+		Scope: func(p, o string) bool { return p != "secret" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(src.askedMetrics, " "); got != "accuracy:model accuracy: eval.f1:model eval.f1:" {
+		t.Errorf("asked the store for %s", got)
+	}
+	got := map[string]string{}
+	for _, row := range r.Rows {
+		got[row.Key["model"]] = fmt.Sprint(meanText(row.Metrics["accuracy"]), " ", meanText(row.Metrics["eval.f1"]))
+	}
+	got["total"] = fmt.Sprint(meanText(r.Total.Metrics["accuracy"]), " ", meanText(r.Total.Metrics["eval.f1"]))
+	want := map[string]string{"T4": "0.85/2 null/0", "A100": "0.9/1 null/0", "total": "0.85/2 null/0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("metric means %v, want %v", got, want)
+	}
+	if fmt.Sprint(r.Metrics) != "[accuracy eval.f1]" {
+		t.Errorf("report metrics %v", r.Metrics)
+	}
+	// Without metrics the figures carry none, and the store is not asked.
+	src.askedMetrics = nil
+	r, err = Compute(context.Background(), src, Query{Window: nov, By: []string{"project"}})
+	if err != nil || r.Total.Metrics != nil || r.Metrics != nil || src.askedMetrics != nil {
+		t.Errorf("a report without metrics: %v %v %v %v", err, r.Total.Metrics, r.Metrics, src.askedMetrics)
+	}
+}
+
+func meanText(m MetricMean) string {
+	if m.Mean == nil {
+		return fmt.Sprintf("null/%d", m.Tasks)
+	}
+	return fmt.Sprintf("%v/%d", *m.Mean, m.Tasks)
+}
+
 // The writers, on the fixture's hand-computed reports (testdata/README.md):
 // the CSV and table files are what a user gets. -update rewrites them.
 func TestWriters(t *testing.T) {
-	for _, name := range []string{"november-by-project", "november-by-model"} {
+	for _, name := range []string{"november-by-project", "november-by-model", "november-by-project-metrics", "november-by-model-metrics"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		if err != nil {
 			t.Fatal(err)
@@ -315,7 +429,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	WriteCSV(&csv, r)
 	WriteTable(&table, r)
 	WriteJSON(&js, r)
-	if want := "project,owner,tasks,completed_tasks,failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\np,,2,0,0,1,1.25,0,0,,,0,0\n"; csv.String() != want {
+	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\np,,2,0,0,0,1,1.25,0,0,,,0,0\n"; csv.String() != want {
 		t.Errorf("CSV:\n%s\nwant:\n%s", csv.String(), want)
 	}
 	if strings.Contains(table.String(), "cost") || strings.Contains(table.String(), "unpriced") ||

@@ -34,20 +34,24 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// columns are the figures' names in CSV and table order.
-func columns(priced bool) []string {
-	c := []string{"tasks", "completed_tasks", "failed_tasks", "open_tasks", "gpu_hours",
+// columns are the figures' names in CSV and table order: then, per
+// metric, its mean and its task count.
+func columns(priced bool, metrics []string) []string {
+	c := []string{"tasks", "completed_tasks", "failed_tasks", "gate_failed_tasks", "open_tasks", "gpu_hours",
 		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
 		"duration_est_hours", "duration_actual_hours"}
 	if priced {
 		c = append(c, "cost")
+	}
+	for _, m := range metrics {
+		c = append(c, "metric_"+m+"_mean", "metric_"+m+"_tasks")
 	}
 	return c
 }
 
 // values are f's cells; table (for a terminal) writes waste_share as a
 // percentage and a null as "-", CSV leaves a null cell empty.
-func (f Figures) values(priced bool, table bool) []string {
+func (f Figures) values(priced bool, table bool, metrics []string) []string {
 	opt := func(x *float64) string {
 		switch {
 		case x != nil:
@@ -59,7 +63,8 @@ func (f Figures) values(priced bool, table bool) []string {
 	}
 	v := []string{
 		strconv.FormatInt(f.Tasks, 10), strconv.FormatInt(f.CompletedTasks, 10),
-		strconv.FormatInt(f.FailedTasks, 10), strconv.FormatInt(f.OpenTasks, 10),
+		strconv.FormatInt(f.FailedTasks, 10), strconv.FormatInt(f.GateFailedTasks, 10),
+		strconv.FormatInt(f.OpenTasks, 10),
 		num(f.GPUHours), num(f.FailedGPUHours), num(f.IdleGPUHours), opt(f.UtilMean),
 	}
 	if table {
@@ -75,6 +80,10 @@ func (f Figures) values(priced bool, table bool) []string {
 	if priced {
 		v = append(v, opt(f.Cost))
 	}
+	for _, name := range metrics {
+		m := f.Metrics[name]
+		v = append(v, opt(m.Mean), strconv.FormatInt(m.Tasks, 10))
+	}
 	return v
 }
 
@@ -87,15 +96,15 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 func WriteCSV(w io.Writer, r *Report) error {
 	priced := r.Currency != nil
 	cw := csv.NewWriter(w)
-	if err := cw.Write(append(append([]string{}, r.By...), columns(priced)...)); err != nil {
+	if err := cw.Write(append(append([]string{}, r.By...), columns(priced, r.Metrics)...)); err != nil {
 		return err
 	}
 	for _, row := range r.Rows {
-		rec := make([]string, 0, len(r.By)+12)
+		rec := make([]string, 0, len(r.By)+12+2*len(r.Metrics))
 		for _, k := range r.By {
 			rec = append(rec, row.Key[k])
 		}
-		if err := cw.Write(append(rec, row.values(priced, false)...)); err != nil {
+		if err := cw.Write(append(rec, row.values(priced, false, r.Metrics)...)); err != nil {
 			return err
 		}
 	}
@@ -114,7 +123,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := append(append([]string{}, r.By...), columns(priced)...)
+	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, row := range r.Rows {
 		var key []string
@@ -125,11 +134,11 @@ func WriteTable(w io.Writer, r *Report) error {
 			}
 			key = append(key, v)
 		}
-		fmt.Fprintln(tw, strings.Join(append(key, row.values(priced, true)...), "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(append(key, row.values(priced, true, r.Metrics)...), "\t")+"\t")
 	}
 	total := make([]string, len(r.By))
 	total[0] = "total"
-	fmt.Fprintln(tw, strings.Join(append(total, r.Total.values(priced, true)...), "\t")+"\t")
+	fmt.Fprintln(tw, strings.Join(append(total, r.Total.values(priced, true, r.Metrics)...), "\t")+"\t")
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -138,6 +147,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	if u := r.Total.UnpricedGPUHours; u != nil && *u > 0 {
 		fmt.Fprintf(w, "%s GPU-hours matched no price and no default: they cost 0 here.\n", num(*u))
+	}
+	if len(r.Metrics) > 0 {
+		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it (metric_*_tasks of them).")
 	}
 	_, err := fmt.Fprintln(w, "waste_share = (failed GPU-hours + idle GPU-hours of tasks that did not fail) / GPU-hours.")
 	return err

@@ -40,6 +40,7 @@ const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
+      CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
       CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
       CASE WHEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) < :t
            THEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) ELSE :t END AS e1`
@@ -76,31 +77,40 @@ func groupColumns(keys []string, gpu bool) ([]string, error) {
 	return cols, nil
 }
 
+// taskGroups returns what groups spanned tasks by keys, project and owner:
+// the columns, the expressions that select them, the WITH clause and the
+// FROM. By model, a task joins the models it has GPUs of.
+func taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
+	if cols, err = groupColumns(keys, false); err != nil {
+		return nil, nil, "", "", err
+	}
+	with, from = "WITH "+spanSQL, "span sp"
+	sel = make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = "sp." + c
+		if c == "model" {
+			with += modelsSQL
+			from = "span sp JOIN models m ON m.task_id = sp.task_id"
+			sel[i] = "m.model"
+		}
+	}
+	return cols, sel, with, from, nil
+}
+
 // ReportTasks implements report.Source: task-level sums grouped by keys,
 // project and owner. With the key model, a task counts once under every
 // model it has GPUs of (the empty model for GPUs without one, and for no
 // GPU at all).
 func (s *Store) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
-	cols, err := groupColumns(keys, false)
+	cols, sel, q, from, err := taskGroups(keys)
 	if err != nil {
 		return nil, err
-	}
-	q := "WITH " + spanSQL
-	from := "span sp"
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = "sp." + c
-		if c == "model" {
-			q += modelsSQL
-			from = "span sp JOIN models m ON m.task_id = sp.task_id"
-			sel[i] = "m.model"
-		}
 	}
 	list := strings.Join(sel, ", ")
 	q += `
 SELECT ` + list + `,
   COUNT(*), CAST(SUM(sp.completed) AS BIGINT), CAST(SUM(sp.failed) AS BIGINT),
-  CAST(SUM(1 - sp.completed) AS BIGINT),
+  CAST(SUM(sp.gate_failed) AS BIGINT), CAST(SUM(1 - sp.completed) AS BIGINT),
   CAST(SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
     AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
@@ -109,7 +119,7 @@ SELECT ` + list + `,
   CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT)
 FROM ` + from + `
 GROUP BY ` + list
-	rows, err := s.reportQuery(ctx, q, w)
+	rows, err := s.reportQuery(ctx, q, w, "")
 	if err != nil {
 		return nil, err
 	}
@@ -118,12 +128,12 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var t report.TaskSums
-		dest := make([]any, 0, len(cols)+8)
+		dest := make([]any, 0, len(cols)+9)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
 		var actual sql.NullFloat64
-		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.Open, &t.EstSeconds, &actual,
+		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
 			&t.GPUSeconds, &t.FailedGPUSeconds)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
@@ -164,7 +174,7 @@ SELECT ` + list + `,
   CAST(SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec ELSE 0 END) AS BIGINT)
 FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
 GROUP BY ` + list
-	rows, err := s.reportQuery(ctx, q, w)
+	rows, err := s.reportQuery(ctx, q, w, "")
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +202,78 @@ GROUP BY ` + list
 	return out, nil
 }
 
+// metricValue is, per dialect, the SQL of one task's value of the metric
+// :k from its completion's metrics (tm.metrics, a JSON object of numbers
+// the monitor wrote): the number, or NULL when the key is absent or its
+// value is not a number. The key is a bound parameter: a dotted key
+// ("eval.accuracy") is one key of the object, so SQLite's path quotes it
+// ('$."eval.accuracy"', with json_quote), while PostgreSQL's -> takes the
+// key itself. Both are written with CAST, not '::', which reportQuery
+// would read as a placeholder.
+var metricValue = map[Dialect]string{
+	SQLite: `CASE WHEN json_type(tm.metrics, '$.' || json_quote(:k)) IN ('integer', 'real')
+    THEN json_extract(tm.metrics, '$.' || json_quote(:k)) END`,
+	Postgres: `CASE WHEN jsonb_typeof(CAST(tm.metrics AS jsonb) -> CAST(:k AS text)) = 'number'
+    THEN CAST(CAST(tm.metrics AS jsonb) ->> CAST(:k AS text) AS double precision) END`,
+}
+
+// ReportMetric implements report.Source: the sum and count of a completion
+// metric over the completed tasks whose end is inside the window and that
+// reported it as a number, grouped like ReportTasks (by model, a task
+// counts under every model it has GPUs of).
+func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string, metric string) ([]report.MetricSums, error) {
+	if _, err := report.ParseMetrics([]string{metric}); err != nil {
+		return nil, err
+	}
+	cols, sel, q, from, err := taskGroups(keys)
+	if err != nil {
+		return nil, err
+	}
+	inner := make([]string, len(cols))
+	outer := make([]string, len(cols))
+	for i, c := range cols {
+		inner[i] = sel[i] + " AS " + c
+		outer[i] = "v." + c
+	}
+	list := strings.Join(outer, ", ")
+	q += `
+SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
+  SELECT ` + strings.Join(inner, ", ") + `, ` + metricValue[s.dialect] + ` AS x
+  FROM ` + from + ` JOIN tasks tm ON tm.task_id = sp.task_id
+  WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
+) v
+GROUP BY ` + list
+	rows, err := s.reportQuery(ctx, q, w, metric)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []report.MetricSums
+	for rows.Next() {
+		vals := make([]string, len(cols))
+		var m report.MetricSums
+		dest := make([]any, 0, len(cols)+2)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		var sum sql.NullFloat64
+		dest = append(dest, &sum, &m.Tasks)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("store: report: metric %s: %w", metric, err)
+		}
+		if m.Tasks == 0 {
+			continue
+		}
+		m.Sum = sum.Float64
+		m.Key = keyMap(cols, vals)
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: report: metric %s: %w", metric, err)
+	}
+	return out, nil
+}
+
 func keyMap(cols, vals []string) map[string]string {
 	m := make(map[string]string, len(cols))
 	for i, c := range cols {
@@ -200,14 +282,14 @@ func keyMap(cols, vals []string) map[string]string {
 	return m
 }
 
-// reportQuery binds the window to every :f and :t of q, in order, and runs
-// it on the read pool.
-func (s *Store) reportQuery(ctx context.Context, q string, w report.Window) (*sql.Rows, error) {
+// reportQuery binds the window to every :f and :t of q, and metric to
+// every :k, in order, and runs it on the read pool.
+func (s *Store) reportQuery(ctx context.Context, q string, w report.Window, metric string) (*sql.Rows, error) {
 	var b strings.Builder
 	var args []any
 	for {
 		i := strings.IndexByte(q, ':')
-		if i < 0 || i+1 >= len(q) || (q[i+1] != 'f' && q[i+1] != 't') {
+		if i < 0 || i+1 >= len(q) || (q[i+1] != 'f' && q[i+1] != 't' && q[i+1] != 'k') {
 			if i < 0 {
 				b.WriteString(q)
 				break
@@ -217,10 +299,13 @@ func (s *Store) reportQuery(ctx context.Context, q string, w report.Window) (*sq
 			continue
 		}
 		b.WriteString(q[:i] + "?")
-		if q[i+1] == 'f' {
+		switch q[i+1] {
+		case 'f':
 			args = append(args, w.From.Unix())
-		} else {
+		case 't':
 			args = append(args, w.To.Unix())
+		default:
+			args = append(args, metric)
 		}
 		q = q[i+2:]
 	}

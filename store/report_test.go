@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -111,14 +113,18 @@ func TestReportFixture(t *testing.T) {
 		s := storetest.Open(t, dsn)
 		loadFixture(t, s)
 		for _, c := range []struct {
-			by     []string
-			golden string
+			by, metrics []string
+			golden      string
 		}{
-			{[]string{"project"}, "november-by-project.json"},
-			{[]string{"model"}, "november-by-model.json"},
+			{[]string{"project"}, nil, "november-by-project.json"},
+			{[]string{"model"}, nil, "november-by-model.json"},
+			// "eval.accuracy" is one key of the completion's metrics
+			// object, not the path eval → accuracy.
+			{[]string{"project"}, []string{"accuracy", "eval.accuracy"}, "november-by-project-metrics.json"},
+			{[]string{"model"}, []string{"accuracy", "eval.accuracy"}, "november-by-model-metrics.json"},
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			r, err := report.Compute(ctx, s, report.Query{Window: november, By: c.by, Prices: prices})
+			r, err := report.Compute(ctx, s, report.Query{Window: november, By: c.by, Prices: prices, Metrics: c.metrics})
 			cancel()
 			if err != nil {
 				t.Fatal(err)
@@ -134,6 +140,39 @@ func TestReportFixture(t *testing.T) {
 			if !bytes.Equal(got.Bytes(), want) {
 				t.Errorf("by %v: the report differs from %s:\n%s", c.by, c.golden, got.String())
 			}
+		}
+	})
+}
+
+// A metric key is a bound parameter checked by the name rule: a hostile
+// key is refused before any SQL runs, and keys that look like JSON paths
+// or SQL find nothing rather than something else.
+func TestReportMetricKeys(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		loadFixture(t, s)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, bad := range []string{`accuracy"`, "accuracy') OR 1=1 --", "$.accuracy", "", "a b"} {
+			if _, err := s.ReportMetric(ctx, november, []string{"project"}, bad); !errors.Is(err, report.ErrBadQuery) {
+				t.Errorf("ReportMetric(%q) = %v, want ErrBadQuery", bad, err)
+			}
+		}
+		// "eval" alone and "accuracy.eval" are not keys of any completion.
+		for _, none := range []string{"eval", "accuracy.eval", "loss"} {
+			if got, err := s.ReportMetric(ctx, november, []string{"project"}, none); err != nil || len(got) != 0 {
+				t.Errorf("ReportMetric(%q) = %+v, %v; want no sums", none, got, err)
+			}
+		}
+		// Groups are the keys plus project and owner: t01 (ann, 0.92) and
+		// t12 (bob, 0.96); t10 (0.1) ended in October.
+		got, err := s.ReportMetric(ctx, november, []string{"project"}, "eval.accuracy")
+		sums := map[string]string{}
+		for _, m := range got {
+			sums[m.Key["project"]+"/"+m.Key["owner"]] = fmt.Sprintf("%g/%d", m.Sum, m.Tasks)
+		}
+		if want := "map[search/ann@example.com:0.92/1 search/bob:0.96/1]"; err != nil || fmt.Sprint(sums) != want {
+			t.Errorf("ReportMetric(eval.accuracy) = %v, %v; want %s", sums, err, want)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,8 @@ import (
 const reportTimeout = 10 * time.Minute
 
 // reportCmd prints the report of a window: paddle-monitor report --from
-// DATE --to DATE [--by KEYS] [--prices FILE] [--format table|csv|json].
+// DATE --to DATE [--by KEYS] [--metric KEY]... [--prices FILE]
+// [--format table|csv|json].
 // The window and keys are flags only; the database and the prices have
 // their variables, as for serve.
 func reportCmd(args []string, stdout io.Writer) error {
@@ -37,6 +39,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
+	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +58,9 @@ func reportCmd(args []string, stdout io.Writer) error {
 	}
 	if q.By, err = report.ParseKeys(*by); err != nil {
 		return fmt.Errorf("%w: --%v", errUsage, err)
+	}
+	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
+		return fmt.Errorf("%w: --%s", errUsage, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
 	}
 	switch *format {
 	case "table", "csv", "json":

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,12 @@ func TestReportFixture(t *testing.T) {
 			{[]string{"--by", "model", "--format", "json"}, "november-by-model.json"},
 			{[]string{"--by", "model", "--format", "csv"}, "november-by-model.csv"},
 			{[]string{"--by", "model", "--format", "table"}, "november-by-model.txt"},
+			// Completion metrics beside cost; "eval.accuracy" is one dotted key.
+			{[]string{"--metric", "accuracy", "--metric", "eval.accuracy", "--format", "json"}, "november-by-project-metrics.json"},
+			{[]string{"--metric", "accuracy", "--metric", "eval.accuracy", "--format", "csv"}, "november-by-project-metrics.csv"},
+			{[]string{"--metric", "accuracy", "--metric", "eval.accuracy"}, "november-by-project-metrics.txt"},
+			{[]string{"--by", "model", "--metric", "accuracy", "--metric", "eval.accuracy", "--format", "json"}, "november-by-model-metrics.json"},
+			{[]string{"--by", "model", "--metric", "accuracy", "--metric", "eval.accuracy", "--format", "table"}, "november-by-model-metrics.txt"},
 		} {
 			r := runMonitor(t, append(append([]string{"report"}, window...), c.args...)...)
 			if r.code != 0 || r.stdout != readFixture(t, c.golden) {
@@ -105,9 +112,12 @@ func TestReportFixture(t *testing.T) {
 			}
 		}
 		for query, golden := range map[string]string{
-			"from=2025-11-01&to=2025-12-01":                     "november-by-project.json",
-			"from=2025-11-01&to=2025-12-01&by=model":            "november-by-model.json",
-			"from=2025-11-01&to=2025-12-01&by=model&format=csv": "november-by-model.csv",
+			"from=2025-11-01&to=2025-12-01":                                                 "november-by-project.json",
+			"from=2025-11-01&to=2025-12-01&by=model":                                        "november-by-model.json",
+			"from=2025-11-01&to=2025-12-01&by=model&format=csv":                             "november-by-model.csv",
+			"from=2025-11-01&to=2025-12-01&metric=accuracy&metric=eval.accuracy":            "november-by-project-metrics.json",
+			"from=2025-11-01&to=2025-12-01&by=model&metric=accuracy&metric=eval.accuracy":   "november-by-model-metrics.json",
+			"from=2025-11-01&to=2025-12-01&metric=accuracy&metric=eval.accuracy&format=csv": "november-by-project-metrics.csv",
 		} {
 			a := s.do(t, get("/v1/report?"+query, ""))
 			if a.Status != 200 || string(a.Body) != readFixture(t, golden) {
@@ -115,9 +125,29 @@ func TestReportFixture(t *testing.T) {
 			}
 		}
 
+		if a := s.do(t, get("/v1/report?from=2025-11-01&to=2025-12-01&metric=acc%27%29--", "")); a.Status != 400 ||
+			!strings.Contains(a.Error(t), `parameter metric "acc')--": a metric name is 1 to 63 letters`) {
+			t.Errorf("GET /v1/report with a hostile metric: %d %s", a.Status, a.Body)
+		}
+		// By pipeline and step with a metric, as docs/cost.md shows it: the
+		// ranker's train step (t01 0.9, t02 0.5) and eval step (t03: ended
+		// in December, so no task), lm's prepare step (t08, no metrics);
+		// t09 (1) and t12 (0.97) set no pipeline: (1 + 0.97) / 2 = 0.985.
+		r := runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-12-01", "--format", "csv",
+			"--by", "pipeline,step", "--metric", "accuracy")
+		lines := map[string]string{}
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Split(l, ","); len(f) > 2 {
+				lines[f[0]+"/"+f[1]] = strings.Join(f[len(f)-2:], ",")
+			}
+		}
+		if want := "map[/:0.985,2 lm/prepare:,0 pipeline/step:metric_accuracy_mean,metric_accuracy_tasks ranker/eval:,0 ranker/train:0.7,2]"; r.code != 0 || fmt.Sprint(lines) != want {
+			t.Errorf("report by pipeline,step with accuracy: exit %d %s\n%s\ngot %v, want %s", r.code, r.stderr, r.stdout, lines, want)
+		}
+
 		// Without prices: no cost column, and the table says how many tasks
 		// have no end.
-		r := runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-12-01")
+		r = runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-12-01")
 		if r.code != 0 || strings.Contains(r.stdout, "cost") || !strings.Contains(r.stdout, "3 task(s) have no end") {
 			t.Errorf("report without prices: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
@@ -131,9 +161,9 @@ func TestReportFixture(t *testing.T) {
 		// A window that clips: the first of November alone holds t01's 2 h
 		// × 2 GPUs and t11's 24 h: 28 GPU-hours.
 		r = runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-11-02T00:00:00Z", "--format", "csv", "--by", "project,owner")
-		want := "project,owner,tasks,completed_tasks,failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\n" +
-			"vision,dan,1,0,0,1,24,0,0,,0,0,0\n" +
-			"search,ann@example.com,1,1,0,0,4,0,0.5,60,0.125,4,4\n"
+		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\n" +
+			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0\n" +
+			"search,ann@example.com,1,1,0,0,0,4,0,0.5,60,0.125,4,4\n"
 		if r.code != 0 || r.stdout != want {
 			t.Errorf("report of November 1: exit %d %s\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
 		}
@@ -160,6 +190,9 @@ func TestReportCommandErrors(t *testing.T) {
 		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--format", "xlsx"}, 2, `--format "xlsx": must be table, csv or json`},
 		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--prices", badPrices}, 1, `prices file ` + badPrices + `: bad prices file: models["Tesla T4"]: a price is a number of at least 0`},
 		{[]string{"--from", "2025-11-01", "--to", "2025-12-01", "extra"}, 2, "report takes no arguments"},
+		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--metric", "eval accuracy"}, 2, `--metric "eval accuracy": a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit`},
+		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--metric", `$."x"`}, 2, `--metric "$.\"x\"": a metric name`},
+		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--metric", "loss", "--metric", "loss"}, 2, `--metric "loss" given twice`},
 	} {
 		r := runMonitorEnv(t, dir, nil, append([]string{"report"}, c.args...)...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.stderr) || r.stdout != "" {

@@ -24,7 +24,10 @@ func superviseContender(entrypoint, dir string) contender {
 	return contender{
 		name:   progSupervise,
 		argv:   []string{entrypoint, "--supervise", "--complete-budget", superviseBudget.String()},
-		labels: filepath.Join(dir, "supervise.labels"),
+		// The labels file the environment names (PADDLE_LABELS_FILE), shared
+		// with exec mode's rows: the runs take turns, and each run's file is
+		// removed before it starts.
+		labels: filepath.Join(dir, "entrypoint.labels"),
 		spool:  true,
 	}
 }

@@ -91,18 +91,25 @@ func dispatch(args, environ []string) int {
 // returns only when the command could not be started.
 func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	log := newLogger(os.Stderr, cfg)
-	routeStdLog(log)
-	reportSettings(log, cfg)
 	// Supervise mode: the reaper, the one place that waits for children,
-	// starts before the first child, the GPU probe.
+	// starts before the first child, the GPU probe. Signals are caught
+	// first of all, in the background (see catchSignals).
 	var reaper *supervise.Reaper
-	gpuOpt := gpuOptions(cfg, environ, log)
+	var fwd *supervise.Signals
+	var catchChildren, catchAll func()
 	if cfg.Mode == config.ModeSupervise {
 		clearInheritedMask(environ, log)
 		reaper = supervise.NewReaper(log)
+		fwd = supervise.NewSignals()
+		catchChildren, catchAll = reaper.Catch, fwd.Catch
+	}
+	ctx, stopSignals := catchSignals(catchChildren, catchAll)
+	routeStdLog(log)
+	reportSettings(log, cfg)
+	gpuOpt := gpuOptions(cfg, environ, log)
+	if reaper != nil {
 		gpuOpt.Children = reaper
 	}
-	ctx, stopSignals := catchSignals()
 
 	probe := gpu.Start(ctx, gpuOpt)
 	defer probe.Stop()
@@ -132,7 +139,7 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	env := commandEnv(cfg, environ, set)
 	if cfg.Mode == config.ModeSupervise {
 		cmd := supervise.Command{Path: path, Argv: argv, Env: env, Group: cfg.SignalGroup}
-		return superviseCommand(cfg, reaper, set, inv, cmd, stopSignals, finisher(cfg, set, written, log), log)
+		return superviseCommand(cfg, reaper, fwd, set, inv, cmd, stopSignals, finisher(cfg, set, written, log), log)
 	}
 
 	registerTask(ctx, cfg, set, inv, log)

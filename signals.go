@@ -27,24 +27,41 @@ var terminating = []os.Signal{
 // catchSignals turns every terminating signal before exec into the
 // cancellation of the returned context, so every step can stop early and
 // spool. A signal the caller ignored stays ignored (and so stays ignored
-// for the command).
+// for the command). The signals are caught in the background: os/signal
+// enables them one at a time, each a round trip to the Go runtime's signal
+// thread (which the first one starts), and the start-up work need not wait
+// for that.
 //
-// stop ends the catching, restoring the default dispositions so that a
-// signal arriving between here and exec still stops the start, and reports
-// the exit status 128+signal when a signal arrived.
-func catchSignals() (ctx context.Context, stop func() (status int, stopped bool)) {
+// before and then, when not nil, run in the same background goroutine,
+// before and after these signals are caught: supervise mode's reaper
+// catches SIGCHLD first (the GPU probe's start waits for it), and its
+// forwarder catches every signal last, so that a terminating signal is
+// never the forwarder's alone before the command starts.
+//
+// stop ends the catching and reports the exit status 128+signal when a
+// signal arrived. Signals nothing else catches get their default action
+// back, so that one arriving between here and exec still stops the start;
+// those another catcher holds (supervise mode's forwarder, which must have
+// caught them before stop is called) stay with it.
+func catchSignals(before, then func()) (ctx context.Context, stop func() (status int, stopped bool)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	var sigs []os.Signal
-	for _, s := range terminating {
-		if !signal.Ignored(s) {
-			sigs = append(sigs, s)
-		}
-	}
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, sigs...)
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
+		if before != nil {
+			before()
+		}
+		var sigs []os.Signal
+		for _, s := range terminating {
+			if !signal.Ignored(s) {
+				sigs = append(sigs, s)
+			}
+		}
+		signal.Notify(ch, sigs...)
+		if then != nil {
+			then()
+		}
 		select {
 		case s := <-ch:
 			cancel(stopSignal{s.(syscall.Signal)})
@@ -52,9 +69,9 @@ func catchSignals() (ctx context.Context, stop func() (status int, stopped bool)
 		}
 	}()
 	return ctx, func() (int, bool) {
-		signal.Reset(sigs...)
 		close(done)
 		<-exited
+		signal.Stop(ch)
 		select {
 		case s := <-ch:
 			cancel(stopSignal{s.(syscall.Signal)})

@@ -24,13 +24,17 @@ func clearInheritedMask(environ []string, log *slog.Logger) {
 // labels file is written, and returns its exit status. A terminating
 // signal received before it starts ends the start with 128+N, with nothing
 // registered: the command never ran.
-func superviseCommand(cfg config.Config, reaper *supervise.Reaper, set *labels.Set, inv gpu.Inventory, cmd supervise.Command,
+func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervise.Signals, set *labels.Set, inv gpu.Inventory, cmd supervise.Command,
 	stopSignals func() (int, bool), finish func(context.Context, int, *register.Completion) int, log *slog.Logger) int {
+	// The forwarder takes every signal over before the start's own catching
+	// ends: none has its default action between the two.
+	fwd.Caught()
 	if status, stopped := stopSignals(); stopped {
 		log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
 		return status
 	}
 	t := supervise.Task{
+		Signals:        fwd,
 		Finish:         finish,
 		Command:        cmd,
 		Labels:         set,
@@ -42,13 +46,14 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, set *labels.S
 		Log: log,
 	}
 	if cfg.MonitorURL != "" {
-		r := newRegistrar(cfg, log)
-		c := &register.Completer{Client: r.Client, Logger: log}
-		if q, ok := r.Queue.(*spool.Spool); ok {
-			c.Queue = q
+		t.Monitor = func() supervise.Monitor {
+			r := newRegistrar(cfg, log)
+			c := &register.Completer{Client: r.Client, Logger: log}
+			if q, ok := r.Queue.(*spool.Spool); ok {
+				c.Queue = q
+			}
+			return supervise.Monitor{Registration: register.Body(set, inv), Registrar: r, Completer: c, Client: r.Client}
 		}
-		t.Registration = register.Body(set, inv)
-		t.Registrar, t.Completer, t.Client = r, c, r.Client
 	} else {
 		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
 	}

@@ -20,11 +20,14 @@ const progSupervise = "paddle-entrypoint, supervise mode"
 // and does not touch the time to the command.
 const superviseBudget = 300 * time.Millisecond
 
+// superviseContender's labels file is the one the environment names
+// (PADDLE_LABELS_FILE), shared with exec mode's rows: the runs take turns,
+// and each run's file is removed before it starts.
 func superviseContender(entrypoint, dir string) contender {
 	return contender{
 		name:   progSupervise,
 		argv:   []string{entrypoint, "--supervise", "--complete-budget", superviseBudget.String()},
-		labels: filepath.Join(dir, "supervise.labels"),
+		labels: filepath.Join(dir, "entrypoint.labels"),
 		spool:  true,
 	}
 }

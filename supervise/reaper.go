@@ -26,16 +26,17 @@ const prSetChildSubreaper = 36
 type Reaper struct {
 	log     *slog.Logger
 	chld    chan os.Signal
-	mu      sync.Mutex // held while starting a child and while reaping
+	caught  chan struct{} // closed once SIGCHLD is caught
+	mu      sync.Mutex    // held while starting a child and while reaping
 	waiters map[int]chan syscall.WaitStatus
 	orphans int
 }
 
-// NewReaper starts reaping. When the process is not PID 1 it makes itself a
-// child subreaper, so orphans of the command are re-parented to it rather
-// than to the node's init.
+// NewReaper returns the reaper; it reaps once Catch has been called. When
+// the process is not PID 1 it makes itself a child subreaper, so orphans
+// of the command are re-parented to it rather than to the node's init.
 func NewReaper(log *slog.Logger) *Reaper {
-	r := &Reaper{log: log, chld: make(chan os.Signal, 1), waiters: map[int]chan syscall.WaitStatus{}}
+	r := &Reaper{log: log, chld: make(chan os.Signal, 1), caught: make(chan struct{}), waiters: map[int]chan syscall.WaitStatus{}}
 	if os.Getpid() != 1 {
 		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 			log.Warn("cannot become a child subreaper; orphans of the command go to the node's init", "err", errno)
@@ -43,15 +44,24 @@ func NewReaper(log *slog.Logger) *Reaper {
 			log.Debug("not PID 1: reaping orphans as a child subreaper")
 		}
 	}
-	signal.Notify(r.chld, syscall.SIGCHLD)
-	go r.loop()
 	return r
+}
+
+// Catch catches SIGCHLD and starts reaping. Catching a signal is a round
+// trip to the Go runtime's signal thread (and that thread's start, when
+// first), so the caller runs it in the background, off the start's path;
+// Start waits for it, so no child's exit is missed.
+func (r *Reaper) Catch() {
+	signal.Notify(r.chld, syscall.SIGCHLD)
+	close(r.caught)
+	go r.loop()
 }
 
 // Start starts a child and registers it before it can possibly be reaped:
 // its wait status is delivered exactly once on the returned channel. It
 // implements gpu.Children.
 func (r *Reaper) Start(path string, argv []string, attr *os.ProcAttr) (pid int, exited <-chan syscall.WaitStatus, err error) {
+	<-r.caught // a child's exit is never missed
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, err := os.StartProcess(path, argv, attr)

@@ -45,24 +45,37 @@ func catchable() []os.Signal {
 	return out
 }
 
-// forwarder passes caught signals to the command, or to its process group.
-type forwarder struct {
-	ch   chan os.Signal
-	stop chan struct{}
-	done chan struct{}
+// Signals passes caught signals to the command, or to its process group.
+type Signals struct {
+	ch     chan os.Signal
+	caught chan struct{} // closed once every catchable signal is caught
+	stop   chan struct{}
+	done   chan struct{}
 }
 
-// catchSignals starts catching; signals caught before forward is called are
-// kept (up to the channel's size) and forwarded then.
-func catchSignals() *forwarder {
-	f := &forwarder{ch: make(chan os.Signal, 64), stop: make(chan struct{}), done: make(chan struct{})}
-	signal.Notify(f.ch, catchable()...)
-	return f
+// NewSignals returns a forwarder that catches nothing yet.
+func NewSignals() *Signals {
+	return &Signals{ch: make(chan os.Signal, 64), caught: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 }
+
+// Catch catches every catchable signal. os/signal enables signals one at a
+// time, each a round trip to the Go runtime's signal thread (about a
+// millisecond for the 60 of them), so the caller runs it in the background
+// while the start-up work goes on; Run waits for it before the command
+// starts. Signals caught before the command starts are kept (up to the
+// channel's size) and forwarded then.
+func (f *Signals) Catch() {
+	signal.Notify(f.ch, catchable()...)
+	close(f.caught)
+}
+
+// Caught returns once every catchable signal is caught: from then on none
+// has its default action, and each is kept for the command.
+func (f *Signals) Caught() { <-f.caught }
 
 // forward passes signals to pid (to its group when group is true) until
 // end is called.
-func (f *forwarder) forward(pid int, group bool, log func(msg string, args ...any)) {
+func (f *Signals) forward(pid int, group bool, log func(msg string, args ...any)) {
 	target := pid
 	if group {
 		target = -pid
@@ -88,7 +101,7 @@ func (f *forwarder) forward(pid int, group bool, log func(msg string, args ...an
 }
 
 // end stops forwarding (the command has ended).
-func (f *forwarder) end() {
+func (f *Signals) end() {
 	close(f.stop)
 	<-f.done
 }

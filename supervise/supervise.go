@@ -37,15 +37,16 @@ const drainBatch = 5
 
 // Task is everything supervise mode needs to run and report one command.
 type Task struct {
-	Command    Command
+	Command Command
+	// Signals forwards signals to the command; its Catch is called as
+	// early in the start as possible, and Run waits until it has returned.
+	Signals    *Signals
 	Labels     *labels.Set
 	LabelsFile string
-	// Registration is the registration body; Registrar and Completer are
-	// nil when no monitor is configured.
-	Registration []byte
-	Registrar    *register.Registrar
-	Completer    *register.Completer
-	Client       *register.Client // for heartbeats
+	// Monitor, nil when no monitor is configured, returns how the task
+	// reaches it. It is called once the command has started: building the
+	// client, the spool and the body is no part of the time to the command.
+	Monitor func() Monitor
 	// CompleteBudget bounds the time from the command's end to Run's return.
 	CompleteBudget time.Duration
 	Heartbeat      time.Duration      // 0: off
@@ -59,12 +60,21 @@ type Task struct {
 	Log    *slog.Logger
 }
 
+// Monitor is how a task reaches the monitor.
+type Monitor struct {
+	Registration []byte // the registration body
+	Registrar    *register.Registrar
+	Completer    *register.Completer
+	Client       *register.Client // for heartbeats
+}
+
 // Run starts the command, forwards signals to it, and once it has ended
 // reports its completion; it returns the supervisor's exit status. The
 // reaper must have been started before any child (the GPU probe's too).
 func Run(r *Reaper, t Task) int {
 	log := t.Log
-	sigs := catchSignals()
+	sigs := t.Signals
+	sigs.Caught()
 	c, err := startChild(r, t.Command)
 	if err != nil {
 		ce := command.StartError(t.Command.Argv[0], err)
@@ -81,12 +91,14 @@ func Run(r *Reaper, t Task) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var reg *register.Alongside
-	if t.Registrar != nil {
+	var m Monitor
+	if t.Monitor != nil {
+		m = t.Monitor()
 		// Its own context: Finish ends it, within the completion budget.
-		reg = t.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, t.Registration, drainer(t))
+		reg = m.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, m.Registration, drainer(m))
 	}
-	if t.Heartbeat > 0 && t.Client != nil {
-		go heartbeat(ctx, t.Client, t.Labels.TaskID, t.Heartbeat, log)
+	if t.Heartbeat > 0 && m.Client != nil {
+		go heartbeat(ctx, m.Client, t.Labels.TaskID, t.Heartbeat, log)
 	}
 	var smp *gpu.Sampler
 	if t.Sampling.Interval > 0 && len(t.Sampling.UUIDs) > 0 {
@@ -123,7 +135,7 @@ func Run(r *Reaper, t Task) int {
 	// so a supervisor killed at any moment after the command's end loses
 	// nothing. It is sent once the registration is no longer pending.
 	reg.StopDrain(budget)
-	t.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
+	m.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
 		writeEnd(t, ended, code)
 		return reg.Finish(ctx) != register.Spooled
 	})
@@ -162,13 +174,13 @@ func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) registe
 // drainer sends a few older spool entries (registrations, then
 // completions whose registration is no longer pending) and reports whether
 // there may be more.
-func drainer(t Task) func(context.Context) bool {
+func drainer(m Monitor) func(context.Context) bool {
 	return func(ctx context.Context) bool {
-		regs, err := t.Registrar.Flush(ctx, drainBatch)
+		regs, err := m.Registrar.Flush(ctx, drainBatch)
 		if err != nil || regs.Stopped != nil {
 			return false
 		}
-		comps, err := t.Completer.Flush(ctx, drainBatch)
+		comps, err := m.Completer.Flush(ctx, drainBatch)
 		if err != nil || comps.Stopped != nil {
 			return false
 		}

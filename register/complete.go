@@ -101,12 +101,13 @@ type Completer struct {
 }
 
 // Complete spools taskID's completion (write-ahead: before anything else,
-// so a supervisor killed at any moment after this loses nothing), then asks
-// registered whether the task's registration is no longer pending (it may
-// wait for it, until ctx is done) and, if so, delivers the completion
-// before ctx's deadline. What is not delivered by then stays in the spool,
-// for a later start or spool flush to send once the registration is.
-func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, registered func(context.Context) bool) Outcome {
+// so a supervisor killed at any moment after this loses nothing), then calls
+// afterSpool, which may do what must come after the write-ahead and reports
+// whether the task's registration is no longer pending (it may wait for it,
+// until ctx is done). If so, the completion is delivered before ctx's
+// deadline. What is not delivered by then stays in the spool, for a later
+// start or spool flush to send once the registration is.
+func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, afterSpool func(context.Context) (registered bool)) Outcome {
 	log := c.logger().With("task_id", taskID)
 	start := time.Now()
 	var id uint64
@@ -124,7 +125,7 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, re
 	if spooled {
 		kept = Spooled
 	}
-	if registered != nil && !registered(ctx) {
+	if afterSpool != nil && !afterSpool(ctx) {
 		log.Info("completion", "outcome", kept.String(), "attempts", 0, "why", "registration not delivered yet; a later start or spool flush sends both, in order")
 		return kept
 	}

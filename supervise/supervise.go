@@ -130,10 +130,11 @@ func Run(r *Reaper, t Task) int {
 		writeEnd(t, ended, code)
 		return status
 	}
-	// Write-ahead first: the completion is in the spool before the
-	// labels file is rewritten and before waiting for the registration,
-	// so a supervisor killed at any moment after the command's end loses
-	// nothing. It is sent once the registration is no longer pending.
+	// Write-ahead first: Complete spools the completion, then runs the
+	// rest of the end (the labels file rewritten, the wait for the
+	// registration), so a supervisor killed at any moment after the
+	// command's end loses nothing. It is sent once the registration is no
+	// longer pending.
 	reg.StopDrain(budget)
 	m.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
 		writeEnd(t, ended, code)

@@ -31,6 +31,7 @@ type Alongside struct {
 	drain    func(context.Context) (more bool)
 	cancel   context.CancelFunc
 	hurry    chan struct{} // closed by Finish: try now, then stop
+	ahead    chan struct{} // closed once the write-ahead to the spool is done
 	resolved chan struct{} // closed once out is final
 	once     sync.Once
 	// The backlog drain: StopDrain sets noDrain (under mu) and waits for
@@ -48,7 +49,7 @@ type Alongside struct {
 func (r *Registrar) RegisterAlongside(ctx context.Context, taskID string, body []byte, drain func(context.Context) bool) *Alongside {
 	ctx, cancel := context.WithCancel(ctx)
 	a := &Alongside{r: r, taskID: taskID, body: body, drain: drain, cancel: cancel,
-		hurry: make(chan struct{}), resolved: make(chan struct{}),
+		hurry: make(chan struct{}), ahead: make(chan struct{}), resolved: make(chan struct{}),
 		stopDrain: make(chan struct{}), drained: make(chan struct{})}
 	go a.run(ctx)
 	return a
@@ -70,6 +71,18 @@ func (a *Alongside) Finish(ctx context.Context) Outcome {
 func (a *Alongside) resolve(out Outcome) {
 	a.out = out
 	close(a.resolved)
+}
+
+// WaitWriteAhead waits, until ctx is done, for the registration's
+// write-ahead to the spool, which runs alongside the command's start: the
+// supervisor calls it before spooling the completion, so that a supervisor
+// killed after that never leaves a completion without its registration (a
+// command that ends at once may end before the write-ahead).
+func (a *Alongside) WaitWriteAhead(ctx context.Context) {
+	select {
+	case <-a.ahead:
+	case <-ctx.Done():
+	}
 }
 
 // StopDrain ends the backlog drain and waits, until ctx is done, for a
@@ -99,6 +112,7 @@ func (a *Alongside) run(ctx context.Context) {
 	if a.r.Queue != nil {
 		g.enqueue(ctx, "")
 	}
+	close(a.ahead)
 	out := a.register(ctx, g)
 	attrs := []any{"outcome", out.String(), "attempts", g.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
 	if g.lastErr != nil && out != Delivered {

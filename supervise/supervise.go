@@ -135,6 +135,7 @@ func Run(r *Reaper, t Task) int {
 	// registration), so a supervisor killed at any moment after the
 	// command's end loses nothing. It is sent once the registration is no
 	// longer pending.
+	reg.WaitWriteAhead(budget)
 	reg.StopDrain(budget)
 	m.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
 		writeEnd(t, ended, code)

@@ -182,32 +182,14 @@ func (s *Spool) CompletionStats(ctx context.Context) (CompletionStats, error) {
 	return st, err
 }
 
-// ListCompletions returns every pending completion, or every dead one.
+// ListCompletions returns every pending completion, or every dead one; a
+// record it cannot decode is left out.
 func (s *Spool) ListCompletions(ctx context.Context, dead bool) ([]Entry, error) {
-	if s.missing() {
-		return nil, nil
-	}
 	name := bucketCompletions
 	if dead {
 		name = bucketCompletionsDead
 	}
-	var out []Entry
-	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
-		out = nil
-		return db.View(func(tx *bolt.Tx) error {
-			bk := tx.Bucket(name)
-			if bk == nil {
-				return nil
-			}
-			return bk.ForEach(func(k, v []byte) error {
-				if e, ok := decodeLenient(k, v); ok {
-					out = append(out, e)
-				}
-				return nil
-			})
-		})
-	})
-	return out, err
+	return s.listBucket(ctx, name, false)
 }
 
 // pendingTasks returns the task ids of the pending registrations. It reads

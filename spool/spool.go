@@ -400,12 +400,19 @@ func (s *Spool) overBound(db *bolt.DB) bool {
 // oldest first. It only reads: a record it cannot decode is listed with the
 // answer "undecodable record" and its bytes in the payload.
 func (s *Spool) List(ctx context.Context, dead bool) ([]Entry, error) {
-	if s.missing() {
-		return nil, nil
-	}
 	name := bucketPending
 	if dead {
 		name = bucketDead
+	}
+	return s.listBucket(ctx, name, true)
+}
+
+// listBucket returns the entries of one bucket, oldest first. A record it
+// cannot decode is listed as undecodable when keepUndecodable is true, and
+// left out otherwise.
+func (s *Spool) listBucket(ctx context.Context, name []byte, keepUndecodable bool) ([]Entry, error) {
+	if s.missing() {
+		return nil, nil
 	}
 	var out []Entry
 	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
@@ -417,8 +424,12 @@ func (s *Spool) List(ctx context.Context, dead bool) ([]Entry, error) {
 			}
 			return bk.ForEach(func(k, v []byte) error {
 				e, ok := decodeLenient(k, v)
-				if !ok {
+				switch {
+				case ok:
+				case keepUndecodable:
 					e = undecodableEntry(k, v, time.Time{})
+				default:
+					return nil
 				}
 				out = append(out, e)
 				return nil

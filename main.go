@@ -198,14 +198,20 @@ func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *s
 }
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {
-	probe := cfg.GPUProbe
-	if probe == "" {
-		if self, err := os.Executable(); err == nil {
-			probe = filepath.Join(filepath.Dir(self), probeName)
-		}
-	}
-	return gpu.Options{Probe: probe, Timeout: cfg.GPUTimeout, Environ: environ, Logger: log,
+	return gpu.Options{Probe: probePath(cfg), Timeout: cfg.GPUTimeout, Environ: environ, Logger: log,
 		Root: lookupEnv(environ, gpuRootHook)}
+}
+
+// probePath is the GPU probe's executable: the configured one, or the one
+// installed beside the entrypoint.
+func probePath(cfg config.Config) string {
+	if cfg.GPUProbe != "" {
+		return cfg.GPUProbe
+	}
+	if self, err := os.Executable(); err == nil {
+		return filepath.Join(filepath.Dir(self), probeName)
+	}
+	return ""
 }
 
 // newSpool returns the configured spool, or nil when it is off.

@@ -41,7 +41,7 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervis
 		LabelsFile:     cfg.LabelsFile,
 		CompleteBudget: cfg.CompleteBudget,
 		Heartbeat:      cfg.Heartbeat,
-		Sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: gpuOptions(cfg, cmd.Env, log).Probe,
+		Sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: probePath(cfg),
 			UUIDs: inv.UUIDs(), Environ: cmd.Env, Logger: log, Children: reaper},
 		Log: log,
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
@@ -153,9 +153,9 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		dst **int64
 	}{{"from", &f.From}, {"to", &f.To}} {
 		if v := q.Get(p.key); v != "" {
-			t, err := ParseTime(v)
+			t, err := report.ParseDate(p.key, v)
 			if err != nil {
-				a.fail(w, http.StatusBadRequest, "parameter "+p.key+": "+err.Error())
+				a.fail(w, http.StatusBadRequest, badParameter(err))
 				return
 			}
 			u := t.Unix()
@@ -207,16 +207,4 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// ParseTime reads a time parameter: RFC 3339, or a date (YYYY-MM-DD, UTC
-// midnight).
-func ParseTime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse("2006-01-02", s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, errors.New("must be an RFC 3339 time or a date YYYY-MM-DD, got " + strconv.Quote(s))
 }

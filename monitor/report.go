@@ -114,7 +114,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 	}
 	q, err := h.query(r, scope)
 	if err != nil {
-		h.api.fail(w, http.StatusBadRequest, "parameter "+strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
 	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, q)
@@ -154,4 +154,10 @@ func fileTime(t time.Time) string {
 		return t.Format(time.DateOnly)
 	}
 	return t.Format("2006-01-02T150405Z")
+}
+
+// badParameter is the answer's text for a query parameter the report
+// package refused: "parameter " and its message, which names it.
+func badParameter(err error) string {
+	return "parameter " + strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": ")
 }

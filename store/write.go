@@ -19,7 +19,7 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 	if s.dialect != Postgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", taskID)
+	_, err := s.exec(ctx, tx, stmtLockTask, taskID)
 	return err
 }
 
@@ -57,11 +57,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register: %w", err)
 	}
 	now := s.now().Unix()
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_id) DO NOTHING`),
+	res, err := s.exec(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
 		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now)
@@ -72,7 +68,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	} else if n == 0 {
 		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT registration FROM tasks WHERE task_id = ?"), r.TaskID).Scan(&stored); err != nil {
+		if err := s.queryRow(ctx, tx, stmtStoredRegistration, r.TaskID).Scan(&stored); err != nil {
 			return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), r.Body) {
@@ -80,13 +76,11 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		}
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT DO NOTHING"),
-		r.Project, r.Owner); err != nil {
+	if _, err := s.exec(ctx, tx, stmtInsertProjectOwner, r.Project, r.Owner); err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total)
-			VALUES (?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal); err != nil {
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
@@ -105,22 +99,18 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 // i: open tasks that started earlier on this UUID lose their claim at the
 // new task's start, and if a later task already claims it (this
 // registration came late, from a spool), the new task's own claim ended
-// when that one started.
+// when that one started. Both are ranges of task_gpus' own indexes (its
+// copy of each task's start and end), whatever the number of open tasks.
 func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string) error {
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE task_gpus SET claim_ended = ?
-		WHERE uuid = ? AND claim_ended IS NULL AND task_id <> ? AND task_id IN
-		(SELECT task_id FROM tasks WHERE end_time IS NULL AND start_time < ?)`),
-		r.StartTime, uuid, r.TaskID, r.StartTime); err != nil {
+	if _, err := s.exec(ctx, tx, stmtEndOlderClaims, r.StartTime, uuid, r.StartTime, r.TaskID); err != nil {
 		return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 	}
 	var later sql.NullInt64
-	if err := tx.QueryRowContext(ctx, s.bind(`SELECT MIN(t.start_time) FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
-		WHERE g.uuid = ? AND g.task_id <> ? AND t.start_time > ?`), uuid, r.TaskID, r.StartTime).Scan(&later); err != nil {
+	if err := s.queryRow(ctx, tx, stmtLaterClaim, uuid, r.StartTime, r.TaskID).Scan(&later); err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
 	if later.Valid {
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET claim_ended = ? WHERE task_id = ? AND position = ?"),
-			later.Int64, r.TaskID, i); err != nil {
+		if _, err := s.exec(ctx, tx, stmtEndOwnClaim, later.Int64, r.TaskID, i); err != nil {
 			return fmt.Errorf("store: register %s: %w", r.TaskID, err)
 		}
 	}
@@ -133,8 +123,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, u
 func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) error {
 	var body, scopeJSON string
 	var received int64
-	err := tx.QueryRowContext(ctx, s.bind("SELECT completion, scope, received_at FROM pending_completions WHERE task_id = ?"), r.TaskID).
-		Scan(&body, &scopeJSON, &received)
+	err := s.queryRow(ctx, tx, stmtPendingCompletion, r.TaskID).Scan(&body, &scopeJSON, &received)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -161,7 +150,7 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) er
 	if err := s.applyCompletion(ctx, tx, &c, []byte(body), received); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.bind("DELETE FROM pending_completions WHERE task_id = ?"), r.TaskID)
+	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID)
 	return err
 }
 
@@ -192,8 +181,7 @@ func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, scope 
 	}
 	var project, owner string
 	var stored sql.NullString
-	err = tx.QueryRowContext(ctx, s.bind("SELECT project, owner, completion FROM tasks WHERE task_id = ?"), c.TaskID).
-		Scan(&project, &owner, &stored)
+	err = s.queryRow(ctx, tx, stmtTaskToComplete, c.TaskID).Scan(&project, &owner, &stored)
 	now := s.now().Unix()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -226,8 +214,7 @@ func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, 
 		}
 		scopeJSON = string(b)
 	}
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO pending_completions (task_id, completion, scope, received_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`), c.TaskID, string(body), scopeJSON, now)
+	res, err := s.exec(ctx, tx, stmtInsertPending, c.TaskID, string(body), scopeJSON, now)
 	if err != nil {
 		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
@@ -235,7 +222,7 @@ func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, 
 		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	} else if n == 0 {
 		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT completion FROM pending_completions WHERE task_id = ?"), c.TaskID).Scan(&stored); err != nil {
+		if err := s.queryRow(ctx, tx, stmtStoredPending, c.TaskID).Scan(&stored); err != nil {
 			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), body) {
@@ -271,25 +258,22 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 		m := string(b)
 		metrics = &m
 	}
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE tasks SET end_time = ?, duration_seconds = ?, exit_code = ?, signal = ?,
-		gate_passed = ?, gate_expr = ?, gate_reason = ?, metrics = ?, completion = ?, completed_at = ?
-		WHERE task_id = ?`),
+	if _, err := s.exec(ctx, tx, stmtCompleteTask,
 		c.EndTime, c.DurationSeconds, c.ExitCode, c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
 		c.TaskID); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
+	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, c.EndTime, c.TaskID); err != nil {
+		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
 	for i, g := range c.GPUs {
-		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?
-			WHERE task_id = ? AND `
-		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, c.TaskID}
+		st, args := stmtGPUSummaryByUUID, []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, c.TaskID}
 		if g.UUID != "" {
-			q += "uuid = ?"
 			args = append(args, g.UUID)
 		} else {
-			q += "position = ? AND uuid = ''"
-			args = append(args, i)
+			st, args = stmtGPUSummaryByPosition, append(args, i)
 		}
-		if _, err := tx.ExecContext(ctx, s.bind(q), args...); err != nil {
+		if _, err := s.exec(ctx, tx, st, args...); err != nil {
 			return fmt.Errorf("store: complete %s: gpu %d: %w", c.TaskID, i, err)
 		}
 	}
@@ -301,15 +285,14 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 // scope learns nothing about the task.
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
 	var project, owner string
-	err := s.r.QueryRowContext(ctx, s.bind("SELECT project, owner FROM tasks WHERE task_id = ?"), taskID).Scan(&project, &owner)
+	err := s.queryRow(ctx, s.r, stmtHeartbeatScope, taskID).Scan(&project, &owner)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
 		return ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 	}
-	if _, err := s.w.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND (last_seen IS NULL OR last_seen < ?)"),
-		at, taskID, at); err != nil {
+	if _, err := s.exec(ctx, s.w, stmtHeartbeat, at, taskID, at); err != nil {
 		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 	}
 	return nil

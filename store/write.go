@@ -29,24 +29,37 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 // was. A completion that was waiting for this registration is joined when the
 // registration is within the scope of the token that sent it.
 func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+	err = s.write(ctx, "register "+r.TaskID, r.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		created, err = s.registerTx(ctx, tx, r)
+		return created, err
+	})
+	return created && err == nil, err
+}
+
+// write runs op, a write of one task, in a transaction: on SQLite in the
+// batcher's next group commit, on PostgreSQL in a transaction of its own
+// that holds the task's lock. The transaction commits only when op says it
+// wrote something. single: op runs one write statement (no savepoint).
+func (s *Store) write(ctx context.Context, what, taskID string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
 	if s.batch != nil {
-		return s.batch.register(ctx, r)
+		return s.batch.run(ctx, what, single, op)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, r.TaskID); err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+	if err := s.lockTask(ctx, tx, taskID); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if created, err = s.registerTx(ctx, tx, r); err != nil || !created {
-		return false, err
+	wrote, err := op(ctx, tx)
+	if err != nil || !wrote {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	return true, nil
+	return nil
 }
 
 // registerTx is Register's work inside a transaction; it writes nothing
@@ -171,69 +184,71 @@ const (
 // the scope and joined by Register. A different completion of a completed
 // (or pending) task is ErrConflict; the first is kept.
 func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, scope *access.Scope) (CompleteResult, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	var result CompleteResult
+	err := s.write(ctx, "complete "+c.TaskID, c.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		var wrote bool
+		var err error
+		result, wrote, err = s.completeTx(ctx, tx, c, body, scope)
+		return wrote, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
+		return 0, err
 	}
-	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, c.TaskID); err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
-	}
+	return result, nil
+}
+
+// completeTx is Complete's work inside a transaction; wrote tells whether
+// it wrote anything (not for the same completion again, nor an error).
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope) (_ CompleteResult, wrote bool, _ error) {
 	var project, owner string
 	var stored sql.NullString
-	err = s.queryRow(ctx, tx, stmtTaskToComplete, c.TaskID).Scan(&project, &owner, &stored)
+	err := s.queryRow(ctx, tx, stmtTaskToComplete, c.TaskID).Scan(&project, &owner, &stored)
 	now := s.now().Unix()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return s.completePending(ctx, tx, c, body, scope, now)
 	case err != nil:
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	case !scope.Allows(project, owner):
-		return 0, ErrOutOfScope
+		return 0, false, ErrOutOfScope
 	case stored.Valid:
 		if sameJSON([]byte(stored.String), body) {
-			return AlreadyCompleted, nil
+			return AlreadyCompleted, false, nil
 		}
-		return 0, ErrConflict
+		return 0, false, ErrConflict
 	}
 	if err := s.applyCompletion(ctx, tx, c, body, now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Completed, nil
+	return Completed, true, nil
 }
 
-func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, error) {
+func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, bool, error) {
 	scopeJSON := ""
 	if scope != nil {
 		b, err := json.Marshal(scope)
 		if err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+			return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		scopeJSON = string(b)
 	}
 	res, err := s.exec(ctx, tx, stmtInsertPending, c.TaskID, string(body), scopeJSON, now)
 	if err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	} else if n == 0 {
 		var stored string
 		if err := s.queryRow(ctx, tx, stmtStoredPending, c.TaskID).Scan(&stored); err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+			return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), body) {
-			return 0, ErrConflict
+			return 0, false, ErrConflict
 		}
-		return Pending, nil
+		return Pending, false, nil
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Pending, nil
+	return Pending, true, nil
 }
 
 // applyCompletion writes c onto its registered task and its GPUs. A GPU of
@@ -283,19 +298,33 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 // Heartbeat moves the task's last-seen time forward to at (never back).
 // ErrNotFound when there is no such task within scope: a caller outside the
 // scope learns nothing about the task.
+//
+// On SQLite heartbeats are written in the batcher's group commits (fifty
+// clients must not queue for a fsync each); on PostgreSQL they are two
+// statements outside a transaction, as a heartbeat never races with
+// anything it could corrupt (it only moves last_seen forward).
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
-	var project, owner string
-	err := s.queryRow(ctx, s.r, stmtHeartbeatScope, taskID).Scan(&project, &owner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
-		return ErrNotFound
+	op := func(ctx context.Context, read, write querier) (bool, error) {
+		var project, owner string
+		err := s.queryRow(ctx, read, stmtHeartbeatScope, taskID).Scan(&project, &owner)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
+			return false, ErrNotFound
+		}
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if _, err := s.exec(ctx, write, stmtHeartbeat, at, taskID, at); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		return true, nil
 	}
-	if err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+	if s.batch != nil {
+		return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx, tx)
+		})
 	}
-	if _, err := s.exec(ctx, s.w, stmtHeartbeat, at, taskID, at); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
-	}
-	return nil
+	_, err := op(ctx, s.r, s.w)
+	return err
 }
 
 func nonNil(m map[string]string) map[string]string {

@@ -23,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
@@ -35,6 +36,8 @@ type k8sManifests struct {
 	daemonSet  *appsv1.DaemonSet
 	namespaces map[string]*corev1.Namespace
 	configMaps map[string]*corev1.ConfigMap // by namespace/name
+	// kueueClasses are Kueue's WorkloadPriorityClasses, by name.
+	kueueClasses map[string]*k8sWorkloadPriorityClass
 	// policy and binding are paddle-labels; guard and guardBinding the
 	// policy that keeps a namespace's paddle-projects list from its users.
 	policy, guard         *admissionv1.ValidatingAdmissionPolicy
@@ -53,7 +56,8 @@ func k8sLoad(t *testing.T) k8sManifests {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := k8sManifests{namespaces: map[string]*corev1.Namespace{}, configMaps: map[string]*corev1.ConfigMap{}}
+	m := k8sManifests{namespaces: map[string]*corev1.Namespace{}, configMaps: map[string]*corev1.ConfigMap{},
+		kueueClasses: map[string]*k8sWorkloadPriorityClass{}}
 	for _, block := range k8sYAMLBlock.FindAllSubmatch(doc, -1) {
 		if bytes.HasPrefix(block[1], []byte("- ")) {
 			continue // a fragment: a list to splice into a manifest
@@ -78,6 +82,9 @@ func k8sLoad(t *testing.T) k8sManifests {
 			case "v1 Namespace":
 				ns := &corev1.Namespace{}
 				obj, after = ns, func() { m.namespaces[ns.Name] = ns }
+			case "kueue.x-k8s.io/v1beta1 WorkloadPriorityClass":
+				c := &k8sWorkloadPriorityClass{}
+				obj, after = c, func() { m.kueueClasses[c.Name] = c }
 			case "v1 ConfigMap":
 				cm := &corev1.ConfigMap{}
 				obj, after = cm, func() { m.configMaps[cm.Namespace+"/"+cm.Name] = cm }
@@ -113,6 +120,42 @@ func k8sLoad(t *testing.T) k8sManifests {
 			m.job != nil, m.daemonSet != nil, m.policy != nil, m.binding != nil, m.guard != nil, m.guardBinding != nil)
 	}
 	return m
+}
+
+// k8sWorkloadPriorityClass is Kueue's WorkloadPriorityClass
+// (kueue.x-k8s.io/v1beta1), whose fields are these (Kueue's API is not a
+// dependency of this repository).
+type k8sWorkloadPriorityClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Value             int32  `json:"value"`
+	Description       string `json:"description,omitempty"`
+}
+
+// The WorkloadPriorityClass the page shows for Kueue has the value of the
+// PriorityClass of the same name, so Kueue orders Workloads as the
+// scheduler orders their pods.
+func TestK8sKueueClassMatchesPriorityClass(t *testing.T) {
+	m := k8sLoad(t)
+	b, err := os.ReadFile("../deploy/kubernetes/priority.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]int32{}
+	for _, part := range bytes.Split(b, []byte("\n---\n")) {
+		var pc schedulingv1.PriorityClass
+		if err := yaml.Unmarshal(part, &pc); err == nil && pc.Kind == "PriorityClass" {
+			values[pc.Name] = pc.Value
+		}
+	}
+	if len(m.kueueClasses) == 0 {
+		t.Fatal("kubernetes.md shows no WorkloadPriorityClass")
+	}
+	for name, c := range m.kueueClasses {
+		if v, ok := values[name]; !ok || v != c.Value {
+			t.Errorf("WorkloadPriorityClass %s has value %d; the PriorityClass of that name: %d (exists %v)", name, c.Value, v, ok)
+		}
+	}
 }
 
 // k8sPSA evaluates a pod template at a Pod Security level, latest version.

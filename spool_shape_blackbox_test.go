@@ -250,4 +250,3 @@ func signalAfter(t *testing.T, k *task, delay time.Duration, sig syscall.Signal)
 	}
 	return exitCode(err), time.Since(sent), errb.String()
 }
-

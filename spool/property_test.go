@@ -19,7 +19,7 @@ import (
 // entry was lost or made up: pending + dead + dropped + dead_dropped is
 // what was added less what was delivered or purged.
 func FuzzOperations(f *testing.F) {
-	f.Add([]byte{0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 3})  // six dead letters of 900 bytes, requeued
+	f.Add([]byte{0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 3})    // six dead letters of 900 bytes, requeued
 	f.Add([]byte{0x80, 0x80, 0x80, 0x42, 0x42, 0x42, 3, 5}) // pages of their own
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 3})
 	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 3, 4, 0, 5})

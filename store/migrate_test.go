@@ -157,7 +157,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	})
 }
 
-// TestMigrateClaimColumns: a database of schema 3 (claims found by joining
+// TestMigrateClaimColumns: a database of schema 4 (claims found by joining
 // tasks) with open and completed tasks on one GPU is upgraded: task_gpus
 // gains each task's start and end, so the claims answer as before — a
 // newer task ends the open task's claim and not the completed one's, and
@@ -165,7 +165,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 // before the upgrade.
 func TestMigrateClaimColumns(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		old, err := store.OpenAtVersionForTest(ctx, dsn, 3)
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,4 +225,39 @@ func deref(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// TestMigrateIdleFromVersion3: a database of the schema before idle
+// detection, with an open task, upgrades in place: the task is kept, not
+// idle, and its next heartbeat with gpus makes it idle.
+func TestMigrateIdleFromVersion3(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at) VALUES ('a', 'train', 'search_x', 'ann', 1000, 1, '{}', 1)`,
+			`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES ('a', 0, 0, 'GPU-a', 'Tesla T4')`,
+		} {
+			if _, err := store.DBForTest(s).Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "a", nil)
+		if err != nil || task == nil || task.IdleSince != nil || len(task.GPUs) != 1 || task.GPUs[0].LatestUtilMean != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		zero := 0.0
+		interval := int64(60)
+		if err := again.HeartbeatSampled(ctx, &store.Sampled{TaskID: "a", Time: 1120, Interval: &interval,
+			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if task, err = again.Task(ctx, "a", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
+			t.Fatalf("after a heartbeat on the upgraded schema: %+v, %v", task, err)
+		}
+	})
 }

@@ -99,9 +99,21 @@ var (
 
 	stmtHeartbeatScope = &stmt{sql: "SELECT project, owner FROM tasks WHERE task_id = ?",
 		sqliteIndex: "sqlite_autoindex_tasks_1", postgresIndex: "tasks_pkey", example: []any{"t"}}
-	stmtHeartbeat = &stmt{sql: "UPDATE tasks SET last_seen = ? WHERE task_id = ? AND (last_seen IS NULL OR last_seen < ?)",
+	stmtHeartbeat = &stmt{sql: "UPDATE tasks SET last_seen = ? WHERE task_id = ? AND end_time IS NULL AND (last_seen IS NULL OR last_seen < ?)",
 		sqliteIndex: "sqlite_autoindex_tasks_1", postgresIndex: "tasks_pkey",
 		example: []any{int64(1), "t", int64(1)}}
+
+	// A heartbeat with GPU samples (idle.go).
+	stmtSampledTask = &stmt{sql: "SELECT project, owner, end_time, gpus_seen, idle_since FROM tasks WHERE task_id = ?",
+		sqliteIndex: "sqlite_autoindex_tasks_1", postgresIndex: "tasks_pkey", example: []any{"t"}}
+	stmtSampledGPUs = &stmt{sql: "SELECT position, uuid, " + migUUIDColumn + " FROM task_gpus WHERE task_id = ? AND uuid <> '' ORDER BY position",
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{"t"}}
+	stmtLatestSample = &stmt{sql: "UPDATE task_gpus SET latest_samples = ?, latest_util_mean = ? WHERE task_id = ? AND position = ?",
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
+		example: []any{int64(1), 1.5, "t", int64(0)}}
+	stmtIdleState = &stmt{sql: "UPDATE tasks SET gpus_seen = ?, heartbeat_interval = ?, idle_since = ? WHERE task_id = ?",
+		sqliteIndex: "sqlite_autoindex_tasks_1", postgresIndex: "tasks_pkey",
+		example: []any{int64(1), int64(60), int64(1), "t"}}
 )
 
 // writeStatements is every statement of the write path, by name (the plan
@@ -126,12 +138,17 @@ var writeStatements = map[string]*stmt{
 	"GPU summary by position":   stmtGPUSummaryByPosition,
 	"heartbeat scope":           stmtHeartbeatScope,
 	"heartbeat":                 stmtHeartbeat,
+	"sampled heartbeat's task":  stmtSampledTask,
+	"sampled heartbeat's GPUs":  stmtSampledGPUs,
+	"latest GPU sample":         stmtLatestSample,
+	"idle state":                stmtIdleState,
 }
 
 // querier is what a write statement runs on: a transaction or a pool.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // exec runs a write statement.
@@ -142,4 +159,9 @@ func (s *Store) exec(ctx context.Context, q querier, st *stmt, args ...any) (sql
 // queryRow runs a write path's read.
 func (s *Store) queryRow(ctx context.Context, q querier, st *stmt, args ...any) *sql.Row {
 	return q.QueryRowContext(ctx, s.bind(st.sql), args...)
+}
+
+// query runs a write path's read of several rows.
+func (s *Store) query(ctx context.Context, q querier, st *stmt, args ...any) (*sql.Rows, error) {
+	return q.QueryContext(ctx, s.bind(st.sql), args...)
 }

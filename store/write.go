@@ -295,9 +295,10 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 	return nil
 }
 
-// Heartbeat moves the task's last-seen time forward to at (never back).
-// ErrNotFound when there is no such task within scope: a caller outside the
-// scope learns nothing about the task.
+// Heartbeat moves the task's last-seen time forward to at (never back); a
+// completed task's heartbeat changes nothing. ErrNotFound when there is no
+// such task within scope: a caller outside the scope learns nothing about
+// the task.
 //
 // On SQLite heartbeats are written in the batcher's group commits (fifty
 // clients must not queue for a fsync each); on PostgreSQL they are two

@@ -3,7 +3,6 @@ package monitor
 import (
 	"bytes"
 	"embed"
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -74,12 +73,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	now := h.cfg.Now().UTC()
 	win := report.Month(now)
 	if m := r.URL.Query().Get("month"); m != "" {
-		t, err := time.Parse("2006-01", m)
-		if err != nil {
-			h.api.fail(w, http.StatusBadRequest, fmt.Sprintf("parameter month: %q is not YYYY-MM", m))
+		var err error
+		if win, err = report.ParseMonth("month", m); err != nil {
+			h.api.fail(w, http.StatusBadRequest, badParameter(err))
 			return
 		}
-		win = report.Month(t)
 	}
 	// metric (repeated) is not shown on the page itself: it is kept in the
 	// CSV and JSON links, so a link to the page can carry the metrics a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 var pageFS embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"hours": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
+	"hours": significant,
 	"money": func(x *float64) string {
 		if x == nil {
 			return ""
@@ -33,6 +34,17 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		return strconv.FormatFloat(*x*100, 'f', 0, 64) + " %"
 	},
 }).ParseFS(pageFS, "page.html"))
+
+// significant formats x with at least three significant digits (one
+// decimal at the least), so that small rows do not all read "0.0" while
+// their bars differ: 1234.5, 12.3, 1.23, 0.0123.
+func significant(x float64) string {
+	decimals := 1
+	if a := math.Abs(x); a > 0 && a < 100 {
+		decimals = max(1, 2-int(math.Floor(math.Log10(a))))
+	}
+	return strconv.FormatFloat(x, 'f', decimals, 64)
+}
 
 // The page shows at most this many running tasks (the API lists them all).
 const pageRunningMax = 100
@@ -127,7 +139,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			short = string([]rune(short)[:21]) + "…"
 		}
 		d.Bars = append(d.Bars, pageBar{Label: label, LabelShort: short, Y: i * 28, Width: width,
-			TextX: 170 + width + 6, Value: strconv.FormatFloat(row.GPUHours, 'f', 1, 64) + " GPU-h"})
+			TextX: 170 + width + 6, Value: significant(row.GPUHours) + " GPU-h"})
 	}
 	d.ChartHeight = len(d.Bars)*28 + 4
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}

@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,7 +34,7 @@ func TestReportWindowDefaults(t *testing.T) {
 		first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 		// A task of this month: started in its first second, ran 1 s.
 		expect(t, s.do(t, registerReq(regBody("this-month", "thismonth", "ann@example.com", first.Unix()), "")), 201, "")
-		expect(t, s.do(t, completeReq(completeBody("this-month", 0, first.Unix()+1))), 200, "")
+		expect(t, s.do(t, completeReq(endedBody("this-month", first.Unix(), 1))), 200, "")
 
 		report := func(args ...string) ran {
 			t.Helper()
@@ -103,6 +105,14 @@ func TestReportWindowDefaults(t *testing.T) {
 			t.Errorf("report %v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
+}
+
+// endedBody is the completion of a one-GPU task of regBody that started at
+// start and ran for seconds, exit 0.
+func endedBody(id string, start, seconds int64) string {
+	return fmt.Sprintf(`{"schema_version":1,"task_id":%q,"start_time":%d,"end_time":%d,"duration_seconds":%d,
+		"exit_code":0,"gpu_count":1,"gpu_seconds":%d,"gpus":[{"uuid":"GPU-%s","samples":3,"util_mean":50,"util_p95":60,"memory_used_peak_bytes":1000,"idle_share":0}]}`,
+		id, start, start+seconds, seconds, seconds, id)
 }
 
 func completeReq(body string) request {
@@ -268,5 +278,39 @@ func TestTokenAddTo(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if err := json.Unmarshal(b, &f); err != nil || len(f.Tokens) != n {
 		t.Fatalf("after %d concurrent adds (exits %v): %v\n%s", n, codes, err, b)
+	}
+}
+
+// The page tells small rows apart: GPU-hours with three significant digits
+// (a 30 s and a 90 s one-GPU task are 0.00833 and 0.0250 GPU-hours, not
+// both "0.0").
+func TestPageDigits(t *testing.T) {
+	now := time.Now().UTC()
+	first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if now.Sub(first) < 5*time.Minute {
+		t.Skip("too close to the start of the month for tasks ending in it")
+	}
+	s := startServer(t, storetest.SQLiteDSN(t))
+	for id, seconds := range map[string]int64{"short": 30, "longer": 90} {
+		expect(t, s.do(t, registerReq(regBody(id, "p-"+id, "ann@example.com", first.Unix()), "")), 201, "")
+		expect(t, s.do(t, completeReq(endedBody(id, first.Unix(), seconds))), 200, "")
+	}
+	resp, err := http.Get(s.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	for _, want := range []string{
+		`<td class="key">p-short</td><td>0.00833</td>`,
+		`<td class="key">p-longer</td><td>0.0250</td>`,
+		`<tr class="total"><td class="key">Total</td><td>0.0333</td>`,
+		`<title>p-short: 0.00833 GPU-h</title>`,
+		`<title>p-longer: 0.0250 GPU-h</title>`,
+	} {
+		if resp.StatusCode != 200 || !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s:\n%s", want, page)
+		}
 	}
 }

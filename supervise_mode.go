@@ -42,7 +42,7 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervis
 		CompleteBudget: cfg.CompleteBudget,
 		Heartbeat:      cfg.Heartbeat,
 		Sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: probePath(cfg),
-			UUIDs: inv.UUIDs(), Environ: cmd.Env, Logger: log, Children: reaper},
+			GPUs: inv.Devices, Environ: cmd.Env, Logger: log, Children: reaper},
 		Log: log,
 	}
 	if cfg.MonitorURL != "" {

@@ -49,8 +49,11 @@ type Task struct {
 	Monitor func() Monitor
 	// CompleteBudget bounds the time from the command's end to Run's return.
 	CompleteBudget time.Duration
-	Heartbeat      time.Duration      // 0: off
-	Sampling       gpu.SamplerOptions // no UUIDs or no interval: no sampling
+	Heartbeat      time.Duration // 0: off
+	// Sampling's GPUs are the task's GPUs (the inventory's devices): the
+	// completion's gpus and gpu_seconds come from them, sampled or not.
+	// No GPU with a key or no interval: no sampling.
+	Sampling gpu.SamplerOptions
 	// Finish, when set, runs once the command has ended, before the
 	// completion is written: it may fill the completion's gate and metrics,
 	// remove files that lived as long as the command, and returns the
@@ -101,7 +104,7 @@ func Run(r *Reaper, t Task) int {
 		go heartbeat(ctx, m.Client, t.Labels.TaskID, t.Heartbeat, log)
 	}
 	var smp *gpu.Sampler
-	if t.Sampling.Interval > 0 && len(t.Sampling.UUIDs) > 0 {
+	if t.Sampling.Interval > 0 && len(t.Sampling.GPUs) > 0 {
 		smp = gpu.StartSampler(ctx, t.Sampling)
 	}
 
@@ -162,14 +165,27 @@ func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) registe
 		DurationSeconds: dur,
 		ExitCode:        exitCode(ws),
 		GPUCount:        t.Labels.GPUCount,
-		GPUSeconds:      float64(t.Labels.GPUCount) * dur,
 	}
 	if ws.Signaled() {
 		c.Signal = signalName(ws.Signal())
 	}
-	for _, u := range t.Labels.GPUUUIDs {
-		c.GPUs = append(c.GPUs, gpu.GPUSummary{UUID: u})
+	// gpu_seconds: Σ share × duration over the task's GPUs, those counted
+	// from device nodes (no key, no entry in gpus) included.
+	shares := 0.0
+	for _, d := range t.Sampling.GPUs {
+		share := d.Share
+		if share <= 0 || share > 1 {
+			share = 1
+		}
+		shares += share
+		if d.Key() != "" {
+			c.GPUs = append(c.GPUs, gpu.SummaryOf(d))
+		}
 	}
+	if extra := t.Labels.GPUCount - len(t.Sampling.GPUs); extra > 0 {
+		shares += float64(extra)
+	}
+	c.GPUSeconds = shares * dur
 	return c
 }
 

@@ -448,3 +448,33 @@ func TestSuperviseEnergyNoSampling(t *testing.T) {
 		t.Errorf("gpus %s\nwant %s", got, want)
 	}
 }
+
+func TestSuperviseMIGHeartbeat(t *testing.T) {
+	// A heartbeat's MIG entry carries mig_uuid beside the parent's uuid;
+	// NVML gives no utilisation there, so it has no sample.
+	m := newSupMonitor(t)
+	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 0.7")
+	k.Setenv("FAKE_NVML_MIG_0", h200MIG)
+	k.Setenv("CUDA_VISIBLE_DEVICES", migUUID(0, 8, 0)+",1")
+	k.Setenv("FAKE_NVML_UTIL", "60")
+	k.Setenv("PADDLE_ENTRYPOINT_MODE", "supervise")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GPU_SAMPLE", "100ms")
+	k.Setenv("PADDLE_HEARTBEAT", "300ms")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	beats := m.waitFor(t, "/v1/task/heartbeat", 1)
+	var hb struct {
+		GPUs []map[string]any `json:"gpus"`
+	}
+	if err := json.Unmarshal(beats[0].Body, &hb); err != nil || len(hb.GPUs) != 2 {
+		t.Fatalf("heartbeat %s (%v)", beats[0].Body, err)
+	}
+	if g := hb.GPUs[0]; g["uuid"] != fakeUUID(0) || g["mig_uuid"] != migUUID(0, 8, 0) || g["samples"] != 0.0 || g["util_mean"] != nil {
+		t.Errorf("MIG entry %v", g)
+	}
+	if g := hb.GPUs[1]; g["uuid"] != fakeUUID(1) || g["mig_uuid"] != nil || g["samples"].(float64) < 1 || g["util_mean"] != 60.0 {
+		t.Errorf("whole GPU entry %v", g)
+	}
+}

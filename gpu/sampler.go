@@ -120,10 +120,11 @@ type Sampler struct {
 	summary []GPUSummary
 
 	mu       sync.Mutex
-	stats    []gpuStats // per GPU, in order
-	seen     []bool     // per GPU: read in the line being recorded
-	lines    int        // complete lines read
-	badLines int        // lines dropped
+	stats    []gpuStats      // per GPU, in order
+	interval []intervalStats // per GPU: since the last TakeInterval
+	seen     []bool          // per GPU: read in the line being recorded
+	lines    int             // complete lines read
+	badLines int             // lines dropped
 }
 
 // StartSampler starts the probe's sampling mode and returns at once. It
@@ -154,6 +155,7 @@ func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 		keys = append(keys, d.Key())
 	}
 	s.stats = make([]gpuStats, len(s.gpus))
+	s.interval = make([]intervalStats, len(s.gpus))
 	s.seen = make([]bool, len(s.gpus))
 	switch {
 	case opt.Interval <= 0:
@@ -387,6 +389,7 @@ func (s *Sampler) record(sample Sample, err error) {
 		}
 		s.seen[i] = true
 		s.stats[i].add(r)
+		s.interval[i].add(r)
 	}
 }
 

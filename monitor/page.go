@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,13 +14,14 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
 //go:embed page.html
 var pageFS embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"hours": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
+	"hours": significant,
 	"money": func(x *float64) string {
 		if x == nil {
 			return ""
@@ -27,6 +29,13 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		return strconv.FormatFloat(*x, 'f', 2, 64)
 	},
 	"deref": func(x *float64) float64 { return *x },
+	// budgetValue writes a budget's limit or figure in its unit.
+	"budgetValue": func(kind string, v float64) string {
+		if kind == report.BudgetCost {
+			return strconv.FormatFloat(v, 'f', 2, 64)
+		}
+		return strconv.FormatFloat(v, 'f', 1, 64) + " GPU-h"
+	},
 	"percent": func(x *float64) string {
 		if x == nil {
 			return "–"
@@ -34,6 +43,17 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		return strconv.FormatFloat(*x*100, 'f', 0, 64) + " %"
 	},
 }).ParseFS(pageFS, "page.html"))
+
+// significant formats x with at least three significant digits (one
+// decimal at the least), so that small rows do not all read "0.0" while
+// their bars differ: 1234.5, 12.3, 1.23, 0.0123.
+func significant(x float64) string {
+	decimals := 1
+	if a := math.Abs(x); a > 0 && a < 100 {
+		decimals = max(1, 2-int(math.Floor(math.Log10(a))))
+	}
+	return strconv.FormatFloat(x, 'f', decimals, 64)
+}
 
 // The page shows at most this many running tasks (the API lists them all).
 const pageRunningMax = 100
@@ -52,7 +72,18 @@ type pageTask struct {
 	Started, LastSeen                      string
 }
 
+// pageIdle is one task of "Idle now".
+type pageIdle struct {
+	TaskID, Name, Project, Owner string
+	GPUs                         int64
+	IdleFor                      string
+	Cost                         *float64
+}
+
 type pageData struct {
+	Idle              []pageIdle
+	IdleMore          bool
+	Budgeted          bool
 	Month, Prev, Next string
 	MonthName         string
 	Report            *report.Report
@@ -74,12 +105,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	now := h.cfg.Now().UTC()
 	win := report.Month(now)
 	if m := r.URL.Query().Get("month"); m != "" {
-		t, err := time.Parse("2006-01", m)
-		if err != nil {
-			h.api.fail(w, http.StatusBadRequest, fmt.Sprintf("parameter month: %q is not YYYY-MM", m))
+		var err error
+		if win, err = report.ParseMonth("month", m); err != nil {
+			h.api.fail(w, http.StatusBadRequest, badParameter(err))
 			return
 		}
-		win = report.Month(t)
 	}
 	// metric (repeated) is not shown on the page itself: it is kept in the
 	// CSV and JSON links, so a link to the page can carry the metrics a
@@ -90,7 +120,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Scope: scope.Allows})
+		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: scope.Allows})
 	if err != nil {
 		h.api.storeFailed(w, "page report", err)
 		return
@@ -101,7 +131,16 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 
+	idle, more, err := h.cfg.Source.Tasks(r.Context(), store.Filter{State: "idle", IdleFor: int64(DefaultIdleFor / time.Second),
+		Limit: pageRunningMax}, scope)
+	if err != nil {
+		h.api.storeFailed(w, "page idle tasks", err)
+		return
+	}
+
 	d := pageData{
+		IdleMore:  more != "",
+		Budgeted:  h.cfg.Budgets != nil,
 		Month:     win.From.Format("2006-01"),
 		Prev:      win.From.AddDate(0, -1, 0).Format("2006-01"),
 		Next:      win.To.Format("2006-01"),
@@ -129,7 +168,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			short = string([]rune(short)[:21]) + "…"
 		}
 		d.Bars = append(d.Bars, pageBar{Label: label, LabelShort: short, Y: i * 28, Width: width,
-			TextX: 170 + width + 6, Value: strconv.FormatFloat(row.GPUHours, 'f', 1, 64) + " GPU-h"})
+			TextX: 170 + width + 6, Value: significant(row.GPUHours) + " GPU-h"})
 	}
 	d.ChartHeight = len(d.Bars)*28 + 4
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}
@@ -144,6 +183,10 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		period["metric"] = metrics
 	}
 	d.JSON = "/v1/report?" + period.Encode()
+	for _, t := range idle {
+		d.Idle = append(d.Idle, pageIdle{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project, Owner: t.Owner,
+			GPUs: t.GPUCount, IdleFor: idleFor(t), Cost: costSoFar(h.cfg.Prices, t)})
+	}
 	for _, t := range open {
 		if !scope.Allows(t.Project, t.Owner) {
 			continue
@@ -168,6 +211,16 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(b.Bytes())
+}
+
+// idleFor writes how long a task has been idle (last seen − idle since)
+// as hours and minutes.
+func idleFor(t store.Task) string {
+	if t.IdleSince == nil || t.LastSeen == nil {
+		return ""
+	}
+	d := time.Duration(max(*t.LastSeen-*t.IdleSince, 0)) * time.Second
+	return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
 }
 
 func maxf(a, b float64) float64 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		mustRegister(t, s, reg("a", "search_x", "ann", 1))
 		mustRegister(t, s, reg("b", "search_y", "bob", 2))
 		db := store.DBForTest(s)
-		for _, q := range []string{"DROP TABLE project_owners", "UPDATE schema_version SET version = 1"} {
+		for _, q := range append(append([]string{"DROP TABLE project_owners"}, undoIdle...), "UPDATE schema_version SET version = 1") {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatal(err)
 			}
@@ -148,6 +149,48 @@ func TestMigrateFromVersion1(t *testing.T) {
 		page, _, err := again.Tasks(ctx, store.Filter{}, &access.Scope{Projects: []string{"search_*"}})
 		if err != nil || len(page) != 2 {
 			t.Fatalf("after the upgrade the scoped read sees %d tasks (%v), want 2", len(page), err)
+		}
+	})
+}
+
+// undoIdle takes migration 0004_idle back (the same statements on both
+// engines), so that a test can bring a database to an older schema.
+var undoIdle = []string{
+	"DROP INDEX tasks_open_idle",
+	"ALTER TABLE tasks DROP COLUMN idle_since",
+	"ALTER TABLE tasks DROP COLUMN gpus_seen",
+	"ALTER TABLE tasks DROP COLUMN heartbeat_interval",
+	"ALTER TABLE task_gpus DROP COLUMN latest_samples",
+	"ALTER TABLE task_gpus DROP COLUMN latest_util_mean",
+}
+
+// TestMigrateIdleFromVersion3: a database of the schema before idle
+// detection, with an open task, upgrades in place: the task is kept, not
+// idle, and its next heartbeat with gpus makes it idle.
+func TestMigrateIdleFromVersion3(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		mustRegister(t, s, reg("a", "search_x", "ann", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}))
+		db := store.DBForTest(s)
+		for _, q := range append(slices.Clone(undoIdle), "UPDATE schema_version SET version = 3") {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "a", nil)
+		if err != nil || task == nil || task.IdleSince != nil || len(task.GPUs) != 1 || task.GPUs[0].LatestUtilMean != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		zero := 0.0
+		interval := int64(60)
+		if err := again.HeartbeatSampled(ctx, &store.Sampled{TaskID: "a", Time: 1120, Interval: &interval,
+			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if task, err = again.Task(ctx, "a", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
+			t.Fatalf("after a heartbeat on the upgraded schema: %+v, %v", task, err)
 		}
 	})
 }

@@ -21,9 +21,10 @@ import (
 // takes seconds).
 const reportTimeout = 10 * time.Minute
 
-// reportCmd prints the report of a window: paddle-monitor report --from
-// DATE --to DATE [--by KEYS] [--metric KEY]... [--prices FILE]
-// [--format table|csv|json].
+// reportCmd prints the report of a window: paddle-monitor report
+// [--month YYYY-MM | --from DATE --to DATE] [--by KEYS] [--metric KEY]...
+// [--prices FILE] [--format table|csv|json]; no window is the current UTC
+// month, as on GET /v1/report.
 // The window and keys are flags only; the database and the prices have
 // their variables, as for serve.
 func reportCmd(args []string, stdout io.Writer) error {
@@ -35,8 +36,10 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
-	from := fs.String("from", "", "start of the window, included: RFC 3339 or YYYY-MM-DD (UTC midnight)")
-	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
+	budgetsFile := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")
+	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
+	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
+	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
@@ -47,30 +50,24 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
 	}
 	q := report.Query{}
-	if q.From, err = report.ParseDate("--from", *from); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if q.To, err = report.ParseDate("--to", *to); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if err := q.Window.Check(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month,
+		FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(time.Now())
+	if err != nil {
+		return badQuery(err, "")
 	}
 	if q.By, err = report.ParseKeys(*by); err != nil {
-		return fmt.Errorf("%w: --%v", errUsage, err)
+		return badQuery(err, "--")
 	}
 	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
-		return fmt.Errorf("%w: --%s", errUsage, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+		return badQuery(err, "--")
 	}
 	switch *format {
 	case "table", "csv", "json":
 	default:
 		return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
 	}
-	if *pricesFile != "" {
-		if q.Prices, err = report.LoadPrices(*pricesFile); err != nil {
-			return err
-		}
+	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
@@ -90,17 +87,38 @@ func reportCmd(args []string, stdout io.Writer) error {
 	return report.Write(stdout, rep, *format)
 }
 
+// badQuery is a usage error of the report's query, as report says it (its
+// parameter names after prefix) without report.ErrBadQuery's own words.
+func badQuery(err error, prefix string) error {
+	return fmt.Errorf("%w: %s%s", errUsage, prefix, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+}
+
 // mountReport adds what issue 12 serves to a monitor: GET /v1/report, the
-// page GET /, and the open tasks on /metrics.
-func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig, log *slog.Logger) error {
-	var prices *report.Prices
-	if c.prices != "" {
-		var err error
-		if prices, err = report.LoadPrices(c.prices); err != nil {
-			return err
-		}
-		log.Info("prices loaded", "file", c.prices, "currency", prices.Currency)
+// page GET /, and the open tasks and the projects' month on /metrics.
+func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
+	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log})
+	if err := reg.Register(monitor.NewTaskCollector(st, c.openTTL, nil)); err != nil {
+		return err
 	}
-	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, OpenTTL: c.openTTL, Log: log})
-	return reg.Register(monitor.NewTaskCollector(st, c.openTTL, nil))
+	return reg.Register(monitor.NewProjectCollector(st, prices, budgets, nil, log))
+}
+
+// loadPricing reads the prices file and the budgets file (either may be
+// ""), and checks that cost budgets have prices of their currency.
+func loadPricing(pricesFile, budgetsFile string) (*report.Prices, *report.Budgets, error) {
+	var prices *report.Prices
+	var budgets *report.Budgets
+	var err error
+	if pricesFile != "" {
+		if prices, err = report.LoadPrices(pricesFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	if budgetsFile != "" {
+		if budgets, err = report.LoadBudgets(budgetsFile, prices, pricesFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	return prices, budgets, nil
 }

@@ -19,7 +19,7 @@ var exportSettings = [...]setting{
 		help:  "directory read by node_exporter's textfile collector, receiving paddle-task-<task_id>.prom; empty: off",
 		parse: func(c *Config, s string) error { c.TextfileDir = s; return nil }},
 	{flag: "gpu-shared", env: "PADDLE_GPU_SHARED", def: "0",
-		help:  "1: the GPUs are shared (time-slicing, MPS), so another task's textfile claiming them is not stale",
+		help:  "on: the GPUs are shared (time-slicing, MPS), so another task's textfile claiming them is not stale",
 		parse: func(c *Config, s string) error { return onOff(&c.GPUShared, s) }},
 	{flag: "gpu-share", env: "PADDLE_GPU_SHARE", def: "1",
 		help:  "the fraction (0, 1] of each whole GPU the task holds on a time-sliced or MPS GPU (4 replicas: 0.25); below 1 implies --gpu-shared; MIG instances take slices/total_slices",

@@ -139,7 +139,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		mustRegister(t, s, reg("a", "search_x", "ann", 1))
 		mustRegister(t, s, reg("b", "search_y", "bob", 2))
 		db := store.DBForTest(s)
-		for _, q := range append(append([]string{"DROP TABLE project_owners"}, undoIdle...), "UPDATE schema_version SET version = 1") {
+		undo := append(append(slices.Clone(undoSubmitTime), undoIdle...), "DROP TABLE project_owners")
+		for _, q := range append(undo, "UPDATE schema_version SET version = 1") {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatal(err)
 			}
@@ -164,6 +165,38 @@ var undoIdle = []string{
 	"ALTER TABLE task_gpus DROP COLUMN latest_util_mean",
 }
 
+// undoSubmitTime takes migration 0005_submit_time back.
+var undoSubmitTime = []string{"ALTER TABLE tasks DROP COLUMN submit_time"}
+
+// TestMigrateSubmitTimeFromVersion4: a database of the schema before
+// submit_time upgrades in place: its tasks have none (null), and a new
+// registration's submit_time is stored and read back.
+func TestMigrateSubmitTimeFromVersion4(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		mustRegister(t, s, reg("old", "search_x", "ann", 1000))
+		db := store.DBForTest(s)
+		for _, q := range append(slices.Clone(undoSubmitTime), "UPDATE schema_version SET version = 4") {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "old", nil)
+		if err != nil || task == nil || task.SubmitTime != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		r := reg("new", "search_x", "ann", 2000)
+		submit := int64(1400)
+		r.SubmitTime = &submit
+		mustRegister(t, again, r)
+		if task, err = again.Task(ctx, "new", nil); err != nil || task.SubmitTime == nil || *task.SubmitTime != 1400 {
+			t.Fatalf("a registration with submit_time on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
 // TestMigrateIdleFromVersion3: a database of the schema before idle
 // detection, with an open task, upgrades in place: the task is kept, not
 // idle, and its next heartbeat with gpus makes it idle.
@@ -172,7 +205,7 @@ func TestMigrateIdleFromVersion3(t *testing.T) {
 		s := open(t, dsn)
 		mustRegister(t, s, reg("a", "search_x", "ann", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}))
 		db := store.DBForTest(s)
-		for _, q := range append(slices.Clone(undoIdle), "UPDATE schema_version SET version = 3") {
+		for _, q := range append(append(slices.Clone(undoSubmitTime), undoIdle...), "UPDATE schema_version SET version = 3") {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}

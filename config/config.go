@@ -142,10 +142,14 @@ func (v *value) Set(s string) error { v.text = s; return nil }
 func (v *value) Type() string       { return v.kind }
 
 // kind names what a setting accepts, found by asking its own parser (so a
-// setting added to the table needs no second declaration): "duration" when
+// setting added to the table needs no second declaration): "on|off" when
+// it takes on and off (a switch, which takes 1 and 0 too), "duration" when
 // it takes 1s but not 1, "int" when it takes 1 but not 1s, else "string".
 func (s setting) kind() string {
 	var c Config
+	if s.parse(&c, "on") == nil && s.parse(&c, "off") == nil && s.parse(&c, "maybe") != nil {
+		return "on|off"
+	}
 	dur, num := s.parse(&c, "1s") == nil, s.parse(&c, "1") == nil
 	switch {
 	case dur && !num:

@@ -19,7 +19,7 @@ var exportSettings = [...]setting{
 		help:  "directory read by node_exporter's textfile collector, receiving paddle-task-<task_id>.prom; empty: off",
 		parse: func(c *Config, s string) error { c.TextfileDir = s; return nil }},
 	{flag: "gpu-shared", env: "PADDLE_GPU_SHARED", def: "0",
-		help:  "1: the GPUs are shared (time-slicing, MPS), so another task's textfile claiming them is not stale",
+		help:  "on: the GPUs are shared (time-slicing, MPS), so another task's textfile claiming them is not stale",
 		parse: func(c *Config, s string) error { return onOff(&c.GPUShared, s) }},
 	// The gate expression is kept as given: a malformed one is a usage
 	// error even from the environment (main checks it before the command

@@ -200,7 +200,7 @@ func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *s
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {
 	return gpu.Options{Probe: probePath(cfg), Timeout: cfg.GPUTimeout, Environ: environ, Logger: log,
-		Root: lookupEnv(environ, gpuRootHook)}
+		Root: lookupEnv(environ, gpuRootHook), Share: cfg.GPUShare}
 }
 
 // probePath is the GPU probe's executable: the configured one, or the one

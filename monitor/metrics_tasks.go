@@ -19,8 +19,11 @@ type OpenTasks interface {
 // paddle_task_info per task and paddle_task_gpu_info per claimed GPU, with
 // UUID spelled as dcgm-exporter spells it, the key of the PromQL join.
 //
-// One GPU runs one task: when two open tasks claim one UUID (a completion
-// that never came), only the newer start keeps it. Open tasks not seen
+// One GPU runs one task: the store ends an older claim when a newer task
+// registers the GPU (a completion that never came), except across token
+// scopes while the older task is live (seen within --claim-grace): then
+// both claims are served, and the recording rules reduce them to one
+// series per UUID. Open tasks not seen
 // (start or heartbeat) for TTL leave /metrics; they stay in the store. A
 // store that fails is reported as paddle_monitor_task_scrape_error 1 rather
 // than failing the whole scrape.
@@ -70,22 +73,19 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
 
-	// Tasks come oldest start first: a later claim on a UUID replaces an
-	// earlier one.
-	owner := map[string]int{}
-	for i, t := range tasks {
-		for _, g := range t.GPUs {
-			owner[g.UUID] = i
-		}
-	}
-	for i, t := range tasks {
+	// Tasks under one task_id differ in project or owner (the store's
+	// identity), so their series differ too.
+	type series struct{ taskID, project, owner, uuid string }
+	served := map[series]bool{}
+	for _, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
 		for _, g := range t.GPUs {
-			if j, ok := owner[g.UUID]; !ok || j != i {
-				continue
+			k := series{t.TaskID, t.Project, t.Owner, g.UUID}
+			if served[k] {
+				continue // a UUID listed twice by one task: one series
 			}
-			delete(owner, g.UUID) // a UUID listed twice by one task: one series
+			served[k] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, g.Model)
 		}

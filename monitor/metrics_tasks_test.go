@@ -31,7 +31,10 @@ func (f *fakeOpen) OpenTasks(_ context.Context, since int64, _ int) ([]store.Ope
 
 // The exposition of open tasks, byte for byte: HELP and TYPE on every
 // family, one paddle_task_info per task, one paddle_task_gpu_info per
-// claimed GPU; a GPU two tasks claim belongs to the newer one.
+// GPU the store returns as claimed (a UUID listed twice by one task: one
+// series). Two tasks claiming one GPU are both served: the store ends the
+// claims that end (across token scopes a live task keeps its claim), and
+// the recording rules reduce two claims to one.
 func TestTaskCollector(t *testing.T) {
 	src := &fakeOpen{tasks: []store.OpenTask{
 		{TaskID: "a1", TaskName: "train", Project: "search", Owner: "ann@example.com", Priority: "high", Env: "prod",
@@ -49,6 +52,7 @@ paddle_monitor_task_scrape_error 0
 # HELP paddle_task_gpu_info A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.
 # TYPE paddle_task_gpu_info gauge
 paddle_task_gpu_info{UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
 paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
 # HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task.
 # TYPE paddle_task_info gauge

@@ -51,10 +51,13 @@ var ErrSchemaTooNew = errors.New("store: database schema is newer than this padd
 // transaction. On PostgreSQL each transaction first takes an advisory lock,
 // so replicas starting together apply every step exactly once; on SQLite the
 // immediate transaction holds the file's write lock.
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context, upTo int) error {
 	steps, err := migrations(s.dialect)
 	if err != nil {
 		return fmt.Errorf("store: migrations: %w", err)
+	}
+	if upTo > 0 {
+		steps = steps[:upTo]
 	}
 	for i := range steps {
 		done, err := s.migrateStep(ctx, i+1, steps[i], len(steps))

@@ -15,7 +15,10 @@ type OpenTask struct {
 	StartTime                        int64
 	// LastSeen is the later of the start and the last heartbeat.
 	LastSeen int64
-	GPUs     []OpenGPU
+	// SeenAt is when the server last received its registration or a
+	// heartbeat (the server's clock).
+	SeenAt int64
+	GPUs   []OpenGPU
 }
 
 // OpenGPU is a GPU an open task claims: it has a UUID and no newer task
@@ -24,16 +27,23 @@ type OpenGPU struct {
 	UUID, Model string
 }
 
-// OpenTasks returns the tasks without a completion seen (started or
-// heartbeat) at or after seenSince (Unix seconds), oldest start first, at
-// most limit of them (0: no limit).
+// OpenTasks returns the tasks without a completion seen at or after
+// seenSince (Unix seconds), oldest start first, at most limit of them (0: no
+// limit). Seen means both by the task's own times (started or heartbeat)
+// and by the server's receipt of its registration or a heartbeat, so a task
+// that claims a start in the future still leaves after the TTL.
+//
+// Two open tasks may both claim one GPU when the newer one's registration
+// came from outside the older one's scope while the older one was live
+// (Register): both claims are served until the older task is not seen for
+// the claim grace, then only the newer one.
 func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]OpenTask, error) {
-	q := `SELECT t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
-		t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END
+	q := `SELECT t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
+		t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END, t.seen_at
 		FROM tasks t
-		WHERE t.end_time IS NULL AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY t.start_time, t.task_id`
-	args := []any{seenSince, seenSince}
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id, t.id`
+	args := []any{seenSince, seenSince, seenSince}
 	if limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, limit)
@@ -43,15 +53,16 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return nil, fmt.Errorf("store: open tasks: %w", err)
 	}
 	var tasks []OpenTask
-	index := map[string]int{}
+	index := map[int64]int{}
 	for rows.Next() {
 		var t OpenTask
-		if err := rows.Scan(&t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
-			&t.Step, &t.Hostname, &t.GPUCount, &t.StartTime, &t.LastSeen); err != nil {
+		var key int64
+		if err := rows.Scan(&key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
+			&t.Step, &t.Hostname, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("store: open tasks: %w", err)
 		}
-		index[t.TaskID] = len(tasks)
+		index[key] = len(tasks)
 		tasks = append(tasks, t)
 	}
 	rows.Close()
@@ -62,27 +73,53 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	gq := `SELECT g.task_id, g.uuid, g.model FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
-		WHERE t.end_time IS NULL AND (t.start_time >= ? OR t.last_seen >= ?)
+	gq := `SELECT g.task_key, g.uuid, g.model FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
 		AND g.uuid <> '' AND g.claim_ended IS NULL
-		ORDER BY g.task_id, g.position`
-	grows, err := s.r.QueryContext(ctx, s.bind(gq), seenSince, seenSince)
+		ORDER BY g.task_key, g.position`
+	grows, err := s.r.QueryContext(ctx, s.bind(gq), seenSince, seenSince, seenSince)
 	if err != nil {
 		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 	}
 	defer grows.Close()
 	for grows.Next() {
-		var id string
+		var key int64
 		var g OpenGPU
-		if err := grows.Scan(&id, &g.UUID, &g.Model); err != nil {
+		if err := grows.Scan(&key, &g.UUID, &g.Model); err != nil {
 			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 		}
-		if i, ok := index[id]; ok {
+		if i, ok := index[key]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}
 	}
 	if err := grows.Err(); err != nil {
 		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 	}
+	s.dropStaleClaims(tasks)
 	return tasks, nil
+}
+
+// dropStaleClaims removes, from tasks (oldest start first), the claims on a
+// GPU that a newer task also claims when the older task has not been seen
+// for the claim grace.
+func (s *Store) dropStaleClaims(tasks []OpenTask) {
+	stale := s.now().Add(-s.claimGrace).Unix()
+	newest := map[string]int{} // UUID → the newest task claiming it
+	for i, t := range tasks {
+		for _, g := range t.GPUs {
+			newest[g.UUID] = i
+		}
+	}
+	for i := range tasks {
+		if tasks[i].SeenAt >= stale {
+			continue
+		}
+		kept := tasks[i].GPUs[:0]
+		for _, g := range tasks[i].GPUs {
+			if newest[g.UUID] == i {
+				kept = append(kept, g)
+			}
+		}
+		tasks[i].GPUs = kept
+	}
 }

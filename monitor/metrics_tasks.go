@@ -50,6 +50,21 @@ var (
 	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
 		"A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.",
 		[]string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}, nil)
+	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent",
+		"Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.",
+		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
+	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds",
+		"How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle).",
+		[]string{"task_id", "task_name", "project", "owner", "hostname"}, nil)
+	// project and owner are labels of every per-task series: tasks of
+	// scopes no one token sees together may share a task_id (MONITOR.md
+	// 11), and two series of the same labels would fail the scrape.
+	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds",
+		"When an open task started (Unix seconds, its registration's start_time).",
+		[]string{"task_id", "project", "owner"}, nil)
+	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds",
+		"How long an open task said it would run (its registration's duration_est).",
+		[]string{"task_id", "project", "owner"}, nil)
 	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
 		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
 		nil, nil)
@@ -59,6 +74,10 @@ var (
 func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- taskInfoDesc
 	ch <- taskGPUInfoDesc
+	ch <- taskGPUUtilDesc
+	ch <- taskIdleDesc
+	ch <- taskStartDesc
+	ch <- taskEstimateDesc
 	ch <- taskScrapeErrorDesc
 }
 
@@ -77,9 +96,22 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	// identity), so their series differ too.
 	type series struct{ taskID, project, owner, uuid string }
 	served := map[series]bool{}
+	now := c.now().Unix()
 	for _, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
+		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID, t.Project, t.Owner)
+		if t.DurationEst != nil {
+			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
+		}
+		if t.Sampled && !lost(t, now) {
+			idle := 0.0
+			if t.IdleSince != nil {
+				idle = float64(max(t.LastSeen-*t.IdleSince, 0))
+			}
+			ch <- prometheus.MustNewConstMetric(taskIdleDesc, prometheus.GaugeValue, idle,
+				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
+		}
 		for _, g := range t.GPUs {
 			k := series{t.TaskID, t.Project, t.Owner, g.UUID}
 			if served[k] {
@@ -88,6 +120,18 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 			served[k] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, g.Model)
+			if g.LatestUtilMean != nil {
+				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
+					t.TaskID, t.Project, t.Owner, g.UUID, "")
+			}
 		}
 	}
+}
+
+// lost says whether a task has not been heard from for three of its
+// heartbeat intervals: it is then neither idle nor busy, and leaves
+// paddle_task_idle_seconds. Without a known interval only --open-ttl
+// applies.
+func lost(t store.OpenTask, now int64) bool {
+	return t.Interval != nil && *t.Interval > 0 && now-t.LastSeen > 3**t.Interval
 }

@@ -202,25 +202,56 @@ func indexNames(t *testing.T, s *store.Store) []string {
 	return out
 }
 
-// TestMigrateFromVersion3: a database of schema 3 (task_id the primary key
-// of tasks, task_gpus keyed by it, one pending completion per task_id)
-// upgrades to the task identity per scope with every row, column and index
-// kept: the tasks read back as they were, GPU claims and summaries
-// included, a pending completion still joins its registration, and the
-// same task_id can then be registered in another project.
-func TestMigrateFromVersion3(t *testing.T) {
+// TestMigrateIdleFromVersion3: a database of the schema before idle
+// detection, with an open task, upgrades in place: the task is kept, not
+// idle, and its next heartbeat with gpus makes it idle.
+func TestMigrateIdleFromVersion3(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		old, err := store.OpenAtVersionForTest(ctx, dsn, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(t, old, v1Task("a", "search_x", "ann", 1000, ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES ('a', 0, 0, 'GPU-a', 'Tesla T4')`})
+		old.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "a", "", nil)
+		if err != nil || task == nil || task.IdleSince != nil || len(task.GPUs) != 1 || task.GPUs[0].LatestUtilMean != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		zero := 0.0
+		interval := int64(60)
+		if err := again.HeartbeatSampled(ctx, &store.Sampled{TaskID: "a", Time: 1120, Interval: &interval,
+			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if task, err = again.Task(ctx, "a", "", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
+			t.Fatalf("after a heartbeat on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
+// TestMigrateTaskScopeFromVersion4: a database of schema 4 (task_id the
+// primary key of tasks, task_gpus keyed by it, one pending completion per
+// task_id, idle detection's columns) upgrades to the task identity per
+// scope with every row, column and index kept: the tasks read back as they
+// were, GPU claims, summaries and idle state included, a pending
+// completion still joins its registration, and the same task_id can then
+// be registered in another project.
+func TestMigrateTaskScopeFromVersion4(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		oldCols, oldIdx := columns(t, old), indexNames(t, old)
 		exec(t, old,
 			v1Task("done", "search_x", "ann", 1000, ", end_time, duration_seconds, exit_code, completion, completed_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1100, 100, 0, '{\"task_id\":\"done\"}', 1101, 1050)"),
-			v1Task("open", "vision", "bob", 2000, ", last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 2500)"),
+			v1Task("open", "vision", "bob", 2000, ", last_seen, idle_since, gpus_seen, heartbeat_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 2500, 2440, 2500, 60)"),
 			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, samples, util_mean, claim_ended)
 				VALUES ('done', 0, 0, 'GPU-1', 'Tesla T4', 16, 10, 50.5, 2000)`},
-			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total) VALUES ('open', 0, 3, 'GPU-1', 'Tesla T4', 16)`},
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, latest_samples, latest_util_mean)
+				VALUES ('open', 0, 3, 'GPU-1', 'Tesla T4', 16, 6, 0.5)`},
 			[]any{`INSERT INTO project_owners (project, owner) VALUES ('search_x', 'ann'), ('vision', 'bob')`},
 			[]any{`INSERT INTO pending_completions (task_id, completion, scope, received_at)
 				VALUES ('late', '{"task_id":"late","end_time":3100,"duration_seconds":100,"exit_code":3}', '', 3200)`},
@@ -254,11 +285,13 @@ func TestMigrateFromVersion3(t *testing.T) {
 			t.Fatalf("task done changed in the upgrade: %+v %+v %+v", done, done.Completion, done.GPUs)
 		}
 		open1, _ := s.Task(ctx, "open", "", nil)
-		if open1 == nil || open1.State != "running" || len(open1.GPUs) != 1 || open1.GPUs[0].Index != 3 || open1.GPUs[0].ClaimEnded != nil {
+		if open1 == nil || open1.State != "running" || len(open1.GPUs) != 1 || open1.GPUs[0].Index != 3 || open1.GPUs[0].ClaimEnded != nil ||
+			open1.IdleSince == nil || *open1.IdleSince != 2440 || *open1.GPUs[0].LatestUtilMean != 0.5 || *open1.GPUs[0].LatestSamples != 6 {
 			t.Fatalf("task open changed in the upgrade: %+v", open1)
 		}
 		// Migrated open tasks count as seen at their last sign of life.
-		if ot, err := s.OpenTasks(ctx, 2400, 0); err != nil || len(ot) != 1 || ot[0].TaskID != "open" || ot[0].SeenAt != 2500 {
+		if ot, err := s.OpenTasks(ctx, 2400, 0); err != nil || len(ot) != 1 || ot[0].TaskID != "open" || ot[0].SeenAt != 2500 ||
+			!ot[0].Sampled || *ot[0].Interval != 60 {
 			t.Fatalf("open tasks after the upgrade: %+v %v", ot, err)
 		}
 		// The pending completion of schema 3 joins its registration.
@@ -266,12 +299,10 @@ func TestMigrateFromVersion3(t *testing.T) {
 		if late, _ := s.Task(ctx, "late", "", nil); late == nil || late.State != "failed" || late.Completion.EndTime != 3100 {
 			t.Fatalf("the migrated pending completion was not joined: %+v", late)
 		}
-		// One task_id, several projects: the new identity.
-		if created, err := s.Register(ctx, reg("open", "other", "bob", 4000)); err != nil || created {
-			// The admin (nil scope) sees task open of vision: a different body is a 409.
-			if !errors.Is(err, store.ErrConflict) {
-				t.Fatalf("admin re-registration of open in another project: %v %v", created, err)
-			}
+		// One task_id, several projects: the new identity. The admin
+		// (nil scope) sees task open of vision: a different body is 409.
+		if _, err := s.Register(ctx, reg("open", "other", "bob", 4000)); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("admin registration of open in another project: %v, want ErrConflict", err)
 		}
 		r := reg("open", "other", "bob", 4000)
 		r.From.Scope = &access.Scope{Projects: []string{"other"}}

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 )
 
 // OpenTask is a task without a completion, as /metrics and the page show
@@ -18,13 +20,25 @@ type OpenTask struct {
 	// SeenAt is when the server last received its registration or a
 	// heartbeat (the server's clock).
 	SeenAt int64
-	GPUs   []OpenGPU
+	// DurationEst is the registration's duration_est (seconds), if any.
+	DurationEst *int64
+	// Sampled is true once a heartbeat with GPU samples came; IdleSince
+	// and Interval are then the task's idle_since (nil while busy) and
+	// the interval_seconds of its newest sampled heartbeat (nil when it
+	// had none).
+	Sampled   bool
+	IdleSince *int64
+	Interval  *int64
+	GPUs      []OpenGPU
 }
 
 // OpenGPU is a GPU an open task claims: it has a UUID and no newer task
 // took it over.
 type OpenGPU struct {
 	UUID, Model string
+	// LatestUtilMean is the newest sampled heartbeat's mean utilisation
+	// (percent) of this GPU; nil without one.
+	LatestUtilMean *float64
 }
 
 // OpenTasks returns the tasks without a completion seen at or after
@@ -39,7 +53,8 @@ type OpenGPU struct {
 // the claim grace, then only the newer one.
 func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]OpenTask, error) {
 	q := `SELECT t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
-		t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END, t.seen_at
+		t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END, t.seen_at,
+		t.duration_est, t.gpus_seen, t.idle_since, t.heartbeat_interval
 		FROM tasks t
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
 		ORDER BY t.start_time, t.task_id, t.id`
@@ -57,11 +72,14 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 	for rows.Next() {
 		var t OpenTask
 		var key int64
+		var gpusSeen *int64
 		if err := rows.Scan(&key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
-			&t.Step, &t.Hostname, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt); err != nil {
+			&t.Step, &t.Hostname, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
+			&t.Interval); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("store: open tasks: %w", err)
 		}
+		t.Sampled = gpusSeen != nil
 		index[key] = len(tasks)
 		tasks = append(tasks, t)
 	}
@@ -73,7 +91,7 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	gq := `SELECT g.task_key, g.uuid, g.model FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+	gq := `SELECT g.task_key, g.uuid, g.model, g.latest_util_mean FROM task_gpus g JOIN tasks t ON t.id = g.task_key
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
 		AND g.uuid <> '' AND g.claim_ended IS NULL
 		ORDER BY g.task_key, g.position`
@@ -85,7 +103,7 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 	for grows.Next() {
 		var key int64
 		var g OpenGPU
-		if err := grows.Scan(&key, &g.UUID, &g.Model); err != nil {
+		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.LatestUtilMean); err != nil {
 			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 		}
 		if i, ok := index[key]; ok {
@@ -123,3 +141,59 @@ func (s *Store) dropStaleClaims(tasks []OpenTask) {
 		tasks[i].GPUs = kept
 	}
 }
+
+// RunningTasks returns the open tasks seen (started or heartbeat) at or
+// after seenSince with their listed GPUs, as a budget forecast counts
+// them (report.Running).
+func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.RunningTask, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id, t.id`), seenSince, seenSince, seenSince)
+	if err != nil {
+		return nil, fmt.Errorf("store: running tasks: %w", err)
+	}
+	var tasks []report.RunningTask
+	index := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var t report.RunningTask
+		if err := rows.Scan(&id, &t.Project, &t.Owner, &t.GPUCount); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: running tasks: %w", err)
+		}
+		index[id] = len(tasks)
+		tasks = append(tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: running tasks: %w", err)
+	}
+	if len(tasks) == 0 {
+		return tasks, nil
+	}
+	grows, err := s.r.QueryContext(ctx, s.bind(`SELECT g.task_key, g.model, `+shareColumn+` FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY g.task_key, g.position`), seenSince, seenSince, seenSince)
+	if err != nil {
+		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+	}
+	defer grows.Close()
+	for grows.Next() {
+		var id int64
+		var g report.RunningGPU
+		if err := grows.Scan(&id, &g.Model, &g.Share); err != nil {
+			return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+		}
+		if i, ok := index[id]; ok {
+			tasks[i].GPUs = append(tasks[i].GPUs, g)
+		}
+	}
+	if err := grows.Err(); err != nil {
+		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+	}
+	return tasks, nil
+}
+
+// shareColumn is the share of a task_gpus row (the fraction of the GPU
+// the task holds) once the schema has one; until then every GPU is whole.
+const shareColumn = "CAST(1 AS DOUBLE PRECISION)"

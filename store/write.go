@@ -471,10 +471,11 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *C
 	return nil
 }
 
-// Heartbeat moves the last-seen time of every task under taskID within
-// scope forward to at (never back), and records the server's receipt time
-// as when they were last seen. ErrNotFound when there is no such task
-// within scope: a caller outside the scope learns nothing about the task.
+// Heartbeat moves the last-seen time of every open task under taskID
+// within scope forward to at (never back), and records the server's
+// receipt time as when they were last seen; a completed task's heartbeat
+// changes nothing. ErrNotFound when there is no such task within scope: a
+// caller outside the scope learns nothing about the task.
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
 	same, err := s.visible(ctx, s.r, taskID, scope)
 	if err != nil {
@@ -487,7 +488,7 @@ func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *a
 	for _, t := range same {
 		if _, err := s.w.ExecContext(ctx, s.bind(`UPDATE tasks SET
 			last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END,
-			seen_at = CASE WHEN seen_at < ? THEN ? ELSE seen_at END WHERE id = ?`),
+			seen_at = CASE WHEN seen_at < ? THEN ? ELSE seen_at END WHERE id = ? AND end_time IS NULL`),
 			at, at, now, now, t.key); err != nil {
 			return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 		}

@@ -10,7 +10,7 @@
 -- of the token that sent it: one per task_id and scope.
 --
 -- SQLite cannot change a primary key in place: the three tables are
--- rebuilt, keeping every column and index of migrations 0001 to 0003.
+-- rebuilt, keeping every column and index of migrations 0001 to 0004.
 CREATE TABLE tasks_new (
     id               INTEGER PRIMARY KEY,
     task_id          TEXT    NOT NULL,
@@ -46,17 +46,21 @@ CREATE TABLE tasks_new (
     metrics          TEXT,
     completion       TEXT,
     completed_at     INTEGER,
+    idle_since       INTEGER,
+    gpus_seen        INTEGER,
+    heartbeat_interval INTEGER,
     token            TEXT    NOT NULL DEFAULT '',
     seen_at          INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO tasks_new (id, task_id, task_name, project, owner, priority, env, pipeline, pipeline_run, step,
     orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index, hostname, start_time, gpu_count,
     duration_est, labels, registration, registered_at, last_seen, end_time, duration_seconds, exit_code, signal,
-    gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, token, seen_at)
+    gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, idle_since, gpus_seen, heartbeat_interval,
+    token, seen_at)
 SELECT rowid, task_id, task_name, project, owner, priority, env, pipeline, pipeline_run, step,
     orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index, hostname, start_time, gpu_count,
     duration_est, labels, registration, registered_at, last_seen, end_time, duration_seconds, exit_code, signal,
-    gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, '',
+    gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, idle_since, gpus_seen, heartbeat_interval, '',
     CASE WHEN last_seen > registered_at THEN last_seen ELSE registered_at END
 FROM tasks;
 
@@ -73,12 +77,14 @@ CREATE TABLE task_gpus_new (
     memory_used_peak_bytes INTEGER,
     idle_share             REAL,
     claim_ended            INTEGER,
+    latest_samples         INTEGER,
+    latest_util_mean       REAL,
     PRIMARY KEY (task_key, position)
 );
 INSERT INTO task_gpus_new (task_key, position, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
-    memory_used_peak_bytes, idle_share, claim_ended)
+    memory_used_peak_bytes, idle_share, claim_ended, latest_samples, latest_util_mean)
 SELECT t.id, g.position, g.gpu_index, g.uuid, g.model, g.memory_total, g.samples, g.util_mean, g.util_p95,
-    g.memory_used_peak_bytes, g.idle_share, g.claim_ended
+    g.memory_used_peak_bytes, g.idle_share, g.claim_ended, g.latest_samples, g.latest_util_mean
 FROM task_gpus g JOIN tasks_new t ON t.task_id = g.task_id;
 
 DROP TABLE task_gpus;
@@ -94,6 +100,7 @@ CREATE INDEX tasks_project_owner ON tasks (project, owner);
 CREATE INDEX tasks_open ON tasks (start_time) WHERE end_time IS NULL;
 CREATE INDEX tasks_end_start ON tasks (end_time, start_time);
 CREATE INDEX tasks_open_seen ON tasks (last_seen) WHERE end_time IS NULL;
+CREATE INDEX tasks_open_idle ON tasks (idle_since) WHERE end_time IS NULL AND idle_since IS NOT NULL;
 CREATE INDEX tasks_open_seen_at ON tasks (seen_at) WHERE end_time IS NULL;
 CREATE INDEX tasks_open_token ON tasks (token, seen_at) WHERE end_time IS NULL;
 CREATE INDEX task_gpus_uuid ON task_gpus (uuid) WHERE uuid <> '';

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -231,16 +232,87 @@ func TestMigrateIdleFromVersion3(t *testing.T) {
 	})
 }
 
-// TestMigrateTaskScopeFromVersion4: a database of schema 4 (task_id the
+// TestMigrateClaimColumns: a database of schema 4 (claims found by joining
+// tasks) with open and completed tasks on one GPU is upgraded: task_gpus
+// gains each task's start and end, so the claims answer as before — a
+// newer task ends the open task's claim and not the completed one's, and
+// late registrations end their own claim at the next start that was stored
+// before the upgrade.
+func TestMigrateClaimColumns(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := store.DBForTest(old)
+		q := func(sql string) string {
+			if old.Dialect() == store.Postgres {
+				n := 0
+				for strings.Contains(sql, "?") {
+					n++
+					sql = strings.Replace(sql, "?", fmt.Sprintf("$%d", n), 1)
+				}
+			}
+			return sql
+		}
+		for _, tk := range []struct {
+			id         string
+			start, end any
+		}{{"open", int64(1000), nil}, {"done", int64(500), int64(900)}} {
+			if _, err := db.Exec(q(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at, end_time)
+				VALUES (?, 'train', 'p', 'o', ?, 1, '{}', 1, ?)`), tk.id, tk.start, tk.end); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(q(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES (?, 0, 0, 'GPU-a', 'T4')`), tk.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		s := open(t, dsn)
+		var v int
+		if err := store.DBForTest(s).QueryRow("SELECT version FROM schema_version").Scan(&v); err != nil || v != store.SchemaVersion() {
+			t.Fatalf("schema version %d (%v), want %d", v, err, store.SchemaVersion())
+		}
+		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		mustRegister(t, s, reg("new", "p", "o", 2000, g))
+		mustRegister(t, s, reg("late", "p", "o", 800, g))
+		for _, want := range []struct {
+			id    string
+			ended *int64
+		}{{"open", ptr(2000)}, {"done", nil}, {"new", nil}, {"late", ptr(1000)}} {
+			task, err := s.Task(ctx, want.id, "", nil)
+			if err != nil || task == nil {
+				t.Fatalf("Task(%s): %v %v", want.id, task, err)
+			}
+			got := task.GPUs[0].ClaimEnded
+			if (got == nil) != (want.ended == nil) || (got != nil && *got != *want.ended) {
+				t.Errorf("%s: claim ended %v, want %v", want.id, deref(got), deref(want.ended))
+			}
+		}
+	})
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestMigrateTaskScopeFromVersion5: a database of schema 5 (task_id the
 // primary key of tasks, task_gpus keyed by it, one pending completion per
-// task_id, idle detection's columns) upgrades to the task identity per
+// task_id, idle detection's columns, task_gpus' copies of the task's start
+// and end) upgrades to the task identity per
 // scope with every row, column and index kept: the tasks read back as they
 // were, GPU claims, summaries and idle state included, a pending
 // completion still joins its registration, and the same task_id can then
 // be registered in another project.
-func TestMigrateTaskScopeFromVersion4(t *testing.T) {
+func TestMigrateTaskScopeFromVersion5(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,10 +320,10 @@ func TestMigrateTaskScopeFromVersion4(t *testing.T) {
 		exec(t, old,
 			v1Task("done", "search_x", "ann", 1000, ", end_time, duration_seconds, exit_code, completion, completed_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1100, 100, 0, '{\"task_id\":\"done\"}', 1101, 1050)"),
 			v1Task("open", "vision", "bob", 2000, ", last_seen, idle_since, gpus_seen, heartbeat_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 2500, 2440, 2500, 60)"),
-			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, samples, util_mean, claim_ended)
-				VALUES ('done', 0, 0, 'GPU-1', 'Tesla T4', 16, 10, 50.5, 2000)`},
-			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, latest_samples, latest_util_mean)
-				VALUES ('open', 0, 3, 'GPU-1', 'Tesla T4', 16, 6, 0.5)`},
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, samples, util_mean, claim_ended, task_start, task_end)
+				VALUES ('done', 0, 0, 'GPU-1', 'Tesla T4', 16, 10, 50.5, 2000, 1000, 1100)`},
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, latest_samples, latest_util_mean, task_start)
+				VALUES ('open', 0, 3, 'GPU-1', 'Tesla T4', 16, 6, 0.5, 2000)`},
 			[]any{`INSERT INTO project_owners (project, owner) VALUES ('search_x', 'ann'), ('vision', 'bob')`},
 			[]any{`INSERT INTO pending_completions (task_id, completion, scope, received_at)
 				VALUES ('late', '{"task_id":"late","end_time":3100,"duration_seconds":100,"exit_code":3}', '', 3200)`},
@@ -294,7 +366,16 @@ func TestMigrateTaskScopeFromVersion4(t *testing.T) {
 			!ot[0].Sampled || *ot[0].Interval != 60 {
 			t.Fatalf("open tasks after the upgrade: %+v %v", ot, err)
 		}
-		// The pending completion of schema 3 joins its registration.
+		// The claims still answer from task_gpus' copies: a newer task on
+		// GPU-1 ends open's claim, not done's.
+		mustRegister(t, s, reg("newer", "vision", "bob", 2600, store.RegisteredGPU{UUID: "GPU-1", Model: "Tesla T4"}))
+		if o, _ := s.Task(ctx, "open", "", nil); o.GPUs[0].ClaimEnded == nil || *o.GPUs[0].ClaimEnded != 2600 {
+			t.Errorf("open's claim after a newer task: %v, want 2600", deref(o.GPUs[0].ClaimEnded))
+		}
+		if d, _ := s.Task(ctx, "done", "", nil); *d.GPUs[0].ClaimEnded != 2000 {
+			t.Errorf("done's claim changed: %v", deref(d.GPUs[0].ClaimEnded))
+		}
+		// The pending completion of schema 5 joins its registration.
 		mustRegister(t, s, reg("late", "nlp", "cho", 3000))
 		if late, _ := s.Task(ctx, "late", "", nil); late == nil || late.State != "failed" || late.Completion.EndTime != 3100 {
 			t.Fatalf("the migrated pending completion was not joined: %+v", late)

@@ -84,6 +84,9 @@ type Options struct {
 	// Log receives what the store decides on its own (a pending
 	// completion that does not fit its registration); discarded when nil.
 	Log *slog.Logger
+	// maxVersion stops the migrations at that version (0: the latest); the
+	// upgrade tests make databases of an older schema with it.
+	maxVersion int
 }
 
 // Defaults of Options.
@@ -105,12 +108,6 @@ func IsPostgresDSN(dsn string) bool {
 // Open connects to dsn, checks that the database answers, and applies the
 // migrations it lacks.
 func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
-	return open(ctx, dsn, opt, 0)
-}
-
-// open is Open, migrating to version upTo only when it is above 0 (the
-// upgrade tests build older schemas with it).
-func open(ctx context.Context, dsn string, opt Options, upTo int) (*Store, error) {
 	s := &Store{now: opt.Now, claimGrace: opt.ClaimGrace, openTTL: opt.OpenTTL, maxOpen: opt.MaxOpenPerToken, log: opt.Log}
 	if s.now == nil {
 		s.now = time.Now
@@ -169,7 +166,7 @@ func open(ctx context.Context, dsn string, opt Options, upTo int) (*Store, error
 		s.Close()
 		return nil, err
 	}
-	if err := s.migrate(ctx, upTo); err != nil {
+	if err := s.migrate(ctx, opt.maxVersion); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 	if s.dialect != Postgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", taskID)
+	_, err := s.exec(ctx, tx, stmtLockTask, taskID)
 	return err
 }
 
@@ -36,11 +36,8 @@ type sameID struct {
 // visible returns the tasks stored under taskID that scope sees (nil: all),
 // oldest start first. A task outside the scope is, for that sender, not
 // there at all: it decides no answer.
-func (s *Store) visible(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, taskID string, scope *access.Scope) ([]sameID, error) {
-	rows, err := q.QueryContext(ctx, s.bind(`SELECT id, project, owner, start_time, registration, completion
-		FROM tasks WHERE task_id = ? ORDER BY start_time, id`), taskID)
+func (s *Store) visible(ctx context.Context, q querier, taskID string, scope *access.Scope) ([]sameID, error) {
+	rows, err := s.query(ctx, q, stmtSameID, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -66,24 +63,37 @@ func (s *Store) visible(ctx context.Context, q interface {
 // tasks is ErrTooManyOpen. The earliest completion waiting for this task_id
 // whose sender's scope covers the registration is joined.
 func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+	err = s.write(ctx, "register "+r.TaskID, r.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		created, err = s.registerTx(ctx, tx, r)
+		return created, err
+	})
+	return created && err == nil, err
+}
+
+// write runs op, a write of one task, in a transaction: on SQLite in the
+// batcher's next group commit, on PostgreSQL in a transaction of its own
+// that holds the task's lock. The transaction commits only when op says it
+// wrote something. single: op runs one write statement (no savepoint).
+func (s *Store) write(ctx context.Context, what, taskID string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
 	if s.batch != nil {
-		return s.batch.register(ctx, r)
+		return s.batch.run(ctx, what, single, op)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, r.TaskID); err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+	if err := s.lockTask(ctx, tx, taskID); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if created, err = s.registerTx(ctx, tx, r); err != nil || !created {
-		return false, err
+	wrote, err := op(ctx, tx)
+	if err != nil || !wrote {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	return true, nil
+	return nil
 }
 
 // registerTx is Register's work inside a transaction; it writes nothing
@@ -113,11 +123,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	// owner is always within the sender's scope (the API refuses a
 	// registration outside it), so a conflict here was seen above.
 	var key int64
-	err = tx.QueryRowContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at, token, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_id, project, owner) DO NOTHING RETURNING id`),
+	err = s.queryRow(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
 		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now, r.From.Token, now).Scan(&key)
@@ -127,13 +133,11 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	if err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT DO NOTHING"),
-		r.Project, r.Owner); err != nil {
+	if _, err := s.exec(ctx, tx, stmtInsertProjectOwner, r.Project, r.Owner); err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, memory_total)
-			VALUES (?, ?, ?, ?, ?, ?)`), key, i, g.Index, g.UUID, g.Model, g.MemoryTotal); err != nil {
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, key, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
@@ -151,23 +155,23 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 // checkOpenBound refuses a new open task or pending completion of a sender
 // that already has MaxOpenPerToken of them: its tasks without a completion
 // seen (by the server's receipt time) within OpenTTL, and its pending
-// completions. Without a tokens file every sender is the token ”.
+// completions. Without a tokens file every sender is the token ''.
 func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now int64) error {
 	if from.Unbounded || s.maxOpen < 0 {
 		return nil
 	}
 	since := now - int64(s.openTTL/time.Second)
-	var n int
-	// Counting stops at the bound: the cost of the check does not grow
-	// with what a sender has beyond it.
-	if err := tx.QueryRowContext(ctx, s.bind(`SELECT
-		(SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE token = ? AND end_time IS NULL AND seen_at >= ? LIMIT ?) o) +
-		(SELECT COUNT(*) FROM (SELECT 1 FROM pending_completions WHERE token = ? LIMIT ?) p)`),
-		from.Token, since, s.maxOpen, from.Token, s.maxOpen).Scan(&n); err != nil {
+	var open, pending int
+	if err := s.queryRow(ctx, tx, stmtOpenOfToken, from.Token, since, s.maxOpen).Scan(&open); err != nil {
 		return fmt.Errorf("store: counting open tasks: %w", err)
 	}
-	if n >= s.maxOpen {
-		return fmt.Errorf("%w (%d open tasks and pending completions, the bound is %d)", ErrTooManyOpen, n, s.maxOpen)
+	if open < s.maxOpen {
+		if err := s.queryRow(ctx, tx, stmtPendingOfToken, from.Token, s.maxOpen-open).Scan(&pending); err != nil {
+			return fmt.Errorf("store: counting pending completions: %w", err)
+		}
+	}
+	if open+pending >= s.maxOpen {
+		return fmt.Errorf("%w (%d open tasks and pending completions, the bound is %d)", ErrTooManyOpen, open+pending, s.maxOpen)
 	}
 	return nil
 }
@@ -176,71 +180,100 @@ func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now
 // i: open tasks that started earlier on this UUID lose their claim at the
 // new task's start, and if a later task already claims it (this
 // registration came late, from a spool), the new task's own claim ended
-// when that one started. Across scopes a live task keeps its claim: another
-// task's claim is ended, or lets it end this one's, only when it is within
-// the sender's scope or has not been seen for the claim grace (a later
-// task also when it has completed); otherwise both claims stand, and
-// OpenTasks serves both until the older one is not seen for the grace.
+// when that one started. Both are ranges of task_gpus' own indexes (its
+// copy of each task's start and end), whatever the number of open tasks.
+//
+// Across scopes a live task keeps its claim: another task's claim is ended,
+// or lets it end this one's, only when it is within the sender's scope or
+// has not been seen for the claim grace (a later task also when it has
+// completed); otherwise both claims stand, and OpenTasks serves both until
+// the older one is not seen for the grace. A sender that sees every task
+// (nil scope) runs the two range statements alone.
 func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int64, i int, uuid string, now int64) error {
+	if r.From.Scope == nil {
+		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, r.StartTime, uuid, r.StartTime, key); err != nil {
+			return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+		}
+		var later sql.NullInt64
+		if err := s.queryRow(ctx, tx, stmtLaterClaim, uuid, r.StartTime, key).Scan(&later); err != nil {
+			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+		}
+		if later.Valid {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, later.Int64, key, i); err != nil {
+				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+			}
+		}
+		return nil
+	}
 	stale := now - int64(s.claimGrace/time.Second)
-	rows, err := tx.QueryContext(ctx, s.bind(`SELECT g.task_key, g.position, t.project, t.owner, t.seen_at
-		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
-		WHERE g.uuid = ? AND g.claim_ended IS NULL AND g.task_key <> ? AND t.end_time IS NULL AND t.start_time < ?`),
-		uuid, key, r.StartTime)
+	// yields tells whether the claim of task k gives way: within the
+	// sender's scope, not seen for the grace, or (a later one) completed.
+	yields := func(k int64, laterTask bool) (bool, error) {
+		var project, owner string
+		var seen int64
+		var ended bool
+		if err := s.queryRow(ctx, tx, stmtClaimTask, k).Scan(&project, &owner, &seen, &ended); err != nil {
+			return false, fmt.Errorf("store: register %s: claims: %w", r.TaskID, err)
+		}
+		return r.From.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
+	}
+	type claimRef struct{ key, position int64 }
+	var older []claimRef
+	rows, err := s.query(ctx, tx, stmtOlderClaims, uuid, r.StartTime, key)
 	if err != nil {
 		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
 	}
-	type claimRef struct{ key, position int64 }
-	var ends []claimRef
 	for rows.Next() {
 		var c claimRef
-		var project, owner string
-		var seen int64
-		if err := rows.Scan(&c.key, &c.position, &project, &owner, &seen); err != nil {
+		if err := rows.Scan(&c.key, &c.position); err != nil {
 			rows.Close()
 			return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
 		}
-		if r.From.Scope.Allows(project, owner) || seen < stale {
-			ends = append(ends, c)
-		}
+		older = append(older, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
 	}
-	for _, c := range ends {
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET claim_ended = ? WHERE task_key = ? AND position = ?"),
-			r.StartTime, c.key, c.position); err != nil {
-			return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+	for _, c := range older {
+		ok, err := yields(c.key, false)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, r.StartTime, c.key, c.position); err != nil {
+				return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+			}
 		}
 	}
-	rows, err = tx.QueryContext(ctx, s.bind(`SELECT t.start_time, t.project, t.owner, t.seen_at, t.end_time IS NOT NULL
-		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
-		WHERE g.uuid = ? AND g.task_key <> ? AND t.start_time > ? ORDER BY t.start_time`), uuid, key, r.StartTime)
+	type laterRef struct{ key, start int64 }
+	var later []laterRef
+	rows, err = s.query(ctx, tx, stmtLaterClaims, uuid, r.StartTime, key)
 	if err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
-	var later *int64
-	for rows.Next() && later == nil {
-		var start, seen int64
-		var project, owner string
-		var ended bool
-		if err := rows.Scan(&start, &project, &owner, &seen, &ended); err != nil {
+	for rows.Next() {
+		var l laterRef
+		if err := rows.Scan(&l.key, &l.start); err != nil {
 			rows.Close()
 			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 		}
-		if ended || r.From.Scope.Allows(project, owner) || seen < stale {
-			later = &start
-		}
+		later = append(later, l)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
-	if later != nil {
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET claim_ended = ? WHERE task_key = ? AND position = ?"),
-			*later, key, i); err != nil {
-			return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+	for _, l := range later {
+		ok, err := yields(l.key, true)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, l.start, key, i); err != nil {
+				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+			}
+			break
 		}
 	}
 	return nil
@@ -251,15 +284,14 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 // stay where they are: never joined, never lost. One whose times do not fit
 // the registration is not joined either, and is logged.
 func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, key int64) error {
-	rows, err := tx.QueryContext(ctx, s.bind(`SELECT completion, scope, received_at FROM pending_completions
-		WHERE task_id = ? ORDER BY received_at, scope`), r.TaskID)
+	rows, err := s.query(ctx, tx, stmtPendingCompletions, r.TaskID)
 	if err != nil {
 		return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
 	}
 	var body, scopeJSON string
 	var received int64
 	found := false
-	for rows.Next() && !found {
+	for !found && rows.Next() {
 		if err := rows.Scan(&body, &scopeJSON, &received); err != nil {
 			rows.Close()
 			return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
@@ -288,7 +320,7 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, ke
 		// must still be stored, and the completion stays where it is.
 		return nil
 	}
-	// The completion's time was clamped to its receipt when it came (a
+	// The completion's end was clamped to its receipt when it came (a
 	// skewed clock); the body keeps what was sent.
 	c.EndTime = min(c.EndTime, received)
 	if err := completionFits(&c, r.StartTime); err != nil {
@@ -299,7 +331,7 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, ke
 	if err := s.applyCompletion(ctx, tx, key, &c, []byte(body), received); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.bind("DELETE FROM pending_completions WHERE task_id = ? AND scope = ?"), r.TaskID, scopeJSON)
+	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID, scopeJSON)
 	return err
 }
 
@@ -333,22 +365,30 @@ const (
 // sender sees. With none, the completion is kept as pending for the
 // sender's scope (one per task_id and scope) and joined by Register; with
 // several, the one whose start_time equals the completion's is completed,
-// and none matching is ErrConflict. A different completion of a completed
-// (or pending) task is ErrConflict; the first is kept. Times that do not fit
-// the task are a *BadCompletionError; a new pending completion past the
-// sender's bound is ErrTooManyOpen.
+// and none matching is ErrStartMismatch. A different completion of a
+// completed (or pending) task is ErrConflict; the first is kept. Times that
+// do not fit the task are a *BadCompletionError; a new pending completion
+// past the sender's bound is ErrTooManyOpen.
 func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, from Sender) (CompleteResult, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	var result CompleteResult
+	err := s.write(ctx, "complete "+c.TaskID, c.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		var wrote bool
+		var err error
+		result, wrote, err = s.completeTx(ctx, tx, c, body, from)
+		return wrote, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
+		return 0, err
 	}
-	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, c.TaskID); err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
-	}
+	return result, nil
+}
+
+// completeTx is Complete's work inside a transaction; wrote tells whether
+// it wrote anything (not for the same completion again, nor an error).
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender) (_ CompleteResult, wrote bool, _ error) {
 	same, err := s.visible(ctx, tx, c.TaskID, from.Scope)
 	if err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	now := s.now().Unix()
 	var t *sameID
@@ -364,29 +404,26 @@ func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, from S
 			}
 		}
 		if t == nil {
-			return 0, ErrStartMismatch
+			return 0, false, ErrStartMismatch
 		}
 	}
 	if err := completionFits(c, t.startTime); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if t.completion.Valid {
 		if sameJSON([]byte(t.completion.String), body) {
-			return AlreadyCompleted, nil
+			return AlreadyCompleted, false, nil
 		}
-		return 0, ErrConflict
+		return 0, false, ErrConflict
 	}
 	if err := s.applyCompletion(ctx, tx, t.key, c, body, now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Completed, nil
+	return Completed, true, nil
 }
 
 // scopeKey is how a pending completion records its sender's scope: the
-// JSON of the patterns, ” for every task.
+// JSON of the patterns, '' for every task.
 func scopeKey(scope *access.Scope) (string, error) {
 	if scope == nil {
 		return "", nil
@@ -395,33 +432,28 @@ func scopeKey(scope *access.Scope) (string, error) {
 	return string(b), err
 }
 
-func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender, now int64) (CompleteResult, error) {
+func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender, now int64) (CompleteResult, bool, error) {
 	scopeJSON, err := scopeKey(from.Scope)
 	if err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	var stored string
-	switch err := tx.QueryRowContext(ctx, s.bind("SELECT completion FROM pending_completions WHERE task_id = ? AND scope = ?"),
-		c.TaskID, scopeJSON).Scan(&stored); {
+	switch err := s.queryRow(ctx, tx, stmtStoredPending, c.TaskID, scopeJSON).Scan(&stored); {
 	case err == nil:
 		if !sameJSON([]byte(stored), body) {
-			return 0, ErrConflict
+			return 0, false, ErrConflict
 		}
-		return Pending, nil
+		return Pending, false, nil
 	case !errors.Is(err, sql.ErrNoRows):
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	if err := s.checkOpenBound(ctx, tx, from, now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO pending_completions (task_id, completion, scope, received_at, token)
-		VALUES (?, ?, ?, ?, ?)`), c.TaskID, string(body), scopeJSON, now, from.Token); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	if _, err := s.exec(ctx, tx, stmtInsertPending, c.TaskID, string(body), scopeJSON, now, from.Token); err != nil {
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Pending, nil
+	return Pending, true, nil
 }
 
 // applyCompletion writes c onto its registered task (key) and its GPUs. A
@@ -446,25 +478,22 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *C
 		m := string(b)
 		metrics = &m
 	}
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE tasks SET end_time = ?, duration_seconds = ?, exit_code = ?, signal = ?,
-		gate_passed = ?, gate_expr = ?, gate_reason = ?, metrics = ?, completion = ?, completed_at = ?
-		WHERE id = ?`),
+	if _, err := s.exec(ctx, tx, stmtCompleteTask,
 		c.EndTime, c.DurationSeconds, c.ExitCode, c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
 		key); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
+	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, c.EndTime, key); err != nil {
+		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
 	for i, g := range c.GPUs {
-		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?
-			WHERE task_key = ? AND `
-		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, key}
+		st, args := stmtGPUSummaryByUUID, []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, key}
 		if g.UUID != "" {
-			q += "uuid = ?"
 			args = append(args, g.UUID)
 		} else {
-			q += "position = ? AND uuid = ''"
-			args = append(args, i)
+			st, args = stmtGPUSummaryByPosition, append(args, i)
 		}
-		if _, err := tx.ExecContext(ctx, s.bind(q), args...); err != nil {
+		if _, err := s.exec(ctx, tx, st, args...); err != nil {
 			return fmt.Errorf("store: complete %s: gpu %d: %w", c.TaskID, i, err)
 		}
 	}
@@ -476,24 +505,36 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *C
 // receipt time as when they were last seen; a completed task's heartbeat
 // changes nothing. ErrNotFound when there is no such task within scope: a
 // caller outside the scope learns nothing about the task.
+//
+// On SQLite heartbeats are written in the batcher's group commits (fifty
+// clients must not queue for a fsync each); on PostgreSQL they are
+// statements outside a transaction, as a heartbeat never races with
+// anything it could corrupt (it only moves last_seen and seen_at forward).
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
-	same, err := s.visible(ctx, s.r, taskID, scope)
-	if err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
-	}
-	if len(same) == 0 {
-		return ErrNotFound
-	}
-	now := s.now().Unix()
-	for _, t := range same {
-		if _, err := s.w.ExecContext(ctx, s.bind(`UPDATE tasks SET
-			last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END,
-			seen_at = CASE WHEN seen_at < ? THEN ? ELSE seen_at END WHERE id = ? AND end_time IS NULL`),
-			at, at, now, now, t.key); err != nil {
-			return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+	op := func(ctx context.Context, read, write querier) (bool, error) {
+		same, err := s.visible(ctx, read, taskID, scope)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 		}
+		if len(same) == 0 {
+			return false, ErrNotFound
+		}
+		now := s.now().Unix()
+		for _, t := range same {
+			if _, err := s.exec(ctx, write, stmtHeartbeat, at, at, now, now, t.key); err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+			}
+		}
+		return true, nil
 	}
-	return nil
+	if s.batch != nil {
+		// Several tasks under one id are several statements: a savepoint.
+		return s.batch.run(ctx, "heartbeat "+taskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx, tx)
+		})
+	}
+	_, err := op(ctx, s.r, s.w)
+	return err
 }
 
 func nonNil(m map[string]string) map[string]string {

@@ -10,7 +10,7 @@
 -- of the token that sent it: one per task_id and scope.
 --
 -- SQLite cannot change a primary key in place: the three tables are
--- rebuilt, keeping every column and index of migrations 0001 to 0004.
+-- rebuilt, keeping every column and index of migrations 0001 to 0005.
 CREATE TABLE tasks_new (
     id               INTEGER PRIMARY KEY,
     task_id          TEXT    NOT NULL,
@@ -79,12 +79,14 @@ CREATE TABLE task_gpus_new (
     claim_ended            INTEGER,
     latest_samples         INTEGER,
     latest_util_mean       REAL,
+    task_start             INTEGER NOT NULL DEFAULT 0,
+    task_end               INTEGER,
     PRIMARY KEY (task_key, position)
 );
 INSERT INTO task_gpus_new (task_key, position, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
-    memory_used_peak_bytes, idle_share, claim_ended, latest_samples, latest_util_mean)
+    memory_used_peak_bytes, idle_share, claim_ended, latest_samples, latest_util_mean, task_start, task_end)
 SELECT t.id, g.position, g.gpu_index, g.uuid, g.model, g.memory_total, g.samples, g.util_mean, g.util_p95,
-    g.memory_used_peak_bytes, g.idle_share, g.claim_ended, g.latest_samples, g.latest_util_mean
+    g.memory_used_peak_bytes, g.idle_share, g.claim_ended, g.latest_samples, g.latest_util_mean, g.task_start, g.task_end
 FROM task_gpus g JOIN tasks_new t ON t.task_id = g.task_id;
 
 DROP TABLE task_gpus;
@@ -103,7 +105,9 @@ CREATE INDEX tasks_open_seen ON tasks (last_seen) WHERE end_time IS NULL;
 CREATE INDEX tasks_open_idle ON tasks (idle_since) WHERE end_time IS NULL AND idle_since IS NOT NULL;
 CREATE INDEX tasks_open_seen_at ON tasks (seen_at) WHERE end_time IS NULL;
 CREATE INDEX tasks_open_token ON tasks (token, seen_at) WHERE end_time IS NULL;
-CREATE INDEX task_gpus_uuid ON task_gpus (uuid) WHERE uuid <> '';
+CREATE INDEX task_gpus_uuid_start ON task_gpus (uuid, task_start) WHERE uuid <> '';
+CREATE INDEX task_gpus_open_claims ON task_gpus (uuid, task_start)
+    WHERE uuid <> '' AND claim_ended IS NULL AND task_end IS NULL;
 
 CREATE TABLE pending_completions_new (
     task_id     TEXT    NOT NULL,

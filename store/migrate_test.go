@@ -302,24 +302,53 @@ func deref(p *int64) any {
 	return *p
 }
 
-// TestMigrateTaskScopeFromVersion5: a database of schema 5 (task_id the
+// TestMigrateSubmitTimeFromVersion5: a database of the schema before
+// submit_time, with a task, upgrades in place: the task has none (null),
+// and a new registration's submit_time is stored and read back.
+func TestMigrateSubmitTimeFromVersion5(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.DBForTest(s).Exec(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at)
+			VALUES ('old', 'train', 'search_x', 'ann', 1000, '{}', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "old", "", nil)
+		if err != nil || task == nil || task.SubmitTime != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		r := reg("new", "search_x", "ann", 2000)
+		submit := int64(1400)
+		r.SubmitTime = &submit
+		mustRegister(t, again, r)
+		if task, err = again.Task(ctx, "new", "", nil); err != nil || task.SubmitTime == nil || *task.SubmitTime != 1400 {
+			t.Fatalf("a registration with submit_time on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
+// TestMigrateTaskScopeFromVersion6: a database of schema 6 (task_id the
 // primary key of tasks, task_gpus keyed by it, one pending completion per
 // task_id, idle detection's columns, task_gpus' copies of the task's start
-// and end) upgrades to the task identity per
+// and end, submit_time) upgrades to the task identity per
 // scope with every row, column and index kept: the tasks read back as they
 // were, GPU claims, summaries and idle state included, a pending
 // completion still joins its registration, and the same task_id can then
 // be registered in another project.
-func TestMigrateTaskScopeFromVersion5(t *testing.T) {
+func TestMigrateTaskScopeFromVersion6(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		old, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 6)
 		if err != nil {
 			t.Fatal(err)
 		}
 		oldCols, oldIdx := columns(t, old), indexNames(t, old)
 		exec(t, old,
 			v1Task("done", "search_x", "ann", 1000, ", end_time, duration_seconds, exit_code, completion, completed_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1100, 100, 0, '{\"task_id\":\"done\"}', 1101, 1050)"),
-			v1Task("open", "vision", "bob", 2000, ", last_seen, idle_since, gpus_seen, heartbeat_interval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 2500, 2440, 2500, 60)"),
+			v1Task("open", "vision", "bob", 2000, ", last_seen, idle_since, gpus_seen, heartbeat_interval, submit_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 2500, 2440, 2500, 60, 1900)"),
 			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, samples, util_mean, claim_ended, task_start, task_end)
 				VALUES ('done', 0, 0, 'GPU-1', 'Tesla T4', 16, 10, 50.5, 2000, 1000, 1100)`},
 			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, latest_samples, latest_util_mean, task_start)
@@ -358,7 +387,7 @@ func TestMigrateTaskScopeFromVersion5(t *testing.T) {
 		}
 		open1, _ := s.Task(ctx, "open", "", nil)
 		if open1 == nil || open1.State != "running" || len(open1.GPUs) != 1 || open1.GPUs[0].Index != 3 || open1.GPUs[0].ClaimEnded != nil ||
-			open1.IdleSince == nil || *open1.IdleSince != 2440 || *open1.GPUs[0].LatestUtilMean != 0.5 || *open1.GPUs[0].LatestSamples != 6 {
+			open1.IdleSince == nil || *open1.IdleSince != 2440 || open1.SubmitTime == nil || *open1.SubmitTime != 1900 || *open1.GPUs[0].LatestUtilMean != 0.5 || *open1.GPUs[0].LatestSamples != 6 {
 			t.Fatalf("task open changed in the upgrade: %+v", open1)
 		}
 		// Migrated open tasks count as seen at their last sign of life.
@@ -375,7 +404,7 @@ func TestMigrateTaskScopeFromVersion5(t *testing.T) {
 		if d, _ := s.Task(ctx, "done", "", nil); *d.GPUs[0].ClaimEnded != 2000 {
 			t.Errorf("done's claim changed: %v", deref(d.GPUs[0].ClaimEnded))
 		}
-		// The pending completion of schema 5 joins its registration.
+		// The pending completion of schema 6 joins its registration.
 		mustRegister(t, s, reg("late", "nlp", "cho", 3000))
 		if late, _ := s.Task(ctx, "late", "", nil); late == nil || late.State != "failed" || late.Completion.EndTime != 3100 {
 			t.Fatalf("the migrated pending completion was not joined: %+v", late)

@@ -49,14 +49,14 @@ var (
 
 	stmtInsertTask = &stmt{sql: `INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
 		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at, token, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, project, owner) DO NOTHING RETURNING id`,
 		// SQLite's plan of the upsert looks up task_gpus' foreign key to
 		// the new row by task_gpus' primary key.
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "tasks_identity",
 		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), nil,
-			"{}", "{}", int64(1), "", int64(1)}}
+			"{}", "{}", int64(1), nil, "", int64(1)}}
 	stmtInsertProjectOwner = &stmt{sql: "INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT (project, owner) DO NOTHING",
 		postgresIndex: "project_owners_pkey", example: []any{"p", "o"}}
 	stmtInsertGPU = &stmt{sql: `INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, memory_total, task_start)

@@ -26,7 +26,7 @@ func regBody(id, project, owner string, start int64) string {
 	return fmt.Sprintf(`{"task_name":"resnet50","project":%q,"owner":%q,"gpu_count":1,"schema_version":1,"task_id":%q,
 		"start_time":%d,"hostname":"node-1","priority":"high","env":"prod","duration_est":7200,
 		"labels":{"cost_center":"cc-1024"},
-		"gpus":[{"index":0,"uuid":"GPU-%s","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984}]}`,
+		"gpus":[{"index":0,"uuid":"GPU-%s","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984,"share":1}]}`,
 		project, owner, id, start, id)
 }
 

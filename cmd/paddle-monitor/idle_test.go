@@ -24,7 +24,7 @@ import (
 func twoGPUTask(id string, start int64) string {
 	return fmt.Sprintf(`{"schema_version":1,"task_id":%q,"task_name":"finetune","project":"vision","owner":"cho@example.com",
 		"gpu_count":2,"start_time":%d,"hostname":"node-7","duration_est":600,"labels":{},
-		"gpus":[{"index":0,"uuid":"GPU-%s-0","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984},{"index":1,"uuid":"GPU-%s-1","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984}]}`,
+		"gpus":[{"index":0,"uuid":"GPU-%s-0","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984,"share":1},{"index":1,"uuid":"GPU-%s-1","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984,"share":1}]}`,
 		id, start, id, id)
 }
 

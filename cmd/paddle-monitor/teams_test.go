@@ -25,7 +25,7 @@ func teamTokens(t *testing.T) string {
 // are TestClaimsAcrossScopes' business).
 func teamReg(id, project, owner string, start int64, gpu string) string {
 	return fmt.Sprintf(`{"schema_version":1,"task_id":%q,"task_name":"train","project":%q,"owner":%q,"start_time":%d,
-		"hostname":"node-1","labels":{},"gpu_count":1,"gpus":[{"index":0,"uuid":%q,"name":"NVIDIA H100 80GB HBM3","memory_total_bytes":1}]}`,
+		"hostname":"node-1","labels":{},"gpu_count":1,"gpus":[{"index":0,"uuid":%q,"name":"NVIDIA H100 80GB HBM3","memory_total_bytes":1,"share":1}]}`,
 		id, project, owner, start, gpu)
 }
 

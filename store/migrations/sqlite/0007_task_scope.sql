@@ -10,7 +10,7 @@
 -- of the token that sent it: one per task_id and scope.
 --
 -- SQLite cannot change a primary key in place: the three tables are
--- rebuilt, keeping every column and index of migrations 0001 to 0005.
+-- rebuilt, keeping every column and index of migrations 0001 to 0006.
 CREATE TABLE tasks_new (
     id               INTEGER PRIMARY KEY,
     task_id          TEXT    NOT NULL,
@@ -49,6 +49,7 @@ CREATE TABLE tasks_new (
     idle_since       INTEGER,
     gpus_seen        INTEGER,
     heartbeat_interval INTEGER,
+    submit_time      INTEGER,
     token            TEXT    NOT NULL DEFAULT '',
     seen_at          INTEGER NOT NULL DEFAULT 0
 );
@@ -56,11 +57,11 @@ INSERT INTO tasks_new (id, task_id, task_name, project, owner, priority, env, pi
     orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index, hostname, start_time, gpu_count,
     duration_est, labels, registration, registered_at, last_seen, end_time, duration_seconds, exit_code, signal,
     gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, idle_since, gpus_seen, heartbeat_interval,
-    token, seen_at)
+    submit_time, token, seen_at)
 SELECT rowid, task_id, task_name, project, owner, priority, env, pipeline, pipeline_run, step,
     orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index, hostname, start_time, gpu_count,
     duration_est, labels, registration, registered_at, last_seen, end_time, duration_seconds, exit_code, signal,
-    gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, idle_since, gpus_seen, heartbeat_interval, '',
+    gate_passed, gate_expr, gate_reason, metrics, completion, completed_at, idle_since, gpus_seen, heartbeat_interval, submit_time, '',
     CASE WHEN last_seen > registered_at THEN last_seen ELSE registered_at END
 FROM tasks;
 

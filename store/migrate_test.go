@@ -227,6 +227,35 @@ func deref(p *int64) any {
 	return *p
 }
 
+// TestMigrateSubmitTimeFromVersion5: a database of the schema before
+// submit_time, with a task, upgrades in place: the task has none (null),
+// and a new registration's submit_time is stored and read back.
+func TestMigrateSubmitTimeFromVersion5(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.DBForTest(s).Exec(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at)
+			VALUES ('old', 'train', 'search_x', 'ann', 1000, '{}', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "old", nil)
+		if err != nil || task == nil || task.SubmitTime != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		r := reg("new", "search_x", "ann", 2000)
+		submit := int64(1400)
+		r.SubmitTime = &submit
+		mustRegister(t, again, r)
+		if task, err = again.Task(ctx, "new", nil); err != nil || task.SubmitTime == nil || *task.SubmitTime != 1400 {
+			t.Fatalf("a registration with submit_time on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
 // TestMigrateIdleFromVersion3: a database of the schema before idle
 // detection, with an open task, upgrades in place: the task is kept, not
 // idle, and its next heartbeat with gpus makes it idle.

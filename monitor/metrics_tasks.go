@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +20,13 @@ type OpenTasks interface {
 // paddle_task_info per task and paddle_task_gpu_info per claimed GPU, with
 // UUID spelled as dcgm-exporter spells it, the key of the PromQL join.
 //
-// One GPU runs one task: when two open tasks claim one UUID (a completion
-// that never came), only the newer start keeps it. Open tasks not seen
+// One GPU instance runs one task: when two open tasks' claims collide (the
+// store's rule, store.OpenGPU.Collides: the same whole GPU, or the same MIG
+// instance, unless both are shared; a MIG instance and its parent as a
+// whole GPU), only the newer start keeps it. Seven tasks on seven MIG
+// instances of one GPU, or four time-sliced tasks on one GPU, all keep
+// theirs. A MIG series carries the parent's UUID with GPU_I_ID and
+// GPU_I_PROFILE, as dcgm-exporter labels it; a whole GPU's are empty. Open tasks not seen
 // (start or heartbeat) for TTL leave /metrics; they stay in the store. A
 // store that fails is reported as paddle_monitor_task_scrape_error 1 rather
 // than failing the whole scrape.
@@ -45,8 +51,11 @@ var (
 		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task.",
 		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}, nil)
 	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
-		"A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.",
-		[]string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}, nil)
+		"A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info.",
+		[]string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}, nil)
+	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share",
+		"The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.",
+		[]string{"task_id", "UUID", "GPU_I_ID"}, nil)
 	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
 		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
 		nil, nil)
@@ -56,6 +65,7 @@ var (
 func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- taskInfoDesc
 	ch <- taskGPUInfoDesc
+	ch <- taskGPUShareDesc
 	ch <- taskScrapeErrorDesc
 }
 
@@ -70,24 +80,42 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
 
-	// Tasks come oldest start first: a later claim on a UUID replaces an
-	// earlier one.
-	owner := map[string]int{}
+	// Tasks come oldest start first: a claim is served unless a later
+	// task's claim collides with it.
+	type claim struct {
+		task int
+		gpu  store.OpenGPU
+	}
+	byUUID := map[string][]claim{}
 	for i, t := range tasks {
 		for _, g := range t.GPUs {
-			owner[g.UUID] = i
+			byUUID[g.UUID] = append(byUUID[g.UUID], claim{i, g})
 		}
+	}
+	served := func(i int, g store.OpenGPU) bool {
+		for _, c := range byUUID[g.UUID] {
+			if c.task > i && c.gpu.Collides(g) {
+				return false
+			}
+		}
+		return true
 	}
 	for i, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
+		seen := map[string]bool{} // a GPU (instance) listed twice by one task: one series
 		for _, g := range t.GPUs {
-			if j, ok := owner[g.UUID]; !ok || j != i {
+			gi := ""
+			if g.GPUInstanceID != nil {
+				gi = strconv.FormatInt(*g.GPUInstanceID, 10)
+			}
+			if seen[g.UUID+"\x00"+gi] || !served(i, g) {
 				continue
 			}
-			delete(owner, g.UUID) // a UUID listed twice by one task: one series
+			seen[g.UUID+"\x00"+gi] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
-				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, g.Model)
+				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
+			ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, g.UUID, gi)
 		}
 	}
 }

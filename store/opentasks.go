@@ -18,10 +18,39 @@ type OpenTask struct {
 	GPUs     []OpenGPU
 }
 
-// OpenGPU is a GPU an open task claims: it has a UUID and no newer task
-// took it over.
+// OpenGPU is a GPU (instance) an open task claims: it has a UUID and no
+// newer task took it over. For a MIG instance UUID is the parent's and
+// GPUInstanceID is set.
 type OpenGPU struct {
 	UUID, Model string
+	// GPUInstanceID is the MIG GPU instance id (nil for a whole GPU), and
+	// Profile its profile ("1g.18gb"; "" for a whole GPU).
+	GPUInstanceID *int64
+	Profile       string
+	// Share is the fraction of the physical GPU the task holds; Shared
+	// says it holds less than its whole instance (a time-sliced or MPS
+	// GPU: see Collides).
+	Share  float64
+	Shared bool
+}
+
+// Collides reports whether two claims on GPUs cannot both stand (the older
+// one ends): the same rule as the store applies when a task registers. A
+// claim holding its whole instance collides with every claim on that
+// instance, a Shared one with unshared ones only; a MIG claim
+// collides with whole-GPU claims on its parent, never with other
+// instances.
+func (g OpenGPU) Collides(o OpenGPU) bool {
+	if g.UUID != o.UUID {
+		return false
+	}
+	switch {
+	case g.GPUInstanceID == nil && o.GPUInstanceID == nil:
+		return !g.Shared || !o.Shared
+	case g.GPUInstanceID == nil || o.GPUInstanceID == nil:
+		return true
+	}
+	return *g.GPUInstanceID == *o.GPUInstanceID && (!g.Shared || !o.Shared)
 }
 
 // OpenTasks returns the tasks without a completion seen (started or
@@ -62,7 +91,7 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	gq := `SELECT g.task_id, g.uuid, g.model FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
+	gq := `SELECT g.task_id, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.exclusive FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
 		WHERE t.end_time IS NULL AND (t.start_time >= ? OR t.last_seen >= ?)
 		AND g.uuid <> '' AND g.claim_ended IS NULL
 		ORDER BY g.task_id, g.position`
@@ -74,9 +103,11 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 	for grows.Next() {
 		var id string
 		var g OpenGPU
-		if err := grows.Scan(&id, &g.UUID, &g.Model); err != nil {
+		var exclusive int64
+		if err := grows.Scan(&id, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &exclusive); err != nil {
 			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 		}
+		g.Shared = exclusive == 0
 		if i, ok := index[id]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}

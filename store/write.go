@@ -59,12 +59,12 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	now := s.now().Unix()
 	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
 		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		hostname, start_time, gpu_count, gpu_weight, duration_est, labels, registration, registered_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id) DO NOTHING`),
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
-		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now)
+		r.Hostname, r.StartTime, r.GPUCount, r.gpuWeight(), r.DurationEst, string(labels), string(r.Body), now)
 	if err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
@@ -85,12 +85,25 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total)
-			VALUES (?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal); err != nil {
+		share := g.share()
+		exclusive := 0
+		if wholeInstance(share, g.MIG) {
+			exclusive = 1
+		}
+		var migUUID, profile string
+		var gi, ci, slices, total *int64
+		if m := g.MIG; m != nil {
+			migUUID, profile = m.UUID, m.Profile
+			gi, ci, slices, total = &m.GPUInstanceID, m.ComputeInstanceID, m.Slices, m.TotalSlices
+		}
+		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total,
+			share, exclusive, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile, mig_slices, mig_total_slices)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal,
+			share, exclusive, migUUID, gi, ci, profile, slices, total); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
-			if err := s.claim(ctx, tx, r, i, g.UUID); err != nil {
+			if err := s.claim(ctx, tx, r, i, g.UUID, gi, exclusive == 1); err != nil {
 				return false, err
 			}
 		}
@@ -101,21 +114,25 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	return true, nil
 }
 
-// claim applies "one GPU runs one task" for the new task's GPU at position
-// i: open tasks that started earlier on this UUID lose their claim at the
-// new task's start, and if a later task already claims it (this
-// registration came late, from a spool), the new task's own claim ended
-// when that one started.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string) error {
+// claim applies "one GPU instance runs one task" for the new task's GPU at
+// position i: open tasks that started earlier on the same instance lose
+// their claim at the new task's start, and if a later task already claims
+// it (this registration came late, from a spool), the new task's own claim
+// ended when that one started. Which claims collide is conflictSQL's rule.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string, gi *int64, exclusive bool) error {
+	older, cargs := conflictSQL("", gi, exclusive)
+	args := append([]any{r.StartTime, uuid, r.TaskID}, cargs...)
 	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE task_gpus SET claim_ended = ?
-		WHERE uuid = ? AND claim_ended IS NULL AND task_id <> ? AND task_id IN
-		(SELECT task_id FROM tasks WHERE end_time IS NULL AND start_time < ?)`),
-		r.StartTime, uuid, r.TaskID, r.StartTime); err != nil {
+		WHERE uuid = ? AND uuid <> '' AND claim_ended IS NULL AND task_id <> ? AND `+older+`
+		AND EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = task_gpus.task_id AND t.end_time IS NULL AND t.start_time < ?)`),
+		append(args, r.StartTime)...); err != nil {
 		return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 	}
+	cond, _ := conflictSQL("g.", gi, exclusive)
 	var later sql.NullInt64
 	if err := tx.QueryRowContext(ctx, s.bind(`SELECT MIN(t.start_time) FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
-		WHERE g.uuid = ? AND g.task_id <> ? AND t.start_time > ?`), uuid, r.TaskID, r.StartTime).Scan(&later); err != nil {
+		WHERE g.uuid = ? AND g.uuid <> '' AND g.task_id <> ? AND `+cond+` AND t.start_time > ?`),
+		append(append([]any{uuid, r.TaskID}, cargs...), r.StartTime)...).Scan(&later); err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
 	if later.Valid {
@@ -125,6 +142,51 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, u
 		}
 	}
 	return nil
+}
+
+// conflictSQL is the condition on another claim of the same UUID (columns
+// prefixed by p) under which it and the new claim (GPU instance gi, nil for
+// a whole GPU; exclusive when it holds the whole instance) cannot both
+// stand, the older one ending. The rule is symmetric, so it serves both
+// directions:
+//   - a whole GPU held exclusively collides with every claim on it;
+//   - a shared whole GPU with exclusive whole-GPU claims and every MIG
+//     claim (the GPU was re-partitioned), never another shared one;
+//   - a MIG instance with every whole-GPU claim on its parent, and on its
+//     own instance with every claim if it is exclusive, else with
+//     exclusive ones; other instances of the parent are left alone.
+func conflictSQL(p string, gi *int64, exclusive bool) (string, []any) {
+	switch {
+	case gi == nil && exclusive:
+		return "1 = 1", nil
+	case gi == nil:
+		return "(" + p + "gpu_instance_id IS NOT NULL OR " + p + "exclusive = 1)", nil
+	case exclusive:
+		return "(" + p + "gpu_instance_id IS NULL OR " + p + "gpu_instance_id = ?)", []any{*gi}
+	}
+	return "(" + p + "gpu_instance_id IS NULL OR (" + p + "gpu_instance_id = ? AND " + p + "exclusive = 1))", []any{*gi}
+}
+
+// gpuWeight is the task's GPUs weighted by share: the listed GPUs' shares
+// and the GPUs counted but not listed (device nodes) at 1 each.
+func (r *Registration) gpuWeight() float64 {
+	w := float64(max(r.GPUCount-int64(len(r.GPUs)), 0))
+	for _, g := range r.GPUs {
+		w += g.share()
+	}
+	return w
+}
+
+// share is the entry's share as the store keeps it: the registration's,
+// else slices / total_slices for MIG, else 1.
+func (g RegisteredGPU) share() float64 {
+	if g.Share > 0 {
+		return g.Share
+	}
+	if m := g.MIG; m != nil && m.Slices != nil && m.TotalSlices != nil && *m.TotalSlices > 0 && *m.Slices > 0 {
+		return float64(*m.Slices) / float64(*m.TotalSlices)
+	}
+	return 1
 }
 
 // joinPending applies a completion that came before this registration, if
@@ -279,13 +341,28 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	for i, g := range c.GPUs {
-		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?
+		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?,
+			energy_joules = ?, energy_estimated = ?
 			WHERE task_id = ? AND `
-		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, c.TaskID}
-		if g.UUID != "" {
+		var estimated *int64
+		if g.EnergyEstimated != nil {
+			e := int64(0)
+			if *g.EnergyEstimated {
+				e = 1
+			}
+			estimated = &e
+		}
+		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, g.EnergyJoules, estimated, c.TaskID}
+		switch {
+		case g.MIGUUID != "":
+			// Two instances of one parent share its UUID: the instance's
+			// own UUID tells them apart.
+			q += "mig_uuid = ?"
+			args = append(args, g.MIGUUID)
+		case g.UUID != "":
 			q += "uuid = ?"
 			args = append(args, g.UUID)
-		} else {
+		default:
 			q += "position = ? AND uuid = ''"
 			args = append(args, i)
 		}

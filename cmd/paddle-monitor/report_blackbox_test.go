@@ -221,7 +221,7 @@ func TestMetricsOpenTasksPromtool(t *testing.T) {
 			t.Errorf("open task %s is not on /metrics", id)
 		}
 	}
-	if !strings.Contains(body, `paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`) {
+	if !strings.Contains(body, `paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`) {
 		t.Errorf("t04's GPU is not on /metrics:\n%s", body)
 	}
 	if strings.Contains(body, "t01-midnight") {

@@ -152,9 +152,9 @@ func TestRemoveStale(t *testing.T) {
 	cpu := write("cpu-task", "")
 	own := write("me", mine)
 	junk := filepath.Join(dir, "paddle-task-junk.prom")
-	os.WriteFile(junk, []byte("paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID=\"GPU-aaaa\" 1\n"), 0o644) // unparseable
+	os.WriteFile(junk, []byte("paddle_task_gpu_info{UUID=\"GPU-aaaa\" 1\n"), 0o644) // unparseable
 	foreign := filepath.Join(dir, "gpu.prom")
-	os.WriteFile(foreign, []byte("paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID=\"GPU-aaaa\"} 1\n"), 0o644) // not ours by name
+	os.WriteFile(foreign, []byte("paddle_task_gpu_info{UUID=\"GPU-aaaa\"} 1\n"), 0o644) // not ours by name
 	fifo := filepath.Join(dir, "paddle-task-fifo.prom")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)

@@ -59,12 +59,12 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	now := s.now().Unix()
 	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
 		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, gpu_weight, duration_est, labels, registration, registered_at)
+		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id) DO NOTHING`),
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
-		r.Hostname, r.StartTime, r.GPUCount, r.gpuWeight(), r.DurationEst, string(labels), string(r.Body), now)
+		r.Hostname, r.StartTime, r.GPUCount, max(r.GPUCount-int64(len(r.GPUs)), 0), r.DurationEst, string(labels), string(r.Body), now)
 	if err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
@@ -165,16 +165,6 @@ func conflictSQL(p string, gi *int64, exclusive bool) (string, []any) {
 		return "(" + p + "gpu_instance_id IS NULL OR " + p + "gpu_instance_id = ?)", []any{*gi}
 	}
 	return "(" + p + "gpu_instance_id IS NULL OR (" + p + "gpu_instance_id = ? AND " + p + "exclusive = 1))", []any{*gi}
-}
-
-// gpuWeight is the task's GPUs weighted by share: the listed GPUs' shares
-// and the GPUs counted but not listed (device nodes) at 1 each.
-func (r *Registration) gpuWeight() float64 {
-	w := float64(max(r.GPUCount-int64(len(r.GPUs)), 0))
-	for _, g := range r.GPUs {
-		w += g.share()
-	}
-	return w
 }
 
 // share is the entry's share as the store keeps it: the registration's,

@@ -19,10 +19,9 @@ ALTER TABLE task_gpus ADD COLUMN mig_total_slices INTEGER;
 ALTER TABLE task_gpus ADD COLUMN exclusive INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE task_gpus ADD COLUMN energy_joules REAL;
 ALTER TABLE task_gpus ADD COLUMN energy_estimated INTEGER;
--- tasks.gpu_weight is the task's GPUs weighted by share: Σ share of the
--- listed GPUs + the GPUs counted but not listed (device nodes, share 1).
--- The report's task-level GPU-hours are gpu_weight × hours, read from the
--- task's own row. Every GPU stored so far has share 1.
-ALTER TABLE tasks ADD COLUMN gpu_weight REAL NOT NULL DEFAULT 0;
-UPDATE tasks SET gpu_weight = (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = tasks.task_id)
-  + MAX(gpu_count - (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = tasks.task_id), 0);
+-- tasks.gpu_unlisted are the GPUs counted in gpu_count but not listed in
+-- gpus (device nodes): they count with share 1 and the default price. The
+-- report's GPU-hours are the listed GPUs' share × hours plus these × hours,
+-- read from the task's own row.
+ALTER TABLE tasks ADD COLUMN gpu_unlisted INTEGER NOT NULL DEFAULT 0;
+UPDATE tasks SET gpu_unlisted = MAX(gpu_count - (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = tasks.task_id), 0);

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
@@ -11,6 +12,10 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 	"github.com/paddle-entrypoint/paddle-entrypoint/supervise"
 )
+
+// drainBatch is how many older spool entries of each kind one drain pass
+// sends while the command runs.
+const drainBatch = 5
 
 // clearInheritedMask re-executes a supervisor started with blocked signals
 // (see supervise.ClearInheritedMask); it returns when none were blocked.
@@ -33,31 +38,152 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervis
 		log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
 		return status
 	}
-	t := supervise.Task{
-		Signals:        fwd,
-		Finish:         finish,
-		Command:        cmd,
-		Labels:         set,
-		LabelsFile:     cfg.LabelsFile,
-		CompleteBudget: cfg.CompleteBudget,
-		Heartbeat:      cfg.Heartbeat,
-		Sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: probePath(cfg),
-			UUIDs: inv.UUIDs(), Environ: cmd.Env, Logger: log, Children: reaper},
-		Log: log,
-	}
+	rep := &taskReport{cfg: cfg, set: set, inv: inv, finish: finish, log: log,
+		sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: probePath(cfg),
+			UUIDs: inv.UUIDs(), Environ: cmd.Env, Logger: log, Children: reaper}}
+	t := supervise.Task{Command: cmd, Signals: fwd, EndBudget: cfg.CompleteBudget, Log: log,
+		OnStart: rep, OnBeat: rep, OnEnd: rep}
 	if cfg.MonitorURL != "" {
-		t.Monitor = func() supervise.Monitor {
-			r := newRegistrar(cfg, log)
-			c := &register.Completer{Client: r.Client, Logger: log}
-			if q, ok := r.Queue.(*spool.Spool); ok {
-				c.Queue = q
-			}
-			return supervise.Monitor{Registration: register.Body(set, inv), Registrar: r, Completer: c, Client: r.Client}
-		}
+		t.Heartbeat = cfg.Heartbeat
 	} else {
 		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
 	}
 	return supervise.Run(reaper, t)
+}
+
+// taskReport is what a supervised task reports, wired into supervise.Run's
+// hooks: at the start the registration (alongside the command) and the GPU
+// sampler, on each tick a heartbeat, at the end the completion. Run calls
+// the hooks one at a time, in that order (see package supervise).
+type taskReport struct {
+	cfg      config.Config
+	set      *labels.Set
+	inv      gpu.Inventory
+	sampling gpu.SamplerOptions
+	// finish runs once the command has ended, before the completion is
+	// written: it may fill the completion's gate and metrics, remove files
+	// that lived as long as the command, and returns the supervisor's exit
+	// status. It shares the completion budget.
+	finish func(ctx context.Context, code int, c *register.Completion) int
+	log    *slog.Logger
+
+	smp       *gpu.Sampler        // nil: no sampling
+	reg       *register.Alongside // nil: no monitor
+	registrar *register.Registrar
+	completer *register.Completer
+}
+
+// Started starts the registration alongside the command, then the GPU
+// sampler. Building the client, the spool and the body is no part of the
+// time to the command: it runs once the command has started.
+func (r *taskReport) Started(time.Time) {
+	if r.cfg.MonitorURL != "" {
+		r.registrar = newRegistrar(r.cfg, r.log)
+		r.completer = &register.Completer{Client: r.registrar.Client, Logger: r.log}
+		if q, ok := r.registrar.Queue.(*spool.Spool); ok {
+			r.completer.Queue = q
+		}
+		// Its own context: Finish ends it, within the completion budget.
+		r.reg = r.registrar.RegisterAlongside(context.Background(), r.set.TaskID, register.Body(r.set, r.inv), r.drain)
+	}
+	if r.sampling.Interval > 0 && len(r.sampling.UUIDs) > 0 {
+		// Stopped by Ended.
+		r.smp = gpu.StartSampler(context.Background(), r.sampling)
+	}
+}
+
+// Beat posts a heartbeat: {task_id, time}, and with sampling on the
+// interval's length and per-GPU samples. It is never spooled (only the
+// latest matters); failures are logged at debug level.
+func (r *taskReport) Beat(ctx context.Context, t supervise.Tick) {
+	client := r.registrar.Client // ticks come only with a monitor
+	var gpus []gpu.GPUInterval
+	if r.smp != nil {
+		gpus = r.smp.TakeInterval()
+	}
+	h := register.NewHeartbeat(r.set.TaskID, t.Since, t.Time, gpus)
+	actx, cancel := context.WithTimeout(ctx, min(register.AttemptTimeout, r.cfg.Heartbeat))
+	defer cancel()
+	if err := client.SendHeartbeat(actx, h.Key(), h.Marshal()); err != nil {
+		r.log.Debug("heartbeat not delivered", "err", client.Redact(err.Error()))
+	}
+}
+
+// Ended reports the command's end: the sampler's summaries, then finish
+// (the gate, the textfile), then the completion, write-ahead first:
+// Complete spools it, then runs the rest of the end (the labels file
+// rewritten, the wait for the registration), so a supervisor killed at any
+// moment after the command's end loses nothing. It is sent once the
+// registration is no longer pending.
+func (r *taskReport) Ended(ctx context.Context, e supervise.End) int {
+	if !e.Ran {
+		// What lives as long as the command (the textfile) goes; a
+		// command that never ran is not gated and not reported.
+		r.finish(ctx, e.Code, &register.Completion{})
+		return e.Code
+	}
+	comp := completion(r.set, e)
+	if r.smp != nil {
+		comp.GPUs = r.smp.Stop()
+	}
+	status := r.finish(ctx, e.Code, &comp)
+	if r.reg == nil {
+		r.writeEnd(e)
+		return status
+	}
+	// The registration's write-ahead comes before the completion's, so a
+	// kill never leaves a completion without its registration; the drain
+	// stops before the completion is spooled, so no drain pass sends it a
+	// second time.
+	r.reg.WaitWriteAhead(ctx)
+	r.reg.StopDrain(ctx)
+	r.completer.Complete(ctx, r.set.TaskID, comp.Marshal(), func(ctx context.Context) bool {
+		r.writeEnd(e)
+		return r.reg.Finish(ctx) != register.Spooled
+	})
+	return status
+}
+
+// writeEnd rewrites the labels file with the command's end.
+func (r *taskReport) writeEnd(e supervise.End) {
+	if err := labels.WriteEndFile(r.cfg.LabelsFile, r.set, e.Ended, e.Code); err != nil {
+		r.log.Warn("labels file not rewritten with the end", "err", err)
+	}
+}
+
+// drain sends a few older spool entries (registrations, then completions
+// whose registration is no longer pending) and reports whether there may
+// be more.
+func (r *taskReport) drain(ctx context.Context) bool {
+	regs, err := r.registrar.Flush(ctx, drainBatch)
+	if err != nil || regs.Stopped != nil {
+		return false
+	}
+	comps, err := r.completer.Flush(ctx, drainBatch)
+	if err != nil || comps.Stopped != nil {
+		return false
+	}
+	return regs.Delivered+regs.Dead == drainBatch || comps.Delivered+comps.Dead == drainBatch
+}
+
+// completion is the completion body of a command that ended as e; the GPUs
+// have no samples yet.
+func completion(set *labels.Set, e supervise.End) register.Completion {
+	dur := e.Duration().Seconds()
+	c := register.Completion{
+		TaskID:          set.TaskID,
+		StartTime:       set.StartTime,
+		EndTime:         e.Ended.Unix(),
+		DurationSeconds: dur,
+		ExitCode:        e.Code,
+		Signal:          e.Signal,
+		GPUCount:        set.GPUCount,
+		GPUSeconds:      float64(set.GPUCount) * dur,
+	}
+	for _, u := range set.GPUUUIDs {
+		c.GPUs = append(c.GPUs, gpu.GPUSummary{UUID: u})
+	}
+	return c
 }
 
 // finisher is the end of a supervised task before its completion: the

@@ -99,10 +99,11 @@ type Sampler struct {
 	summary []GPUSummary
 
 	mu       sync.Mutex
-	stats    []gpuStats // per UUID, in order
-	seen     []bool     // per UUID: read in the line being recorded
-	lines    int        // complete lines read
-	badLines int        // lines dropped
+	stats    []gpuStats      // per UUID, in order
+	interval []intervalStats // per UUID: since the last TakeInterval
+	seen     []bool          // per UUID: read in the line being recorded
+	lines    int             // complete lines read
+	badLines int             // lines dropped
 }
 
 // StartSampler starts the probe's sampling mode and returns at once. It
@@ -111,14 +112,15 @@ type Sampler struct {
 // sampling early, as Stop does.
 func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 	s := &Sampler{
-		opt:   opt,
-		log:   opt.Logger,
-		index: make(map[string]int, len(opt.UUIDs)),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		alive: make(chan struct{}, 1),
-		stats: make([]gpuStats, len(opt.UUIDs)),
-		seen:  make([]bool, len(opt.UUIDs)),
+		opt:      opt,
+		log:      opt.Logger,
+		index:    make(map[string]int, len(opt.UUIDs)),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		alive:    make(chan struct{}, 1),
+		stats:    make([]gpuStats, len(opt.UUIDs)),
+		interval: make([]intervalStats, len(opt.UUIDs)),
+		seen:     make([]bool, len(opt.UUIDs)),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -360,6 +362,7 @@ func (s *Sampler) record(sample Sample, err error) {
 		}
 		s.seen[i] = true
 		s.stats[i].add(r)
+		s.interval[i].add(r)
 	}
 }
 

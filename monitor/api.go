@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
@@ -43,6 +44,7 @@ type Store interface {
 	Register(ctx context.Context, r *store.Registration) (created bool, err error)
 	Complete(ctx context.Context, c *store.Completion, body []byte, scope *access.Scope) (store.CompleteResult, error)
 	Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error
+	HeartbeatSampled(ctx context.Context, hb *store.Sampled, scope *access.Scope) error
 	Task(ctx context.Context, taskID string, scope *access.Scope) (*store.Task, error)
 	Tasks(ctx context.Context, f store.Filter, scope *access.Scope) ([]store.Task, string, error)
 	Ping(ctx context.Context) error
@@ -62,6 +64,9 @@ type Config struct {
 	Log         *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Prices turn an idle task's GPU-hours into its cost_so_far (nil:
+	// null).
+	Prices *report.Prices
 }
 
 // API is the monitor's HTTP handler.

@@ -505,3 +505,68 @@ func decodeCompletion(body []byte) (*store.Completion, error) {
 	}
 	return c, nil
 }
+
+// heartbeat is a decoded heartbeat body: Time is nil when the body had
+// none (the server's clock then counts).
+type heartbeat struct {
+	Sampled store.Sampled
+	Time    *int64
+}
+
+// decodeHeartbeat checks a heartbeat body: task_id, and optionally time,
+// interval_seconds and gpus (ENTRYPOINT.md section 12).
+func decodeHeartbeat(body []byte) (*heartbeat, error) {
+	o, err := parseObject(body, "a heartbeat")
+	if err != nil {
+		return nil, err
+	}
+	hb := &heartbeat{}
+	if hb.Sampled.TaskID, err = o.name("task_id", true, false, ""); err != nil {
+		return nil, err
+	}
+	if hb.Time, err = o.integer("time", false, 0, maxUnix); err != nil {
+		return nil, err
+	}
+	interval, err := o.number("interval_seconds", false, 0, maxUnix)
+	if err != nil {
+		return nil, err
+	}
+	if interval != nil {
+		v := int64(math.Round(*interval))
+		hb.Sampled.Interval = &v
+	}
+	gpus, err := o.objects("gpus")
+	if err != nil {
+		return nil, err
+	}
+	if len(gpus) > maxGPUs {
+		return nil, &fieldError{"gpus", fmt.Sprintf("must list at most %d GPUs", maxGPUs)}
+	}
+	for i, g := range gpus {
+		field := fmt.Sprintf("gpus[%d]", i)
+		var s store.SampledGPU
+		for _, f := range []struct {
+			key string
+			dst *string
+		}{{"uuid", &s.UUID}, {"mig_uuid", &s.MIGUUID}} {
+			if *f.dst, err = g.str(f.key); err != nil {
+				return nil, within(field, err)
+			}
+			if err := freeText(field+"."+f.key, *f.dst, 128); err != nil {
+				return nil, err
+			}
+		}
+		samples, err := g.integer("samples", false, 0, math.MaxInt64)
+		if err != nil {
+			return nil, within(field, err)
+		}
+		if samples != nil {
+			s.Samples = *samples
+		}
+		if s.UtilMean, err = g.number("util_mean", false, 0, 100); err != nil {
+			return nil, within(field, err)
+		}
+		hb.Sampled.GPUs = append(hb.Sampled.GPUs, s)
+	}
+	return hb, nil
+}

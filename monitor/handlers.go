@@ -2,8 +2,10 @@ package monitor
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
@@ -95,27 +97,24 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	o, err := parseObject(body, "a heartbeat")
-	if err != nil {
-		a.fail(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	id, err := o.name("task_id", true, false, "")
-	if err != nil {
-		a.fail(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	at, err := o.integer("time", false, 0, maxUnix)
+	hb, err := decodeHeartbeat(body)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	now := a.cfg.Now()
-	t := now.Unix()
-	if at != nil {
-		t = min(*at, now.Add(HeartbeatSkew).Unix())
+	if hb.Time == nil {
+		hb.Sampled.Time = now.Unix()
+	} else {
+		hb.Sampled.Time = min(*hb.Time, now.Add(HeartbeatSkew).Unix())
 	}
-	switch err := a.cfg.Store.Heartbeat(r.Context(), id, t, scope); {
+	id := hb.Sampled.TaskID
+	if len(hb.Sampled.GPUs) > 0 {
+		err = a.cfg.Store.HeartbeatSampled(r.Context(), &hb.Sampled, scope)
+	} else {
+		err = a.cfg.Store.Heartbeat(r.Context(), id, hb.Sampled.Time, scope)
+	}
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		a.fail(w, http.StatusNotFound, "no task "+id)
 	case err != nil:
@@ -143,10 +142,25 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		}
 	}
 	switch f.State {
-	case "", "running", "completed", "failed":
+	case "", "running", "completed", "failed", "idle":
 	default:
-		a.fail(w, http.StatusBadRequest, "parameter state: must be running, completed or failed")
+		a.fail(w, http.StatusBadRequest, "parameter state: must be running, completed, failed or idle")
 		return
+	}
+	if v, set := q["idle_for"]; set && f.State != "idle" {
+		a.fail(w, http.StatusBadRequest, "parameter idle_for: only with state=idle")
+		return
+	} else if f.State == "idle" {
+		idleFor := DefaultIdleFor
+		if len(v) > 0 {
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < 0 {
+				a.fail(w, http.StatusBadRequest, fmt.Sprintf("parameter idle_for: %q is not a Go duration of at least 0 (such as 30m or 2h)", v[0]))
+				return
+			}
+			idleFor = d
+		}
+		f.IdleFor = int64(idleFor / time.Second)
 	}
 	for _, p := range []struct {
 		key string
@@ -179,11 +193,15 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		a.storeFailed(w, "tasks", err)
 		return
 	}
-	out := taskList{Tasks: tasks}
+	var cursor *string
 	if next != "" {
-		out.NextCursor = &next
+		cursor = &next
 	}
-	writeJSON(w, http.StatusOK, out)
+	if f.State == "idle" {
+		writeJSON(w, http.StatusOK, idleList{Tasks: idleTasks(tasks, a.cfg.Prices), NextCursor: cursor})
+		return
+	}
+	writeJSON(w, http.StatusOK, taskList{Tasks: tasks, NextCursor: cursor})
 }
 
 func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scope) {

@@ -56,6 +56,18 @@ var (
 	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share",
 		"The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.",
 		[]string{"task_id", "UUID", "GPU_I_ID"}, nil)
+	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent",
+		"Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.",
+		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
+	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds",
+		"How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle).",
+		[]string{"task_id", "task_name", "project", "owner", "hostname"}, nil)
+	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds",
+		"When an open task started (Unix seconds, its registration's start_time).",
+		[]string{"task_id"}, nil)
+	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds",
+		"How long an open task said it would run (its registration's duration_est).",
+		[]string{"task_id"}, nil)
 	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
 		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
 		nil, nil)
@@ -66,6 +78,10 @@ func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- taskInfoDesc
 	ch <- taskGPUInfoDesc
 	ch <- taskGPUShareDesc
+	ch <- taskGPUUtilDesc
+	ch <- taskIdleDesc
+	ch <- taskStartDesc
+	ch <- taskEstimateDesc
 	ch <- taskScrapeErrorDesc
 }
 
@@ -100,9 +116,22 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return true
 	}
+	now := c.now().Unix()
 	for i, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
+		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID)
+		if t.DurationEst != nil {
+			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID)
+		}
+		if t.Sampled && !lost(t, now) {
+			idle := 0.0
+			if t.IdleSince != nil {
+				idle = float64(max(t.LastSeen-*t.IdleSince, 0))
+			}
+			ch <- prometheus.MustNewConstMetric(taskIdleDesc, prometheus.GaugeValue, idle,
+				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
+		}
 		seen := map[string]bool{} // a GPU (instance) listed twice by one task: one series
 		for _, g := range t.GPUs {
 			gi := ""
@@ -116,6 +145,18 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
 			ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, g.UUID, gi)
+			if g.LatestUtilMean != nil {
+				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
+					t.TaskID, t.Project, t.Owner, g.UUID, gi)
+			}
 		}
 	}
+}
+
+// lost says whether a task has not been heard from for three of its
+// heartbeat intervals: it is then neither idle nor busy, and leaves
+// paddle_task_idle_seconds. Without a known interval only --open-ttl
+// applies.
+func lost(t store.OpenTask, now int64) bool {
+	return t.Interval != nil && *t.Interval > 0 && now-t.LastSeen > 3**t.Interval
 }

@@ -60,7 +60,8 @@ paddle_task_info{env="prod",hostname="node1",owner="ann@example.com",pipeline="r
 paddle_task_info{env="",hostname="",owner="cho",pipeline="",priority="",project="nlp",step="",task_id="c3",task_name="cpu-step"} 1
 paddle_task_info{env="",hostname="node1",owner="bob",pipeline="",priority="",project="vision",step="",task_id="b2",task_name="eval"} 1
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+	// The idle and time series have their own test (TestTaskCollectorIdle).
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "paddle_monitor_task_scrape_error", "paddle_task_gpu_info", "paddle_task_info"); err != nil {
 		t.Error(err)
 	}
 	if src.since != now.Add(-time.Hour).Unix() {
@@ -118,6 +119,8 @@ func TestMetricsFixture(t *testing.T) {
 			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",task_id="t05-open-silent"} 1`,
 			`paddle_task_info{env="",hostname="node4",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
 			`paddle_task_info{env="",hostname="node5",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
+			`paddle_task_start_time_seconds{task_id="t04-open-heartbeat"} 1.7635968e+09`,
+			`paddle_task_start_time_seconds{task_id="t05-open-silent"} 1.764072e+09`,
 		}
 		if got := taskLines(body); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("task series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -178,5 +181,59 @@ func promtoolCheckMetrics(t *testing.T, body string) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+// The idle series, byte for byte: utilisation per claimed GPU with
+// samples, idle seconds (last_seen − idle_since; 0 while busy) for tasks
+// with samples, absent once a task is not heard from for three of its
+// intervals; start time for every open task, the estimate when it gave one.
+func TestTaskCollectorIdle(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	i := func(v int64) *int64 { return &v }
+	now := time.Unix(10000, 0)
+	src := &fakeOpen{tasks: []store.OpenTask{
+		// Idle since 8000, last seen 9940 (60 s ago, interval 60): 1940 s.
+		{TaskID: "idle", TaskName: "train", Project: "search", Owner: "ann@example.com", Hostname: "node1", StartTime: 7000,
+			LastSeen: 9940, DurationEst: i(3600), Sampled: true, IdleSince: i(8000), Interval: i(60),
+			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4", LatestUtilMean: f(0)}, {UUID: "GPU-bbbb", Model: "Tesla T4", LatestUtilMean: f(0.5)}}},
+		// Busy: 0.
+		{TaskID: "busy", TaskName: "eval", Project: "vision", Owner: "bob", StartTime: 7100, LastSeen: 9990,
+			Sampled: true, Interval: i(60), GPUs: []store.OpenGPU{{UUID: "GPU-cccc", Model: "Tesla T4", LatestUtilMean: f(87.5)}}},
+		// Idle, but last seen 181 s ago with a 60 s interval: lost, not idle.
+		{TaskID: "lost", TaskName: "eval", Project: "vision", Owner: "bob", StartTime: 7200, LastSeen: 9819,
+			Sampled: true, IdleSince: i(8000), Interval: i(60), GPUs: []store.OpenGPU{{UUID: "GPU-dddd", Model: "Tesla T4", LatestUtilMean: f(0)}}},
+		// Never sampled: no idle series, no utilisation.
+		{TaskID: "plain", TaskName: "prep", Project: "nlp", Owner: "cho", StartTime: 7300, LastSeen: 7300,
+			GPUs: []store.OpenGPU{{UUID: "GPU-eeee", Model: "Tesla T4"}}},
+	}}
+	c := monitor.NewTaskCollector(src, time.Hour, func() time.Time { return now })
+	want := `# HELP paddle_task_duration_estimate_seconds How long an open task said it would run (its registration's duration_est).
+# TYPE paddle_task_duration_estimate_seconds gauge
+paddle_task_duration_estimate_seconds{task_id="idle"} 3600
+# HELP paddle_task_gpu_utilization_percent Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.
+# TYPE paddle_task_gpu_utilization_percent gauge
+paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-aaaa",owner="ann@example.com",project="search",task_id="idle"} 0
+paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-bbbb",owner="ann@example.com",project="search",task_id="idle"} 0.5
+paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-cccc",owner="bob",project="vision",task_id="busy"} 87.5
+paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-dddd",owner="bob",project="vision",task_id="lost"} 0
+# HELP paddle_task_idle_seconds How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle).
+# TYPE paddle_task_idle_seconds gauge
+paddle_task_idle_seconds{hostname="",owner="bob",project="vision",task_id="busy",task_name="eval"} 0
+paddle_task_idle_seconds{hostname="node1",owner="ann@example.com",project="search",task_id="idle",task_name="train"} 1940
+# HELP paddle_task_start_time_seconds When an open task started (Unix seconds, its registration's start_time).
+# TYPE paddle_task_start_time_seconds gauge
+paddle_task_start_time_seconds{task_id="busy"} 7100
+paddle_task_start_time_seconds{task_id="idle"} 7000
+paddle_task_start_time_seconds{task_id="lost"} 7200
+paddle_task_start_time_seconds{task_id="plain"} 7300
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "paddle_task_duration_estimate_seconds",
+		"paddle_task_gpu_utilization_percent", "paddle_task_idle_seconds", "paddle_task_start_time_seconds"); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
 //go:embed page.html
@@ -27,6 +28,13 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		return strconv.FormatFloat(*x, 'f', 2, 64)
 	},
 	"deref": func(x *float64) float64 { return *x },
+	// budgetValue writes a budget's limit or figure in its unit.
+	"budgetValue": func(kind string, v float64) string {
+		if kind == report.BudgetCost {
+			return strconv.FormatFloat(v, 'f', 2, 64)
+		}
+		return strconv.FormatFloat(v, 'f', 1, 64) + " GPU-h"
+	},
 	"percent": func(x *float64) string {
 		if x == nil {
 			return "–"
@@ -52,7 +60,18 @@ type pageTask struct {
 	Started, LastSeen                      string
 }
 
+// pageIdle is one task of "Idle now".
+type pageIdle struct {
+	TaskID, Name, Project, Owner string
+	GPUs                         int64
+	IdleFor                      string
+	Cost                         *float64
+}
+
 type pageData struct {
+	Idle              []pageIdle
+	IdleMore          bool
+	Budgeted          bool
 	Month, Prev, Next string
 	MonthName         string
 	Report            *report.Report
@@ -90,7 +109,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Scope: scope.Allows})
+		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: scope.Allows})
 	if err != nil {
 		h.api.storeFailed(w, "page report", err)
 		return
@@ -101,7 +120,16 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 
+	idle, more, err := h.cfg.Source.Tasks(r.Context(), store.Filter{State: "idle", IdleFor: int64(DefaultIdleFor / time.Second),
+		Limit: pageRunningMax}, scope)
+	if err != nil {
+		h.api.storeFailed(w, "page idle tasks", err)
+		return
+	}
+
 	d := pageData{
+		IdleMore:  more != "",
+		Budgeted:  h.cfg.Budgets != nil,
 		Month:     win.From.Format("2006-01"),
 		Prev:      win.From.AddDate(0, -1, 0).Format("2006-01"),
 		Next:      win.To.Format("2006-01"),
@@ -144,6 +172,10 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		period["metric"] = metrics
 	}
 	d.JSON = "/v1/report?" + period.Encode()
+	for _, t := range idle {
+		d.Idle = append(d.Idle, pageIdle{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project, Owner: t.Owner,
+			GPUs: t.GPUCount, IdleFor: idleFor(t), Cost: costSoFar(h.cfg.Prices, t)})
+	}
 	for _, t := range open {
 		if !scope.Allows(t.Project, t.Owner) {
 			continue
@@ -168,6 +200,16 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(b.Bytes())
+}
+
+// idleFor writes how long a task has been idle (last seen − idle since)
+// as hours and minutes.
+func idleFor(t store.Task) string {
+	if t.IdleSince == nil || t.LastSeen == nil {
+		return ""
+	}
+	d := time.Duration(max(*t.LastSeen-*t.IdleSince, 0)) * time.Second
+	return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
 }
 
 func maxf(a, b float64) float64 {

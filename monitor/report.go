@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,13 +12,17 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
 // ReportSource is what the report endpoint and the page need from the
-// store: the report's sums and the open tasks.
+// store: the report's sums, the running tasks of a budget's forecast, the
+// open tasks and the idle ones.
 type ReportSource interface {
 	report.Source
+	report.Running
 	OpenTasks
+	Tasks(ctx context.Context, f store.Filter, scope *access.Scope) ([]store.Task, string, error)
 }
 
 // ReportConfig is what MountReport needs.
@@ -25,6 +30,9 @@ type ReportConfig struct {
 	Source ReportSource
 	// Prices turn GPU-hours into cost (nil: no cost).
 	Prices *report.Prices
+	// Budgets are the projects' monthly budgets (nil: none): a report by
+	// project over one calendar month, and the page, show them.
+	Budgets *report.Budgets
 	// OpenTTL: open tasks not seen for this long are not "running" on the
 	// page (nor on /metrics).
 	OpenTTL time.Duration
@@ -77,7 +85,7 @@ func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter
 // metric (repeated: completion metrics to show the mean of).
 func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
 	v := r.URL.Query()
-	q := report.Query{Prices: h.cfg.Prices, Scope: scope.Allows}
+	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: scope.Allows}
 	from, to := v.Get("from"), v.Get("to")
 	if from == "" && to == "" {
 		q.Window = report.Month(h.cfg.Now())

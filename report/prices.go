@@ -72,6 +72,19 @@ type glob struct {
 	price   float64
 }
 
+// EntryPrice returns the hourly price of one GPU entry of a task: a MIG
+// instance (mig) of profile at its profile's price, else any entry at
+// Price(model) × share. ok is false when nothing prices it.
+func (p *Prices) EntryPrice(model, profile string, mig bool, share float64) (price float64, ok bool) {
+	if mig {
+		if v, ok := p.ProfilePrice(model, profile); ok {
+			return v, true
+		}
+	}
+	v, ok := p.Price(model)
+	return v * share, ok
+}
+
 // Price returns the hourly price of one GPU of model among the keys that
 // name no MIG profile: an exact name wins, then the longest matching glob
 // (path.Match; ties in byte order), then the default. ok is false when

@@ -52,6 +52,12 @@ type Query struct {
 	// Metrics lists completion metrics (validated by ParseMetrics) whose
 	// mean every row and the total show; empty leaves them out.
 	Metrics []string
+	// Budgets give each row of a report by project over one calendar
+	// month its budget (nil: none). The forecast of the month that holds
+	// Now needs a Source that is also a Running.
+	Budgets *Budgets
+	// Now is the clock of the forecast (time.Now when zero).
+	Now time.Time
 }
 
 // TaskSums are the task-level sums of one group: every column of Key is a
@@ -176,6 +182,10 @@ type MetricMean struct {
 type Row struct {
 	Key map[string]string `json:"key"`
 	Figures
+	// Budget is the row's project budget in a report by project over one
+	// calendar month with budgets; null in other reports and for rows
+	// without one.
+	Budget *BudgetFigures `json:"budget"`
 }
 
 // Report is the whole answer.
@@ -457,6 +467,9 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		return strings.Compare(rowID(by, a.Key), rowID(by, b.Key))
 	})
 	r.Total = total.figures(q.Prices, q.Metrics)
+	if err := addBudgets(ctx, src, q, r); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
@@ -138,7 +140,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		mustRegister(t, s, reg("a", "search_x", "ann", 1))
 		mustRegister(t, s, reg("b", "search_y", "bob", 2))
 		db := store.DBForTest(s)
-		for _, q := range []string{"DROP TABLE project_owners", "UPDATE schema_version SET version = 1"} {
+		for _, q := range append(append(append([]string{"DROP TABLE project_owners"}, undoShares...), undoIdle...), "UPDATE schema_version SET version = 1") {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatal(err)
 			}
@@ -148,6 +150,102 @@ func TestMigrateFromVersion1(t *testing.T) {
 		page, _, err := again.Tasks(ctx, store.Filter{}, &access.Scope{Projects: []string{"search_*"}})
 		if err != nil || len(page) != 2 {
 			t.Fatalf("after the upgrade the scoped read sees %d tasks (%v), want 2", len(page), err)
+		}
+	})
+}
+
+// undoIdle takes migration 0004_idle back (the same statements on both
+// engines), so that a test can bring a database to an older schema.
+var undoIdle = []string{
+	"DROP INDEX tasks_open_idle",
+	"ALTER TABLE tasks DROP COLUMN idle_since",
+	"ALTER TABLE tasks DROP COLUMN gpus_seen",
+	"ALTER TABLE tasks DROP COLUMN heartbeat_interval",
+	"ALTER TABLE task_gpus DROP COLUMN latest_samples",
+	"ALTER TABLE task_gpus DROP COLUMN latest_util_mean",
+}
+
+// undoShares takes migration 0005_gpu_shares back (the same statements on
+// both engines).
+var undoShares = []string{
+	"ALTER TABLE task_gpus DROP COLUMN share",
+	"ALTER TABLE task_gpus DROP COLUMN mig_uuid",
+	"ALTER TABLE task_gpus DROP COLUMN gpu_instance_id",
+	"ALTER TABLE task_gpus DROP COLUMN compute_instance_id",
+	"ALTER TABLE task_gpus DROP COLUMN mig_profile",
+	"ALTER TABLE task_gpus DROP COLUMN mig_slices",
+	"ALTER TABLE task_gpus DROP COLUMN mig_total_slices",
+	"ALTER TABLE task_gpus DROP COLUMN exclusive",
+	"ALTER TABLE task_gpus DROP COLUMN energy_joules",
+	"ALTER TABLE task_gpus DROP COLUMN energy_estimated",
+	"ALTER TABLE tasks DROP COLUMN gpu_unlisted",
+}
+
+// TestMigrateSharesFromVersion4: a database of the schema before GPU
+// shares, with a task of two listed GPUs and one counted from a device
+// node, upgrades in place: every GPU has share 1 and holds its GPU
+// whole, the unlisted GPU is counted (3 GPU-hours for its hour), and a new
+// task on one of its GPUs still ends that claim.
+func TestMigrateSharesFromVersion4(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		r := reg("a", "p", "o", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}, store.RegisteredGPU{UUID: "GPU-b", Model: "Tesla T4"})
+		r.GPUCount = 3
+		mustRegister(t, s, r)
+		c, body := completion("a", 0, 4600)
+		mustComplete(t, s, c, body)
+		db := store.DBForTest(s)
+		for _, q := range append(slices.Clone(undoShares), "UPDATE schema_version SET version = 4") {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "a", nil)
+		if err != nil || task == nil || len(task.GPUs) != 2 || task.GPUs[0].Share != 1 || task.GPUs[1].Share != 1 || task.GPUs[0].MIG != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		w := report.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
+		rep, err := report.Compute(ctx, again, report.Query{Window: w})
+		if err != nil || rep.Total.GPUHours != 3 {
+			t.Fatalf("GPU-hours after the upgrade: %+v, %v; want 3 (2 listed + 1 device node, 1 h)", rep, err)
+		}
+		mustRegister(t, again, reg("open", "p", "o", 5000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4"}))
+		mustRegister(t, again, reg("next", "p", "o", 6000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4", Share: 0.5}))
+		if task, err = again.Task(ctx, "open", nil); err != nil || task.GPUs[0].ClaimEnded == nil || *task.GPUs[0].ClaimEnded != 6000 {
+			t.Fatalf("a shared task after a whole-GPU one on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
+// TestMigrateIdleFromVersion3: a database of the schema before idle
+// detection, with an open task, upgrades in place: the task is kept, not
+// idle, and its next heartbeat with gpus makes it idle.
+func TestMigrateIdleFromVersion3(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		mustRegister(t, s, reg("a", "search_x", "ann", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}))
+		db := store.DBForTest(s)
+		for _, q := range append(append(slices.Clone(undoShares), undoIdle...), "UPDATE schema_version SET version = 3") {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "a", nil)
+		if err != nil || task == nil || task.IdleSince != nil || len(task.GPUs) != 1 || task.GPUs[0].LatestUtilMean != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		zero := 0.0
+		interval := int64(60)
+		if err := again.HeartbeatSampled(ctx, &store.Sampled{TaskID: "a", Time: 1120, Interval: &interval,
+			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if task, err = again.Task(ctx, "a", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
+			t.Fatalf("after a heartbeat on the upgraded schema: %+v, %v", task, err)
 		}
 	})
 }

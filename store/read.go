@@ -16,8 +16,10 @@ import (
 // Filter selects tasks for Tasks. Zero values select everything.
 type Filter struct {
 	Project, Owner, Pipeline string
-	// State is "", "running", "completed" or "failed".
-	State string
+	// State is "", "running", "completed", "failed" or "idle" (open
+	// tasks idle, last_seen − idle_since, for at least IdleFor).
+	State   string
+	IdleFor int64
 	// From and To select by start_time: [From, To) in Unix seconds.
 	From, To *int64
 	// Limit is the page size (1 to MaxLimit; 0 means DefaultLimit).
@@ -43,7 +45,7 @@ const failed = "(t.end_time IS NOT NULL AND (t.exit_code <> 0 OR COALESCE(t.gate
 const taskColumns = `t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.pipeline_run, t.step,
 	t.orchestrator, t.k8s_namespace, t.k8s_pod, t.k8s_node, t.k8s_pod_uid, t.k8s_job_index, t.hostname, t.start_time,
 	t.gpu_count, t.duration_est, t.labels, t.registered_at, t.last_seen, t.end_time, t.duration_seconds, t.exit_code,
-	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at`
+	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at, t.idle_since`
 
 // Task returns one task within scope, or nil (and no error) when there is
 // none the scope may see.
@@ -94,6 +96,8 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		add("t.end_time IS NOT NULL AND NOT " + failed)
 	case "failed":
 		add(failed)
+	case "idle":
+		add("t.end_time IS NULL AND t.idle_since IS NOT NULL AND t.last_seen - t.idle_since >= ?", f.IdleFor)
 	default:
 		return nil, "", fmt.Errorf("store: unknown state %q", f.State)
 	}
@@ -206,7 +210,7 @@ func scanTasks(rows *sql.Rows) ([]Task, error) {
 		if err := rows.Scan(&t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
 			&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.Hostname,
 			&t.StartTime, &t.GPUCount, &t.DurationEst, &labels, &t.RegisteredAt, &t.LastSeen, &endTime, &duration, &exitCode,
-			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt); err != nil {
+			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt, &t.IdleSince); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(labels), &t.Labels); err != nil {
@@ -225,6 +229,7 @@ func scanTasks(rows *sql.Rows) ([]Task, error) {
 				}
 			}
 			t.Completion = c
+			t.IdleSince = nil // a completed task is not idle
 			t.State = "completed"
 			if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
 				t.State = "failed"
@@ -259,7 +264,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 	}
 	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_id, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
 		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
-		mig_slices, mig_total_slices, energy_joules, energy_estimated
+		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean
 		FROM task_gpus WHERE task_id IN (`+in+`) ORDER BY task_id, position`), string(b))
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
@@ -272,7 +277,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		var gi, estimated sql.NullInt64
 		if err := rows.Scan(&id, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
 			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.Share, &m.UUID, &gi, &m.ComputeInstanceID, &m.Profile,
-			&m.Slices, &m.TotalSlices, &g.EnergyJoules, &estimated); err != nil {
+			&m.Slices, &m.TotalSlices, &g.EnergyJoules, &estimated, &g.LatestSamples, &g.LatestUtilMean); err != nil {
 			return fmt.Errorf("store: gpus: %w", err)
 		}
 		if gi.Valid {

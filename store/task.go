@@ -146,6 +146,9 @@ type Task struct {
 	Labels       map[string]string `json:"labels"`
 	RegisteredAt int64             `json:"registered_at"`
 	LastSeen     *int64            `json:"last_seen"`
+	// IdleSince is when the current run of idle heartbeats began (every
+	// sampled GPU below 1 %); null while busy, completed, or never sampled.
+	IdleSince *int64 `json:"idle_since"`
 	// State is running (no completion), completed (exit 0 and no failed
 	// gate) or failed.
 	State      string          `json:"state"`
@@ -171,6 +174,10 @@ type TaskGPU struct {
 	MIG             *MIG     `json:"mig"`
 	EnergyJoules    *float64 `json:"energy_joules"`
 	EnergyEstimated *bool    `json:"energy_estimated"`
+	// LatestSamples and LatestUtilMean are the newest sampled heartbeat's
+	// interval for this GPU (null before one came).
+	LatestSamples  *int64   `json:"latest_samples"`
+	LatestUtilMean *float64 `json:"latest_util_mean"`
 	// ClaimEnded is when a newer task took over this GPU (instance) while
 	// this task had no completion (one GPU instance runs one task).
 	ClaimEnded *int64 `json:"claim_ended"`

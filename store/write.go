@@ -363,8 +363,8 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 	return nil
 }
 
-// Heartbeat moves the task's last-seen time forward to at (never back).
-// ErrNotFound when there is no such task within scope: a caller outside the
+// Heartbeat moves the task's last-seen time forward to at (never back); a
+// completed task's heartbeat changes nothing. ErrNotFound when there is no such task within scope: a caller outside the
 // scope learns nothing about the task.
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
 	var project, owner string
@@ -375,7 +375,7 @@ func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *a
 	if err != nil {
 		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 	}
-	if _, err := s.w.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND (last_seen IS NULL OR last_seen < ?)"),
+	if _, err := s.w.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND end_time IS NULL AND (last_seen IS NULL OR last_seen < ?)"),
 		at, taskID, at); err != nil {
 		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 	}

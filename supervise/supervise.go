@@ -1,75 +1,103 @@
 // Package supervise runs the training command as a child of the entrypoint
-// (supervise mode, docs/supervise.md): the entrypoint stays as its parent,
-// PID 1 of the container, and reports how the task ended.
+// (supervise mode, docs/supervise.md): the entrypoint stays its parent, PID
+// 1 of the container, as tini would. It owns the child, the signals and the
+// reaping, and nothing else: what the task reports, and to whom, is the
+// caller's, reached through the small interfaces declared here (Starter,
+// Beater, Ender), so the init runs and is tested without any monitor.
 //
 // Guarantees:
 //   - The command gets what exec mode gives it (argv, environment, cwd,
 //     umask, rlimits, an empty signal mask, the dispositions exec mode
-//     leaves, no descriptor of ours), and starts before anything touches
-//     the network: the registration runs alongside it.
+//     leaves, no descriptor of ours), and starts before any hook runs.
 //   - Every catchable signal is forwarded to the command (or its process
 //     group), but SIGCHLD, SIGURG, SIGTTIN, SIGTTOU and the fault signals;
-//     a signal the caller ignored stays ignored and is not forwarded.
+//     a signal the caller ignored stays ignored and is not forwarded. No
+//     hook delays a forwarded signal (the forwarder runs on its own).
 //   - One place waits for children (Reaper); orphans are reaped, as PID 1
 //     or as a child subreaper.
-//   - The exit status is the command's (128+N when killed by signal N);
-//     reporting never changes it, and the time from the command's end to
-//     Run's return is bounded by the completion budget.
+//   - Hooks, in this order: Started once, right after the command started;
+//     Beat every Task.Heartbeat while it runs, never two at once, never
+//     once it has ended; Ended once, after the last Beat returned, with a
+//     context that ends Task.EndBudget after the command's end. A Beat in
+//     flight never delays the noticing of the command's end: its context
+//     ends then. A command that cannot start gets Ended alone.
+//   - The exit status is the one Ended returns; with no Ender, the
+//     command's (128+N when killed by signal N). An Ender that honours its
+//     context keeps the time from the command's end to Run's return within
+//     the budget.
 package supervise
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
-	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
-	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 )
 
-// drainBatch is how many older spool entries of each kind one drain pass
-// sends while the command runs.
-const drainBatch = 5
+// Starter is told once the command has started. It runs before the
+// command's end is acted on, so it should return quickly: long work goes
+// to the background.
+type Starter interface {
+	Started(at time.Time)
+}
 
-// Task is everything supervise mode needs to run and report one command.
+// Beater is called on every heartbeat tick while the command runs, one
+// call at a time, off the supervisor's loop. ctx ends when the command
+// does; a call still running then is waited for, up to the end budget.
+type Beater interface {
+	Beat(ctx context.Context, t Tick)
+}
+
+// Ender is called once the command has ended and been reaped (or could
+// not start). ctx ends at the end budget. It returns the supervisor's exit
+// status: the command's (e.Code), unless the caller's own rules (a quality
+// gate) say otherwise.
+type Ender interface {
+	Ended(ctx context.Context, e End) int
+}
+
+// Tick is one heartbeat tick.
+type Tick struct {
+	Time time.Time // now
+	// Since is the previous tick given to Beat, or the command's start:
+	// a tick dropped while a Beat ran leaves Since where it was.
+	Since time.Time
+}
+
+// End is how the command ended.
+type End struct {
+	// Ran is false when the command could not start: Code is then exec
+	// mode's status (126, 127) and the times are zero.
+	Ran            bool
+	Started, Ended time.Time // the command's start, and its reaping
+	Code           int       // exit code, or 128+N when killed by signal N
+	Signal         string    // the signal that killed it (SIGKILL), if one did
+}
+
+// Duration is the command's measured run time.
+func (e End) Duration() time.Duration { return e.Ended.Sub(e.Started) }
+
+// Task is what Run needs to run one command. Every hook may be nil.
 type Task struct {
 	Command Command
 	// Signals forwards signals to the command; its Catch is called as
 	// early in the start as possible, and Run waits until it has returned.
-	Signals    *Signals
-	Labels     *labels.Set
-	LabelsFile string
-	// Monitor, nil when no monitor is configured, returns how the task
-	// reaches it. It is called once the command has started: building the
-	// client, the spool and the body is no part of the time to the command.
-	Monitor func() Monitor
-	// CompleteBudget bounds the time from the command's end to Run's return.
-	CompleteBudget time.Duration
-	Heartbeat      time.Duration      // 0: off
-	Sampling       gpu.SamplerOptions // no UUIDs or no interval: no sampling
-	// Finish, when set, runs once the command has ended, before the
-	// completion is written: it may fill the completion's gate and metrics,
-	// remove files that lived as long as the command, and returns the
-	// supervisor's exit status (code, the command's, unless a quality gate
-	// says otherwise). It shares the completion budget.
-	Finish func(ctx context.Context, code int, c *register.Completion) int
-	Log    *slog.Logger
+	Signals *Signals
+	// Heartbeat is the interval between Beat calls; 0: no ticks.
+	Heartbeat time.Duration
+	// EndBudget bounds the time from the command's end to Run's return:
+	// Ended's context ends then.
+	EndBudget time.Duration
+	OnStart   Starter
+	OnBeat    Beater
+	OnEnd     Ender
+	Log       *slog.Logger
 }
 
-// Monitor is how a task reaches the monitor.
-type Monitor struct {
-	Registration []byte // the registration body
-	Registrar    *register.Registrar
-	Completer    *register.Completer
-	Client       *register.Client // for heartbeats
-}
-
-// Run starts the command, forwards signals to it, and once it has ended
-// reports its completion; it returns the supervisor's exit status. The
+// Run starts the command, forwards signals to it, calls the hooks, and
+// returns the supervisor's exit status once the command has ended. The
 // reaper must have been started before any child (the GPU probe's too).
 func Run(r *Reaper, t Task) int {
 	log := t.Log
@@ -79,137 +107,79 @@ func Run(r *Reaper, t Task) int {
 	if err != nil {
 		ce := command.StartError(t.Command.Argv[0], err)
 		log.Error("command cannot start", "err", ce)
-		if t.Finish != nil {
-			// What lives as long as the command (the textfile) goes; a
-			// command that never ran is not gated and not reported.
-			t.Finish(context.Background(), ce.Status, &register.Completion{})
-		}
-		return ce.Status
+		return t.ended(time.Now(), End{Code: ce.Status})
 	}
 	sigs.forward(c.pid, c.group, log.Debug)
 	log.Debug("command started", "pid", c.pid, "signal_group", c.group)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var reg *register.Alongside
-	var m Monitor
-	if t.Monitor != nil {
-		m = t.Monitor()
-		// Its own context: Finish ends it, within the completion budget.
-		reg = m.Registrar.RegisterAlongside(context.Background(), t.Labels.TaskID, m.Registration, drainer(m))
-	}
-	if t.Heartbeat > 0 && m.Client != nil {
-		go heartbeat(ctx, m.Client, t.Labels.TaskID, t.Heartbeat, log)
-	}
-	var smp *gpu.Sampler
-	if t.Sampling.Interval > 0 && len(t.Sampling.UUIDs) > 0 {
-		smp = gpu.StartSampler(ctx, t.Sampling)
+	if t.OnStart != nil {
+		t.OnStart.Started(c.started)
 	}
 
-	ws := <-c.exited
-	ended := time.Now()
+	ws, ended := t.wait(c)
 	sigs.end()
-	budget, stop := context.WithDeadline(context.Background(), ended.Add(t.CompleteBudget))
-	defer stop()
-	code := exitCode(ws)
-	comp := completion(t, c.started, ended, ws)
-	if smp != nil {
-		comp.GPUs = smp.Stop()
-	}
-	cancel() // heartbeats end with the command
-	attrs := []any{"exit_code", code, "duration", ended.Sub(c.started).Round(time.Millisecond)}
-	if comp.Signal != "" {
-		attrs = append(attrs, "signal", comp.Signal)
+	e := End{Ran: true, Started: c.started, Ended: ended, Code: exitCode(ws)}
+	attrs := []any{"exit_code", e.Code, "duration", e.Duration().Round(time.Millisecond)}
+	if ws.Signaled() {
+		e.Signal = signalName(ws.Signal())
+		attrs = append(attrs, "signal", e.Signal)
 	}
 	log.Info("command ended", attrs...)
-
-	status := code
-	if t.Finish != nil {
-		status = t.Finish(budget, code, &comp)
-	}
-	if reg == nil {
-		writeEnd(t, ended, code)
-		return status
-	}
-	// Write-ahead first: Complete spools the completion, then runs the
-	// rest of the end (the labels file rewritten, the wait for the
-	// registration), so a supervisor killed at any moment after the
-	// command's end loses nothing. It is sent once the registration is no
-	// longer pending.
-	reg.WaitWriteAhead(budget)
-	reg.StopDrain(budget)
-	m.Completer.Complete(budget, t.Labels.TaskID, comp.Marshal(), func(ctx context.Context) bool {
-		writeEnd(t, ended, code)
-		return reg.Finish(ctx) != register.Spooled
-	})
-	return status
+	return t.ended(ended, e)
 }
 
-// writeEnd rewrites the labels file with the command's end.
-func writeEnd(t Task, ended time.Time, code int) {
-	if err := labels.WriteEndFile(t.LabelsFile, t.Labels, ended, code); err != nil {
-		t.Log.Warn("labels file not rewritten with the end", "err", err)
+// wait is the supervisor's loop: it waits for the command's end, starting
+// a Beat on each tick when none is running, and returns the command's wait
+// status and the time it was reaped, once the last Beat has returned (or
+// the end budget is spent).
+func (t Task) wait(c *child) (syscall.WaitStatus, time.Time) {
+	var tick <-chan time.Time
+	if t.Heartbeat > 0 && t.OnBeat != nil {
+		tk := time.NewTicker(t.Heartbeat)
+		defer tk.Stop()
+		tick = tk.C
 	}
-}
-
-// completion is the completion body of a command that ran from started to
-// ended and ended with ws.
-func completion(t Task, started, ended time.Time, ws syscall.WaitStatus) register.Completion {
-	dur := ended.Sub(started).Seconds()
-	c := register.Completion{
-		TaskID:          t.Labels.TaskID,
-		StartTime:       t.Labels.StartTime,
-		EndTime:         ended.Unix(),
-		DurationSeconds: dur,
-		ExitCode:        exitCode(ws),
-		GPUCount:        t.Labels.GPUCount,
-		GPUSeconds:      float64(t.Labels.GPUCount) * dur,
-	}
-	if ws.Signaled() {
-		c.Signal = signalName(ws.Signal())
-	}
-	for _, u := range t.Labels.GPUUUIDs {
-		c.GPUs = append(c.GPUs, gpu.GPUSummary{UUID: u})
-	}
-	return c
-}
-
-// drainer sends a few older spool entries (registrations, then
-// completions whose registration is no longer pending) and reports whether
-// there may be more.
-func drainer(m Monitor) func(context.Context) bool {
-	return func(ctx context.Context) bool {
-		regs, err := m.Registrar.Flush(ctx, drainBatch)
-		if err != nil || regs.Stopped != nil {
-			return false
-		}
-		comps, err := m.Completer.Flush(ctx, drainBatch)
-		if err != nil || comps.Stopped != nil {
-			return false
-		}
-		return regs.Delivered+regs.Dead == drainBatch || comps.Delivered+comps.Dead == drainBatch
-	}
-}
-
-// heartbeat posts {task_id, time} every interval until ctx is done. It is
-// never spooled (only the latest matters); failures are logged at debug.
-func heartbeat(ctx context.Context, c *register.Client, taskID string, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	since := c.started
+	var beating chan struct{} // closed when the Beat in flight returns
 	for {
 		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			body, _ := json.Marshal(struct {
-				TaskID string `json:"task_id"`
-				Time   int64  `json:"time"`
-			}{taskID, now.Unix()})
-			actx, cancel := context.WithTimeout(ctx, min(register.AttemptTimeout, every))
-			err := c.SendHeartbeat(actx, taskID+"/heartbeat/"+strconv.FormatInt(now.Unix(), 10), body)
-			cancel()
-			if err != nil {
-				log.Debug("heartbeat not delivered", "err", c.Redact(err.Error()))
+		case now := <-tick:
+			if beating != nil {
+				continue // dropped: one Beat at a time
 			}
+			beating = make(chan struct{})
+			go func(tk Tick, done chan struct{}) {
+				defer close(done)
+				t.OnBeat.Beat(ctx, tk)
+			}(Tick{Time: now, Since: since}, beating)
+			since = now
+		case <-beating:
+			beating = nil
+		case ws := <-c.exited:
+			ended := time.Now()
+			cancel()
+			if beating != nil { // still running: its context has ended
+				bound := time.NewTimer(time.Until(ended.Add(t.EndBudget)))
+				defer bound.Stop()
+				select {
+				case <-beating:
+				case <-bound.C:
+					t.Log.Warn("a heartbeat outlived the command's end budget; the end goes on without it")
+				}
+			}
+			return ws, ended
 		}
 	}
+}
+
+// ended calls Ended, its context ending EndBudget after end, and returns
+// the exit status.
+func (t Task) ended(end time.Time, e End) int {
+	if t.OnEnd == nil {
+		return e.Code
+	}
+	budget, stop := context.WithDeadline(context.Background(), end.Add(t.EndBudget))
+	defer stop()
+	return t.OnEnd.Ended(budget, e)
 }

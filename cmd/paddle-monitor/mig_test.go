@@ -6,8 +6,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -51,24 +49,6 @@ func gpuLines(t *testing.T, s *server) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// promtoolCheck runs `promtool check metrics` on an exposition (skipped
-// without promtool unless PADDLE_TEST_REQUIRE_TOOLS=1).
-func promtoolCheck(t *testing.T, body string) {
-	t.Helper()
-	tool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("promtool is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", err)
-		}
-		return
-	}
-	c := exec.Command(tool, "check", "metrics")
-	c.Stdin = strings.NewReader(body)
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
 }
 
 // claimEnded is the claim_ended of the task's GPU at position i (nil: open).

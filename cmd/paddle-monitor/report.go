@@ -35,6 +35,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
+	budgetsFile := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")
 	from := fs.String("from", "", "start of the window, included: RFC 3339 or YYYY-MM-DD (UTC midnight)")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
@@ -67,10 +68,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 	default:
 		return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
 	}
-	if *pricesFile != "" {
-		if q.Prices, err = report.LoadPrices(*pricesFile); err != nil {
-			return err
-		}
+	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
@@ -91,16 +90,31 @@ func reportCmd(args []string, stdout io.Writer) error {
 }
 
 // mountReport adds what issue 12 serves to a monitor: GET /v1/report, the
-// page GET /, and the open tasks on /metrics.
-func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig, log *slog.Logger) error {
-	var prices *report.Prices
-	if c.prices != "" {
-		var err error
-		if prices, err = report.LoadPrices(c.prices); err != nil {
-			return err
-		}
-		log.Info("prices loaded", "file", c.prices, "currency", prices.Currency)
+// page GET /, and the open tasks and the projects' month on /metrics.
+func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
+	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log})
+	if err := reg.Register(monitor.NewTaskCollector(st, c.openTTL, nil)); err != nil {
+		return err
 	}
-	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, OpenTTL: c.openTTL, Log: log})
-	return reg.Register(monitor.NewTaskCollector(st, c.openTTL, nil))
+	return reg.Register(monitor.NewProjectCollector(st, prices, budgets, nil, log))
+}
+
+// loadPricing reads the prices file and the budgets file (either may be
+// ""), and checks that cost budgets have prices of their currency.
+func loadPricing(pricesFile, budgetsFile string) (*report.Prices, *report.Budgets, error) {
+	var prices *report.Prices
+	var budgets *report.Budgets
+	var err error
+	if pricesFile != "" {
+		if prices, err = report.LoadPrices(pricesFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	if budgetsFile != "" {
+		if budgets, err = report.LoadBudgets(budgetsFile, prices, pricesFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	return prices, budgets, nil
 }

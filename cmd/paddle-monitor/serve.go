@@ -30,6 +30,7 @@ const shutdownGrace = 10 * time.Second
 // serveConfig is serve's settings after flags and environment.
 type serveConfig struct {
 	listen, db, tokens, prices string
+	budgets                    string
 	openTTL                    time.Duration
 	metricsAuth                bool
 	log                        *slog.Logger
@@ -47,6 +48,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	}
 	tokens := e.str("tokens", "PADDLE_MONITOR_TOKENS", "", "tokens file (JSON); none: everything open")
 	prices := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON) for the report")
+	budgets := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets of projects (JSON); a cost budget needs --prices")
 	level := e.str("log-level", "PADDLE_MONITOR_LOG", "info", "debug, info, warn or error")
 	format := e.str("log-format", "PADDLE_MONITOR_LOG_FORMAT", "text", "text or json")
 	ttl, err := e.duration("open-ttl", "PADDLE_MONITOR_OPEN_TTL", 168*time.Hour, "open tasks not seen for this long leave /metrics")
@@ -70,6 +72,7 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --metrics-auth needs --tokens (an admin token must exist)", errUsage)
 	}
 	c.listen, c.db, c.tokens, c.prices, c.openTTL, c.metricsAuth = *listen, *db, *tokens, *prices, *ttl, *metricsAuth
+	c.budgets = *budgets
 	if c.log, err = newLogger(stderr, *level, *format); err != nil {
 		return nil, err
 	}
@@ -103,6 +106,19 @@ func serve(args []string, stderr io.Writer) error {
 		log.Warn("no tokens file (--tokens): every write and read is open to anyone who can reach the monitor")
 	}
 
+	// Prices and budgets are read before the database opens: a bad file
+	// is refused at once, naming the file and the field.
+	prices, budgets, err := loadPricing(c.prices, c.budgets)
+	if err != nil {
+		return err
+	}
+	if prices != nil {
+		log.Info("prices loaded", "file", c.prices, "currency", prices.Currency)
+	}
+	if budgets != nil {
+		log.Info("budgets loaded", "file", c.budgets)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	st, err := store.Open(ctx, c.db, store.Options{})
 	cancel()
@@ -120,8 +136,9 @@ func serve(args []string, stderr io.Writer) error {
 		Registry:    reg,
 		MetricsAuth: c.metricsAuth,
 		Log:         log,
+		Prices:      prices,
 	})
-	if err := mountReport(api, reg, st, c, log); err != nil {
+	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {
 		return err
 	}
 

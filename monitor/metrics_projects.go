@@ -1,0 +1,130 @@
+package monitor
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+// ProjectsEvery is how often the project month series are computed at
+// most: a month's report per scrape would cost every Prometheus (and every
+// replica) a report of the whole month.
+const ProjectsEvery = time.Minute
+
+// ProjectCollector exposes, for the current UTC month, each project's
+// GPU-seconds and cost (with prices) and its budget's limit, in base units:
+// paddle_project_month_gpu_seconds, paddle_project_month_cost,
+// paddle_project_budget_gpu_seconds, paddle_project_budget_cost. The
+// month's report is computed at most once per ProjectsEvery by each
+// replica; scrapes in between get the cached series.
+type ProjectCollector struct {
+	src     report.Source
+	prices  *report.Prices
+	budgets *report.Budgets
+	now     func() time.Time
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	at      time.Time
+	cached  []prometheus.Metric
+	timeout time.Duration
+}
+
+// NewProjectCollector returns the collector of src's month by project.
+// now is the clock (time.Now when nil).
+func NewProjectCollector(src report.Source, prices *report.Prices, budgets *report.Budgets, now func() time.Time, log *slog.Logger) *ProjectCollector {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &ProjectCollector{src: src, prices: prices, budgets: budgets, now: now, log: log, timeout: 30 * time.Second}
+}
+
+var (
+	projectGPUSecondsDesc = prometheus.NewDesc("paddle_project_month_gpu_seconds",
+		"GPU-seconds a project used in the current UTC month, as the report counts them (computed at most once a minute).",
+		[]string{"project"}, nil)
+	projectCostDesc = prometheus.NewDesc("paddle_project_month_cost",
+		"What a project's GPUs cost in the current UTC month, in the prices file's currency (computed at most once a minute).",
+		[]string{"project"}, nil)
+	budgetGPUSecondsDesc = prometheus.NewDesc("paddle_project_budget_gpu_seconds",
+		"A project's monthly GPU budget (monthly_gpu_hours of the budgets file, in GPU-seconds).",
+		[]string{"project"}, nil)
+	budgetCostDesc = prometheus.NewDesc("paddle_project_budget_cost",
+		"A project's monthly cost budget (monthly_cost of the budgets file, in its currency).",
+		[]string{"project"}, nil)
+	projectScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_project_scrape_error",
+		"1 if computing the project month series failed the last time (paddle_project_* series are then missing), else 0.",
+		nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *ProjectCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- projectGPUSecondsDesc
+	ch <- projectCostDesc
+	ch <- budgetGPUSecondsDesc
+	ch <- budgetCostDesc
+	ch <- projectScrapeErrorDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *ProjectCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.cached == nil || now.Sub(c.at) >= ProjectsEvery || now.Before(c.at) {
+		c.cached, c.at = c.compute(now), now
+	}
+	for _, m := range c.cached {
+		ch <- m
+	}
+}
+
+func (c *ProjectCollector) compute(now time.Time) []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	rep, err := report.Compute(ctx, c.src, report.Query{Window: report.Month(now), By: []string{"project"}, Prices: c.prices, Now: now})
+	if err != nil {
+		c.log.Error("project month series: the report failed", "err", err)
+		return []prometheus.Metric{prometheus.MustNewConstMetric(projectScrapeErrorDesc, prometheus.GaugeValue, 1)}
+	}
+	out := []prometheus.Metric{prometheus.MustNewConstMetric(projectScrapeErrorDesc, prometheus.GaugeValue, 0)}
+	seen := map[string]bool{}
+	emit := func(project string, gpuHours float64, cost *float64) {
+		seen[project] = true
+		out = append(out, prometheus.MustNewConstMetric(projectGPUSecondsDesc, prometheus.GaugeValue, math.Round(gpuHours*3600*100)/100, project))
+		if c.prices != nil {
+			v := 0.0
+			if cost != nil {
+				v = *cost
+			}
+			out = append(out, prometheus.MustNewConstMetric(projectCostDesc, prometheus.GaugeValue, v, project))
+		}
+		if l, ok := c.budgets.For(project); ok {
+			if l.Kind == report.BudgetCost {
+				out = append(out, prometheus.MustNewConstMetric(budgetCostDesc, prometheus.GaugeValue, l.Value, project))
+			} else {
+				out = append(out, prometheus.MustNewConstMetric(budgetGPUSecondsDesc, prometheus.GaugeValue, l.Value*3600, project))
+			}
+		}
+	}
+	for _, row := range rep.Rows {
+		emit(row.Key["project"], row.GPUHours, row.Cost)
+	}
+	// A project named in the budgets that used nothing yet this month
+	// still has its limit (and 0 used), so that its alert can be read.
+	for _, p := range c.budgets.Exact() {
+		if !seen[p] {
+			emit(p, 0, nil)
+		}
+	}
+	return out
+}

@@ -1,0 +1,12 @@
+-- Idle GPUs seen while they are idle (heartbeats with gpus): the task's
+-- idle_since (start of the current run of idle heartbeats; NULL while busy
+-- or before any sampled heartbeat), the time and interval_seconds of the
+-- newest heartbeat that carried gpus (a spooled or late heartbeat older
+-- than it changes no GPU data), and each GPU's latest sampled interval.
+ALTER TABLE tasks ADD COLUMN idle_since INTEGER;
+ALTER TABLE tasks ADD COLUMN gpus_seen INTEGER;
+ALTER TABLE tasks ADD COLUMN heartbeat_interval INTEGER;
+ALTER TABLE task_gpus ADD COLUMN latest_samples INTEGER;
+ALTER TABLE task_gpus ADD COLUMN latest_util_mean REAL;
+-- GET /v1/tasks?state=idle reads the open idle tasks.
+CREATE INDEX tasks_open_idle ON tasks (idle_since) WHERE end_time IS NULL AND idle_since IS NOT NULL;

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
@@ -90,25 +91,40 @@ func spoolCmd(args, environ []string) int {
 	log := newLogger(os.Stderr, cfg)
 	routeStdLog(log)
 	reportSettings(log, cfg)
-	ctx, stop := signal.NotifyContext(context.Background(), terminating...)
+	ctx, stop := signalContext()
 	defer stop()
+	code := spoolSub(ctx, cfg, log, sub, *dead, *completions, *all, *watch, *interval)
+	// A signal ends every command but the drainer's watch (whose normal
+	// end it is) with 128+N: a transaction it cut short was rolled back.
+	if s, ok := context.Cause(ctx).(stopSignal); ok && !(sub == "flush" && *watch) {
+		log.Warn("spool: stopped by a signal", "signal", s.sig.String(), "spool", cfg.SpoolPath)
+		return 128 + int(s.sig)
+	}
+	return code
+}
+
+// spoolSub runs one spool subcommand and returns its exit status.
+func spoolSub(ctx context.Context, cfg config.Config, log *slog.Logger, sub string, dead, completions, all, watch bool, interval time.Duration) int {
 	s := newSpool(cfg, log)
 	out := json.NewEncoder(os.Stdout)
 
 	if spool.IsAside(cfg.SpoolPath) && (sub == "list" || sub == "stats") {
-		return asideCmd(log, out, cfg.SpoolPath, sub, *dead)
+		return asideCmd(log, out, cfg.SpoolPath, sub, dead)
 	}
 	switch sub {
 	case "list":
 		list := s.List
-		if *completions {
+		if completions {
 			list = s.ListCompletions
 		}
-		entries, err := list(ctx, *dead)
+		entries, err := list(ctx, dead)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
 		for _, e := range entries {
+			if ctx.Err() != nil {
+				return exitIncomplete
+			}
 			out.Encode(e)
 		}
 	case "stats":
@@ -137,7 +153,7 @@ func spoolCmd(args, environ []string) int {
 		}
 		out.Encode(map[string]int{"purged": n})
 	case "flush":
-		return flushCmd(ctx, cfg, log, out, *all, *watch, *interval)
+		return flushCmd(ctx, cfg, log, out, all, watch, interval)
 	}
 	return 0
 }
@@ -253,6 +269,27 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
 	}
 	return res
+}
+
+// signalContext is cancelled, with the stopSignal as its cause, by the
+// first terminating signal.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, terminating...)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(stopSignal{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
 }
 
 func spoolFailed(log *slog.Logger, path string, err error) int {

@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 )
@@ -304,5 +310,79 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if out, err := exec.Command(tool, "check", "rules", file).CombinedOutput(); err != nil {
 		t.Fatalf("promtool rejects a dashboard query: %v\n%s\n%s", err, out, rules.String())
+	}
+}
+
+// priority.yaml decoded strictly with k8s.io/api: the three classes (low
+// never preempts), and the mutation's own copy of their names, values and
+// preemption policies agrees with them (the real API server refuses a pod
+// whose priority disagrees with its class: docs/kubernetes_apiserver_test.go).
+func TestPriorityManifest(t *testing.T) {
+	b, err := os.ReadFile("kubernetes/priority.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]*schedulingv1.PriorityClass{}
+	var policy *admissionv1.MutatingAdmissionPolicy
+	var binding *admissionv1.MutatingAdmissionPolicyBinding
+	for _, part := range strings.Split(string(b), "\n---\n") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(part), &tm); err != nil {
+			t.Fatalf("does not parse: %v", err)
+		}
+		var obj any
+		pc := &schedulingv1.PriorityClass{}
+		switch tm.APIVersion + " " + tm.Kind {
+		case "scheduling.k8s.io/v1 PriorityClass":
+			obj = pc
+		case "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy":
+			policy = &admissionv1.MutatingAdmissionPolicy{}
+			obj = policy
+		case "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding":
+			binding = &admissionv1.MutatingAdmissionPolicyBinding{}
+			obj = binding
+		default:
+			t.Fatalf("priority.yaml has a %s %s this test does not check", tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(part), obj); err != nil {
+			t.Fatalf("%s does not decode strictly: %v", tm.Kind, err)
+		}
+		if obj == pc {
+			classes[pc.Name] = pc
+		}
+	}
+	if policy == nil || binding == nil || binding.Spec.PolicyName != policy.Name {
+		t.Fatalf("no MutatingAdmissionPolicy with its binding (policy %v, binding %v)", policy != nil, binding)
+	}
+	if len(classes) != 3 {
+		t.Errorf("%d PriorityClasses, want 3", len(classes))
+	}
+	vars := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	for _, c := range []struct {
+		level, name string
+		value       int32
+		preempt     corev1.PreemptionPolicy
+	}{
+		{"high", "paddle-high", 100000, corev1.PreemptLowerPriority},
+		{"medium", "paddle-medium", 10000, corev1.PreemptLowerPriority},
+		{"low", "paddle-low", 1000, corev1.PreemptNever},
+	} {
+		pc := classes[c.name]
+		if pc == nil {
+			t.Errorf("no PriorityClass %s", c.name)
+			continue
+		}
+		if pc.Value != c.value || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != c.preempt || pc.GlobalDefault {
+			t.Errorf("%s: value %d, preemptionPolicy %v, globalDefault %v; want %d, %s, false",
+				c.name, pc.Value, pc.PreemptionPolicy, pc.GlobalDefault, c.value, c.preempt)
+		}
+		for v, want := range map[string]string{"className": "'" + c.name + "'", "value": fmt.Sprint(c.value), "preemptionPolicy": "'" + string(c.preempt) + "'"} {
+			if !strings.Contains(vars[v], "'"+c.level+"': "+want) {
+				t.Errorf("variable %s does not map %s to %s: %s", v, c.level, want, vars[v])
+			}
+		}
 	}
 }

@@ -546,21 +546,71 @@ func ParseMetrics(names []string) ([]string, error) {
 	return names, nil
 }
 
-// ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00") or
-// a date ("2026-11-01", UTC midnight). name is the parameter's name, for
-// the error.
+// ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00"), a
+// date ("2026-11-01", UTC midnight) or a month ("2026-11", the first of it
+// at UTC midnight, as the page's month= reads). name is the parameter's
+// name, for the error.
 func ParseDate(name, s string) (time.Time, error) {
 	if s == "" {
-		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339 or YYYY-MM-DD)", ErrBadQuery, name)
+		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", ErrBadQuery, name)
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t.UTC(), nil
+	for _, layout := range []string{time.DateOnly, monthLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z) nor YYYY-MM-DD", ErrBadQuery, name, s)
+		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", ErrBadQuery, name, s)
 	}
 	return t.UTC(), nil
+}
+
+const monthLayout = "2006-01"
+
+// ParseMonth reads a calendar month, YYYY-MM (UTC), as a window. name is
+// the parameter's name, for the error.
+func ParseMonth(name, s string) (Window, error) {
+	t, err := time.Parse(monthLayout, s)
+	if err != nil {
+		return Window{}, fmt.Errorf("%w: %s: %q is not YYYY-MM (a month such as 2026-11)", ErrBadQuery, name, s)
+	}
+	return Month(t), nil
+}
+
+// WindowParams are a report's window as the caller gave it: from and to
+// (together), or a month, or nothing (the month that holds now). The names
+// are the parameters' as the caller spells them ("--from" on the command
+// line, "from" on HTTP), for the errors.
+type WindowParams struct {
+	From, To, Month             string
+	FromName, ToName, MonthName string
+}
+
+// Select returns the window the parameters ask for. from and to go
+// together and win over month; neither of them nor month means the
+// calendar month (UTC) that holds now. One of from and to alone is an
+// error naming the other.
+func (p WindowParams) Select(now time.Time) (Window, error) {
+	switch {
+	case p.From != "" && p.To == "":
+		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.ToName, p.FromName)
+	case p.To != "" && p.From == "":
+		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.FromName, p.ToName)
+	case p.From != "":
+		var w Window
+		var err error
+		if w.From, err = ParseDate(p.FromName, p.From); err != nil {
+			return w, err
+		}
+		if w.To, err = ParseDate(p.ToName, p.To); err != nil {
+			return w, err
+		}
+		return w, w.Check()
+	case p.Month != "":
+		return ParseMonth(p.MonthName, p.Month)
+	}
+	return Month(now), nil
 }
 
 // Month returns the calendar month (UTC) that holds t, as a window.

@@ -172,3 +172,34 @@ func BenchmarkStats(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRequeue10000: `spool requeue` of 10,000 dead letters of a
+// typical size, all in one transaction (the dead-letter bucket is emptied
+// and bounded in it: the case that used to spin forever).
+func BenchmarkRequeue10000(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		s := benchSpool(b, 10000, 0)
+		fill(b, s.Path(), 10000)
+		ctx := context.Background()
+		s.update(ctx, func(bk buckets, _ *changes) error {
+			c := bk.pending.Cursor()
+			var keys [][]byte
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				keys = append(keys, clone(k))
+			}
+			for _, k := range keys {
+				if err := bury(bk, k, bk.pending.Get(k), "403", time.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		b.StartTimer()
+		n, err := s.Requeue(ctx)
+		if err != nil || n != 10000 {
+			b.Fatalf("requeued %d: %v", n, err)
+		}
+	}
+	entriesPerSecond(b, 10000*b.N)
+}

@@ -257,15 +257,18 @@ func (s *Spool) expire(b buckets, now time.Time, ch *changes) error {
 }
 
 // atLeast reports whether bk holds at least n keys, walking at most n.
+//
+// Cursor.Last is asked only once First found a key: on a bucket whose
+// every key was deleted in the same transaction (its leaf pages empty but
+// not yet rebalanced), bbolt's Last never returns.
 func atLeast(bk *bolt.Bucket, n int) bool {
 	c := bk.Cursor()
 	first, _ := c.First()
-	last, _ := c.Last()
 	if first == nil {
 		return false
 	}
 	// Ids only grow: a span shorter than n holds fewer than n keys.
-	if len(first) == 8 && len(last) == 8 && btoi(last)-btoi(first)+1 < uint64(n) {
+	if last, _ := c.Last(); len(first) == 8 && len(last) == 8 && btoi(last)-btoi(first)+1 < uint64(n) {
 		return false
 	}
 	i := 0
@@ -290,42 +293,41 @@ func (s *Spool) bound(b buckets, ch *changes) error {
 	return err
 }
 
+// trim drops the oldest keys of bk past max and counts them under counter.
+// It walks forward only: bbolt's Cursor.Last loops forever on a bucket
+// whose keys were all deleted in the same transaction (requeue and bury
+// empty a bucket and then bound it), and Cursor.Prev stops early at a leaf
+// page such deletes left empty, so neither may count here. Last is asked
+// only once First found a key, where it is safe.
 func trim(bk, meta *bolt.Bucket, counter []byte, max int) (int, error) {
 	if max <= 0 {
 		return 0, nil
 	}
 	c := bk.Cursor()
 	first, _ := c.First()
-	last, _ := c.Last()
 	if first == nil {
 		return 0, nil
 	}
 	// Ids only grow, so the span of the keys bounds their count: no walk
 	// while the bucket is well under its bound.
-	if len(first) == 8 && len(last) == 8 && btoi(last)-btoi(first) < uint64(max) {
+	if last, _ := c.Last(); len(first) == 8 && len(last) == 8 && btoi(last)-btoi(first) < uint64(max) {
 		return 0, nil
 	}
-	// Count from the newest: everything before the max-th newest goes.
 	// (Bucket.Stats cannot count here: it does not see this transaction's
 	// own writes.)
-	n := 1
-	k := last
-	for ; k != nil && n < max; n++ {
-		k, _ = c.Prev()
+	n := 0
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
 	}
-	if k == nil {
+	if n <= max {
 		return 0, nil
 	}
-	// Everything older than k goes, oldest first, at most maxMoves per
-	// transaction: the rest goes in the next ones.
-	boundary := clone(k)
-	var keys [][]byte
-	for k, _ = c.First(); k != nil && !bytes.Equal(k, boundary) && len(keys) < maxMoves; k, _ = c.Next() {
+	// The oldest go first, at most maxMoves per transaction: the rest goes
+	// in the next ones.
+	over := min(n-max, maxMoves)
+	keys := make([][]byte, 0, over)
+	for k, _ := c.First(); k != nil && len(keys) < over; k, _ = c.Next() {
 		keys = append(keys, clone(k))
-	}
-	over := len(keys)
-	if over == 0 {
-		return 0, nil
 	}
 	for _, k := range keys {
 		if err := bk.Delete(k); err != nil {

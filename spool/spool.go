@@ -389,8 +389,11 @@ func (s *Spool) overBound(db *bolt.DB) bool {
 		}
 		c := p.Cursor()
 		first, _ := c.First()
+		if first == nil {
+			return nil // Last is asked only of a bucket with a key (trim)
+		}
 		last, _ := c.Last()
-		over = first != nil && (len(first) != 8 || len(last) != 8 || btoi(last)-btoi(first) >= uint64(s.opt.MaxEntries))
+		over = len(first) != 8 || len(last) != 8 || btoi(last)-btoi(first) >= uint64(s.opt.MaxEntries)
 		return nil
 	})
 	return over
@@ -423,6 +426,9 @@ func (s *Spool) listBucket(ctx context.Context, name []byte, keepUndecodable boo
 				return nil
 			}
 			return bk.ForEach(func(k, v []byte) error {
+				if err := stopped(ctx, len(out)); err != nil {
+					return err
+				}
 				e, ok := decodeLenient(k, v)
 				switch {
 				case ok:
@@ -487,13 +493,19 @@ func (s *Spool) Requeue(ctx context.Context) (int, error) {
 			var keys [][]byte
 			c := b.dead.Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if err := stopped(ctx, len(keys)+kept); err != nil {
+					return err // rolled back: the file is as it was
+				}
 				if _, ok := decode(k, v); !ok {
 					kept++
 					continue
 				}
 				keys = append(keys, clone(k))
 			}
-			for _, k := range keys {
+			for i, k := range keys {
+				if err := stopped(ctx, i); err != nil {
+					return err
+				}
 				nv, err := patch(b.dead.Get(k), map[string]any{
 					"attempts":    0,
 					"answer":      nil,
@@ -613,6 +625,19 @@ func (s *Spool) update(ctx context.Context, fn func(buckets, *changes) error) er
 		s.logChanges(ch)
 	}
 	return err
+}
+
+// stopped returns ctx's error every 256th step of a long walk, so that a
+// signal ends an operation on a spool of any size within milliseconds; the
+// transaction is then rolled back and the file left as it was.
+func stopped(ctx context.Context, step int) error {
+	if step%256 != 0 {
+		return nil
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("spool: stopped: %w", err)
+	}
+	return nil
 }
 
 func checkNew(e Entry) error {

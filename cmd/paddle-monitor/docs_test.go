@@ -79,12 +79,18 @@ func shellWords(s string) []string {
 	return words
 }
 
+// The examples of December 2025 run against the MIG fixture (its own
+// database, with its prices), the others against November's.
 func TestDocsReportExamples(t *testing.T) {
 	blocks := codeBlocks(t, "../../docs/cost.md")
-	prices := fixtureFile(t, "prices.json")
-	storetest.Each(t, func(t *testing.T, db string) {
-		s := startServer(t, db)
+	storetest.Each(t, func(t *testing.T, novDB string) {
+		s := startServer(t, novDB)
 		postFixture(t, s, "")
+		decDB := storetest.SQLiteDSN(t)
+		if strings.HasPrefix(novDB, "postgres") {
+			decDB = storetest.PostgresDSN(t)
+		}
+		postFixtureFile(t, startServer(t, decDB), "", "fixture-mig.json")
 		ran := 0
 		for i, b := range blocks[:len(blocks)-1] {
 			out := blocks[i+1]
@@ -92,6 +98,10 @@ func TestDocsReportExamples(t *testing.T) {
 				continue
 			}
 			args := shellWords(b.text)[1:]
+			db, prices := novDB, fixtureFile(t, "prices.json")
+			if strings.Contains(b.text, "2025-12") {
+				db, prices = decDB, fixtureFile(t, "prices-mig.json")
+			}
 			for j := range args {
 				switch args[j] {
 				case "--db":
@@ -110,8 +120,8 @@ func TestDocsReportExamples(t *testing.T) {
 			}
 			ran++
 		}
-		if ran < 2 {
-			t.Errorf("ran %d report examples of docs/cost.md, want the two that show their output", ran)
+		if ran < 3 {
+			t.Errorf("ran %d report examples of docs/cost.md, want the three that show their output", ran)
 		}
 	})
 }

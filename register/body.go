@@ -2,6 +2,7 @@ package register
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
@@ -81,6 +82,14 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 	}
 	if b.GPUs == nil {
 		b.GPUs = []gpu.Device{}
+	}
+	for i, d := range b.GPUs {
+		if d.Share <= 0 {
+			// Every entry carries its share: an inventory built without
+			// one (not by gpu.Probe) holds whole GPUs.
+			b.GPUs = slices.Clone(b.GPUs)
+			b.GPUs[i].Share = gpu.ShareOf(d, 1)
+		}
 	}
 	out, err := json.Marshal(b)
 	if err != nil {

@@ -44,8 +44,8 @@ func TestBody(t *testing.T) {
 				`"pipeline":"ocr","pipeline_run":"991","step":"train","orchestrator":"gitlab",` +
 				`"k8s_namespace":"ml","k8s_pod":"train-0","k8s_node":"gpu-7","k8s_pod_uid":"0f1e2d3c","k8s_job_index":0,` +
 				`"invalid_labels":["env","team"],"labels":{"cost_center":"cc-1024"},` +
-				`"gpus":[{"index":0,"uuid":"GPU-a","name":"NVIDIA H100","memory_total_bytes":85520809984},` +
-				`{"index":1,"uuid":"GPU-b","name":"NVIDIA H100","memory_total_bytes":85520809984}],` +
+				`"gpus":[{"index":0,"uuid":"GPU-a","name":"NVIDIA H100","memory_total_bytes":85520809984,"share":1},` +
+				`{"index":1,"uuid":"GPU-b","name":"NVIDIA H100","memory_total_bytes":85520809984,"share":1}],` +
 				`"driver_version":"550.54.15"}`},
 		{"defaults, no GPU, no extras", &labels.Set{
 			TaskName: "unknown_task", Project: "default", Owner: "anonymous",

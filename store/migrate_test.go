@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,12 +137,15 @@ func TestMustExist(t *testing.T) {
 // every task after the upgrade.
 func TestMigrateFromVersion1(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := open(t, dsn)
-		mustRegister(t, s, reg("a", "search_x", "ann", 1))
-		mustRegister(t, s, reg("b", "search_y", "bob", 2))
-		db := store.DBForTest(s)
-		for _, q := range append(append(append([]string{"DROP TABLE project_owners"}, undoShares...), undoIdle...), "UPDATE schema_version SET version = 1") {
-			if _, err := db.Exec(q); err != nil {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at) VALUES ('a', 'train', 'search_x', 'ann', 1, '{}', 1)`,
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at) VALUES ('b', 'train', 'search_y', 'bob', 2, '{}', 1)`,
+		} {
+			if _, err := store.DBForTest(s).Exec(q); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -154,66 +158,111 @@ func TestMigrateFromVersion1(t *testing.T) {
 	})
 }
 
-// undoIdle takes migration 0004_idle back (the same statements on both
-// engines), so that a test can bring a database to an older schema.
-var undoIdle = []string{
-	"DROP INDEX tasks_open_idle",
-	"ALTER TABLE tasks DROP COLUMN idle_since",
-	"ALTER TABLE tasks DROP COLUMN gpus_seen",
-	"ALTER TABLE tasks DROP COLUMN heartbeat_interval",
-	"ALTER TABLE task_gpus DROP COLUMN latest_samples",
-	"ALTER TABLE task_gpus DROP COLUMN latest_util_mean",
-}
-
-// undoShares takes migration 0005_gpu_shares back (the same statements on
-// both engines).
-var undoShares = []string{
-	"ALTER TABLE task_gpus DROP COLUMN share",
-	"ALTER TABLE task_gpus DROP COLUMN mig_uuid",
-	"ALTER TABLE task_gpus DROP COLUMN gpu_instance_id",
-	"ALTER TABLE task_gpus DROP COLUMN compute_instance_id",
-	"ALTER TABLE task_gpus DROP COLUMN mig_profile",
-	"ALTER TABLE task_gpus DROP COLUMN mig_slices",
-	"ALTER TABLE task_gpus DROP COLUMN mig_total_slices",
-	"ALTER TABLE task_gpus DROP COLUMN exclusive",
-	"ALTER TABLE task_gpus DROP COLUMN energy_joules",
-	"ALTER TABLE task_gpus DROP COLUMN energy_estimated",
-	"ALTER TABLE tasks DROP COLUMN gpu_unlisted",
-}
-
-// TestMigrateSharesFromVersion4: a database of the schema before GPU
-// shares, with a task of two listed GPUs and one counted from a device
-// node, upgrades in place: every GPU has share 1 and holds its GPU
-// whole, the unlisted GPU is counted (3 GPU-hours for its hour), and a new
-// task on one of its GPUs still ends that claim.
-func TestMigrateSharesFromVersion4(t *testing.T) {
+// TestMigrateClaimColumns: a database of schema 4 (claims found by joining
+// tasks) with open and completed tasks on one GPU is upgraded: task_gpus
+// gains each task's start and end, so the claims answer as before — a
+// newer task ends the open task's claim and not the completed one's, and
+// late registrations end their own claim at the next start that was stored
+// before the upgrade.
+func TestMigrateClaimColumns(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := store.DBForTest(old)
+		q := func(sql string) string {
+			if old.Dialect() == store.Postgres {
+				n := 0
+				for strings.Contains(sql, "?") {
+					n++
+					sql = strings.Replace(sql, "?", fmt.Sprintf("$%d", n), 1)
+				}
+			}
+			return sql
+		}
+		for _, tk := range []struct {
+			id         string
+			start, end any
+		}{{"open", int64(1000), nil}, {"done", int64(500), int64(900)}} {
+			if _, err := db.Exec(q(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at, end_time)
+				VALUES (?, 'train', 'p', 'o', ?, 1, '{}', 1, ?)`), tk.id, tk.start, tk.end); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(q(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES (?, 0, 0, 'GPU-a', 'T4')`), tk.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
 		s := open(t, dsn)
-		r := reg("a", "p", "o", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}, store.RegisteredGPU{UUID: "GPU-b", Model: "Tesla T4"})
-		r.GPUCount = 3
-		mustRegister(t, s, r)
-		c, body := completion("a", 0, 4600)
-		mustComplete(t, s, c, body)
-		db := store.DBForTest(s)
-		for _, q := range append(slices.Clone(undoShares), "UPDATE schema_version SET version = 4") {
-			if _, err := db.Exec(q); err != nil {
+		var v int
+		if err := store.DBForTest(s).QueryRow("SELECT version FROM schema_version").Scan(&v); err != nil || v != store.SchemaVersion() {
+			t.Fatalf("schema version %d (%v), want %d", v, err, store.SchemaVersion())
+		}
+		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		mustRegister(t, s, reg("new", "p", "o", 2000, g))
+		mustRegister(t, s, reg("late", "p", "o", 800, g))
+		for _, want := range []struct {
+			id    string
+			ended *int64
+		}{{"open", ptr(2000)}, {"done", nil}, {"new", nil}, {"late", ptr(1000)}} {
+			task, err := s.Task(ctx, want.id, nil)
+			if err != nil || task == nil {
+				t.Fatalf("Task(%s): %v %v", want.id, task, err)
+			}
+			got := task.GPUs[0].ClaimEnded
+			if (got == nil) != (want.ended == nil) || (got != nil && *got != *want.ended) {
+				t.Errorf("%s: claim ended %v, want %v", want.id, deref(got), deref(want.ended))
+			}
+		}
+	})
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestMigrateSharesFromVersion5: a database of the schema before GPU
+// shares, with a completed task of two listed GPUs and one counted from a
+// device node, upgrades in place: every GPU has share 1 and holds its GPU
+// whole, the unlisted GPU is counted (3 GPU-hours for its hour), and on
+// the upgraded schema a shared task after a whole-GPU one ends its claim.
+func TestMigrateSharesFromVersion5(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at, end_time, duration_seconds, exit_code)
+				VALUES ('a', 'train', 'p', 'o', 1000, 3, '{}', 1, 4600, 3600, 0)`,
+			`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, task_start, task_end) VALUES ('a', 0, 0, 'GPU-a', 'Tesla T4', 1000, 4600)`,
+			`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, task_start, task_end) VALUES ('a', 1, 1, 'GPU-b', 'Tesla T4', 1000, 4600)`,
+		} {
+			if _, err := store.DBForTest(old).Exec(q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}
-		s.Close()
-		again := open(t, dsn)
-		task, err := again.Task(ctx, "a", nil)
+		old.Close()
+		s := open(t, dsn)
+		task, err := s.Task(ctx, "a", nil)
 		if err != nil || task == nil || len(task.GPUs) != 2 || task.GPUs[0].Share != 1 || task.GPUs[1].Share != 1 || task.GPUs[0].MIG != nil {
 			t.Fatalf("after the upgrade: %+v, %v", task, err)
 		}
 		w := report.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
-		rep, err := report.Compute(ctx, again, report.Query{Window: w})
+		rep, err := report.Compute(ctx, s, report.Query{Window: w})
 		if err != nil || rep.Total.GPUHours != 3 {
 			t.Fatalf("GPU-hours after the upgrade: %+v, %v; want 3 (2 listed + 1 device node, 1 h)", rep, err)
 		}
-		mustRegister(t, again, reg("open", "p", "o", 5000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4"}))
-		mustRegister(t, again, reg("next", "p", "o", 6000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4", Share: 0.5}))
-		if task, err = again.Task(ctx, "open", nil); err != nil || task.GPUs[0].ClaimEnded == nil || *task.GPUs[0].ClaimEnded != 6000 {
+		mustRegister(t, s, reg("open", "p", "o", 5000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4"}))
+		mustRegister(t, s, reg("next", "p", "o", 6000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4", Share: 0.5}))
+		if task, err = s.Task(ctx, "open", nil); err != nil || task.GPUs[0].ClaimEnded == nil || *task.GPUs[0].ClaimEnded != 6000 {
 			t.Fatalf("a shared task after a whole-GPU one on the upgraded schema: %+v, %v", task, err)
 		}
 	})
@@ -224,11 +273,15 @@ func TestMigrateSharesFromVersion4(t *testing.T) {
 // idle, and its next heartbeat with gpus makes it idle.
 func TestMigrateIdleFromVersion3(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := open(t, dsn)
-		mustRegister(t, s, reg("a", "search_x", "ann", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}))
-		db := store.DBForTest(s)
-		for _, q := range append(append(slices.Clone(undoShares), undoIdle...), "UPDATE schema_version SET version = 3") {
-			if _, err := db.Exec(q); err != nil {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at) VALUES ('a', 'train', 'search_x', 'ann', 1000, 1, '{}', 1)`,
+			`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES ('a', 0, 0, 'GPU-a', 'Tesla T4')`,
+		} {
+			if _, err := store.DBForTest(s).Exec(q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}

@@ -19,7 +19,7 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 	if s.dialect != Postgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", taskID)
+	_, err := s.exec(ctx, tx, stmtLockTask, taskID)
 	return err
 }
 
@@ -29,24 +29,37 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 // was. A completion that was waiting for this registration is joined when the
 // registration is within the scope of the token that sent it.
 func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+	err = s.write(ctx, "register "+r.TaskID, r.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		created, err = s.registerTx(ctx, tx, r)
+		return created, err
+	})
+	return created && err == nil, err
+}
+
+// write runs op, a write of one task, in a transaction: on SQLite in the
+// batcher's next group commit, on PostgreSQL in a transaction of its own
+// that holds the task's lock. The transaction commits only when op says it
+// wrote something. single: op runs one write statement (no savepoint).
+func (s *Store) write(ctx context.Context, what, taskID string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
 	if s.batch != nil {
-		return s.batch.register(ctx, r)
+		return s.batch.run(ctx, what, single, op)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, r.TaskID); err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+	if err := s.lockTask(ctx, tx, taskID); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if created, err = s.registerTx(ctx, tx, r); err != nil || !created {
-		return false, err
+	wrote, err := op(ctx, tx)
+	if err != nil || !wrote {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	return true, nil
+	return nil
 }
 
 // registerTx is Register's work inside a transaction; it writes nothing
@@ -57,11 +70,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register: %w", err)
 	}
 	now := s.now().Unix()
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_id) DO NOTHING`),
+	res, err := s.exec(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
 		r.Hostname, r.StartTime, r.GPUCount, max(r.GPUCount-int64(len(r.GPUs)), 0), r.DurationEst, string(labels), string(r.Body), now)
@@ -72,7 +81,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	} else if n == 0 {
 		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT registration FROM tasks WHERE task_id = ?"), r.TaskID).Scan(&stored); err != nil {
+		if err := s.queryRow(ctx, tx, stmtStoredRegistration, r.TaskID).Scan(&stored); err != nil {
 			return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), r.Body) {
@@ -80,13 +89,12 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		}
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT DO NOTHING"),
-		r.Project, r.Owner); err != nil {
+	if _, err := s.exec(ctx, tx, stmtInsertProjectOwner, r.Project, r.Owner); err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
 		share := g.share()
-		exclusive := 0
+		exclusive := int64(0)
 		if wholeInstance(share, g.MIG) {
 			exclusive = 1
 		}
@@ -96,14 +104,12 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 			migUUID, profile = m.UUID, m.Profile
 			gi, ci, slices, total = &m.GPUInstanceID, m.ComputeInstanceID, m.Slices, m.TotalSlices
 		}
-		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total,
-			share, exclusive, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile, mig_slices, mig_total_slices)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal,
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime,
 			share, exclusive, migUUID, gi, ci, profile, slices, total); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
-			if err := s.claim(ctx, tx, r, i, g.UUID, gi, exclusive == 1); err != nil {
+			if err := s.claim(ctx, tx, r, i, g.UUID, gi, exclusive); err != nil {
 				return false, err
 			}
 		}
@@ -118,53 +124,35 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 // position i: open tasks that started earlier on the same instance lose
 // their claim at the new task's start, and if a later task already claims
 // it (this registration came late, from a spool), the new task's own claim
-// ended when that one started. Which claims collide is conflictSQL's rule.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string, gi *int64, exclusive bool) error {
-	older, cargs := conflictSQL("", gi, exclusive)
-	args := append([]any{r.StartTime, uuid, r.TaskID}, cargs...)
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE task_gpus SET claim_ended = ?
-		WHERE uuid = ? AND uuid <> '' AND claim_ended IS NULL AND task_id <> ? AND `+older+`
-		AND EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = task_gpus.task_id AND t.end_time IS NULL AND t.start_time < ?)`),
-		append(args, r.StartTime)...); err != nil {
+// ended when that one started. Which claims collide is claimArgs' rule.
+// Both are ranges of task_gpus' own indexes (its copy of each task's start
+// and end), whatever the number of open tasks.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string, gi *int64, exclusive int64) error {
+	c := claimArgs(gi, exclusive)
+	if _, err := s.exec(ctx, tx, stmtEndOlderClaims, append([]any{r.StartTime, uuid, r.StartTime, r.TaskID}, c...)...); err != nil {
 		return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 	}
-	cond, _ := conflictSQL("g.", gi, exclusive)
 	var later sql.NullInt64
-	if err := tx.QueryRowContext(ctx, s.bind(`SELECT MIN(t.start_time) FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
-		WHERE g.uuid = ? AND g.uuid <> '' AND g.task_id <> ? AND `+cond+` AND t.start_time > ?`),
-		append(append([]any{uuid, r.TaskID}, cargs...), r.StartTime)...).Scan(&later); err != nil {
+	if err := s.queryRow(ctx, tx, stmtLaterClaim, append([]any{uuid, r.StartTime, r.TaskID}, c...)...).Scan(&later); err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
 	if later.Valid {
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET claim_ended = ? WHERE task_id = ? AND position = ?"),
-			later.Int64, r.TaskID, i); err != nil {
+		if _, err := s.exec(ctx, tx, stmtEndOwnClaim, later.Int64, r.TaskID, i); err != nil {
 			return fmt.Errorf("store: register %s: %w", r.TaskID, err)
 		}
 	}
 	return nil
 }
 
-// conflictSQL is the condition on another claim of the same UUID (columns
-// prefixed by p) under which it and the new claim (GPU instance gi, nil for
-// a whole GPU; exclusive when it holds the whole instance) cannot both
-// stand, the older one ending. The rule is symmetric, so it serves both
-// directions:
-//   - a whole GPU held exclusively collides with every claim on it;
-//   - a shared whole GPU with exclusive whole-GPU claims and every MIG
-//     claim (the GPU was re-partitioned), never another shared one;
-//   - a MIG instance with every whole-GPU claim on its parent, and on its
-//     own instance with every claim if it is exclusive, else with
-//     exclusive ones; other instances of the parent are left alone.
-func conflictSQL(p string, gi *int64, exclusive bool) (string, []any) {
-	switch {
-	case gi == nil && exclusive:
-		return "1 = 1", nil
-	case gi == nil:
-		return "(" + p + "gpu_instance_id IS NOT NULL OR " + p + "exclusive = 1)", nil
-	case exclusive:
-		return "(" + p + "gpu_instance_id IS NULL OR " + p + "gpu_instance_id = ?)", []any{*gi}
+// claimArgs are the arguments of the claim statements' collision rule
+// (claimCollides) for a new claim on GPU instance gi (nil: a whole GPU)
+// that holds its whole instance when exclusive is 1.
+func claimArgs(gi *int64, exclusive int64) []any {
+	g := int64(-1)
+	if gi != nil {
+		g = *gi
 	}
-	return "(" + p + "gpu_instance_id IS NULL OR (" + p + "gpu_instance_id = ? AND " + p + "exclusive = 1))", []any{*gi}
+	return []any{g, exclusive, g, g, exclusive}
 }
 
 // share is the entry's share as the store keeps it: the registration's,
@@ -185,8 +173,7 @@ func (g RegisteredGPU) share() float64 {
 func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) error {
 	var body, scopeJSON string
 	var received int64
-	err := tx.QueryRowContext(ctx, s.bind("SELECT completion, scope, received_at FROM pending_completions WHERE task_id = ?"), r.TaskID).
-		Scan(&body, &scopeJSON, &received)
+	err := s.queryRow(ctx, tx, stmtPendingCompletion, r.TaskID).Scan(&body, &scopeJSON, &received)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -213,7 +200,7 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) er
 	if err := s.applyCompletion(ctx, tx, &c, []byte(body), received); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.bind("DELETE FROM pending_completions WHERE task_id = ?"), r.TaskID)
+	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID)
 	return err
 }
 
@@ -234,71 +221,71 @@ const (
 // the scope and joined by Register. A different completion of a completed
 // (or pending) task is ErrConflict; the first is kept.
 func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, scope *access.Scope) (CompleteResult, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	var result CompleteResult
+	err := s.write(ctx, "complete "+c.TaskID, c.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		var wrote bool
+		var err error
+		result, wrote, err = s.completeTx(ctx, tx, c, body, scope)
+		return wrote, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
+		return 0, err
 	}
-	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, c.TaskID); err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
-	}
+	return result, nil
+}
+
+// completeTx is Complete's work inside a transaction; wrote tells whether
+// it wrote anything (not for the same completion again, nor an error).
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope) (_ CompleteResult, wrote bool, _ error) {
 	var project, owner string
 	var stored sql.NullString
-	err = tx.QueryRowContext(ctx, s.bind("SELECT project, owner, completion FROM tasks WHERE task_id = ?"), c.TaskID).
-		Scan(&project, &owner, &stored)
+	err := s.queryRow(ctx, tx, stmtTaskToComplete, c.TaskID).Scan(&project, &owner, &stored)
 	now := s.now().Unix()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return s.completePending(ctx, tx, c, body, scope, now)
 	case err != nil:
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	case !scope.Allows(project, owner):
-		return 0, ErrOutOfScope
+		return 0, false, ErrOutOfScope
 	case stored.Valid:
 		if sameJSON([]byte(stored.String), body) {
-			return AlreadyCompleted, nil
+			return AlreadyCompleted, false, nil
 		}
-		return 0, ErrConflict
+		return 0, false, ErrConflict
 	}
 	if err := s.applyCompletion(ctx, tx, c, body, now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Completed, nil
+	return Completed, true, nil
 }
 
-func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, error) {
+func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, bool, error) {
 	scopeJSON := ""
 	if scope != nil {
 		b, err := json.Marshal(scope)
 		if err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+			return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		scopeJSON = string(b)
 	}
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO pending_completions (task_id, completion, scope, received_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`), c.TaskID, string(body), scopeJSON, now)
+	res, err := s.exec(ctx, tx, stmtInsertPending, c.TaskID, string(body), scopeJSON, now)
 	if err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	} else if n == 0 {
 		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT completion FROM pending_completions WHERE task_id = ?"), c.TaskID).Scan(&stored); err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		if err := s.queryRow(ctx, tx, stmtStoredPending, c.TaskID).Scan(&stored); err != nil {
+			return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), body) {
-			return 0, ErrConflict
+			return 0, false, ErrConflict
 		}
-		return Pending, nil
+		return Pending, false, nil
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Pending, nil
+	return Pending, true, nil
 }
 
 // applyCompletion writes c onto its registered task and its GPUs. A GPU of
@@ -323,17 +310,15 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 		m := string(b)
 		metrics = &m
 	}
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE tasks SET end_time = ?, duration_seconds = ?, exit_code = ?, signal = ?,
-		gate_passed = ?, gate_expr = ?, gate_reason = ?, metrics = ?, completion = ?, completed_at = ?
-		WHERE task_id = ?`),
+	if _, err := s.exec(ctx, tx, stmtCompleteTask,
 		c.EndTime, c.DurationSeconds, c.ExitCode, c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
 		c.TaskID); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
+	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, c.EndTime, c.TaskID); err != nil {
+		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
 	for i, g := range c.GPUs {
-		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?,
-			energy_joules = ?, energy_estimated = ?
-			WHERE task_id = ? AND `
 		var estimated *int64
 		if g.EnergyEstimated != nil {
 			e := int64(0)
@@ -343,20 +328,18 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 			estimated = &e
 		}
 		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, g.EnergyJoules, estimated, c.TaskID}
+		var st *stmt
 		switch {
 		case g.MIGUUID != "":
 			// Two instances of one parent share its UUID: the instance's
 			// own UUID tells them apart.
-			q += "mig_uuid = ?"
-			args = append(args, g.MIGUUID)
+			st, args = stmtGPUSummaryByMIG, append(args, g.MIGUUID)
 		case g.UUID != "":
-			q += "uuid = ?"
-			args = append(args, g.UUID)
+			st, args = stmtGPUSummaryByUUID, append(args, g.UUID)
 		default:
-			q += "position = ? AND uuid = ''"
-			args = append(args, i)
+			st, args = stmtGPUSummaryByPosition, append(args, i)
 		}
-		if _, err := tx.ExecContext(ctx, s.bind(q), args...); err != nil {
+		if _, err := s.exec(ctx, tx, st, args...); err != nil {
 			return fmt.Errorf("store: complete %s: gpu %d: %w", c.TaskID, i, err)
 		}
 	}
@@ -364,22 +347,36 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 }
 
 // Heartbeat moves the task's last-seen time forward to at (never back); a
-// completed task's heartbeat changes nothing. ErrNotFound when there is no such task within scope: a caller outside the
-// scope learns nothing about the task.
+// completed task's heartbeat changes nothing. ErrNotFound when there is no
+// such task within scope: a caller outside the scope learns nothing about
+// the task.
+//
+// On SQLite heartbeats are written in the batcher's group commits (fifty
+// clients must not queue for a fsync each); on PostgreSQL they are two
+// statements outside a transaction, as a heartbeat never races with
+// anything it could corrupt (it only moves last_seen forward).
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
-	var project, owner string
-	err := s.r.QueryRowContext(ctx, s.bind("SELECT project, owner FROM tasks WHERE task_id = ?"), taskID).Scan(&project, &owner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
-		return ErrNotFound
+	op := func(ctx context.Context, read, write querier) (bool, error) {
+		var project, owner string
+		err := s.queryRow(ctx, read, stmtHeartbeatScope, taskID).Scan(&project, &owner)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
+			return false, ErrNotFound
+		}
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if _, err := s.exec(ctx, write, stmtHeartbeat, at, taskID, at); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		return true, nil
 	}
-	if err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+	if s.batch != nil {
+		return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx, tx)
+		})
 	}
-	if _, err := s.w.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND end_time IS NULL AND (last_seen IS NULL OR last_seen < ?)"),
-		at, taskID, at); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
-	}
-	return nil
+	_, err := op(ctx, s.r, s.w)
+	return err
 }
 
 func nonNil(m map[string]string) map[string]string {

@@ -212,6 +212,16 @@ func TestReportFixtureMIG(t *testing.T) {
 				t.Errorf("GET /v1/report?%s: %d\n%s\nwant %s", query, a.Status, a.Body, golden)
 			}
 		}
+		// The page shows the energy beside the GPU-hours: kWh, its cost and
+		// CO2 (the prices file has both factors); "–" where none was reported.
+		page := string(s.do(t, request{Method: "GET", Path: "/?month=2025-12", NoSpecCheck: true}).Body)
+		for _, want := range []string{"<th>Energy (kWh)</th><th>Energy cost (CNY)</th><th>CO₂ (kg)</th>",
+			`<td class="key">llm</td><td>13.0</td><td>217.50</td>`, "<td>3.70</td><td>2.96</td><td>2.04</td>",
+			`<td class="key">nlp</td>`, "<td>–</td><td></td><td>–</td>", "<td>5.70</td><td>4.56</td><td>3.13</td>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page of December lacks %s:\n%s", want, page)
+			}
+		}
 		r := runMonitor(t, "report", "--db", db, "--from", "2025-12-01", "--to", "2026-01-01", "--format", "csv")
 		want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,energy_kwh\n" +
 			"llm,3,3,1,0,0,13,10,0,,0.769230769,0,0,3.7\n" +

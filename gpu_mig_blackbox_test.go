@@ -478,3 +478,40 @@ func TestSuperviseMIGHeartbeat(t *testing.T) {
 		t.Errorf("whole GPU entry %v", g)
 	}
 }
+
+func TestGPUMIGTextfiles(t *testing.T) {
+	// Tasks on different instances of one GPU keep each other's textfile;
+	// a task on the same instance replaces the stale one. Each series has
+	// the parent's UUID with the instance's GPU_I_ID and GPU_I_PROFILE.
+	dir := t.TempDir()
+	run := func(id, visible string) string {
+		t.Helper()
+		k := gpuTask(t, 1, "/bin/true")
+		k.Setenv("FAKE_NVML_MIG_0", h200MIG)
+		k.Setenv("CUDA_VISIBLE_DEVICES", visible)
+		k.Setenv("PADDLE_TEXTFILE_DIR", dir)
+		k.Setenv("PADDLE_TASK_ID", id)
+		if r := k.Run(); r.Code != 0 {
+			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "paddle-task-"+id+".prom"))
+		return string(b)
+	}
+	a := run("mig-a", migUUID(0, 7, 0))
+	if want := fmt.Sprintf(`UUID=%q,gpu_model="NVIDIA A100-SXM4-80GB",GPU_I_ID="7",GPU_I_PROFILE="1g.18gb"} 1`, fakeUUID(0)); !strings.Contains(a, want) {
+		t.Errorf("textfile:\n%s\nwant a series ending %s", a, want)
+	}
+	run("mig-b", migUUID(0, 8, 0))
+	for _, id := range []string{"mig-a", "mig-b"} {
+		if _, err := os.Stat(filepath.Join(dir, "paddle-task-"+id+".prom")); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	run("mig-c", migUUID(0, 7, 0))
+	if _, err := os.Stat(filepath.Join(dir, "paddle-task-mig-a.prom")); !os.IsNotExist(err) {
+		t.Errorf("mig-a's file on the same instance is still there (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "paddle-task-mig-b.prom")); err != nil {
+		t.Errorf("mig-b: %v", err)
+	}
+}

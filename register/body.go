@@ -24,6 +24,7 @@ type body struct {
 	SchemaVersion int               `json:"schema_version"`
 	TaskID        string            `json:"task_id"`
 	StartTime     int64             `json:"start_time"`
+	SubmitTime    int64             `json:"submit_time,omitempty"`
 	Hostname      string            `json:"hostname"`
 	Priority      string            `json:"priority,omitempty"`
 	Env           string            `json:"env,omitempty"`
@@ -57,6 +58,7 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 		SchemaVersion: SchemaVersion,
 		TaskID:        s.TaskID,
 		StartTime:     s.StartTime,
+		SubmitTime:    s.SubmitTime,
 		Hostname:      s.Hostname,
 		Priority:      s.Priority,
 		Env:           s.Env,

@@ -228,14 +228,14 @@ func deref(p *int64) any {
 	return *p
 }
 
-// TestMigrateSharesFromVersion5: a database of the schema before GPU
+// TestMigrateSharesFromVersion6: a database of the schema before GPU
 // shares, with a completed task of two listed GPUs and one counted from a
 // device node, upgrades in place: every GPU has share 1 and holds its GPU
 // whole, the unlisted GPU is counted (3 GPU-hours for its hour), and on
 // the upgraded schema a shared task after a whole-GPU one ends its claim.
-func TestMigrateSharesFromVersion5(t *testing.T) {
+func TestMigrateSharesFromVersion6(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		old, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 6)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,6 +264,35 @@ func TestMigrateSharesFromVersion5(t *testing.T) {
 		mustRegister(t, s, reg("next", "p", "o", 6000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4", Share: 0.5}))
 		if task, err = s.Task(ctx, "open", nil); err != nil || task.GPUs[0].ClaimEnded == nil || *task.GPUs[0].ClaimEnded != 6000 {
 			t.Fatalf("a shared task after a whole-GPU one on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
+// TestMigrateSubmitTimeFromVersion5: a database of the schema before
+// submit_time, with a task, upgrades in place: the task has none (null),
+// and a new registration's submit_time is stored and read back.
+func TestMigrateSubmitTimeFromVersion5(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.DBForTest(s).Exec(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at)
+			VALUES ('old', 'train', 'search_x', 'ann', 1000, '{}', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "old", nil)
+		if err != nil || task == nil || task.SubmitTime != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		r := reg("new", "search_x", "ann", 2000)
+		submit := int64(1400)
+		r.SubmitTime = &submit
+		mustRegister(t, again, r)
+		if task, err = again.Task(ctx, "new", nil); err != nil || task.SubmitTime == nil || *task.SubmitTime != 1400 {
+			t.Fatalf("a registration with submit_time on the upgraded schema: %+v, %v", task, err)
 		}
 	})
 }

@@ -31,12 +31,12 @@ var (
 
 	stmtInsertTask = &stmt{sql: `INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
 		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at, submit_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id) DO NOTHING`,
 		postgresIndex: "tasks_pkey",
 		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), int64(0), nil,
-			"{}", "{}", int64(1)}}
+			"{}", "{}", int64(1), nil}}
 	stmtStoredRegistration = &stmt{sql: "SELECT registration FROM tasks WHERE task_id = ?",
 		sqliteIndex: "sqlite_autoindex_tasks_1", postgresIndex: "tasks_pkey", example: []any{"t"}}
 	stmtInsertProjectOwner = &stmt{sql: "INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT (project, owner) DO NOTHING",

@@ -48,8 +48,8 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 
 var (
 	taskInfoDesc = prometheus.NewDesc("paddle_task_info",
-		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task.",
-		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}, nil)
+		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).",
+		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}, nil)
 	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
 		"A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info.",
 		[]string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}, nil)
@@ -119,7 +119,7 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.now().Unix()
 	for i, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
-			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
+			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
 		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID)
 		if t.DurationEst != nil {
 			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID)

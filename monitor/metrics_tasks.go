@@ -20,12 +20,13 @@ type OpenTasks interface {
 // paddle_task_info per task and paddle_task_gpu_info per claimed GPU, with
 // UUID spelled as dcgm-exporter spells it, the key of the PromQL join.
 //
-// One GPU instance runs one task: when two open tasks' claims collide (the
-// store's rule, store.OpenGPU.Collides: the same whole GPU, or the same MIG
-// instance, unless both are shared; a MIG instance and its parent as a
-// whole GPU), only the newer start keeps it. Seven tasks on seven MIG
-// instances of one GPU, or four time-sliced tasks on one GPU, all keep
-// theirs. A MIG series carries the parent's UUID with GPU_I_ID and
+// One GPU instance runs one task: the store ends an older claim when a
+// newer task registers the same GPU (instance) (a completion that never
+// came), except across token scopes while the older task is live (seen
+// within --claim-grace): then both claims are served, and the recording
+// rules reduce them to one series per (UUID, GPU_I_ID). Seven tasks on
+// seven MIG instances of one GPU, or four time-sliced tasks on one GPU,
+// all keep theirs. A MIG series carries the parent's UUID with GPU_I_ID and
 // GPU_I_PROFILE, as dcgm-exporter labels it; a whole GPU's are empty. Open tasks not seen
 // (start or heartbeat) for TTL leave /metrics; they stay in the store. A
 // store that fails is reported as paddle_monitor_task_scrape_error 1 rather
@@ -62,12 +63,15 @@ var (
 	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds",
 		"How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle).",
 		[]string{"task_id", "task_name", "project", "owner", "hostname"}, nil)
+	// project and owner are labels of every per-task series: tasks of
+	// scopes no one token sees together may share a task_id (MONITOR.md
+	// 11), and two series of the same labels would fail the scrape.
 	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds",
 		"When an open task started (Unix seconds, its registration's start_time).",
-		[]string{"task_id"}, nil)
+		[]string{"task_id", "project", "owner"}, nil)
 	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds",
 		"How long an open task said it would run (its registration's duration_est).",
-		[]string{"task_id"}, nil)
+		[]string{"task_id", "project", "owner"}, nil)
 	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
 		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
 		nil, nil)
@@ -96,33 +100,20 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
 
-	// Tasks come oldest start first: a claim is served unless a later
-	// task's claim collides with it.
-	type claim struct {
-		task int
-		gpu  store.OpenGPU
-	}
-	byUUID := map[string][]claim{}
-	for i, t := range tasks {
-		for _, g := range t.GPUs {
-			byUUID[g.UUID] = append(byUUID[g.UUID], claim{i, g})
-		}
-	}
-	served := func(i int, g store.OpenGPU) bool {
-		for _, c := range byUUID[g.UUID] {
-			if c.task > i && c.gpu.Collides(g) {
-				return false
-			}
-		}
-		return true
-	}
+	// Tasks under one task_id differ in project or owner (the store's
+	// identity), so their series differ too.
+	type series struct{ taskID, project, owner, uuid, gi string }
+	served := map[series]bool{}
+	// paddle_task_gpu_share has no project and owner: two tasks of other
+	// scopes under one task_id on one GPU get one share series (the first).
+	shared := map[series]bool{}
 	now := c.now().Unix()
-	for i, t := range tasks {
+	for _, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
-		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID)
+		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID, t.Project, t.Owner)
 		if t.DurationEst != nil {
-			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID)
+			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
 		}
 		if t.Sampled && !lost(t, now) {
 			idle := 0.0
@@ -132,19 +123,22 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(taskIdleDesc, prometheus.GaugeValue, idle,
 				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
 		}
-		seen := map[string]bool{} // a GPU (instance) listed twice by one task: one series
 		for _, g := range t.GPUs {
 			gi := ""
 			if g.GPUInstanceID != nil {
 				gi = strconv.FormatInt(*g.GPUInstanceID, 10)
 			}
-			if seen[g.UUID+"\x00"+gi] || !served(i, g) {
-				continue
+			k := series{t.TaskID, t.Project, t.Owner, g.UUID, gi}
+			if served[k] {
+				continue // a GPU (instance) listed twice by one task: one series
 			}
-			seen[g.UUID+"\x00"+gi] = true
+			served[k] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
-			ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, g.UUID, gi)
+			if ks := (series{taskID: t.TaskID, uuid: g.UUID, gi: gi}); !shared[ks] {
+				shared[ks] = true
+				ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, g.UUID, gi)
+			}
 			if g.LatestUtilMean != nil {
 				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
 					t.TaskID, t.Project, t.Owner, g.UUID, gi)

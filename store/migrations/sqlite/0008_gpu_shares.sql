@@ -24,4 +24,4 @@ ALTER TABLE task_gpus ADD COLUMN energy_estimated INTEGER;
 -- report's GPU-hours are the listed GPUs' share × hours plus these × hours,
 -- read from the task's own row.
 ALTER TABLE tasks ADD COLUMN gpu_unlisted INTEGER NOT NULL DEFAULT 0;
-UPDATE tasks SET gpu_unlisted = MAX(gpu_count - (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = tasks.task_id), 0);
+UPDATE tasks SET gpu_unlisted = MAX(gpu_count - (SELECT COUNT(*) FROM task_gpus g WHERE g.task_key = tasks.id), 0);

@@ -5,11 +5,14 @@ package main
 // interval, so the monitor sees idle GPUs while they are idle.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // hbGPU is one entry of a heartbeat's gpus; MIG is set when the key is
@@ -189,5 +192,41 @@ func TestSuperviseHeartbeatWithoutSamples(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSuperviseHeartbeatToHangingMonitor(t *testing.T) {
+	// Heartbeats that never get an answer: signals still reach the
+	// command at once, and the end is not held up past the budget.
+	m := newSupMonitor(t).answer("/v1/task/heartbeat", "hang")
+	k := gpuTask(t, 1, bin.sigcatch)
+	k.Setenv("PADDLE_ENTRYPOINT_MODE", "supervise")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GPU_SAMPLE", "50ms")
+	k.Setenv("PADDLE_HEARTBEAT", "100ms")
+	k.Setenv("PADDLE_COMPLETE_BUDGET", "1s")
+	k.Setenv("SIGCATCH_TERM_EXIT", "7")
+	l := startLive(t, k.Command(context.Background()))
+	child := readyPID(l)
+	m.waitFor(t, "/v1/task/heartbeat", 1)
+	sent := time.Now()
+	syscall.Kill(l.cmd.Process.Pid, syscall.SIGUSR1)
+	if line, want := l.next(), fmt.Sprintf("%d %d", child, syscall.SIGUSR1); line != want {
+		t.Fatalf("command printed %q, want %q", line, want)
+	}
+	if d := time.Since(sent); d > 2*time.Second {
+		t.Errorf("SIGUSR1 reached the command %v after it was sent, a heartbeat in flight", d)
+	}
+	syscall.Kill(l.cmd.Process.Pid, syscall.SIGTERM)
+	l.next()
+	ended := time.Now()
+	if code := l.wait(); code != 7 {
+		t.Errorf("exit %d, want the command's 7\n%s", code, l.stderr.String())
+	}
+	if d := time.Since(ended); d > time.Second+regMargin {
+		t.Errorf("exited %v after the command, with a 1s completion budget", d)
+	}
+	if n := len(m.requests("/v1/task/complete")); n != 1 {
+		t.Errorf("%d completions, want 1", n)
 	}
 }

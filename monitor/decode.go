@@ -207,6 +207,12 @@ func decodeRegistration(body []byte) (*store.Registration, error) {
 		return nil, err
 	}
 	r.StartTime = *start
+	if r.SubmitTime, err = o.integer("submit_time", false, 0, maxUnix); err != nil {
+		return nil, err
+	}
+	if r.SubmitTime != nil && *r.SubmitTime > r.StartTime {
+		return nil, &fieldError{"submit_time", "must not be after start_time (a task is submitted before it starts)"}
+	}
 	if _, err := o.integer("schema_version", false, 1, math.MaxInt32); err != nil {
 		return nil, err
 	}

@@ -42,8 +42,8 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 
 var (
 	taskInfoDesc = prometheus.NewDesc("paddle_task_info",
-		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task.",
-		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}, nil)
+		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).",
+		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}, nil)
 	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
 		"A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.",
 		[]string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}, nil)
@@ -97,7 +97,7 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.now().Unix()
 	for i, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
-			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
+			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
 		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID)
 		if t.DurationEst != nil {
 			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID)

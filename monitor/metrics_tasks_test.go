@@ -35,7 +35,7 @@ func (f *fakeOpen) OpenTasks(_ context.Context, since int64, _ int) ([]store.Ope
 func TestTaskCollector(t *testing.T) {
 	src := &fakeOpen{tasks: []store.OpenTask{
 		{TaskID: "a1", TaskName: "train", Project: "search", Owner: "ann@example.com", Priority: "high", Env: "prod",
-			Pipeline: "ranker", Step: "train", Hostname: "node1", StartTime: 100,
+			Pipeline: "ranker", Step: "train", Hostname: "node1", K8sPodUID: "3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b", StartTime: 100,
 			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
 		{TaskID: "b2", TaskName: "eval", Project: "vision", Owner: "bob", Hostname: "node1", StartTime: 200,
 			GPUs: []store.OpenGPU{{UUID: "GPU-bbbb", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
@@ -50,11 +50,11 @@ paddle_monitor_task_scrape_error 0
 # TYPE paddle_task_gpu_info gauge
 paddle_task_gpu_info{UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
 paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
-# HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task.
+# HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).
 # TYPE paddle_task_info gauge
-paddle_task_info{env="prod",hostname="node1",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
-paddle_task_info{env="",hostname="",owner="cho",pipeline="",priority="",project="nlp",step="",task_id="c3",task_name="cpu-step"} 1
-paddle_task_info{env="",hostname="node1",owner="bob",pipeline="",priority="",project="vision",step="",task_id="b2",task_name="eval"} 1
+paddle_task_info{env="prod",hostname="node1",k8s_pod_uid="3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
+paddle_task_info{env="",hostname="",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="nlp",step="",task_id="c3",task_name="cpu-step"} 1
+paddle_task_info{env="",hostname="node1",k8s_pod_uid="",owner="bob",pipeline="",priority="",project="vision",step="",task_id="b2",task_name="eval"} 1
 `
 	// The idle and time series have their own test (TestTaskCollectorIdle).
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "paddle_monitor_task_scrape_error", "paddle_task_gpu_info", "paddle_task_info"); err != nil {
@@ -110,8 +110,8 @@ func TestMetricsFixture(t *testing.T) {
 			`paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
 			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
 			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
-			`paddle_task_info{env="",hostname="node4",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
-			`paddle_task_info{env="",hostname="node5",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
+			`paddle_task_info{env="",hostname="node4",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
+			`paddle_task_info{env="",hostname="node5",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
 			`paddle_task_start_time_seconds{task_id="t04-open-heartbeat"} 1.7635968e+09`,
 			`paddle_task_start_time_seconds{task_id="t05-open-silent"} 1.764072e+09`,
 		}

@@ -76,6 +76,10 @@ type TaskSums struct {
 	// inside the window.
 	EstSeconds    int64
 	ActualSeconds float64
+	// QueueWaitSeconds sums start_time − submit_time over the tasks with a
+	// submit_time whose start is inside the window (QueueWaitTasks of
+	// them); QueueWaitMax is the longest of those waits (0 when none).
+	QueueWaitSeconds, QueueWaitTasks, QueueWaitMax int64
 	// GPUSeconds is Σ gpu_count × seconds counted in the window, and
 	// FailedGPUSeconds the same for failed tasks: the GPU-hours of section
 	// 5 (meaningless in groups by model, which take them from GPUSums).
@@ -137,7 +141,12 @@ type Figures struct {
 	WasteShare          *float64 `json:"waste_share"`
 	DurationEstHours    float64  `json:"duration_est_hours"`
 	DurationActualHours float64  `json:"duration_actual_hours"`
-	Cost                *float64 `json:"cost"`
+	// QueueWaitMeanSeconds and QueueWaitMaxSeconds are the mean and the
+	// longest start_time − submit_time over the tasks of the row with a
+	// submit_time that started inside the window; null when there is none.
+	QueueWaitMeanSeconds *float64 `json:"queue_wait_mean_seconds"`
+	QueueWaitMaxSeconds  *float64 `json:"queue_wait_max_seconds"`
+	Cost                 *float64 `json:"cost"`
 	// UnpricedGPUHours are GPU-hours no price matched (they cost 0); null
 	// without prices.
 	UnpricedGPUHours *float64 `json:"unpriced_gpu_hours"`
@@ -207,6 +216,9 @@ func (a *acc) addTasks(t TaskSums) {
 	a.t.Open += t.Open
 	a.t.EstSeconds += t.EstSeconds
 	a.t.ActualSeconds += t.ActualSeconds
+	a.t.QueueWaitSeconds += t.QueueWaitSeconds
+	a.t.QueueWaitTasks += t.QueueWaitTasks
+	a.t.QueueWaitMax = max(a.t.QueueWaitMax, t.QueueWaitMax)
 }
 
 // addGPUs adds the listed GPUs' idle time, utilisation and cost (their
@@ -252,6 +264,11 @@ func (a *acc) figures(priced bool, metrics []string) Figures {
 		IdleGPUHours:        hours(a.idleSec),
 		DurationEstHours:    hours(float64(a.t.EstSeconds)),
 		DurationActualHours: hours(a.t.ActualSeconds),
+	}
+	if n := a.t.QueueWaitTasks; n > 0 {
+		mean := round(float64(a.t.QueueWaitSeconds)/float64(n), 1e6)
+		longest := float64(a.t.QueueWaitMax)
+		f.QueueWaitMeanSeconds, f.QueueWaitMaxSeconds = &mean, &longest
 	}
 	if a.utilSec > 0 {
 		u := round(a.utilW/float64(a.utilSec), 1e6)

@@ -460,7 +460,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	WriteCSV(&csv, r)
 	WriteTable(&table, r)
 	WriteJSON(&js, r)
-	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\np,,2,0,0,0,1,1.25,0,0,,,0,0\n"; csv.String() != want {
+	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds\np,,2,0,0,0,1,1.25,0,0,,,0,0,,\n"; csv.String() != want {
 		t.Errorf("CSV:\n%s\nwant:\n%s", csv.String(), want)
 	}
 	if strings.Contains(table.String(), "cost") || strings.Contains(table.String(), "unpriced") ||

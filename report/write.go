@@ -39,7 +39,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 func columns(priced bool, metrics []string) []string {
 	c := []string{"tasks", "completed_tasks", "failed_tasks", "gate_failed_tasks", "open_tasks", "gpu_hours",
 		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
-		"duration_est_hours", "duration_actual_hours"}
+		"duration_est_hours", "duration_actual_hours", "queue_wait_mean_seconds", "queue_wait_max_seconds"}
 	if priced {
 		c = append(c, "cost")
 	}
@@ -76,7 +76,7 @@ func (f Figures) values(priced bool, table bool, metrics []string) []string {
 	} else {
 		v = append(v, opt(f.WasteShare))
 	}
-	v = append(v, num(f.DurationEstHours), num(f.DurationActualHours))
+	v = append(v, num(f.DurationEstHours), num(f.DurationActualHours), opt(f.QueueWaitMeanSeconds), opt(f.QueueWaitMaxSeconds))
 	if priced {
 		v = append(v, opt(f.Cost))
 	}

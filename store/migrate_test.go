@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,12 +136,15 @@ func TestMustExist(t *testing.T) {
 // every task after the upgrade.
 func TestMigrateFromVersion1(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := open(t, dsn)
-		mustRegister(t, s, reg("a", "search_x", "ann", 1))
-		mustRegister(t, s, reg("b", "search_y", "bob", 2))
-		db := store.DBForTest(s)
-		for _, q := range append(append([]string{"DROP TABLE project_owners"}, undoIdle...), "UPDATE schema_version SET version = 1") {
-			if _, err := db.Exec(q); err != nil {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at) VALUES ('a', 'train', 'search_x', 'ann', 1, '{}', 1)`,
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at) VALUES ('b', 'train', 'search_y', 'bob', 2, '{}', 1)`,
+		} {
+			if _, err := store.DBForTest(s).Exec(q); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -153,15 +157,103 @@ func TestMigrateFromVersion1(t *testing.T) {
 	})
 }
 
-// undoIdle takes migration 0004_idle back (the same statements on both
-// engines), so that a test can bring a database to an older schema.
-var undoIdle = []string{
-	"DROP INDEX tasks_open_idle",
-	"ALTER TABLE tasks DROP COLUMN idle_since",
-	"ALTER TABLE tasks DROP COLUMN gpus_seen",
-	"ALTER TABLE tasks DROP COLUMN heartbeat_interval",
-	"ALTER TABLE task_gpus DROP COLUMN latest_samples",
-	"ALTER TABLE task_gpus DROP COLUMN latest_util_mean",
+// TestMigrateClaimColumns: a database of schema 4 (claims found by joining
+// tasks) with open and completed tasks on one GPU is upgraded: task_gpus
+// gains each task's start and end, so the claims answer as before — a
+// newer task ends the open task's claim and not the completed one's, and
+// late registrations end their own claim at the next start that was stored
+// before the upgrade.
+func TestMigrateClaimColumns(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := store.DBForTest(old)
+		q := func(sql string) string {
+			if old.Dialect() == store.Postgres {
+				n := 0
+				for strings.Contains(sql, "?") {
+					n++
+					sql = strings.Replace(sql, "?", fmt.Sprintf("$%d", n), 1)
+				}
+			}
+			return sql
+		}
+		for _, tk := range []struct {
+			id         string
+			start, end any
+		}{{"open", int64(1000), nil}, {"done", int64(500), int64(900)}} {
+			if _, err := db.Exec(q(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at, end_time)
+				VALUES (?, 'train', 'p', 'o', ?, 1, '{}', 1, ?)`), tk.id, tk.start, tk.end); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(q(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES (?, 0, 0, 'GPU-a', 'T4')`), tk.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		s := open(t, dsn)
+		var v int
+		if err := store.DBForTest(s).QueryRow("SELECT version FROM schema_version").Scan(&v); err != nil || v != store.SchemaVersion() {
+			t.Fatalf("schema version %d (%v), want %d", v, err, store.SchemaVersion())
+		}
+		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		mustRegister(t, s, reg("new", "p", "o", 2000, g))
+		mustRegister(t, s, reg("late", "p", "o", 800, g))
+		for _, want := range []struct {
+			id    string
+			ended *int64
+		}{{"open", ptr(2000)}, {"done", nil}, {"new", nil}, {"late", ptr(1000)}} {
+			task, err := s.Task(ctx, want.id, nil)
+			if err != nil || task == nil {
+				t.Fatalf("Task(%s): %v %v", want.id, task, err)
+			}
+			got := task.GPUs[0].ClaimEnded
+			if (got == nil) != (want.ended == nil) || (got != nil && *got != *want.ended) {
+				t.Errorf("%s: claim ended %v, want %v", want.id, deref(got), deref(want.ended))
+			}
+		}
+	})
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestMigrateSubmitTimeFromVersion5: a database of the schema before
+// submit_time, with a task, upgrades in place: the task has none (null),
+// and a new registration's submit_time is stored and read back.
+func TestMigrateSubmitTimeFromVersion5(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.DBForTest(s).Exec(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at)
+			VALUES ('old', 'train', 'search_x', 'ann', 1000, '{}', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "old", nil)
+		if err != nil || task == nil || task.SubmitTime != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		r := reg("new", "search_x", "ann", 2000)
+		submit := int64(1400)
+		r.SubmitTime = &submit
+		mustRegister(t, again, r)
+		if task, err = again.Task(ctx, "new", nil); err != nil || task.SubmitTime == nil || *task.SubmitTime != 1400 {
+			t.Fatalf("a registration with submit_time on the upgraded schema: %+v, %v", task, err)
+		}
+	})
 }
 
 // TestMigrateIdleFromVersion3: a database of the schema before idle
@@ -169,11 +261,15 @@ var undoIdle = []string{
 // idle, and its next heartbeat with gpus makes it idle.
 func TestMigrateIdleFromVersion3(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := open(t, dsn)
-		mustRegister(t, s, reg("a", "search_x", "ann", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}))
-		db := store.DBForTest(s)
-		for _, q := range append(slices.Clone(undoIdle), "UPDATE schema_version SET version = 3") {
-			if _, err := db.Exec(q); err != nil {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at) VALUES ('a', 'train', 'search_x', 'ann', 1000, 1, '{}', 1)`,
+			`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES ('a', 0, 0, 'GPU-a', 'Tesla T4')`,
+		} {
+			if _, err := store.DBForTest(s).Exec(q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}

@@ -13,8 +13,11 @@ type OpenTask struct {
 	TaskID, TaskName, Project, Owner string
 	Priority, Env, Pipeline, Step    string
 	Hostname                         string
-	GPUCount                         int64
-	StartTime                        int64
+	// K8sPodUID is the pod's UID (the registration's k8s_pod_uid), "" off
+	// Kubernetes: the key that joins kube-state-metrics' pod series.
+	K8sPodUID string
+	GPUCount  int64
+	StartTime int64
 	// LastSeen is the later of the start and the last heartbeat.
 	LastSeen int64
 	// DurationEst is the registration's duration_est (seconds), if any.
@@ -43,7 +46,7 @@ type OpenGPU struct {
 // most limit of them (0: no limit).
 func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]OpenTask, error) {
 	q := `SELECT t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
-		t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END,
+		t.k8s_pod_uid, t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END,
 		t.duration_est, t.gpus_seen, t.idle_since, t.heartbeat_interval
 		FROM tasks t
 		WHERE t.end_time IS NULL AND (t.start_time >= ? OR t.last_seen >= ?)
@@ -63,7 +66,7 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		var t OpenTask
 		var gpusSeen *int64
 		if err := rows.Scan(&t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
-			&t.Step, &t.Hostname, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.DurationEst, &gpusSeen, &t.IdleSince,
+			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.DurationEst, &gpusSeen, &t.IdleSince,
 			&t.Interval); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("store: open tasks: %w", err)

@@ -38,6 +38,7 @@ const spanSQL = `span AS (
 
 const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
+      tk.start_time, tk.submit_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
@@ -97,6 +98,11 @@ func taskGroups(keys []string) (cols, sel []string, with, from string, err error
 	return cols, sel, with, from, nil
 }
 
+// queued is the SQL condition of a spanned task whose queue wait counts:
+// it has a submit_time and started inside the window (a task that started
+// before the window waited in an earlier one).
+const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
+
 // ReportTasks implements report.Source: task-level sums grouped by keys,
 // project and owner. With the key model, a task counts once under every
 // model it has GPUs of (the empty model for GPUs without one, and for no
@@ -116,7 +122,10 @@ SELECT ` + list + `,
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
     AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
   CAST(SUM(sp.gpu_count * sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT)
+  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + queued + ` THEN 1 ELSE 0 END) AS BIGINT),
+  CAST(MAX(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)
 FROM ` + from + `
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
@@ -128,17 +137,19 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var t report.TaskSums
-		dest := make([]any, 0, len(cols)+9)
+		dest := make([]any, 0, len(cols)+12)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
 		var actual sql.NullFloat64
+		var longest sql.NullInt64
 		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
-			&t.GPUSeconds, &t.FailedGPUSeconds)
+			&t.GPUSeconds, &t.FailedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
 		t.ActualSeconds = actual.Float64
+		t.QueueWaitMax = longest.Int64
 		t.Key = keyMap(cols, vals)
 		out = append(out, t)
 	}

@@ -36,6 +36,7 @@ type fixtureEvent struct {
 		Hostname    string `json:"hostname"`
 		GPUCount    int64  `json:"gpu_count"`
 		StartTime   int64  `json:"start_time"`
+		SubmitTime  *int64 `json:"submit_time"`
 		DurationEst *int64 `json:"duration_est"`
 		GPUs        []struct {
 			Index int64  `json:"index"`
@@ -76,7 +77,7 @@ func loadFixture(t testing.TB, s *store.Store) {
 			body, _ := json.Marshal(r)
 			reg := &store.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
 				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
-				StartTime: r.StartTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
+				StartTime: r.StartTime, SubmitTime: r.SubmitTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
 			for _, g := range r.GPUs {
 				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name})
 			}

@@ -59,6 +59,9 @@ type Options struct {
 	MustExist bool
 	// Now is the clock (time.Now when nil); tests fix it.
 	Now func() time.Time
+	// maxVersion stops the migrations at that version (0: the latest); the
+	// upgrade tests make databases of an older schema with it.
+	maxVersion int
 }
 
 // ErrNoDatabase is returned by Open with MustExist for a missing SQLite file.
@@ -119,7 +122,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, opt.maxVersion); err != nil {
 		s.Close()
 		return nil, err
 	}

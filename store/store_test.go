@@ -338,3 +338,31 @@ func TestConcurrentRegistrations(t *testing.T) {
 		}
 	})
 }
+
+// TestGPUClaimOfCompletedTask: a newer task on a GPU ends only open tasks'
+// claims; a completed task's GPUs are left as they were, and a completion
+// that arrived before its registration closes the claim's task as well.
+func TestGPUClaimOfCompletedTask(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		mustRegister(t, s, reg("done", "p", "o", 1000, g))
+		done, doneBody := completion("done", 0, 1500)
+		mustComplete(t, s, done, doneBody)
+		c, b := completion("early", 0, 1900)
+		if _, err := s.Complete(ctx, c, b, nil); err != nil {
+			t.Fatal(err)
+		}
+		mustRegister(t, s, reg("early", "p", "o", 1600, g))
+		mustRegister(t, s, reg("new", "p", "o", 2000, g))
+		for _, id := range []string{"done", "early", "new"} {
+			task, err := s.Task(ctx, id, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := task.GPUs[0].ClaimEnded; c != nil {
+				t.Errorf("%s: claim ended %d, want none (completed tasks keep theirs; new is the newest)", id, *c)
+			}
+		}
+	})
+}

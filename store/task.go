@@ -38,10 +38,13 @@ type Registration struct {
 	K8sJobIndex  *int64
 	Hostname     string
 	StartTime    int64
-	GPUCount     int64
-	DurationEst  *int64
-	Labels       map[string]string
-	GPUs         []RegisteredGPU
+	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), nil
+	// when the registration has none; never after StartTime.
+	SubmitTime  *int64
+	GPUCount    int64
+	DurationEst *int64
+	Labels      map[string]string
+	GPUs        []RegisteredGPU
 	// Body is the request body as received; a later registration of the
 	// same task_id is "the same" when its body is the same JSON value.
 	Body []byte
@@ -105,6 +108,7 @@ type Task struct {
 	K8sJobIndex  *int64            `json:"k8s_job_index"`
 	Hostname     string            `json:"hostname"`
 	StartTime    int64             `json:"start_time"`
+	SubmitTime   *int64            `json:"submit_time"`
 	GPUCount     int64             `json:"gpu_count"`
 	DurationEst  *int64            `json:"duration_est"`
 	Labels       map[string]string `json:"labels"`

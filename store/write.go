@@ -19,7 +19,7 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 	if s.dialect != Postgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", taskID)
+	_, err := s.exec(ctx, tx, stmtLockTask, taskID)
 	return err
 }
 
@@ -29,24 +29,37 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 // was. A completion that was waiting for this registration is joined when the
 // registration is within the scope of the token that sent it.
 func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+	err = s.write(ctx, "register "+r.TaskID, r.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		created, err = s.registerTx(ctx, tx, r)
+		return created, err
+	})
+	return created && err == nil, err
+}
+
+// write runs op, a write of one task, in a transaction: on SQLite in the
+// batcher's next group commit, on PostgreSQL in a transaction of its own
+// that holds the task's lock. The transaction commits only when op says it
+// wrote something. single: op runs one write statement (no savepoint).
+func (s *Store) write(ctx context.Context, what, taskID string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
 	if s.batch != nil {
-		return s.batch.register(ctx, r)
+		return s.batch.run(ctx, what, single, op)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, r.TaskID); err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+	if err := s.lockTask(ctx, tx, taskID); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if created, err = s.registerTx(ctx, tx, r); err != nil || !created {
-		return false, err
+	wrote, err := op(ctx, tx)
+	if err != nil || !wrote {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	return true, nil
+	return nil
 }
 
 // registerTx is Register's work inside a transaction; it writes nothing
@@ -57,14 +70,10 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register: %w", err)
 	}
 	now := s.now().Unix()
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_id) DO NOTHING`),
+	res, err := s.exec(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
-		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now)
+		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now, r.SubmitTime)
 	if err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
@@ -72,7 +81,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	} else if n == 0 {
 		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT registration FROM tasks WHERE task_id = ?"), r.TaskID).Scan(&stored); err != nil {
+		if err := s.queryRow(ctx, tx, stmtStoredRegistration, r.TaskID).Scan(&stored); err != nil {
 			return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), r.Body) {
@@ -80,13 +89,11 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		}
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT DO NOTHING"),
-		r.Project, r.Owner); err != nil {
+	if _, err := s.exec(ctx, tx, stmtInsertProjectOwner, r.Project, r.Owner); err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total)
-			VALUES (?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal); err != nil {
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
@@ -105,22 +112,18 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 // i: open tasks that started earlier on this UUID lose their claim at the
 // new task's start, and if a later task already claims it (this
 // registration came late, from a spool), the new task's own claim ended
-// when that one started.
+// when that one started. Both are ranges of task_gpus' own indexes (its
+// copy of each task's start and end), whatever the number of open tasks.
 func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string) error {
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE task_gpus SET claim_ended = ?
-		WHERE uuid = ? AND claim_ended IS NULL AND task_id <> ? AND task_id IN
-		(SELECT task_id FROM tasks WHERE end_time IS NULL AND start_time < ?)`),
-		r.StartTime, uuid, r.TaskID, r.StartTime); err != nil {
+	if _, err := s.exec(ctx, tx, stmtEndOlderClaims, r.StartTime, uuid, r.StartTime, r.TaskID); err != nil {
 		return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 	}
 	var later sql.NullInt64
-	if err := tx.QueryRowContext(ctx, s.bind(`SELECT MIN(t.start_time) FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
-		WHERE g.uuid = ? AND g.task_id <> ? AND t.start_time > ?`), uuid, r.TaskID, r.StartTime).Scan(&later); err != nil {
+	if err := s.queryRow(ctx, tx, stmtLaterClaim, uuid, r.StartTime, r.TaskID).Scan(&later); err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
 	if later.Valid {
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET claim_ended = ? WHERE task_id = ? AND position = ?"),
-			later.Int64, r.TaskID, i); err != nil {
+		if _, err := s.exec(ctx, tx, stmtEndOwnClaim, later.Int64, r.TaskID, i); err != nil {
 			return fmt.Errorf("store: register %s: %w", r.TaskID, err)
 		}
 	}
@@ -133,8 +136,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, u
 func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) error {
 	var body, scopeJSON string
 	var received int64
-	err := tx.QueryRowContext(ctx, s.bind("SELECT completion, scope, received_at FROM pending_completions WHERE task_id = ?"), r.TaskID).
-		Scan(&body, &scopeJSON, &received)
+	err := s.queryRow(ctx, tx, stmtPendingCompletion, r.TaskID).Scan(&body, &scopeJSON, &received)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -161,7 +163,7 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) er
 	if err := s.applyCompletion(ctx, tx, &c, []byte(body), received); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.bind("DELETE FROM pending_completions WHERE task_id = ?"), r.TaskID)
+	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID)
 	return err
 }
 
@@ -182,71 +184,71 @@ const (
 // the scope and joined by Register. A different completion of a completed
 // (or pending) task is ErrConflict; the first is kept.
 func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, scope *access.Scope) (CompleteResult, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	var result CompleteResult
+	err := s.write(ctx, "complete "+c.TaskID, c.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		var wrote bool
+		var err error
+		result, wrote, err = s.completeTx(ctx, tx, c, body, scope)
+		return wrote, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
+		return 0, err
 	}
-	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, c.TaskID); err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
-	}
+	return result, nil
+}
+
+// completeTx is Complete's work inside a transaction; wrote tells whether
+// it wrote anything (not for the same completion again, nor an error).
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope) (_ CompleteResult, wrote bool, _ error) {
 	var project, owner string
 	var stored sql.NullString
-	err = tx.QueryRowContext(ctx, s.bind("SELECT project, owner, completion FROM tasks WHERE task_id = ?"), c.TaskID).
-		Scan(&project, &owner, &stored)
+	err := s.queryRow(ctx, tx, stmtTaskToComplete, c.TaskID).Scan(&project, &owner, &stored)
 	now := s.now().Unix()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return s.completePending(ctx, tx, c, body, scope, now)
 	case err != nil:
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	case !scope.Allows(project, owner):
-		return 0, ErrOutOfScope
+		return 0, false, ErrOutOfScope
 	case stored.Valid:
 		if sameJSON([]byte(stored.String), body) {
-			return AlreadyCompleted, nil
+			return AlreadyCompleted, false, nil
 		}
-		return 0, ErrConflict
+		return 0, false, ErrConflict
 	}
 	if err := s.applyCompletion(ctx, tx, c, body, now); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Completed, nil
+	return Completed, true, nil
 }
 
-func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, error) {
+func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, bool, error) {
 	scopeJSON := ""
 	if scope != nil {
 		b, err := json.Marshal(scope)
 		if err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+			return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		scopeJSON = string(b)
 	}
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO pending_completions (task_id, completion, scope, received_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`), c.TaskID, string(body), scopeJSON, now)
+	res, err := s.exec(ctx, tx, stmtInsertPending, c.TaskID, string(body), scopeJSON, now)
 	if err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	} else if n == 0 {
 		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT completion FROM pending_completions WHERE task_id = ?"), c.TaskID).Scan(&stored); err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		if err := s.queryRow(ctx, tx, stmtStoredPending, c.TaskID).Scan(&stored); err != nil {
+			return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 		}
 		if !sameJSON([]byte(stored), body) {
-			return 0, ErrConflict
+			return 0, false, ErrConflict
 		}
-		return Pending, nil
+		return Pending, false, nil
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Pending, nil
+	return Pending, true, nil
 }
 
 // applyCompletion writes c onto its registered task and its GPUs. A GPU of
@@ -271,25 +273,22 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 		m := string(b)
 		metrics = &m
 	}
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE tasks SET end_time = ?, duration_seconds = ?, exit_code = ?, signal = ?,
-		gate_passed = ?, gate_expr = ?, gate_reason = ?, metrics = ?, completion = ?, completed_at = ?
-		WHERE task_id = ?`),
+	if _, err := s.exec(ctx, tx, stmtCompleteTask,
 		c.EndTime, c.DurationSeconds, c.ExitCode, c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
 		c.TaskID); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
+	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, c.EndTime, c.TaskID); err != nil {
+		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
 	for i, g := range c.GPUs {
-		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?
-			WHERE task_id = ? AND `
-		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, c.TaskID}
+		st, args := stmtGPUSummaryByUUID, []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, c.TaskID}
 		if g.UUID != "" {
-			q += "uuid = ?"
 			args = append(args, g.UUID)
 		} else {
-			q += "position = ? AND uuid = ''"
-			args = append(args, i)
+			st, args = stmtGPUSummaryByPosition, append(args, i)
 		}
-		if _, err := tx.ExecContext(ctx, s.bind(q), args...); err != nil {
+		if _, err := s.exec(ctx, tx, st, args...); err != nil {
 			return fmt.Errorf("store: complete %s: gpu %d: %w", c.TaskID, i, err)
 		}
 	}
@@ -297,22 +296,36 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 }
 
 // Heartbeat moves the task's last-seen time forward to at (never back); a
-// completed task's heartbeat changes nothing. ErrNotFound when there is no such task within scope: a caller outside the
-// scope learns nothing about the task.
+// completed task's heartbeat changes nothing. ErrNotFound when there is no
+// such task within scope: a caller outside the scope learns nothing about
+// the task.
+//
+// On SQLite heartbeats are written in the batcher's group commits (fifty
+// clients must not queue for a fsync each); on PostgreSQL they are two
+// statements outside a transaction, as a heartbeat never races with
+// anything it could corrupt (it only moves last_seen forward).
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
-	var project, owner string
-	err := s.r.QueryRowContext(ctx, s.bind("SELECT project, owner FROM tasks WHERE task_id = ?"), taskID).Scan(&project, &owner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
-		return ErrNotFound
+	op := func(ctx context.Context, read, write querier) (bool, error) {
+		var project, owner string
+		err := s.queryRow(ctx, read, stmtHeartbeatScope, taskID).Scan(&project, &owner)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
+			return false, ErrNotFound
+		}
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if _, err := s.exec(ctx, write, stmtHeartbeat, at, taskID, at); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		return true, nil
 	}
-	if err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+	if s.batch != nil {
+		return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx, tx)
+		})
 	}
-	if _, err := s.w.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND end_time IS NULL AND (last_seen IS NULL OR last_seen < ?)"),
-		at, taskID, at); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
-	}
-	return nil
+	_, err := op(ctx, s.r, s.w)
+	return err
 }
 
 func nonNil(m map[string]string) map[string]string {

@@ -523,6 +523,17 @@ func runMonitorEnv(t *testing.T, dir string, env []string, args ...string) ran {
 // TestSIGTERMFinishesRequestsInFlight: a registration whose body is still
 // arriving when SIGTERM comes is answered 201 and stored; then the server
 // exits 0.
+//
+// "In flight" means the server has read the request's headers and its
+// handler runs: net/http's Shutdown closes a connection whose request it
+// has not read yet, and a connection's goroutine that reads the headers
+// after Shutdown began drops them (the client sees EOF and retries). The
+// test once sent SIGTERM as soon as its headers were written, so under load
+// the server sometimes had not read them yet ("unexpected EOF"). The
+// request now asks for 100 Continue, which the server sends when the
+// handler first reads the body: SIGTERM comes only after that answer, so
+// the handler is certainly running, and the body's rest only after the
+// server said it is stopping.
 func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 	db := storetest.SQLiteDSN(t)
 	s := startServer(t, db)
@@ -531,19 +542,21 @@ func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(60 * time.Second))
 	body := regBody("inflight-1", "p", "o", 1794700000)
-	fmt.Fprintf(conn, "POST /v1/task/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
-	// A request on a second connection, answered before the signal, makes
-	// sure the server runs its accept loop past the first connection; a
-	// connection that is new or mid-request is not idle, so Shutdown waits
-	// for it either way.
-	expect(t, s.do(t, get("/healthz", "")), 200, "")
+	fmt.Fprintf(conn, "POST /v1/task/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n%s",
+		len(body), body[:10])
+	answers := bufio.NewReader(conn)
+	cont, err := http.ReadResponse(answers, nil)
+	if err != nil || cont.StatusCode != http.StatusContinue {
+		t.Fatalf("no 100 Continue before the body: %v %v\n%s", cont, err, s.Log())
+	}
 	s.Signal(syscall.SIGTERM)
 	s.waitLog(t, `"msg":"stopping"`)
 	if _, err := io.WriteString(conn, body[10:]); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := http.ReadResponse(answers, nil)
 	if err != nil {
 		t.Fatalf("no answer to the request in flight: %v\n%s", err, s.Log())
 	}

@@ -124,7 +124,7 @@ func TestProjectMonthSeries(t *testing.T) {
 		T0 := now.Add(-10 * time.Minute).Unix()
 		body := fmt.Sprintf(`{"schema_version":1,"task_id":"month-1","task_name":"train","project":"search","owner":"ann@example.com",
 			"gpu_count":2,"start_time":%d,"hostname":"node-1","labels":{},
-			"gpus":[{"index":0,"uuid":"GPU-m1-0","name":"Tesla T4","memory_total_bytes":1},{"index":1,"uuid":"GPU-m1-1","name":"Tesla T4","memory_total_bytes":1}]}`, T0-3600)
+			"gpus":[{"index":0,"uuid":"GPU-m1-0","name":"Tesla T4","memory_total_bytes":1,"share":1},{"index":1,"uuid":"GPU-m1-1","name":"Tesla T4","memory_total_bytes":1,"share":1}]}`, T0-3600)
 		if a := s.do(t, registerReq(body, "")); a.Status != 201 {
 			t.Fatalf("register: %d %s", a.Status, a.Body)
 		}

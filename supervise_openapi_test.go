@@ -97,6 +97,7 @@ func TestSuperviseHeartbeatMatchesOpenAPI(t *testing.T) {
 	k.Setenv("PADDLE_GPU_SAMPLE", "50ms")
 	k.Setenv("PADDLE_HEARTBEAT", "200ms")
 	k.Setenv("FAKE_NVML_UTIL", "0,35,90")
+	k.Setenv("FAKE_NVML_MIG_0", h200MIG) // entries with mig_uuid too
 	if r := k.Run(); r.Code != 0 {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -119,8 +120,8 @@ func TestSuperviseHeartbeatMatchesOpenAPI(t *testing.T) {
 		}
 		var body map[string]any
 		json.Unmarshal(rq.Body, &body)
-		if _, ok := body["gpus"]; !ok {
-			t.Errorf("heartbeat without gpus: %s", rq.Body)
+		if !strings.Contains(string(rq.Body), `"mig_uuid":"MIG-`) || !strings.Contains(string(rq.Body), `{"uuid":"`+fakeUUID(1)+`","samples":`) {
+			t.Errorf("heartbeat without MIG and whole-GPU entries: %s", rq.Body)
 		}
 		undocumented(t, "Heartbeat", schema, body)
 	}

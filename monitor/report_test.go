@@ -27,6 +27,12 @@ const fixtureDir = "../report/testdata"
 // default --open-ttl of 168h, t06 (Oct 15) and t11 (Nov 2) were not.
 var fixtureNow = time.Date(2025, 11, 26, 0, 0, 0, 0, time.UTC)
 
+// fixturePosted is the API's clock while the fixture is posted: after its
+// last event (Dec 1), since the API refuses times more than 24 hours ahead
+// of its clock and clamps those less. The store, the report, the page and
+// /metrics keep fixtureNow.
+var fixturePosted = time.Date(2025, 12, 15, 0, 0, 0, 0, time.UTC)
+
 // monitorWithFixture is the API over a fresh store of dsn, with the report
 // mounted and the fixture posted to it, as the entrypoints would post it.
 type fixtureMonitor struct {
@@ -40,7 +46,7 @@ func newFixtureMonitor(t *testing.T, dsn string, tokens *access.Set, adminSecret
 	st := storetest.OpenWith(t, dsn, store.Options{Now: func() time.Time { return fixtureNow }})
 	reg := prometheus.NewRegistry()
 	api := monitor.New(monitor.Config{Store: st, Registry: reg, Tokens: func() *access.Set { return tokens },
-		Now: func() time.Time { return fixtureNow }})
+		Now: func() time.Time { return fixturePosted }})
 	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, OpenTTL: 168 * time.Hour,
 		Now: func() time.Time { return fixtureNow }})
 	reg.MustRegister(monitor.NewTaskCollector(st, 168*time.Hour, func() time.Time { return fixtureNow }))

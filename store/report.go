@@ -36,7 +36,7 @@ const spanSQL = `span AS (
   ) x
 )`
 
-const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
+const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
       tk.start_time, tk.submit_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
@@ -50,11 +50,11 @@ const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority
 // GPUs' models, and the empty model for GPUs counted without being listed
 // (device nodes) or for a task without GPUs.
 const modelsSQL = `, models AS (
-  SELECT DISTINCT g.task_id, g.model FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+  SELECT DISTINCT g.task_key, g.model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
   UNION
-  SELECT sp.task_id, '' FROM span sp
-  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = sp.task_id)
-     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_id = sp.task_id))
+  SELECT sp.id, '' FROM span sp
+  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_key = sp.id)
+     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id))
 )`
 
 // groupColumns returns the GROUP BY columns of a report: its keys, then
@@ -91,7 +91,7 @@ func taskGroups(keys []string) (cols, sel []string, with, from string, err error
 		sel[i] = "sp." + c
 		if c == "model" {
 			with += modelsSQL
-			from = "span sp JOIN models m ON m.task_id = sp.task_id"
+			from = "span sp JOIN models m ON m.task_key = sp.id"
 			sel[i] = "m.model"
 		}
 	}
@@ -183,7 +183,7 @@ SELECT ` + list + `,
   SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN sp.sec * g.idle_share ELSE 0 END),
   SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec * g.util_mean ELSE 0 END),
   CAST(SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec ELSE 0 END) AS BIGINT)
-FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
 	if err != nil {
@@ -250,7 +250,7 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	q += `
 SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
   SELECT ` + strings.Join(inner, ", ") + `, ` + metricValue[s.dialect] + ` AS x
-  FROM ` + from + ` JOIN tasks tm ON tm.task_id = sp.task_id
+  FROM ` + from + ` JOIN tasks tm ON tm.id = sp.id
   WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
 ) v
 GROUP BY ` + list

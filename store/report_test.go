@@ -89,7 +89,7 @@ func loadFixture(t testing.TB, s *store.Store) {
 			if err := json.Unmarshal(e.Complete, &c); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Complete(ctx, &c, e.Complete, nil); err != nil {
+			if _, err := s.Complete(ctx, &c, e.Complete, store.Sender{}); err != nil {
 				t.Fatalf("complete %s: %v", c.TaskID, err)
 			}
 		case e.Heartbeat != nil:

@@ -20,7 +20,6 @@ import (
 	"time"
 )
 
-
 // nodeDirs is a node's shared directories in miniature, below one root:
 // shm (root, 1777: /dev/shm), run (root, 0755: /var/run), att (a directory
 // the other user made, 1777), own (the other user's, 0755), and secret

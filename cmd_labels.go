@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
@@ -17,7 +18,7 @@ import (
 func labelsCmd(args, environ []string) int {
 	flags := config.NewFlagSet("paddle-entrypoint labels", true)
 	if err := flags.Parse(args); err != nil {
-		return flagError(flags, err)
+		return flagError(err, func(w io.Writer) { labelsHelp(w, flags) })
 	}
 	if rest := flags.Args(); len(rest) != 1 {
 		return usage(fmt.Errorf("labels takes no arguments, got %q", rest[1:]))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -44,7 +45,7 @@ func spoolCmd(args, environ []string) int {
 	interval := flags.Duration("interval", defaultFlushInterval, "flush --watch: time between passes")
 	completions := flags.Bool("completions", false, "list: completions (supervise mode) instead of registrations")
 	if err := flags.Parse(args); err != nil {
-		return flagError(flags, err)
+		return flagError(err, func(w io.Writer) { spoolHelp(w, flags, args) })
 	}
 	rest := flags.Args()
 	if len(rest) != 2 {

@@ -498,12 +498,15 @@ func TestGPUBrokenDevice(t *testing.T) {
 }
 
 func TestGPUOnlyListedNVMLCalls(t *testing.T) {
-	// The fake exports only the listed entry points, so another call would
-	// already kill the probe; this also checks the order: init first,
-	// shutdown last.
+	// The fake exports only the listed entry points and the looked-up ones,
+	// so another call would already kill the probe; this also checks the
+	// order: init first, shutdown last.
 	allowed := []string{"nvmlInit_v2", "nvmlShutdown", "nvmlErrorString", "nvmlDeviceGetCount_v2",
 		"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetName", "nvmlDeviceGetUUID",
-		"nvmlDeviceGetMemoryInfo", "nvmlSystemGetDriverVersion"}
+		"nvmlDeviceGetMemoryInfo", "nvmlSystemGetDriverVersion",
+		// Looked up first (LookupSymbol), then called: no MIG-capable GPU
+		// here, so nothing after the mode.
+		"nvmlDeviceGetMigMode"}
 	k := gpuTask(t, 2, "/bin/true")
 	calls := filepath.Join(k.Dir, "calls")
 	k.Setenv("FAKE_NVML_LOG", calls)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func dispatch(args, environ []string) int {
 	flags := config.NewFlagSet("paddle-entrypoint", false)
 	showVersion := flags.BoolP("version", "v", false, "print the version and exit")
 	if err := flags.Parse(args); err != nil {
-		return exitOnEarlySignal(flagError(flags, err))
+		return exitOnEarlySignal(flagError(err, func(w io.Writer) { runHelp(w, flags) }))
 	}
 	rest := flags.Args()
 	if *showVersion {
@@ -213,7 +214,7 @@ func checkLabels(cfg config.Config, pol *policy.Policy, environ []string, log *s
 
 func gpuOptions(cfg config.Config, environ []string, log *slog.Logger) gpu.Options {
 	return gpu.Options{Probe: probePath(cfg), Timeout: cfg.GPUTimeout, Environ: environ, Logger: log,
-		Root: lookupEnv(environ, gpuRootHook)}
+		Root: lookupEnv(environ, gpuRootHook), Share: cfg.GPUShare}
 }
 
 // probePath is the GPU probe's executable: the configured one, or the one
@@ -299,14 +300,12 @@ func cannotExec(log *slog.Logger, err error) int {
 }
 
 // flagError reports a flag parsing error as a usage error, except --help,
-// which prints the usage and every flag on stdout and succeeds.
-func flagError(flags *config.FlagSet, err error) int {
+// which prints the mode's help (help.go) on stdout and succeeds.
+func flagError(err error, help func(w io.Writer)) int {
 	if !errors.Is(err, pflag.ErrHelp) {
 		return usage(err)
 	}
-	fmt.Println(usageText)
-	fmt.Println("\nflags:")
-	flags.Usage(os.Stdout)
+	help(os.Stdout)
 	return 0
 }
 

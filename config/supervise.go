@@ -26,7 +26,7 @@ const (
 const superviseFlag = "supervise"
 
 // flagAlone is the value of a flag given without one (--signal-group).
-var flagAlone = map[string]string{"signal-group": "1"}
+var flagAlone = map[string]string{"signal-group": "on"}
 
 var superviseSettings = [...]setting{
 	{flag: "mode", env: "PADDLE_ENTRYPOINT_MODE", def: string(ModeExec),

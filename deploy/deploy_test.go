@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 )
@@ -40,7 +46,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "SUCCESS: 8 rules found") {
+	if !strings.Contains(string(out), "SUCCESS: 12 rules found") {
 		t.Fatalf("promtool check rules: unexpected output:\n%s", out)
 	}
 }
@@ -91,6 +97,38 @@ func TestPromtoolRulesNeedTheReduction(t *testing.T) {
 	}
 }
 
+// The same for the queue wait: joined with the raw paddle_task_info, two
+// monitor replicas serving one task make the join fail, so the unit test
+// of the pod-UID reduction proves something.
+func TestPromtoolQueueWaitNeedsTheReduction(t *testing.T) {
+	tool := promtool(t)
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("prometheus/paddle-rules.test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	naive := strings.Replace(string(rules), "            k8s_pod_uid:paddle_task_info:one\n", "            paddle_task_info\n", 1)
+	if naive == string(rules) {
+		t.Fatal("the join of the info series is not where this test expects it")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "paddle-rules.yml"), []byte(naive), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t.yml"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tool, "test", "rules", "t.yml")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "k8s_pod_uid:paddle_queue_wait_seconds") {
+		t.Fatalf("the naive join passed the queue wait tests (or failed elsewhere):\n%s", out)
+	}
+}
+
 // recorded returns the names the rules file records.
 func recorded(t *testing.T) []string {
 	t.Helper()
@@ -107,6 +145,10 @@ func recorded(t *testing.T) []string {
 	}
 	return names
 }
+
+// kubeStateMetrics are kube-state-metrics' pod series the queue wait rules
+// read (Unix seconds, labelled namespace, pod, uid).
+var kubeStateMetrics = []string{"kube_pod_created", "kube_pod_start_time"}
 
 // dcgm are the dcgm-exporter counters the rules and the dashboard read.
 var dcgm = []string{"DCGM_FI_DEV_GPU_UTIL"}
@@ -204,10 +246,10 @@ func TestRulesReadExistingSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := append(recorded(t), exported(t)...)
+	known := append(append(recorded(t), exported(t)...), kubeStateMetrics...)
 	exprs := regexp.MustCompile(`(?s)expr: \|?\n?(.*?)(?:\n\s*\n|\n\s*- record:|\z)`).FindAllStringSubmatch(string(b), -1)
-	if len(exprs) != 8 {
-		t.Fatalf("found %d rule expressions, want 8", len(exprs))
+	if len(exprs) != 12 {
+		t.Fatalf("found %d rule expressions, want 12", len(exprs))
 	}
 	for _, m := range exprs {
 		for _, name := range metricNames(m[1]) {
@@ -301,5 +343,79 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if out, err := exec.Command(tool, "check", "rules", file).CombinedOutput(); err != nil {
 		t.Fatalf("promtool rejects a dashboard query: %v\n%s\n%s", err, out, rules.String())
+	}
+}
+
+// priority.yaml decoded strictly with k8s.io/api: the three classes (low
+// never preempts), and the mutation's own copy of their names, values and
+// preemption policies agrees with them (the real API server refuses a pod
+// whose priority disagrees with its class: docs/kubernetes_apiserver_test.go).
+func TestPriorityManifest(t *testing.T) {
+	b, err := os.ReadFile("kubernetes/priority.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]*schedulingv1.PriorityClass{}
+	var policy *admissionv1.MutatingAdmissionPolicy
+	var binding *admissionv1.MutatingAdmissionPolicyBinding
+	for _, part := range strings.Split(string(b), "\n---\n") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(part), &tm); err != nil {
+			t.Fatalf("does not parse: %v", err)
+		}
+		var obj any
+		pc := &schedulingv1.PriorityClass{}
+		switch tm.APIVersion + " " + tm.Kind {
+		case "scheduling.k8s.io/v1 PriorityClass":
+			obj = pc
+		case "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy":
+			policy = &admissionv1.MutatingAdmissionPolicy{}
+			obj = policy
+		case "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding":
+			binding = &admissionv1.MutatingAdmissionPolicyBinding{}
+			obj = binding
+		default:
+			t.Fatalf("priority.yaml has a %s %s this test does not check", tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(part), obj); err != nil {
+			t.Fatalf("%s does not decode strictly: %v", tm.Kind, err)
+		}
+		if obj == pc {
+			classes[pc.Name] = pc
+		}
+	}
+	if policy == nil || binding == nil || binding.Spec.PolicyName != policy.Name {
+		t.Fatalf("no MutatingAdmissionPolicy with its binding (policy %v, binding %v)", policy != nil, binding)
+	}
+	if len(classes) != 3 {
+		t.Errorf("%d PriorityClasses, want 3", len(classes))
+	}
+	vars := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	for _, c := range []struct {
+		level, name string
+		value       int32
+		preempt     corev1.PreemptionPolicy
+	}{
+		{"high", "paddle-high", 100000, corev1.PreemptLowerPriority},
+		{"medium", "paddle-medium", 10000, corev1.PreemptLowerPriority},
+		{"low", "paddle-low", 1000, corev1.PreemptNever},
+	} {
+		pc := classes[c.name]
+		if pc == nil {
+			t.Errorf("no PriorityClass %s", c.name)
+			continue
+		}
+		if pc.Value != c.value || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != c.preempt || pc.GlobalDefault {
+			t.Errorf("%s: value %d, preemptionPolicy %v, globalDefault %v; want %d, %s, false",
+				c.name, pc.Value, pc.PreemptionPolicy, pc.GlobalDefault, c.value, c.preempt)
+		}
+		for v, want := range map[string]string{"className": "'" + c.name + "'", "value": fmt.Sprint(c.value), "preemptionPolicy": "'" + string(c.preempt) + "'"} {
+			if !strings.Contains(vars[v], "'"+c.level+"': "+want) {
+				t.Errorf("variable %s does not map %s to %s: %s", v, c.level, want, vars[v])
+			}
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
@@ -34,8 +35,13 @@ type k8sManifests struct {
 	job        *batchv1.Job
 	daemonSet  *appsv1.DaemonSet
 	namespaces map[string]*corev1.Namespace
-	policy     *admissionv1.ValidatingAdmissionPolicy
-	binding    *admissionv1.ValidatingAdmissionPolicyBinding
+	configMaps map[string]*corev1.ConfigMap // by namespace/name
+	// kueueClasses are Kueue's WorkloadPriorityClasses, by name.
+	kueueClasses map[string]*k8sWorkloadPriorityClass
+	// policy and binding are paddle-labels; guard and guardBinding the
+	// policy that keeps a namespace's paddle-projects list from its users.
+	policy, guard         *admissionv1.ValidatingAdmissionPolicy
+	binding, guardBinding *admissionv1.ValidatingAdmissionPolicyBinding
 }
 
 var k8sYAMLBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -50,7 +56,8 @@ func k8sLoad(t *testing.T) k8sManifests {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := k8sManifests{namespaces: map[string]*corev1.Namespace{}}
+	m := k8sManifests{namespaces: map[string]*corev1.Namespace{}, configMaps: map[string]*corev1.ConfigMap{},
+		kueueClasses: map[string]*k8sWorkloadPriorityClass{}}
 	for _, block := range k8sYAMLBlock.FindAllSubmatch(doc, -1) {
 		if bytes.HasPrefix(block[1], []byte("- ")) {
 			continue // a fragment: a list to splice into a manifest
@@ -64,6 +71,7 @@ func k8sLoad(t *testing.T) k8sManifests {
 				continue
 			}
 			var obj any
+			after := func() {} // files the decoded object
 			switch tm.APIVersion + " " + tm.Kind {
 			case "batch/v1 Job":
 				m.job = &batchv1.Job{}
@@ -73,27 +81,81 @@ func k8sLoad(t *testing.T) k8sManifests {
 				obj = m.daemonSet
 			case "v1 Namespace":
 				ns := &corev1.Namespace{}
-				obj = ns
-				defer func() { m.namespaces[ns.Name] = ns }()
+				obj, after = ns, func() { m.namespaces[ns.Name] = ns }
+			case "kueue.x-k8s.io/v1beta1 WorkloadPriorityClass":
+				c := &k8sWorkloadPriorityClass{}
+				obj, after = c, func() { m.kueueClasses[c.Name] = c }
+			case "v1 ConfigMap":
+				cm := &corev1.ConfigMap{}
+				obj, after = cm, func() { m.configMaps[cm.Namespace+"/"+cm.Name] = cm }
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
-				m.policy = &admissionv1.ValidatingAdmissionPolicy{}
-				obj = m.policy
+				p := &admissionv1.ValidatingAdmissionPolicy{}
+				obj, after = p, func() {
+					if p.Name == "paddle-projects-guard" {
+						m.guard = p
+					} else {
+						m.policy = p
+					}
+				}
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
-				m.binding = &admissionv1.ValidatingAdmissionPolicyBinding{}
-				obj = m.binding
+				b := &admissionv1.ValidatingAdmissionPolicyBinding{}
+				obj, after = b, func() {
+					if b.Name == "paddle-projects-guard" {
+						m.guardBinding = b
+					} else {
+						m.binding = b
+					}
+				}
 			default:
 				t.Fatalf("kubernetes.md has a %s %s that this test does not check", tm.APIVersion, tm.Kind)
 			}
 			if err := yaml.UnmarshalStrict(part, obj); err != nil {
 				t.Fatalf("%s does not decode strictly: %v", tm.Kind, err)
 			}
+			after()
 		}
 	}
-	if m.job == nil || m.daemonSet == nil || m.policy == nil || m.binding == nil {
-		t.Fatalf("kubernetes.md lacks a manifest: job %v, daemonset %v, policy %v, binding %v",
-			m.job != nil, m.daemonSet != nil, m.policy != nil, m.binding != nil)
+	if m.job == nil || m.daemonSet == nil || m.policy == nil || m.binding == nil || m.guard == nil || m.guardBinding == nil {
+		t.Fatalf("kubernetes.md lacks a manifest: job %v, daemonset %v, policy %v, binding %v, guard %v, its binding %v",
+			m.job != nil, m.daemonSet != nil, m.policy != nil, m.binding != nil, m.guard != nil, m.guardBinding != nil)
 	}
 	return m
+}
+
+// k8sWorkloadPriorityClass is Kueue's WorkloadPriorityClass
+// (kueue.x-k8s.io/v1beta1), whose fields are these (Kueue's API is not a
+// dependency of this repository).
+type k8sWorkloadPriorityClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Value             int32  `json:"value"`
+	Description       string `json:"description,omitempty"`
+}
+
+// The WorkloadPriorityClass the page shows for Kueue has the value of the
+// PriorityClass of the same name, so Kueue orders Workloads as the
+// scheduler orders their pods.
+func TestK8sKueueClassMatchesPriorityClass(t *testing.T) {
+	m := k8sLoad(t)
+	b, err := os.ReadFile("../deploy/kubernetes/priority.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]int32{}
+	for _, part := range bytes.Split(b, []byte("\n---\n")) {
+		var pc schedulingv1.PriorityClass
+		if err := yaml.Unmarshal(part, &pc); err == nil && pc.Kind == "PriorityClass" {
+			values[pc.Name] = pc.Value
+		}
+	}
+	if len(m.kueueClasses) == 0 {
+		t.Fatal("kubernetes.md shows no WorkloadPriorityClass")
+	}
+	for name, c := range m.kueueClasses {
+		if v, ok := values[name]; !ok || v != c.Value {
+			t.Errorf("WorkloadPriorityClass %s has value %d; the PriorityClass of that name: %d (exists %v)", name, c.Value, v, ok)
+		}
+	}
 }
 
 // k8sPSA evaluates a pod template at a Pod Security level, latest version.
@@ -193,6 +255,17 @@ func TestK8sBindingNamesThePolicy(t *testing.T) {
 	if m.binding.Spec.PolicyName != m.policy.Name {
 		t.Errorf("binding names policy %q, the policy is %q", m.binding.Spec.PolicyName, m.policy.Name)
 	}
+	if m.guardBinding.Spec.PolicyName != m.guard.Name {
+		t.Errorf("guard binding names policy %q, the policy is %q", m.guardBinding.Spec.PolicyName, m.guard.Name)
+	}
+	// Both act in the same namespaces: the list is guarded wherever it
+	// is read.
+	if a, b := m.binding.Spec.MatchResources.NamespaceSelector.String(), m.guardBinding.Spec.MatchResources.NamespaceSelector.String(); a != b {
+		t.Errorf("the bindings select different namespaces: %s and %s", a, b)
+	}
+	if ns := m.namespaces["team-a"]; ns == nil || ns.Labels["paddle.example.com/admission"] != "enforce" {
+		t.Errorf("kubernetes.md's team-a namespace is not labelled for the bindings: %v", ns)
+	}
 }
 
 // k8sPolicy is the ValidatingAdmissionPolicy compiled with cel-go, in an
@@ -218,6 +291,7 @@ func k8sCompile(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy) *k8sPoli
 		cel.Variable("oldObject", cel.DynType),
 		cel.Variable("namespaceObject", cel.DynType),
 		cel.Variable("request", cel.DynType),
+		cel.Variable("params", cel.DynType),
 		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
 		ext.Strings(),
 	)
@@ -255,13 +329,14 @@ func k8sCompile(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy) *k8sPoli
 // admit evaluates every validation against obj in a namespace with the
 // given labels; it returns the messages of those that failed (an error in
 // an expression is a failure too: failurePolicy is Fail).
-func (p *k8sPolicy) admit(t *testing.T, obj any, nsLabels map[string]string) []string {
+func (p *k8sPolicy) admit(t *testing.T, obj any, params *corev1.ConfigMap) []string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "search-ranking", Labels: nsLabels}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: params.Namespace}}
 	act := map[string]any{
 		"object":          k8sUnstructured(t, obj),
 		"oldObject":       nil,
 		"namespaceObject": k8sUnstructured(t, ns),
+		"params":          k8sUnstructured(t, params),
 		"request":         map[string]any{"operation": "CREATE"},
 	}
 	vars := map[string]any{}
@@ -352,7 +427,13 @@ func k8sKFPPod(job *batchv1.Job) *corev1.Pod {
 func TestK8sAdmissionPolicy(t *testing.T) {
 	m := k8sLoad(t)
 	pol := k8sCompile(t, m.policy)
-	bound := map[string]string{"paddle.example.com/project": "search_ranking"}
+	// team-a's list, as kubernetes.md gives it (search_ranking, ocr-*), and
+	// a namespace whose list is empty.
+	bound := m.configMaps["team-a/paddle-projects"]
+	if bound == nil {
+		t.Fatal("kubernetes.md has no paddle-projects ConfigMap for team-a")
+	}
+	empty := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "paddle-projects", Namespace: "team-b"}}
 	train := func(f func(c *corev1.Container, pod *corev1.PodTemplateSpec)) *batchv1.Job {
 		j := m.job.DeepCopy()
 		j.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
@@ -373,15 +454,16 @@ func TestK8sAdmissionPolicy(t *testing.T) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "project"}}}
 	job := m.job.DeepCopy()
 	job.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
+	const teamA = "PADDLE_PROJECT must be a project namespace team-a may claim: search_ranking, ocr-*"
 
 	tests := []struct {
 		name     string
 		obj      any
-		ns       map[string]string
+		params   *corev1.ConfigMap
 		denyWith string // "" when admitted
 	}{
 		{"the Job as written", job, bound, ""},
-		{"the Job in an unbound namespace", job, nil, ""},
+		{"the Job in a namespace that may claim no project", job, empty, "PADDLE_PROJECT must be a project namespace team-b may claim: none"},
 		{"the Job's pod", &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 			ObjectMeta: job.Spec.Template.ObjectMeta, Spec: job.Spec.Template.Spec}, bound, ""},
 		{"an Argo Workflows pod (init, wait, emissary)", k8sArgoPod(job), bound, ""},
@@ -389,29 +471,35 @@ func TestK8sAdmissionPolicy(t *testing.T) {
 		{"PADDLE_PROJECT literal", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
 			setEnv(c, literal("search_ranking"))
 		}), bound, ""},
-		{"PADDLE_PROJECT with the ocr- prefix in an unbound namespace", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
-			setEnv(c, literal("ocr-invoices"))
-		}), nil, ""},
+		{"PADDLE_PROJECT matching the glob ocr-*, in upper case", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
+			setEnv(c, literal("OCR-invoices"))
+		}), bound, ""},
 		{"forged project=admin, literal", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
 			setEnv(c, literal("admin"))
-		}), nil, "allow-list"},
+		}), bound, teamA},
 		{"forged project=admin through the pod label", train(func(_ *corev1.Container, p *corev1.PodTemplateSpec) {
 			p.Labels["paddle.example.com/project"] = "admin"
-		}), nil, "allow-list"},
+		}), bound, teamA},
 		{"forged project=ADMIN in an Argo pod", func() any {
 			p := k8sArgoPod(job)
 			setEnv(&p.Spec.Containers[1], literal("ADMIN"))
 			return p
-		}(), nil, "allow-list"},
-		{"another allowed project in a bound namespace", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
+		}(), bound, teamA},
+		{"a project of another namespace", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
 			setEnv(c, literal("document_intelligence"))
-		}), bound, "must be search_ranking in namespace search-ranking"},
+		}), bound, teamA},
+		{"a glob's dot is a dot", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
+			setEnv(c, literal("search-ranking"))
+		}), &corev1.ConfigMap{ObjectMeta: bound.ObjectMeta, Data: map[string]string{"projects": "search.ranking"}},
+			"PADDLE_PROJECT must be a project namespace team-a may claim: search.ranking"},
+		{"a glob with a regular expression in it", job, &corev1.ConfigMap{ObjectMeta: bound.ObjectMeta,
+			Data: map[string]string{"projects": "search_ranking, (a|b)"}}, "a project glob holds only"},
 		{"PADDLE_PROJECT from a Secret", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
 			setEnv(c, fromSecret)
-		}), nil, "allow-list"},
+		}), bound, "must be set literally or from the pod's label"},
 		{"PADDLE_PROJECT from the label, label missing", train(func(_ *corev1.Container, p *corev1.PodTemplateSpec) {
 			delete(p.Labels, "paddle.example.com/project")
-		}), nil, "allow-list"},
+		}), bound, "must be set literally or from the pod's label"},
 		{"envFrom in the training container", train(func(c *corev1.Container, _ *corev1.PodTemplateSpec) {
 			c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}}}}
 		}), bound, "envFrom"},
@@ -432,7 +520,7 @@ func TestK8sAdmissionPolicy(t *testing.T) {
 		}), bound, "only the paddle-entrypoint-policy ConfigMap"},
 	}
 	for _, tt := range tests {
-		failed := pol.admit(t, tt.obj, tt.ns)
+		failed := pol.admit(t, tt.obj, tt.params)
 		switch {
 		case tt.denyWith == "" && len(failed) > 0:
 			t.Errorf("%s: denied: %q", tt.name, failed)

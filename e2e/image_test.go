@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -225,6 +226,7 @@ func TestImageConfig(t *testing.T) {
 			Cmd        []string
 			User       string
 			Volumes    map[string]any
+			Env        []string
 		}
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &inspect); err != nil || len(inspect) != 1 {
@@ -239,6 +241,13 @@ func TestImageConfig(t *testing.T) {
 	}
 	if cfg.User != "" {
 		t.Errorf("User = %q, want none forced", cfg.User)
+	}
+	// Supervise mode with a heartbeat a minute: running tasks are counted,
+	// idle GPUs seen while idle (the binary's own defaults are exec and off).
+	for _, want := range []string{"PADDLE_ENTRYPOINT_MODE=supervise", "PADDLE_HEARTBEAT=60s"} {
+		if !slices.Contains(cfg.Env, want) {
+			t.Errorf("Env = %q, want %s", cfg.Env, want)
+		}
 	}
 	// No VOLUME: Docker would make an anonymous volume per container that
 	// nothing drains (docs/image.md says how to mount the spool).

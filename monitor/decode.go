@@ -163,7 +163,8 @@ func freeText(field, s string, max int) error {
 
 const (
 	maxUnix    = 1 << 40 // far past any real clock; keeps arithmetic safe
-	maxGPUs    = 1024
+	maxGPUs    = 1024    // gpu_count
+	maxGPUList = 256     // entries of a gpus list: no node has more
 	maxMetrics = 64
 )
 
@@ -207,6 +208,12 @@ func decodeRegistration(body []byte) (*store.Registration, error) {
 		return nil, err
 	}
 	r.StartTime = *start
+	if r.SubmitTime, err = o.integer("submit_time", false, 0, maxUnix); err != nil {
+		return nil, err
+	}
+	if r.SubmitTime != nil && *r.SubmitTime > r.StartTime {
+		return nil, &fieldError{"submit_time", "must not be after start_time (a task is submitted before it starts)"}
+	}
 	if _, err := o.integer("schema_version", false, 1, math.MaxInt32); err != nil {
 		return nil, err
 	}
@@ -223,8 +230,8 @@ func decodeRegistration(body []byte) (*store.Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(gpus) > maxGPUs {
-		return nil, &fieldError{"gpus", fmt.Sprintf("must list at most %d GPUs", maxGPUs)}
+	if len(gpus) > maxGPUList {
+		return nil, &fieldError{"gpus", fmt.Sprintf("must list at most %d GPUs", maxGPUList)}
 	}
 	for i, g := range gpus {
 		field := fmt.Sprintf("gpus[%d]", i)
@@ -313,6 +320,9 @@ func decodeCompletion(body []byte) (*store.Completion, error) {
 		return nil, err
 	}
 	c.EndTime = *end
+	if c.StartTime, err = o.integer("start_time", false, 0, maxUnix); err != nil {
+		return nil, err
+	}
 	dur, err := o.number("duration_seconds", true, 0, maxUnix)
 	if err != nil {
 		return nil, err
@@ -369,8 +379,8 @@ func decodeCompletion(body []byte) (*store.Completion, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(gpus) > maxGPUs {
-		return nil, &fieldError{"gpus", fmt.Sprintf("must list at most %d GPUs", maxGPUs)}
+	if len(gpus) > maxGPUList {
+		return nil, &fieldError{"gpus", fmt.Sprintf("must list at most %d GPUs", maxGPUList)}
 	}
 	for i, g := range gpus {
 		field := fmt.Sprintf("gpus[%d]", i)

@@ -19,8 +19,11 @@ type OpenTasks interface {
 // paddle_task_info per task and paddle_task_gpu_info per claimed GPU, with
 // UUID spelled as dcgm-exporter spells it, the key of the PromQL join.
 //
-// One GPU runs one task: when two open tasks claim one UUID (a completion
-// that never came), only the newer start keeps it. Open tasks not seen
+// One GPU runs one task: the store ends an older claim when a newer task
+// registers the GPU (a completion that never came), except across token
+// scopes while the older task is live (seen within --claim-grace): then
+// both claims are served, and the recording rules reduce them to one
+// series per UUID. Open tasks not seen
 // (start or heartbeat) for TTL leave /metrics; they stay in the store. A
 // store that fails is reported as paddle_monitor_task_scrape_error 1 rather
 // than failing the whole scrape.
@@ -42,8 +45,8 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 
 var (
 	taskInfoDesc = prometheus.NewDesc("paddle_task_info",
-		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task.",
-		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}, nil)
+		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).",
+		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}, nil)
 	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
 		"A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.",
 		[]string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}, nil)
@@ -53,12 +56,15 @@ var (
 	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds",
 		"How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle).",
 		[]string{"task_id", "task_name", "project", "owner", "hostname"}, nil)
+	// project and owner are labels of every per-task series: tasks of
+	// scopes no one token sees together may share a task_id (MONITOR.md
+	// 11), and two series of the same labels would fail the scrape.
 	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds",
 		"When an open task started (Unix seconds, its registration's start_time).",
-		[]string{"task_id"}, nil)
+		[]string{"task_id", "project", "owner"}, nil)
 	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds",
 		"How long an open task said it would run (its registration's duration_est).",
-		[]string{"task_id"}, nil)
+		[]string{"task_id", "project", "owner"}, nil)
 	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
 		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
 		nil, nil)
@@ -86,21 +92,17 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
 
-	// Tasks come oldest start first: a later claim on a UUID replaces an
-	// earlier one.
-	owner := map[string]int{}
-	for i, t := range tasks {
-		for _, g := range t.GPUs {
-			owner[g.UUID] = i
-		}
-	}
+	// Tasks under one task_id differ in project or owner (the store's
+	// identity), so their series differ too.
+	type series struct{ taskID, project, owner, uuid string }
+	served := map[series]bool{}
 	now := c.now().Unix()
-	for i, t := range tasks {
+	for _, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
-			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname)
-		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID)
+			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
+		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID, t.Project, t.Owner)
 		if t.DurationEst != nil {
-			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID)
+			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
 		}
 		if t.Sampled && !lost(t, now) {
 			idle := 0.0
@@ -111,10 +113,11 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
 		}
 		for _, g := range t.GPUs {
-			if j, ok := owner[g.UUID]; !ok || j != i {
-				continue
+			k := series{t.TaskID, t.Project, t.Owner, g.UUID}
+			if served[k] {
+				continue // a UUID listed twice by one task: one series
 			}
-			delete(owner, g.UUID) // a UUID listed twice by one task: one series
+			served[k] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, g.Model)
 			if g.LatestUtilMean != nil {

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 var pageFS embed.FS
 
 var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"hours": func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
+	"hours": significant,
 	"money": func(x *float64) string {
 		if x == nil {
 			return ""
@@ -42,6 +43,17 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		return strconv.FormatFloat(*x*100, 'f', 0, 64) + " %"
 	},
 }).ParseFS(pageFS, "page.html"))
+
+// significant formats x with at least three significant digits (one
+// decimal at the least), so that small rows do not all read "0.0" while
+// their bars differ: 1234.5, 12.3, 1.23, 0.0123.
+func significant(x float64) string {
+	decimals := 1
+	if a := math.Abs(x); a > 0 && a < 100 {
+		decimals = max(1, 2-int(math.Floor(math.Log10(a))))
+	}
+	return strconv.FormatFloat(x, 'f', decimals, 64)
+}
 
 // The page shows at most this many running tasks (the API lists them all).
 const pageRunningMax = 100
@@ -93,12 +105,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	now := h.cfg.Now().UTC()
 	win := report.Month(now)
 	if m := r.URL.Query().Get("month"); m != "" {
-		t, err := time.Parse("2006-01", m)
-		if err != nil {
-			h.api.fail(w, http.StatusBadRequest, fmt.Sprintf("parameter month: %q is not YYYY-MM", m))
+		var err error
+		if win, err = report.ParseMonth("month", m); err != nil {
+			h.api.fail(w, http.StatusBadRequest, badParameter(err))
 			return
 		}
-		win = report.Month(t)
 	}
 	// metric (repeated) is not shown on the page itself: it is kept in the
 	// CSV and JSON links, so a link to the page can carry the metrics a
@@ -157,7 +168,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			short = string([]rune(short)[:21]) + "…"
 		}
 		d.Bars = append(d.Bars, pageBar{Label: label, LabelShort: short, Y: i * 28, Width: width,
-			TextX: 170 + width + 6, Value: strconv.FormatFloat(row.GPUHours, 'f', 1, 64) + " GPU-h"})
+			TextX: 170 + width + 6, Value: significant(row.GPUHours) + " GPU-h"})
 	}
 	d.ChartHeight = len(d.Bars)*28 + 4
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}

@@ -80,26 +80,18 @@ func (c *challengeWriter) WriteHeader(code int) {
 
 func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// query reads a report's parameters: from and to (RFC 3339 or YYYY-MM-DD;
-// both absent: this month), by (comma-separated keys, default project),
-// metric (repeated: completion metrics to show the mean of).
+// query reads a report's parameters: from and to (together; RFC 3339,
+// YYYY-MM-DD or YYYY-MM), else month (YYYY-MM), else this month; by
+// (comma-separated keys, default project); metric (repeated: completion
+// metrics to show the mean of).
 func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
 	v := r.URL.Query()
 	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: scope.Allows}
-	from, to := v.Get("from"), v.Get("to")
-	if from == "" && to == "" {
-		q.Window = report.Month(h.cfg.Now())
-	} else {
-		var err error
-		if q.From, err = report.ParseDate("from", from); err != nil {
-			return q, err
-		}
-		if q.To, err = report.ParseDate("to", to); err != nil {
-			return q, err
-		}
-		if err := q.Window.Check(); err != nil {
-			return q, err
-		}
+	var err error
+	q.Window, err = report.WindowParams{From: v.Get("from"), To: v.Get("to"), Month: v.Get("month"),
+		FromName: "from", ToName: "to", MonthName: "month"}.Select(h.cfg.Now())
+	if err != nil {
+		return q, err
 	}
 	by, err := report.ParseKeys(v.Get("by"))
 	if err != nil {

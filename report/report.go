@@ -76,6 +76,10 @@ type TaskSums struct {
 	// inside the window.
 	EstSeconds    int64
 	ActualSeconds float64
+	// QueueWaitSeconds sums start_time − submit_time over the tasks with a
+	// submit_time whose start is inside the window (QueueWaitTasks of
+	// them); QueueWaitMax is the longest of those waits (0 when none).
+	QueueWaitSeconds, QueueWaitTasks, QueueWaitMax int64
 	// GPUSeconds is Σ gpu_count × seconds counted in the window, and
 	// FailedGPUSeconds the same for failed tasks: the GPU-hours of section
 	// 5 (meaningless in groups by model, which take them from GPUSums).
@@ -137,7 +141,12 @@ type Figures struct {
 	WasteShare          *float64 `json:"waste_share"`
 	DurationEstHours    float64  `json:"duration_est_hours"`
 	DurationActualHours float64  `json:"duration_actual_hours"`
-	Cost                *float64 `json:"cost"`
+	// QueueWaitMeanSeconds and QueueWaitMaxSeconds are the mean and the
+	// longest start_time − submit_time over the tasks of the row with a
+	// submit_time that started inside the window; null when there is none.
+	QueueWaitMeanSeconds *float64 `json:"queue_wait_mean_seconds"`
+	QueueWaitMaxSeconds  *float64 `json:"queue_wait_max_seconds"`
+	Cost                 *float64 `json:"cost"`
 	// UnpricedGPUHours are GPU-hours no price matched (they cost 0); null
 	// without prices.
 	UnpricedGPUHours *float64 `json:"unpriced_gpu_hours"`
@@ -207,6 +216,9 @@ func (a *acc) addTasks(t TaskSums) {
 	a.t.Open += t.Open
 	a.t.EstSeconds += t.EstSeconds
 	a.t.ActualSeconds += t.ActualSeconds
+	a.t.QueueWaitSeconds += t.QueueWaitSeconds
+	a.t.QueueWaitTasks += t.QueueWaitTasks
+	a.t.QueueWaitMax = max(a.t.QueueWaitMax, t.QueueWaitMax)
 }
 
 // addGPUs adds the listed GPUs' idle time, utilisation and cost (their
@@ -252,6 +264,11 @@ func (a *acc) figures(priced bool, metrics []string) Figures {
 		IdleGPUHours:        hours(a.idleSec),
 		DurationEstHours:    hours(float64(a.t.EstSeconds)),
 		DurationActualHours: hours(a.t.ActualSeconds),
+	}
+	if n := a.t.QueueWaitTasks; n > 0 {
+		mean := round(float64(a.t.QueueWaitSeconds)/float64(n), 1e6)
+		longest := float64(a.t.QueueWaitMax)
+		f.QueueWaitMeanSeconds, f.QueueWaitMaxSeconds = &mean, &longest
 	}
 	if a.utilSec > 0 {
 		u := round(a.utilW/float64(a.utilSec), 1e6)
@@ -521,21 +538,71 @@ func ParseMetrics(names []string) ([]string, error) {
 	return names, nil
 }
 
-// ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00") or
-// a date ("2026-11-01", UTC midnight). name is the parameter's name, for
-// the error.
+// ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00"), a
+// date ("2026-11-01", UTC midnight) or a month ("2026-11", the first of it
+// at UTC midnight, as the page's month= reads). name is the parameter's
+// name, for the error.
 func ParseDate(name, s string) (time.Time, error) {
 	if s == "" {
-		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339 or YYYY-MM-DD)", ErrBadQuery, name)
+		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", ErrBadQuery, name)
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t.UTC(), nil
+	for _, layout := range []string{time.DateOnly, monthLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z) nor YYYY-MM-DD", ErrBadQuery, name, s)
+		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", ErrBadQuery, name, s)
 	}
 	return t.UTC(), nil
+}
+
+const monthLayout = "2006-01"
+
+// ParseMonth reads a calendar month, YYYY-MM (UTC), as a window. name is
+// the parameter's name, for the error.
+func ParseMonth(name, s string) (Window, error) {
+	t, err := time.Parse(monthLayout, s)
+	if err != nil {
+		return Window{}, fmt.Errorf("%w: %s: %q is not YYYY-MM (a month such as 2026-11)", ErrBadQuery, name, s)
+	}
+	return Month(t), nil
+}
+
+// WindowParams are a report's window as the caller gave it: from and to
+// (together), or a month, or nothing (the month that holds now). The names
+// are the parameters' as the caller spells them ("--from" on the command
+// line, "from" on HTTP), for the errors.
+type WindowParams struct {
+	From, To, Month             string
+	FromName, ToName, MonthName string
+}
+
+// Select returns the window the parameters ask for. from and to go
+// together and win over month; neither of them nor month means the
+// calendar month (UTC) that holds now. One of from and to alone is an
+// error naming the other.
+func (p WindowParams) Select(now time.Time) (Window, error) {
+	switch {
+	case p.From != "" && p.To == "":
+		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.ToName, p.FromName)
+	case p.To != "" && p.From == "":
+		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.FromName, p.ToName)
+	case p.From != "":
+		var w Window
+		var err error
+		if w.From, err = ParseDate(p.FromName, p.From); err != nil {
+			return w, err
+		}
+		if w.To, err = ParseDate(p.ToName, p.To); err != nil {
+			return w, err
+		}
+		return w, w.Check()
+	case p.Month != "":
+		return ParseMonth(p.MonthName, p.Month)
+	}
+	return Month(now), nil
 }
 
 // Month returns the calendar month (UTC) that holds t, as a window.

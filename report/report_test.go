@@ -51,7 +51,9 @@ func TestParseDate(t *testing.T) {
 		{"2026-11-01", "2026-11-01T00:00:00Z", ""},
 		{"2026-11-01T08:00:00+08:00", "2026-11-01T00:00:00Z", ""},
 		{"2026-11-01T00:00:00Z", "2026-11-01T00:00:00Z", ""},
+		{"2026-11", "2026-11-01T00:00:00Z", ""},
 		{"", "", "from is required"},
+		{"2026-13", "", `from "2026-13" is neither`},
 		{"2026-13-01", "", `from "2026-13-01" is neither`},
 		{"01/11/2026", "", "neither RFC 3339"},
 		{"2026-11-01 00:00:00", "", "neither RFC 3339"},
@@ -73,6 +75,35 @@ func TestParseDate(t *testing.T) {
 	}
 	if m := Month(time.Date(2026, 12, 31, 23, 59, 0, 0, time.FixedZone("x", -3600))); m.From.Format(time.DateOnly) != "2027-01-01" || m.To.Format(time.DateOnly) != "2027-02-01" {
 		t.Errorf("Month: %v", m)
+	}
+}
+
+func TestWindowParamsSelect(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		p             WindowParams
+		from, to, err string
+	}{
+		{WindowParams{}, "2026-12-01", "2027-01-01", ""},
+		{WindowParams{Month: "2025-02"}, "2025-02-01", "2025-03-01", ""},
+		{WindowParams{Month: "2025-02", From: "2025-01-15", To: "2025-01-16"}, "2025-01-15", "2025-01-16", ""},
+		{WindowParams{From: "2025-01", To: "2025-03"}, "2025-01-01", "2025-03-01", ""},
+		{WindowParams{From: "2025-01-15"}, "", "", "to is required with from"},
+		{WindowParams{To: "2025-01-15", Month: "2025-01"}, "", "", "from is required with to"},
+		{WindowParams{Month: "2025-1"}, "", "", `month: "2025-1" is not YYYY-MM`},
+		{WindowParams{From: "2025-02", To: "2025-01"}, "", "", "must be before to"},
+	} {
+		c.p.FromName, c.p.ToName, c.p.MonthName = "from", "to", "month"
+		w, err := c.p.Select(now)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, ErrBadQuery) {
+				t.Errorf("%+v: %v, %v; want an error saying %q", c.p, w, err, c.err)
+			}
+			continue
+		}
+		if err != nil || w.From.Format(time.DateOnly) != c.from || w.To.Format(time.DateOnly) != c.to {
+			t.Errorf("%+v: %v, %v; want [%s, %s)", c.p, w, err, c.from, c.to)
+		}
 	}
 }
 
@@ -429,7 +460,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	WriteCSV(&csv, r)
 	WriteTable(&table, r)
 	WriteJSON(&js, r)
-	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\np,,2,0,0,0,1,1.25,0,0,,,0,0\n"; csv.String() != want {
+	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds\np,,2,0,0,0,1,1.25,0,0,,,0,0,,\n"; csv.String() != want {
 		t.Errorf("CSV:\n%s\nwant:\n%s", csv.String(), want)
 	}
 	if strings.Contains(table.String(), "cost") || strings.Contains(table.String(), "unpriced") ||

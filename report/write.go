@@ -39,7 +39,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 func columns(priced bool, metrics []string) []string {
 	c := []string{"tasks", "completed_tasks", "failed_tasks", "gate_failed_tasks", "open_tasks", "gpu_hours",
 		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
-		"duration_est_hours", "duration_actual_hours"}
+		"duration_est_hours", "duration_actual_hours", "queue_wait_mean_seconds", "queue_wait_max_seconds"}
 	if priced {
 		c = append(c, "cost")
 	}
@@ -76,7 +76,7 @@ func (f Figures) values(priced bool, table bool, metrics []string) []string {
 	} else {
 		v = append(v, opt(f.WasteShare))
 	}
-	v = append(v, num(f.DurationEstHours), num(f.DurationActualHours))
+	v = append(v, num(f.DurationEstHours), num(f.DurationActualHours), opt(f.QueueWaitMeanSeconds), opt(f.QueueWaitMaxSeconds))
 	if priced {
 		v = append(v, opt(f.Cost))
 	}
@@ -148,9 +148,23 @@ func WriteTable(w io.Writer, r *Report) error {
 	if u := r.Total.UnpricedGPUHours; u != nil && *u > 0 {
 		fmt.Fprintf(w, "%s GPU-hours matched no price and no default: they cost 0 here.\n", num(*u))
 	}
+	for _, row := range r.Rows {
+		if b := row.Budget; b != nil {
+			fmt.Fprintf(w, "budget %s: %s %s of %s (%s), forecast %s (%s)\n", row.Key["project"], b.Kind, num(b.Used), num(b.Limit),
+				share(b.UsedShare), num(b.Forecast), share(b.ForecastShare))
+		}
+	}
 	if len(r.Metrics) > 0 {
 		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it (metric_*_tasks of them).")
 	}
 	_, err := fmt.Fprintln(w, "waste_share = (failed GPU-hours + idle GPU-hours of tasks that did not fail) / GPU-hours.")
 	return err
+}
+
+// share writes a budget's share as a percentage ("-" for a limit of 0).
+func share(x *float64) string {
+	if x == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*x*100, 'f', 1, 64) + " %"
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver from the k8s.io/kubernetes module once and caches it.
 # The one place the Kubernetes version is pinned (docs/kubernetes.md).
-# Prints the binary's path. The module zip has no staging/ directory, so in a
+# Prints the binary's path; with --path, only prints where it is (or would
+# be) and builds nothing (the tests find it that way). The module zip has no staging/ directory, so in a
 # copy of it the `=> ./staging/...` replace lines are dropped and the k8s.io
 # staging modules pinned to the matching v0.x release.
 set -euo pipefail
@@ -9,7 +10,7 @@ K8S_VERSION=${K8S_VERSION:-v1.37.2}
 STAGING_VERSION=v0.${K8S_VERSION#v1.}
 CACHE=${PADDLE_K8S_CACHE:-/var/cache/paddle-entrypoint/kubernetes-$K8S_VERSION}
 bin=$CACHE/kube-apiserver
-if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+if [ "${1:-}" = --path ] || [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 export PATH=$PATH:/usr/local/go/bin GOWORK=off
 mkdir -p "$CACHE"
 work=$(mktemp -d)

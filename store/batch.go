@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// batcher commits concurrent registrations together on SQLite (group
-// commit). Every SQLite commit with synchronous=FULL costs an fsync, and
-// SQLite has one writer at a time: a thousand tasks starting at once would
-// otherwise queue for a thousand fsyncs. The batcher takes every
-// registration waiting, writes each inside its own savepoint of one
-// transaction (a failing one is rolled back alone), commits once, and only
-// then answers each caller — so an answer still means "on disk".
+// batcher commits concurrent writes together on SQLite (group commit).
+// Every SQLite commit with synchronous=FULL costs an fsync, and SQLite has
+// one writer at a time: a thousand tasks starting at once, or fifty
+// clients sending heartbeats, would otherwise queue for a fsync each. The
+// batcher takes every write waiting (registrations, completions,
+// heartbeats), runs each inside its own savepoint of one transaction (a
+// failing one is rolled back alone), commits once, and only then answers
+// each caller — so an answer still means "on disk".
 type batcher struct {
 	s    *Store
 	reqs chan *batchReq
@@ -23,12 +24,19 @@ type batcher struct {
 	once sync.Once
 }
 
+// batchReq is one write of a batch. op does the write in tx and reports
+// whether it wrote anything; what it answers the caller it keeps itself
+// (a closure), as the request's err is all the batcher sets.
 type batchReq struct {
-	ctx     context.Context
-	r       *Registration
-	created bool
-	err     error
-	done    chan struct{}
+	ctx context.Context
+	// what names the write in errors ("register t1").
+	what string
+	op   func(ctx context.Context, tx *sql.Tx) (wrote bool, err error)
+	// single: op runs one write statement, which SQLite undoes alone when
+	// it fails, so no savepoint is needed.
+	single bool
+	err    error
+	done   chan struct{}
 }
 
 // maxBatch bounds one transaction (and so the wait of its first caller).
@@ -40,19 +48,21 @@ func newBatcher(s *Store) *batcher {
 	return b
 }
 
-func (b *batcher) register(ctx context.Context, r *Registration) (bool, error) {
-	req := &batchReq{ctx: ctx, r: r, done: make(chan struct{})}
+// run queues op and waits for the batch's commit. The error is op's, or the
+// commit's: an answer only once the write is on disk.
+func (b *batcher) run(ctx context.Context, what string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
+	req := &batchReq{ctx: ctx, what: what, op: op, single: single, done: make(chan struct{})}
 	select {
 	case b.reqs <- req:
 	case <-ctx.Done():
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, ctx.Err())
+		return fmt.Errorf("store: %s: %w", what, ctx.Err())
 	case <-b.quit:
-		return false, fmt.Errorf("store: register %s: the store is closed", r.TaskID)
+		return fmt.Errorf("store: %s: the store is closed", what)
 	}
 	// Once taken, the request is answered whatever the caller's context
 	// does: it may already be committed.
 	<-req.done
-	return req.created, req.err
+	return req.err
 }
 
 // close stops the loop after the batch in progress; safe to call twice
@@ -88,14 +98,14 @@ func (b *batcher) loop() {
 	}
 }
 
-// commit writes a batch in one transaction, each registration in its own
+// commit writes a batch in one transaction, each write in its own
 // savepoint.
 func (b *batcher) commit(batch []*batchReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fail := func(err error) {
 		for _, req := range batch {
-			req.created, req.err = false, fmt.Errorf("store: register %s: %w", req.r.TaskID, err)
+			req.err = fmt.Errorf("store: %s: %w", req.what, err)
 		}
 	}
 	tx, err := b.s.w.BeginTx(ctx, nil)
@@ -104,18 +114,23 @@ func (b *batcher) commit(batch []*batchReq) {
 		return
 	}
 	defer tx.Rollback()
-	created := 0
+	wrote := 0
 	for _, req := range batch {
 		if err := req.ctx.Err(); err != nil {
-			req.err = fmt.Errorf("store: register %s: %w", req.r.TaskID, err)
+			req.err = fmt.Errorf("store: %s: %w", req.what, err)
 			continue
 		}
-		req.created, req.err = b.savepoint(ctx, tx, req.r)
-		if req.created {
-			created++
+		var w bool
+		if req.single {
+			w, req.err = req.op(ctx, tx)
+		} else {
+			w, req.err = b.savepoint(ctx, tx, req)
+		}
+		if w {
+			wrote++
 		}
 	}
-	if created == 0 {
+	if wrote == 0 {
 		return // nothing written: the rollback ends the transaction
 	}
 	if err := tx.Commit(); err != nil {
@@ -126,18 +141,18 @@ func (b *batcher) commit(batch []*batchReq) {
 	}
 }
 
-func (b *batcher) savepoint(ctx context.Context, tx *sql.Tx, r *Registration) (bool, error) {
+func (b *batcher) savepoint(ctx context.Context, tx *sql.Tx, req *batchReq) (bool, error) {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT reg"); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+		return false, fmt.Errorf("store: %s: %w", req.what, err)
 	}
-	created, err := b.s.registerTx(ctx, tx, r)
+	wrote, err := req.op(ctx, tx)
 	if err != nil {
 		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO reg"); rbErr != nil {
-			return false, fmt.Errorf("store: register %s: %w (and rolling back: %v)", r.TaskID, err, rbErr)
+			return false, fmt.Errorf("store: %s: %w (and rolling back: %v)", req.what, err, rbErr)
 		}
 	}
 	if _, relErr := tx.ExecContext(ctx, "RELEASE reg"); relErr != nil && err == nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, relErr)
+		return false, fmt.Errorf("store: %s: %w", req.what, relErr)
 	}
-	return created, err
+	return wrote && err == nil, err
 }

@@ -1,6 +1,40 @@
 package store
 
-import "database/sql"
+import (
+	"context"
+	"database/sql"
+	"sort"
+)
 
 // DBForTest exposes the connection pool to this package's tests.
 func DBForTest(s *Store) *sql.DB { return s.r }
+
+// WriteStatement is a statement of the write path as the store runs it on
+// one dialect (placeholders bound), with the index its plan must use.
+type WriteStatement struct {
+	Name, SQL, Index string
+	Example          []any
+}
+
+// WriteStatementsForTest lists every statement of the write path, by name.
+func WriteStatementsForTest(s *Store) []WriteStatement {
+	var out []WriteStatement
+	for name, st := range writeStatements {
+		if st.postgresOnly && s.dialect != Postgres {
+			continue
+		}
+		idx := st.sqliteIndex
+		if s.dialect == Postgres {
+			idx = st.postgresIndex
+		}
+		out = append(out, WriteStatement{Name: name, SQL: s.bind(st.sql), Index: idx, Example: st.example})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// OpenAtVersionForTest opens dsn with the migrations up to version v only
+// (a database of an older schema, for the upgrade tests).
+func OpenAtVersionForTest(ctx context.Context, dsn string, v int) (*Store, error) {
+	return Open(ctx, dsn, Options{maxVersion: v})
+}

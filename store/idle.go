@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -47,38 +46,52 @@ const IdleBelow = 1.0
 // then kept, or set to Time − Interval (Time without an interval) when the
 // task was not idle; a busy heartbeat clears it. A completed task's
 // heartbeat changes nothing. ErrNotFound as for Heartbeat.
+//
+// Like every write it runs in a transaction of its own on PostgreSQL and in
+// the batcher's group commit on SQLite. With several tasks under the id
+// within scope, each is updated, and the server's receipt time recorded
+// as when each was last seen.
 func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access.Scope) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: heartbeat: %w", err)
-	}
-	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, hb.TaskID); err != nil {
-		return fmt.Errorf("store: heartbeat: %w", err)
-	}
-	var project, owner string
+	return s.write(ctx, "heartbeat "+hb.TaskID, hb.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		same, err := s.visible(ctx, tx, hb.TaskID, scope)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+		}
+		if len(same) == 0 {
+			return false, ErrNotFound
+		}
+		wrote := false
+		for _, t := range same {
+			w, err := s.heartbeatSampledTx(ctx, tx, hb, t.key)
+			if err != nil {
+				return false, err
+			}
+			wrote = wrote || w
+		}
+		return wrote, nil
+	})
+}
+
+// heartbeatSampledTx is HeartbeatSampled's work on one task (key) in a
+// transaction; wrote tells whether it wrote anything.
+func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled, key int64) (wrote bool, _ error) {
 	var end, seen, idleSince sql.NullInt64
-	err = tx.QueryRowContext(ctx, s.bind("SELECT project, owner, end_time, gpus_seen, idle_since FROM tasks WHERE task_id = ?"),
-		hb.TaskID).Scan(&project, &owner, &end, &seen, &idleSince)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+	if err := s.queryRow(ctx, tx, stmtSampledTask, key).Scan(&end, &seen, &idleSince); err != nil {
+		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	if end.Valid {
-		return nil // completed: the heartbeat is answered and ignored
+		return false, nil // completed: the heartbeat is answered and ignored
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND (last_seen IS NULL OR last_seen < ?)"),
-		hb.Time, hb.TaskID, hb.Time); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+	now := s.now().Unix()
+	if _, err := s.exec(ctx, tx, stmtHeartbeat, hb.Time, hb.Time, now, now, key); err != nil {
+		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	if seen.Valid && hb.Time <= seen.Int64 {
-		return s.commit(tx, hb.TaskID) // late or spooled: moves no GPU data back
+		return true, nil // late or spooled: moves no GPU data back
 	}
-	positions, err := s.matchSampled(ctx, tx, hb)
+	positions, err := s.matchSampled(ctx, tx, hb, key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sampled, idle := 0, true
 	for i, pos := range positions {
@@ -92,7 +105,7 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 		}
 	}
 	if sampled == 0 {
-		return s.commit(tx, hb.TaskID)
+		return true, nil
 	}
 	for i, pos := range positions {
 		g := hb.GPUs[i]
@@ -103,9 +116,8 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 		if g.Samples > 0 {
 			util = g.UtilMean
 		}
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET latest_samples = ?, latest_util_mean = ? WHERE task_id = ? AND position = ?"),
-			g.Samples, util, hb.TaskID, pos); err != nil {
-			return fmt.Errorf("store: heartbeat %s: gpu %d: %w", hb.TaskID, i, err)
+		if _, err := s.exec(ctx, tx, stmtLatestSample, g.Samples, util, key, pos); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: gpu %d: %w", hb.TaskID, i, err)
 		}
 	}
 	var since *int64
@@ -119,25 +131,17 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 		}
 		since = &v
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("UPDATE tasks SET gpus_seen = ?, heartbeat_interval = ?, idle_since = ? WHERE task_id = ?"),
-		hb.Time, hb.Interval, since, hb.TaskID); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+	if _, err := s.exec(ctx, tx, stmtIdleState, hb.Time, hb.Interval, since, key); err != nil {
+		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
-	return s.commit(tx, hb.TaskID)
-}
-
-func (s *Store) commit(tx *sql.Tx, taskID string) error {
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
-	}
-	return nil
+	return true, nil
 }
 
 // matchSampled returns, for each of the heartbeat's entries, the position
 // of the task's GPU it names (-1: none). A GPU is matched once, by its
 // first entry.
-func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled) ([]int, error) {
-	rows, err := tx.QueryContext(ctx, s.bind("SELECT position, uuid, "+migUUIDColumn+" FROM task_gpus WHERE task_id = ? AND uuid <> '' ORDER BY position"), hb.TaskID)
+func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskKey int64) ([]int, error) {
+	rows, err := s.query(ctx, tx, stmtSampledGPUs, taskKey)
 	if err != nil {
 		return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
 	}

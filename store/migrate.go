@@ -50,11 +50,15 @@ var ErrSchemaTooNew = errors.New("store: database schema is newer than this padd
 // migrate applies the missing steps, each with its version bump in one
 // transaction. On PostgreSQL each transaction first takes an advisory lock,
 // so replicas starting together apply every step exactly once; on SQLite the
-// immediate transaction holds the file's write lock.
-func (s *Store) migrate(ctx context.Context) error {
+// immediate transaction holds the file's write lock. maxVersion > 0 stops
+// at that version (tests of the upgrade from an older schema).
+func (s *Store) migrate(ctx context.Context, maxVersion int) error {
 	steps, err := migrations(s.dialect)
 	if err != nil {
 		return fmt.Errorf("store: migrations: %w", err)
+	}
+	if maxVersion > 0 && maxVersion < len(steps) {
+		steps = steps[:maxVersion]
 	}
 	for i := range steps {
 		done, err := s.migrateStep(ctx, i+1, steps[i], len(steps))

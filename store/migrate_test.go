@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,21 +133,43 @@ func TestMustExist(t *testing.T) {
 	}
 }
 
+// exec runs raw SQL statements (written with ? placeholders) on a store
+// of an older schema.
+func exec(t *testing.T, s *store.Store, stmts ...[]any) {
+	t.Helper()
+	db := store.DBForTest(s)
+	for _, st := range stmts {
+		q := st[0].(string)
+		if s.Dialect() == store.Postgres {
+			n := 0
+			q = regexp.MustCompile(`\?`).ReplaceAllStringFunc(q, func(string) string { n++; return fmt.Sprintf("$%d", n) })
+		}
+		if _, err := db.Exec(q, st[1:]...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// v1Task is a task row as the first schema stores it (task_id the primary
+// key).
+func v1Task(id, project, owner string, start int64, extra string) []any {
+	return []any{`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, labels, registration,
+		registered_at` + extra, id, "train", project, owner, start, 1, `{"team":"a"}`,
+		fmt.Sprintf(`{"task_id":%q,"project":%q,"owner":%q,"start_time":%d}`, id, project, owner, start), start}
+}
+
 // TestMigrateFromVersion1: a database of the first schema, with tasks,
 // gains project_owners filled from its tasks, so scoped reads still see
 // every task after the upgrade.
 func TestMigrateFromVersion1(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := open(t, dsn)
-		mustRegister(t, s, reg("a", "search_x", "ann", 1))
-		mustRegister(t, s, reg("b", "search_y", "bob", 2))
-		db := store.DBForTest(s)
-		for _, q := range append(append([]string{"DROP TABLE project_owners"}, undoIdle...), "UPDATE schema_version SET version = 1") {
-			if _, err := db.Exec(q); err != nil {
-				t.Fatal(err)
-			}
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 1)
+		if err != nil {
+			t.Fatal(err)
 		}
-		s.Close()
+		exec(t, old, v1Task("a", "search_x", "ann", 1, ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+			v1Task("b", "search_y", "bob", 2, ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"))
+		old.Close()
 		again := open(t, dsn)
 		page, _, err := again.Tasks(ctx, store.Filter{}, &access.Scope{Projects: []string{"search_*"}})
 		if err != nil || len(page) != 2 {
@@ -153,15 +178,29 @@ func TestMigrateFromVersion1(t *testing.T) {
 	})
 }
 
-// undoIdle takes migration 0004_idle back (the same statements on both
-// engines), so that a test can bring a database to an older schema.
-var undoIdle = []string{
-	"DROP INDEX tasks_open_idle",
-	"ALTER TABLE tasks DROP COLUMN idle_since",
-	"ALTER TABLE tasks DROP COLUMN gpus_seen",
-	"ALTER TABLE tasks DROP COLUMN heartbeat_interval",
-	"ALTER TABLE task_gpus DROP COLUMN latest_samples",
-	"ALTER TABLE task_gpus DROP COLUMN latest_util_mean",
+// indexNames lists the indexes of the tasks tables (SQLite's automatic
+// ones, named after their table, left out).
+func indexNames(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	q := "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_autoindex_%'"
+	if s.Dialect() == store.Postgres {
+		q = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+	}
+	rows, err := store.DBForTest(s).Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TestMigrateIdleFromVersion3: a database of the schema before idle
@@ -169,17 +208,15 @@ var undoIdle = []string{
 // idle, and its next heartbeat with gpus makes it idle.
 func TestMigrateIdleFromVersion3(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := open(t, dsn)
-		mustRegister(t, s, reg("a", "search_x", "ann", 1000, store.RegisteredGPU{UUID: "GPU-a", Model: "Tesla T4"}))
-		db := store.DBForTest(s)
-		for _, q := range append(slices.Clone(undoIdle), "UPDATE schema_version SET version = 3") {
-			if _, err := db.Exec(q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 3)
+		if err != nil {
+			t.Fatal(err)
 		}
-		s.Close()
+		exec(t, old, v1Task("a", "search_x", "ann", 1000, ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES ('a', 0, 0, 'GPU-a', 'Tesla T4')`})
+		old.Close()
 		again := open(t, dsn)
-		task, err := again.Task(ctx, "a", nil)
+		task, err := again.Task(ctx, "a", "", nil)
 		if err != nil || task == nil || task.IdleSince != nil || len(task.GPUs) != 1 || task.GPUs[0].LatestUtilMean != nil {
 			t.Fatalf("after the upgrade: %+v, %v", task, err)
 		}
@@ -189,8 +226,198 @@ func TestMigrateIdleFromVersion3(t *testing.T) {
 			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if task, err = again.Task(ctx, "a", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
+		if task, err = again.Task(ctx, "a", "", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
 			t.Fatalf("after a heartbeat on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
+// TestMigrateClaimColumns: a database of schema 4 (claims found by joining
+// tasks) with open and completed tasks on one GPU is upgraded: task_gpus
+// gains each task's start and end, so the claims answer as before — a
+// newer task ends the open task's claim and not the completed one's, and
+// late registrations end their own claim at the next start that was stored
+// before the upgrade.
+func TestMigrateClaimColumns(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := store.DBForTest(old)
+		q := func(sql string) string {
+			if old.Dialect() == store.Postgres {
+				n := 0
+				for strings.Contains(sql, "?") {
+					n++
+					sql = strings.Replace(sql, "?", fmt.Sprintf("$%d", n), 1)
+				}
+			}
+			return sql
+		}
+		for _, tk := range []struct {
+			id         string
+			start, end any
+		}{{"open", int64(1000), nil}, {"done", int64(500), int64(900)}} {
+			if _, err := db.Exec(q(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at, end_time)
+				VALUES (?, 'train', 'p', 'o', ?, 1, '{}', 1, ?)`), tk.id, tk.start, tk.end); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(q(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model) VALUES (?, 0, 0, 'GPU-a', 'T4')`), tk.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		s := open(t, dsn)
+		var v int
+		if err := store.DBForTest(s).QueryRow("SELECT version FROM schema_version").Scan(&v); err != nil || v != store.SchemaVersion() {
+			t.Fatalf("schema version %d (%v), want %d", v, err, store.SchemaVersion())
+		}
+		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		mustRegister(t, s, reg("new", "p", "o", 2000, g))
+		mustRegister(t, s, reg("late", "p", "o", 800, g))
+		for _, want := range []struct {
+			id    string
+			ended *int64
+		}{{"open", ptr(2000)}, {"done", nil}, {"new", nil}, {"late", ptr(1000)}} {
+			task, err := s.Task(ctx, want.id, "", nil)
+			if err != nil || task == nil {
+				t.Fatalf("Task(%s): %v %v", want.id, task, err)
+			}
+			got := task.GPUs[0].ClaimEnded
+			if (got == nil) != (want.ended == nil) || (got != nil && *got != *want.ended) {
+				t.Errorf("%s: claim ended %v, want %v", want.id, deref(got), deref(want.ended))
+			}
+		}
+	})
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestMigrateSubmitTimeFromVersion5: a database of the schema before
+// submit_time, with a task, upgrades in place: the task has none (null),
+// and a new registration's submit_time is stored and read back.
+func TestMigrateSubmitTimeFromVersion5(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenAtVersionForTest(ctx, dsn, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.DBForTest(s).Exec(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, registration, registered_at)
+			VALUES ('old', 'train', 'search_x', 'ann', 1000, '{}', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		again := open(t, dsn)
+		task, err := again.Task(ctx, "old", "", nil)
+		if err != nil || task == nil || task.SubmitTime != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		r := reg("new", "search_x", "ann", 2000)
+		submit := int64(1400)
+		r.SubmitTime = &submit
+		mustRegister(t, again, r)
+		if task, err = again.Task(ctx, "new", "", nil); err != nil || task.SubmitTime == nil || *task.SubmitTime != 1400 {
+			t.Fatalf("a registration with submit_time on the upgraded schema: %+v, %v", task, err)
+		}
+	})
+}
+
+// TestMigrateTaskScopeFromVersion6: a database of schema 6 (task_id the
+// primary key of tasks, task_gpus keyed by it, one pending completion per
+// task_id, idle detection's columns, task_gpus' copies of the task's start
+// and end, submit_time) upgrades to the task identity per
+// scope with every row, column and index kept: the tasks read back as they
+// were, GPU claims, summaries and idle state included, a pending
+// completion still joins its registration, and the same task_id can then
+// be registered in another project.
+func TestMigrateTaskScopeFromVersion6(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldCols, oldIdx := columns(t, old), indexNames(t, old)
+		exec(t, old,
+			v1Task("done", "search_x", "ann", 1000, ", end_time, duration_seconds, exit_code, completion, completed_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1100, 100, 0, '{\"task_id\":\"done\"}', 1101, 1050)"),
+			v1Task("open", "vision", "bob", 2000, ", last_seen, idle_since, gpus_seen, heartbeat_interval, submit_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 2500, 2440, 2500, 60, 1900)"),
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, samples, util_mean, claim_ended, task_start, task_end)
+				VALUES ('done', 0, 0, 'GPU-1', 'Tesla T4', 16, 10, 50.5, 2000, 1000, 1100)`},
+			[]any{`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total, latest_samples, latest_util_mean, task_start)
+				VALUES ('open', 0, 3, 'GPU-1', 'Tesla T4', 16, 6, 0.5, 2000)`},
+			[]any{`INSERT INTO project_owners (project, owner) VALUES ('search_x', 'ann'), ('vision', 'bob')`},
+			[]any{`INSERT INTO pending_completions (task_id, completion, scope, received_at)
+				VALUES ('late', '{"task_id":"late","end_time":3100,"duration_seconds":100,"exit_code":3}', '', 3200)`},
+		)
+		old.Close()
+
+		s := open(t, dsn)
+		newCols, newIdx := columns(t, s), indexNames(t, s)
+		for _, c := range oldCols {
+			if c != "task_gpus.task_id" && !slices.Contains(newCols, c) {
+				t.Errorf("the upgrade lost column %s", c)
+			}
+		}
+		for _, c := range []string{"tasks.id", "tasks.token", "tasks.seen_at", "task_gpus.task_key", "pending_completions.token"} {
+			if !slices.Contains(newCols, c) {
+				t.Errorf("the upgrade did not add column %s", c)
+			}
+		}
+		for _, i := range oldIdx {
+			if !slices.Contains(newIdx, i) {
+				t.Errorf("the upgrade lost index %s (now %v)", i, newIdx)
+			}
+		}
+		done, err := s.Task(ctx, "done", "", nil)
+		if err != nil || done == nil {
+			t.Fatalf("task done after the upgrade: %v %v", done, err)
+		}
+		if done.State != "completed" || done.Completion.EndTime != 1100 || done.Completion.CompletedAt != 1101 ||
+			*done.LastSeen != 1050 || len(done.GPUs) != 1 || done.GPUs[0].UUID != "GPU-1" || *done.GPUs[0].UtilMean != 50.5 ||
+			*done.GPUs[0].ClaimEnded != 2000 || *done.GPUs[0].Samples != 10 || done.Labels["team"] != "a" {
+			t.Fatalf("task done changed in the upgrade: %+v %+v %+v", done, done.Completion, done.GPUs)
+		}
+		open1, _ := s.Task(ctx, "open", "", nil)
+		if open1 == nil || open1.State != "running" || len(open1.GPUs) != 1 || open1.GPUs[0].Index != 3 || open1.GPUs[0].ClaimEnded != nil ||
+			open1.IdleSince == nil || *open1.IdleSince != 2440 || open1.SubmitTime == nil || *open1.SubmitTime != 1900 || *open1.GPUs[0].LatestUtilMean != 0.5 || *open1.GPUs[0].LatestSamples != 6 {
+			t.Fatalf("task open changed in the upgrade: %+v", open1)
+		}
+		// Migrated open tasks count as seen at their last sign of life.
+		if ot, err := s.OpenTasks(ctx, 2400, 0); err != nil || len(ot) != 1 || ot[0].TaskID != "open" || ot[0].SeenAt != 2500 ||
+			!ot[0].Sampled || *ot[0].Interval != 60 {
+			t.Fatalf("open tasks after the upgrade: %+v %v", ot, err)
+		}
+		// The claims still answer from task_gpus' copies: a newer task on
+		// GPU-1 ends open's claim, not done's.
+		mustRegister(t, s, reg("newer", "vision", "bob", 2600, store.RegisteredGPU{UUID: "GPU-1", Model: "Tesla T4"}))
+		if o, _ := s.Task(ctx, "open", "", nil); o.GPUs[0].ClaimEnded == nil || *o.GPUs[0].ClaimEnded != 2600 {
+			t.Errorf("open's claim after a newer task: %v, want 2600", deref(o.GPUs[0].ClaimEnded))
+		}
+		if d, _ := s.Task(ctx, "done", "", nil); *d.GPUs[0].ClaimEnded != 2000 {
+			t.Errorf("done's claim changed: %v", deref(d.GPUs[0].ClaimEnded))
+		}
+		// The pending completion of schema 6 joins its registration.
+		mustRegister(t, s, reg("late", "nlp", "cho", 3000))
+		if late, _ := s.Task(ctx, "late", "", nil); late == nil || late.State != "failed" || late.Completion.EndTime != 3100 {
+			t.Fatalf("the migrated pending completion was not joined: %+v", late)
+		}
+		// One task_id, several projects: the new identity. The admin
+		// (nil scope) sees task open of vision: a different body is 409.
+		if _, err := s.Register(ctx, reg("open", "other", "bob", 4000)); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("admin registration of open in another project: %v, want ErrConflict", err)
+		}
+		r := reg("open", "other", "bob", 4000)
+		r.From.Scope = &access.Scope{Projects: []string{"other"}}
+		if created, err := s.Register(ctx, r); err != nil || !created {
+			t.Fatalf("task open in another scope after the upgrade: created=%v %v", created, err)
 		}
 	})
 }

@@ -36,8 +36,9 @@ const spanSQL = `span AS (
   ) x
 )`
 
-const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
+const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
+      tk.start_time, tk.submit_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
@@ -49,11 +50,11 @@ const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority
 // GPUs' models, and the empty model for GPUs counted without being listed
 // (device nodes) or for a task without GPUs.
 const modelsSQL = `, models AS (
-  SELECT DISTINCT g.task_id, g.model FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+  SELECT DISTINCT g.task_key, g.model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
   UNION
-  SELECT sp.task_id, '' FROM span sp
-  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = sp.task_id)
-     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_id = sp.task_id))
+  SELECT sp.id, '' FROM span sp
+  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_key = sp.id)
+     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id))
 )`
 
 // groupColumns returns the GROUP BY columns of a report: its keys, then
@@ -90,12 +91,17 @@ func taskGroups(keys []string) (cols, sel []string, with, from string, err error
 		sel[i] = "sp." + c
 		if c == "model" {
 			with += modelsSQL
-			from = "span sp JOIN models m ON m.task_id = sp.task_id"
+			from = "span sp JOIN models m ON m.task_key = sp.id"
 			sel[i] = "m.model"
 		}
 	}
 	return cols, sel, with, from, nil
 }
+
+// queued is the SQL condition of a spanned task whose queue wait counts:
+// it has a submit_time and started inside the window (a task that started
+// before the window waited in an earlier one).
+const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
 
 // ReportTasks implements report.Source: task-level sums grouped by keys,
 // project and owner. With the key model, a task counts once under every
@@ -116,7 +122,10 @@ SELECT ` + list + `,
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
     AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
   CAST(SUM(sp.gpu_count * sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT)
+  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + queued + ` THEN 1 ELSE 0 END) AS BIGINT),
+  CAST(MAX(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)
 FROM ` + from + `
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
@@ -128,17 +137,19 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var t report.TaskSums
-		dest := make([]any, 0, len(cols)+9)
+		dest := make([]any, 0, len(cols)+12)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
 		var actual sql.NullFloat64
+		var longest sql.NullInt64
 		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
-			&t.GPUSeconds, &t.FailedGPUSeconds)
+			&t.GPUSeconds, &t.FailedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
 		t.ActualSeconds = actual.Float64
+		t.QueueWaitMax = longest.Int64
 		t.Key = keyMap(cols, vals)
 		out = append(out, t)
 	}
@@ -172,7 +183,7 @@ SELECT ` + list + `,
   SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN sp.sec * g.idle_share ELSE 0 END),
   SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec * g.util_mean ELSE 0 END),
   CAST(SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec ELSE 0 END) AS BIGINT)
-FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
 	if err != nil {
@@ -239,7 +250,7 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	q += `
 SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
   SELECT ` + strings.Join(inner, ", ") + `, ` + metricValue[s.dialect] + ` AS x
-  FROM ` + from + ` JOIN tasks tm ON tm.task_id = sp.task_id
+  FROM ` + from + ` JOIN tasks tm ON tm.id = sp.id
   WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
 ) v
 GROUP BY ` + list

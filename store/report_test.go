@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
+
+var updateBudgets = flag.Bool("update-budgets", false, "rewrite the budgets golden files (check them against the README by hand)")
 
 // fixtureDir holds the report fixture whose every figure is computed by
 // hand in its README.
@@ -33,6 +36,7 @@ type fixtureEvent struct {
 		Hostname    string `json:"hostname"`
 		GPUCount    int64  `json:"gpu_count"`
 		StartTime   int64  `json:"start_time"`
+		SubmitTime  *int64 `json:"submit_time"`
 		DurationEst *int64 `json:"duration_est"`
 		GPUs        []struct {
 			Index int64  `json:"index"`
@@ -73,7 +77,7 @@ func loadFixture(t testing.TB, s *store.Store) {
 			body, _ := json.Marshal(r)
 			reg := &store.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
 				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
-				StartTime: r.StartTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
+				StartTime: r.StartTime, SubmitTime: r.SubmitTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
 			for _, g := range r.GPUs {
 				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name})
 			}
@@ -85,7 +89,7 @@ func loadFixture(t testing.TB, s *store.Store) {
 			if err := json.Unmarshal(e.Complete, &c); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Complete(ctx, &c, e.Complete, nil); err != nil {
+			if _, err := s.Complete(ctx, &c, e.Complete, store.Sender{}); err != nil {
 				t.Fatalf("complete %s: %v", c.TaskID, err)
 			}
 		case e.Heartbeat != nil:
@@ -173,6 +177,71 @@ func TestReportMetricKeys(t *testing.T) {
 		}
 		if want := "map[search/ann@example.com:0.92/1 search/bob:0.96/1]"; err != nil || fmt.Sprint(sums) != want {
 			t.Errorf("ReportMetric(eval.accuracy) = %v, %v; want %s", sums, err, want)
+		}
+	})
+}
+
+// The fixture's November by project with budgets.json, on both stores:
+// in a later month the forecast is what was used
+// (november-by-project-budgets.json, computed by hand in the README); on
+// November 25 at 12:00 the tasks seen in the last 10 minutes (t05 alone:
+// 2 × T4 at 2) add 132 hours to vision's forecast.
+func TestReportBudgets(t *testing.T) {
+	prices, err := report.LoadPrices(filepath.Join(fixtureDir, "prices.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgets, err := report.LoadBudgets(filepath.Join(fixtureDir, "budgets.json"), prices, "prices.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		loadFixture(t, s)
+		for _, c := range []struct {
+			now    time.Time
+			golden string
+		}{
+			{time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), "november-by-project-budgets.json"},
+			{time.Date(2025, 11, 25, 12, 0, 0, 0, time.UTC), "november-by-project-budgets-forecast.json"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			r, err := report.Compute(ctx, s, report.Query{Window: november, Prices: prices, Budgets: budgets, Now: c.now})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := report.WriteJSON(&got, r); err != nil {
+				t.Fatal(err)
+			}
+			if *updateBudgets {
+				os.WriteFile(filepath.Join(fixtureDir, c.golden), got.Bytes(), 0o644)
+			}
+			want, err := os.ReadFile(filepath.Join(fixtureDir, c.golden))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("now %s: the report differs from %s:\n%s", c.now, c.golden, got.String())
+			}
+		}
+		// Budgets are for reports by project over one calendar month only.
+		for _, q := range []report.Query{
+			{Window: november, By: []string{"owner"}},
+			{Window: report.Window{From: november.From, To: november.To.Add(-time.Hour)}},
+			{Window: report.Window{From: november.From.AddDate(0, -1, 0), To: november.To}},
+		} {
+			q.Prices, q.Budgets = prices, budgets
+			r, err := report.Compute(context.Background(), s, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range r.Rows {
+				if row.Budget != nil {
+					t.Errorf("%v %v: row %v has a budget", q.By, q.Window, row.Key)
+				}
+			}
 		}
 	})
 }

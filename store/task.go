@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 )
 
 // Errors of the write methods, for errors.Is.
@@ -14,9 +17,29 @@ var (
 	ErrConflict = errors.New("store: a different body is already stored under this task_id")
 	// ErrNotFound: no such task (or none the caller may see).
 	ErrNotFound = errors.New("store: no such task")
-	// ErrOutOfScope: the task exists but the caller's scope does not cover it.
-	ErrOutOfScope = errors.New("store: task outside the caller's scope")
+	// ErrStartMismatch: the sender sees several tasks under the
+	// completion's task_id and none has its start_time.
+	ErrStartMismatch = fmt.Errorf("%w: several tasks under this task_id, none with the completion's start_time", ErrConflict)
+	// ErrTooManyOpen: the sending token already has its bound of open
+	// tasks and pending completions (Options.MaxOpenPerToken).
+	ErrTooManyOpen = errors.New("store: the token has too many open tasks")
 )
+
+// BadCompletionError is a completion whose times do not fit its task
+// (checks that need the registration): the API answers 400 with it.
+type BadCompletionError struct{ Field, Rule string }
+
+func (e *BadCompletionError) Error() string { return "field " + e.Field + ": " + e.Rule }
+
+// Sender is who sends a write: the scope of its token (nil: every task, an
+// admin token or no tokens file), the token's name (” without a tokens
+// file) and whether the bound on open tasks applies to it (not to an
+// admin).
+type Sender struct {
+	Scope     *access.Scope
+	Token     string
+	Unbounded bool
+}
 
 // Registration is what POST /v1/task/register stores: the fields the
 // monitor queries on, and the body as sent.
@@ -38,13 +61,20 @@ type Registration struct {
 	K8sJobIndex  *int64
 	Hostname     string
 	StartTime    int64
-	GPUCount     int64
-	DurationEst  *int64
-	Labels       map[string]string
-	GPUs         []RegisteredGPU
+	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), nil
+	// when the registration has none; never after StartTime.
+	SubmitTime  *int64
+	GPUCount    int64
+	DurationEst *int64
+	Labels      map[string]string
+	GPUs        []RegisteredGPU
 	// Body is the request body as received; a later registration of the
 	// same task_id is "the same" when its body is the same JSON value.
 	Body []byte
+	// From is the sender: the tasks its scope sees under TaskID decide
+	// between new, the same and a conflict, and which older claims on a
+	// GPU this registration may end.
+	From Sender
 }
 
 // RegisteredGPU is one entry of a registration's gpus list.
@@ -59,7 +89,10 @@ type RegisteredGPU struct {
 // keeps), in its wire shape: a completion waiting for its registration is
 // kept as its body and decoded again when the registration comes.
 type Completion struct {
-	TaskID          string             `json:"task_id"`
+	TaskID string `json:"task_id"`
+	// StartTime picks the task among several the sender sees under
+	// TaskID; nil when the body has none.
+	StartTime       *int64             `json:"start_time"`
 	EndTime         int64              `json:"end_time"`
 	DurationSeconds float64            `json:"duration_seconds"`
 	ExitCode        int64              `json:"exit_code"`
@@ -105,6 +138,7 @@ type Task struct {
 	K8sJobIndex  *int64            `json:"k8s_job_index"`
 	Hostname     string            `json:"hostname"`
 	StartTime    int64             `json:"start_time"`
+	SubmitTime   *int64            `json:"submit_time"`
 	GPUCount     int64             `json:"gpu_count"`
 	DurationEst  *int64            `json:"duration_est"`
 	Labels       map[string]string `json:"labels"`
@@ -119,6 +153,18 @@ type Task struct {
 	GPUs       []TaskGPU       `json:"gpus"`
 	Completion *TaskCompletion `json:"completion"`
 	Efficiency Efficiency      `json:"efficiency"`
+	// SameTaskID lists the other tasks under this task_id the reader sees
+	// (GET /v1/tasks/{task_id} only; absent when there are none).
+	SameTaskID []SameTask `json:"same_task_id,omitempty"`
+
+	key int64 // tasks.id
+}
+
+// SameTask names another task stored under the same task_id.
+type SameTask struct {
+	Project   string `json:"project"`
+	Owner     string `json:"owner"`
+	StartTime int64  `json:"start_time"`
 }
 
 // TaskGPU is one GPU of a task with its usage summary.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 )
@@ -19,136 +20,297 @@ func (s *Store) lockTask(ctx context.Context, tx *sql.Tx, taskID string) error {
 	if s.dialect != Postgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", taskID)
+	_, err := s.exec(ctx, tx, stmtLockTask, taskID)
 	return err
 }
 
-// Register stores a registration. created is true when the task_id was new;
-// a registration whose body is the same JSON value as the stored one returns
-// false and nil; a different one ErrConflict, leaving the stored one as it
-// was. A completion that was waiting for this registration is joined when the
-// registration is within the scope of the token that sent it.
+// sameID is one stored task under a task_id, as the writes compare it.
+type sameID struct {
+	key            int64
+	project, owner string
+	startTime      int64
+	registration   string
+	completion     sql.NullString
+}
+
+// visible returns the tasks stored under taskID that scope sees (nil: all),
+// oldest start first. A task outside the scope is, for that sender, not
+// there at all: it decides no answer.
+func (s *Store) visible(ctx context.Context, q querier, taskID string, scope *access.Scope) ([]sameID, error) {
+	rows, err := s.query(ctx, q, stmtSameID, taskID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sameID
+	for rows.Next() {
+		var t sameID
+		if err := rows.Scan(&t.key, &t.project, &t.owner, &t.startTime, &t.registration, &t.completion); err != nil {
+			return nil, err
+		}
+		if scope.Allows(t.project, t.owner) {
+			out = append(out, t)
+		}
+	}
+	return out, rows.Err()
+}
+
+// Register stores a registration. created is true when the task is new to
+// the sender: no task under its task_id is within the sender's scope. When
+// the sender sees tasks under it, a registration whose body is the same JSON
+// value as one of theirs returns false and nil, else ErrConflict, leaving
+// the stored ones as they were. A new task past the sender's bound of open
+// tasks is ErrTooManyOpen. The earliest completion waiting for this task_id
+// whose sender's scope covers the registration is joined.
 func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+	err = s.write(ctx, "register "+r.TaskID, r.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		created, err = s.registerTx(ctx, tx, r)
+		return created, err
+	})
+	return created && err == nil, err
+}
+
+// write runs op, a write of one task, in a transaction: on SQLite in the
+// batcher's next group commit, on PostgreSQL in a transaction of its own
+// that holds the task's lock. The transaction commits only when op says it
+// wrote something. single: op runs one write statement (no savepoint).
+func (s *Store) write(ctx context.Context, what, taskID string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
 	if s.batch != nil {
-		return s.batch.register(ctx, r)
+		return s.batch.run(ctx, what, single, op)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, r.TaskID); err != nil {
-		return false, fmt.Errorf("store: register: %w", err)
+	if err := s.lockTask(ctx, tx, taskID); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if created, err = s.registerTx(ctx, tx, r); err != nil || !created {
-		return false, err
+	wrote, err := op(ctx, tx)
+	if err != nil || !wrote {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	return true, nil
+	return nil
 }
 
 // registerTx is Register's work inside a transaction; it writes nothing
 // unless it returns created.
 func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (created bool, err error) {
+	same, err := s.visible(ctx, tx, r.TaskID, r.From.Scope)
+	if err != nil {
+		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
+	}
+	for _, t := range same {
+		if sameJSON([]byte(t.registration), r.Body) {
+			return false, nil
+		}
+	}
+	if len(same) > 0 {
+		return false, ErrConflict
+	}
+	now := s.now().Unix()
+	if err := s.checkOpenBound(ctx, tx, r.From, now); err != nil {
+		return false, err
+	}
 	labels, err := json.Marshal(nonNil(r.Labels))
 	if err != nil {
 		return false, fmt.Errorf("store: register: %w", err)
 	}
-	now := s.now().Unix()
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (task_id) DO NOTHING`),
+	// (task_id, project, owner) is unique: a task of the same project and
+	// owner is always within the sender's scope (the API refuses a
+	// registration outside it), so a conflict here was seen above.
+	var key int64
+	err = s.queryRow(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
-		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now)
+		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now, r.SubmitTime, r.From.Token, now).Scan(&key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, ErrConflict
+	}
 	if err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
-	} else if n == 0 {
-		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT registration FROM tasks WHERE task_id = ?"), r.TaskID).Scan(&stored); err != nil {
-			return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
-		}
-		if !sameJSON([]byte(stored), r.Body) {
-			return false, ErrConflict
-		}
-		return false, nil
-	}
-	if _, err := tx.ExecContext(ctx, s.bind("INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT DO NOTHING"),
-		r.Project, r.Owner); err != nil {
+	if _, err := s.exec(ctx, tx, stmtInsertProjectOwner, r.Project, r.Owner); err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, memory_total)
-			VALUES (?, ?, ?, ?, ?, ?)`), r.TaskID, i, g.Index, g.UUID, g.Model, g.MemoryTotal); err != nil {
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, key, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
-			if err := s.claim(ctx, tx, r, i, g.UUID); err != nil {
+			if err := s.claim(ctx, tx, r, key, i, g.UUID, now); err != nil {
 				return false, err
 			}
 		}
 	}
-	if err := s.joinPending(ctx, tx, r); err != nil {
+	if err := s.joinPending(ctx, tx, r, key); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// checkOpenBound refuses a new open task or pending completion of a sender
+// that already has MaxOpenPerToken of them: its tasks without a completion
+// seen (by the server's receipt time) within OpenTTL, and its pending
+// completions. Without a tokens file every sender is the token ''.
+func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now int64) error {
+	if from.Unbounded || s.maxOpen < 0 {
+		return nil
+	}
+	since := now - int64(s.openTTL/time.Second)
+	var open, pending int
+	if err := s.queryRow(ctx, tx, stmtOpenOfToken, from.Token, since, s.maxOpen).Scan(&open); err != nil {
+		return fmt.Errorf("store: counting open tasks: %w", err)
+	}
+	if open < s.maxOpen {
+		if err := s.queryRow(ctx, tx, stmtPendingOfToken, from.Token, s.maxOpen-open).Scan(&pending); err != nil {
+			return fmt.Errorf("store: counting pending completions: %w", err)
+		}
+	}
+	if open+pending >= s.maxOpen {
+		return fmt.Errorf("%w (%d open tasks and pending completions, the bound is %d)", ErrTooManyOpen, open+pending, s.maxOpen)
+	}
+	return nil
 }
 
 // claim applies "one GPU runs one task" for the new task's GPU at position
 // i: open tasks that started earlier on this UUID lose their claim at the
 // new task's start, and if a later task already claims it (this
 // registration came late, from a spool), the new task's own claim ended
-// when that one started.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, i int, uuid string) error {
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE task_gpus SET claim_ended = ?
-		WHERE uuid = ? AND claim_ended IS NULL AND task_id <> ? AND task_id IN
-		(SELECT task_id FROM tasks WHERE end_time IS NULL AND start_time < ?)`),
-		r.StartTime, uuid, r.TaskID, r.StartTime); err != nil {
-		return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+// when that one started. Both are ranges of task_gpus' own indexes (its
+// copy of each task's start and end), whatever the number of open tasks.
+//
+// Across scopes a live task keeps its claim: another task's claim is ended,
+// or lets it end this one's, only when it is within the sender's scope or
+// has not been seen for the claim grace (a later task also when it has
+// completed); otherwise both claims stand, and OpenTasks serves both until
+// the older one is not seen for the grace. A sender that sees every task
+// (nil scope) runs the two range statements alone.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int64, i int, uuid string, now int64) error {
+	if r.From.Scope == nil {
+		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, r.StartTime, uuid, r.StartTime, key); err != nil {
+			return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+		}
+		var later sql.NullInt64
+		if err := s.queryRow(ctx, tx, stmtLaterClaim, uuid, r.StartTime, key).Scan(&later); err != nil {
+			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+		}
+		if later.Valid {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, later.Int64, key, i); err != nil {
+				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+			}
+		}
+		return nil
 	}
-	var later sql.NullInt64
-	if err := tx.QueryRowContext(ctx, s.bind(`SELECT MIN(t.start_time) FROM task_gpus g JOIN tasks t ON t.task_id = g.task_id
-		WHERE g.uuid = ? AND g.task_id <> ? AND t.start_time > ?`), uuid, r.TaskID, r.StartTime).Scan(&later); err != nil {
+	stale := now - int64(s.claimGrace/time.Second)
+	// yields tells whether the claim of task k gives way: within the
+	// sender's scope, not seen for the grace, or (a later one) completed.
+	yields := func(k int64, laterTask bool) (bool, error) {
+		var project, owner string
+		var seen int64
+		var ended bool
+		if err := s.queryRow(ctx, tx, stmtClaimTask, k).Scan(&project, &owner, &seen, &ended); err != nil {
+			return false, fmt.Errorf("store: register %s: claims: %w", r.TaskID, err)
+		}
+		return r.From.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
+	}
+	type claimRef struct{ key, position int64 }
+	var older []claimRef
+	rows, err := s.query(ctx, tx, stmtOlderClaims, uuid, r.StartTime, key)
+	if err != nil {
+		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
+	}
+	for rows.Next() {
+		var c claimRef
+		if err := rows.Scan(&c.key, &c.position); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
+		}
+		older = append(older, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
+	}
+	for _, c := range older {
+		ok, err := yields(c.key, false)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, r.StartTime, c.key, c.position); err != nil {
+				return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+			}
+		}
+	}
+	type laterRef struct{ key, start int64 }
+	var later []laterRef
+	rows, err = s.query(ctx, tx, stmtLaterClaims, uuid, r.StartTime, key)
+	if err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
-	if later.Valid {
-		if _, err := tx.ExecContext(ctx, s.bind("UPDATE task_gpus SET claim_ended = ? WHERE task_id = ? AND position = ?"),
-			later.Int64, r.TaskID, i); err != nil {
-			return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+	for rows.Next() {
+		var l laterRef
+		if err := rows.Scan(&l.key, &l.start); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+		}
+		later = append(later, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+	}
+	for _, l := range later {
+		ok, err := yields(l.key, true)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, l.start, key, i); err != nil {
+				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+			}
+			break
 		}
 	}
 	return nil
 }
 
-// joinPending applies a completion that came before this registration, if
-// the token that sent it may write this task. One it may not write stays
-// where it is: never joined, never lost.
-func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) error {
-	var body, scopeJSON string
-	var received int64
-	err := tx.QueryRowContext(ctx, s.bind("SELECT completion, scope, received_at FROM pending_completions WHERE task_id = ?"), r.TaskID).
-		Scan(&body, &scopeJSON, &received)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
+// joinPending applies the earliest completion that came before this
+// registration from a sender whose scope covers it. Those of other scopes
+// stay where they are: never joined, never lost. One whose times do not fit
+// the registration is not joined either, and is logged.
+func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, key int64) error {
+	rows, err := s.query(ctx, tx, stmtPendingCompletions, r.TaskID)
 	if err != nil {
 		return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
 	}
-	var scope *access.Scope
-	if scopeJSON != "" {
-		scope = new(access.Scope)
-		if err := json.Unmarshal([]byte(scopeJSON), scope); err != nil {
-			return fmt.Errorf("store: register %s: pending completion's scope: %w", r.TaskID, err)
+	var body, scopeJSON string
+	var received int64
+	found := false
+	for !found && rows.Next() {
+		if err := rows.Scan(&body, &scopeJSON, &received); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
 		}
+		var scope *access.Scope
+		if scopeJSON != "" {
+			scope = new(access.Scope)
+			if err := json.Unmarshal([]byte(scopeJSON), scope); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: register %s: pending completion's scope: %w", r.TaskID, err)
+			}
+		}
+		found = scope.Allows(r.Project, r.Owner)
 	}
-	if !scope.Allows(r.Project, r.Owner) {
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
+	}
+	if !found {
 		return nil
 	}
 	var c Completion
@@ -158,11 +320,33 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration) er
 		// must still be stored, and the completion stays where it is.
 		return nil
 	}
-	if err := s.applyCompletion(ctx, tx, &c, []byte(body), received); err != nil {
+	// The completion's end was clamped to its receipt when it came (a
+	// skewed clock); the body keeps what was sent.
+	c.EndTime = min(c.EndTime, received)
+	if err := completionFits(&c, r.StartTime); err != nil {
+		s.log.Warn("a pending completion does not fit its registration: not joined", "task_id", r.TaskID,
+			"project", r.Project, "owner", r.Owner, "err", err.Error())
+		return nil
+	}
+	if err := s.applyCompletion(ctx, tx, key, &c, []byte(body), received); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, s.bind("DELETE FROM pending_completions WHERE task_id = ?"), r.TaskID)
+	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID, scopeJSON)
 	return err
+}
+
+// completionFits checks a completion's times against its task's start:
+// the end is not before the start, nor later than the start plus the
+// duration plus an hour (no real run reports that).
+func completionFits(c *Completion, start int64) error {
+	if c.EndTime < start {
+		return &BadCompletionError{"end_time", fmt.Sprintf("%d is before the task's start_time %d", c.EndTime, start)}
+	}
+	if float64(c.EndTime) > float64(start)+c.DurationSeconds+3600 {
+		return &BadCompletionError{"end_time", fmt.Sprintf("%d is later than the task's start_time %d + duration_seconds %g + 1h",
+			c.EndTime, start, c.DurationSeconds)}
+	}
+	return nil
 }
 
 // CompleteResult tells what Complete did.
@@ -177,82 +361,105 @@ const (
 	Pending
 )
 
-// Complete stores a completion. The task must be within scope (nil: any),
-// else ErrOutOfScope. A completion of a task not registered yet is kept with
-// the scope and joined by Register. A different completion of a completed
-// (or pending) task is ErrConflict; the first is kept.
-func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, scope *access.Scope) (CompleteResult, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+// Complete stores a completion of the task under its task_id that the
+// sender sees. With none, the completion is kept as pending for the
+// sender's scope (one per task_id and scope) and joined by Register; with
+// several, the one whose start_time equals the completion's is completed,
+// and none matching is ErrStartMismatch. A different completion of a
+// completed (or pending) task is ErrConflict; the first is kept. Times that
+// do not fit the task are a *BadCompletionError; a new pending completion
+// past the sender's bound is ErrTooManyOpen.
+func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, from Sender) (CompleteResult, error) {
+	var result CompleteResult
+	err := s.write(ctx, "complete "+c.TaskID, c.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		var wrote bool
+		var err error
+		result, wrote, err = s.completeTx(ctx, tx, c, body, from)
+		return wrote, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
-	}
-	defer tx.Rollback()
-	if err := s.lockTask(ctx, tx, c.TaskID); err != nil {
-		return 0, fmt.Errorf("store: complete: %w", err)
-	}
-	var project, owner string
-	var stored sql.NullString
-	err = tx.QueryRowContext(ctx, s.bind("SELECT project, owner, completion FROM tasks WHERE task_id = ?"), c.TaskID).
-		Scan(&project, &owner, &stored)
-	now := s.now().Unix()
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return s.completePending(ctx, tx, c, body, scope, now)
-	case err != nil:
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	case !scope.Allows(project, owner):
-		return 0, ErrOutOfScope
-	case stored.Valid:
-		if sameJSON([]byte(stored.String), body) {
-			return AlreadyCompleted, nil
-		}
-		return 0, ErrConflict
-	}
-	if err := s.applyCompletion(ctx, tx, c, body, now); err != nil {
 		return 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	}
-	return Completed, nil
+	return result, nil
 }
 
-func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, scope *access.Scope, now int64) (CompleteResult, error) {
-	scopeJSON := ""
-	if scope != nil {
-		b, err := json.Marshal(scope)
-		if err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-		}
-		scopeJSON = string(b)
-	}
-	res, err := tx.ExecContext(ctx, s.bind(`INSERT INTO pending_completions (task_id, completion, scope, received_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`), c.TaskID, string(body), scopeJSON, now)
+// completeTx is Complete's work inside a transaction; wrote tells whether
+// it wrote anything (not for the same completion again, nor an error).
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender) (_ CompleteResult, wrote bool, _ error) {
+	same, err := s.visible(ctx, tx, c.TaskID, from.Scope)
 	if err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
-	} else if n == 0 {
-		var stored string
-		if err := tx.QueryRowContext(ctx, s.bind("SELECT completion FROM pending_completions WHERE task_id = ?"), c.TaskID).Scan(&stored); err != nil {
-			return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	now := s.now().Unix()
+	var t *sameID
+	switch {
+	case len(same) == 0:
+		return s.completePending(ctx, tx, c, body, from, now)
+	case len(same) == 1:
+		t = &same[0]
+	default:
+		for i := range same {
+			if c.StartTime != nil && same[i].startTime == *c.StartTime {
+				t = &same[i]
+			}
 		}
-		if !sameJSON([]byte(stored), body) {
-			return 0, ErrConflict
+		if t == nil {
+			return 0, false, ErrStartMismatch
 		}
-		return Pending, nil
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	if err := completionFits(c, t.startTime); err != nil {
+		return 0, false, err
 	}
-	return Pending, nil
+	if t.completion.Valid {
+		if sameJSON([]byte(t.completion.String), body) {
+			return AlreadyCompleted, false, nil
+		}
+		return 0, false, ErrConflict
+	}
+	if err := s.applyCompletion(ctx, tx, t.key, c, body, now); err != nil {
+		return 0, false, err
+	}
+	return Completed, true, nil
 }
 
-// applyCompletion writes c onto its registered task and its GPUs. A GPU of
-// the completion is matched by UUID, or by position when it has none
+// scopeKey is how a pending completion records its sender's scope: the
+// JSON of the patterns, '' for every task.
+func scopeKey(scope *access.Scope) (string, error) {
+	if scope == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(scope)
+	return string(b), err
+}
+
+func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender, now int64) (CompleteResult, bool, error) {
+	scopeJSON, err := scopeKey(from.Scope)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
+	var stored string
+	switch err := s.queryRow(ctx, tx, stmtStoredPending, c.TaskID, scopeJSON).Scan(&stored); {
+	case err == nil:
+		if !sameJSON([]byte(stored), body) {
+			return 0, false, ErrConflict
+		}
+		return Pending, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
+	if err := s.checkOpenBound(ctx, tx, from, now); err != nil {
+		return 0, false, err
+	}
+	if _, err := s.exec(ctx, tx, stmtInsertPending, c.TaskID, string(body), scopeJSON, now, from.Token); err != nil {
+		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
+	return Pending, true, nil
+}
+
+// applyCompletion writes c onto its registered task (key) and its GPUs. A
+// GPU of the completion is matched by UUID, or by position when it has none
 // (GPUs counted from device nodes).
-func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, receivedAt int64) error {
+func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *Completion, body []byte, receivedAt int64) error {
 	var gatePassed *int64
 	var gateExpr, gateReason string
 	if c.Gate != nil {
@@ -271,48 +478,63 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, c *Completion, 
 		m := string(b)
 		metrics = &m
 	}
-	if _, err := tx.ExecContext(ctx, s.bind(`UPDATE tasks SET end_time = ?, duration_seconds = ?, exit_code = ?, signal = ?,
-		gate_passed = ?, gate_expr = ?, gate_reason = ?, metrics = ?, completion = ?, completed_at = ?
-		WHERE task_id = ?`),
+	if _, err := s.exec(ctx, tx, stmtCompleteTask,
 		c.EndTime, c.DurationSeconds, c.ExitCode, c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
-		c.TaskID); err != nil {
+		key); err != nil {
+		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
+	}
+	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, c.EndTime, key); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	for i, g := range c.GPUs {
-		q := `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?, memory_used_peak_bytes = ?, idle_share = ?
-			WHERE task_id = ? AND `
-		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, c.TaskID}
+		st, args := stmtGPUSummaryByUUID, []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, key}
 		if g.UUID != "" {
-			q += "uuid = ?"
 			args = append(args, g.UUID)
 		} else {
-			q += "position = ? AND uuid = ''"
-			args = append(args, i)
+			st, args = stmtGPUSummaryByPosition, append(args, i)
 		}
-		if _, err := tx.ExecContext(ctx, s.bind(q), args...); err != nil {
+		if _, err := s.exec(ctx, tx, st, args...); err != nil {
 			return fmt.Errorf("store: complete %s: gpu %d: %w", c.TaskID, i, err)
 		}
 	}
 	return nil
 }
 
-// Heartbeat moves the task's last-seen time forward to at (never back); a
-// completed task's heartbeat changes nothing. ErrNotFound when there is no such task within scope: a caller outside the
-// scope learns nothing about the task.
+// Heartbeat moves the last-seen time of every open task under taskID
+// within scope forward to at (never back), and records the server's
+// receipt time as when they were last seen; a completed task's heartbeat
+// changes nothing. ErrNotFound when there is no such task within scope: a
+// caller outside the scope learns nothing about the task.
+//
+// On SQLite heartbeats are written in the batcher's group commits (fifty
+// clients must not queue for a fsync each); on PostgreSQL they are
+// statements outside a transaction, as a heartbeat never races with
+// anything it could corrupt (it only moves last_seen and seen_at forward).
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
-	var project, owner string
-	err := s.r.QueryRowContext(ctx, s.bind("SELECT project, owner FROM tasks WHERE task_id = ?"), taskID).Scan(&project, &owner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
-		return ErrNotFound
+	op := func(ctx context.Context, read, write querier) (bool, error) {
+		same, err := s.visible(ctx, read, taskID, scope)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if len(same) == 0 {
+			return false, ErrNotFound
+		}
+		now := s.now().Unix()
+		for _, t := range same {
+			if _, err := s.exec(ctx, write, stmtHeartbeat, at, at, now, now, t.key); err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+			}
+		}
+		return true, nil
 	}
-	if err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+	if s.batch != nil {
+		// Several tasks under one id are several statements: a savepoint.
+		return s.batch.run(ctx, "heartbeat "+taskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx, tx)
+		})
 	}
-	if _, err := s.w.ExecContext(ctx, s.bind("UPDATE tasks SET last_seen = ? WHERE task_id = ? AND end_time IS NULL AND (last_seen IS NULL OR last_seen < ?)"),
-		at, taskID, at); err != nil {
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, err)
-	}
-	return nil
+	_, err := op(ctx, s.r, s.w)
+	return err
 }
 
 func nonNil(m map[string]string) map[string]string {

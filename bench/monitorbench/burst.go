@@ -65,6 +65,10 @@ func runBurst(e *env) ([][]string, error) {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	sort.Float64s(rates)
+	e.result("burst.p99", lat[len(lat)*99/100].Seconds())
+	if !allOK || stored != want {
+		e.result("burst.lost", 1)
+	}
 	return [][]string{{
 		fmt.Sprintf("%d × %d rounds", e.opts.n, e.opts.rounds),
 		fmt.Sprintf("%.0f", rates[len(rates)/2]),
@@ -171,3 +175,12 @@ func version(bin string) string {
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// percentiles returns the p50 and p99 of lat (sorted in place).
+func percentiles(lat []time.Duration) (p50, p99 time.Duration) {
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[len(lat)/2], lat[len(lat)*99/100]
+}

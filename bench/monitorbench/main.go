@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/pgserver"
 )
 
@@ -55,6 +56,21 @@ type env struct {
 	// newDSN returns a fresh, empty database of this store.
 	newDSN func() (string, error)
 	tmp    string
+	// bulk is the database of -report-tasks bulk-loaded tasks, loaded on
+	// first use (bulkStore) and shared by the scenarios that need it.
+	bulk, bulkLoad string
+	bulkRows       int
+	bulkErr        error
+	// results are figures the goals table reads, by name.
+	results map[string]float64
+}
+
+// result keeps a figure for the goals table.
+func (e *env) result(name string, v float64) {
+	if e.results == nil {
+		e.results = map[string]float64{}
+	}
+	e.results[name] = v
 }
 
 // scenario is one measured situation; it returns the markdown rows of its
@@ -66,7 +82,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{burstScenario, reportScenario}
+var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario}
 
 func main() {
 	var o options
@@ -74,8 +90,15 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "markdown file whose monitorbench section to replace (e.g. docs/benchmarks.md)")
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
-	flag.StringVar(&o.scenarios, "scenarios", "burst,report", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics", "scenarios to run, comma-separated")
 	flag.Parse()
+	if *floorServe != "" {
+		if err := serveFloor(*floorServe); err != nil {
+			fmt.Fprintln(os.Stderr, "monitorbench: floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := benchmark(o); err != nil {
 		fmt.Fprintln(os.Stderr, "monitorbench:", err)
 		os.Exit(1)
@@ -128,7 +151,7 @@ func benchmark(o options) error {
 			rows, err := sc.run(e)
 			if err != nil {
 				row := make([]string, len(sc.header))
-				row[0] = "not run: " + strings.ReplaceAll(err.Error(), "|", "/")
+				row[0] = "not run: " + strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "|", "/")), " ")
 				rows = [][]string{row}
 			}
 			for _, r := range rows {
@@ -136,6 +159,7 @@ func benchmark(o options) error {
 			}
 		}
 	}
+	goals(&md, sqlite, pg)
 	fmt.Fprintf(&md, "\nRun took %s.\n", time.Since(started).Round(time.Second))
 	fmt.Print(md.String())
 	if o.doc != "" {
@@ -178,4 +202,95 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// goals writes the table of MONITOR.md's targets against this run's
+// figures, per store; a figure not measured in this run is left out.
+func goals(md *strings.Builder, envs ...*env) {
+	type goal struct {
+		what string
+		eval func(r map[string]float64) (figure string, met, ok bool)
+	}
+	ratio := func(num, den string, min float64) func(r map[string]float64) (string, bool, bool) {
+		return func(r map[string]float64) (string, bool, bool) {
+			n, ok1 := r[num]
+			d, ok2 := r[den]
+			if !ok1 || !ok2 || d == 0 {
+				return "", false, false
+			}
+			return fmt.Sprintf("%.0f %% (%.0f/s against %.0f/s)", n/d*100, n, d), n/d >= min, true
+		}
+	}
+	atMost := func(key string, max float64, unit string) func(r map[string]float64) (string, bool, bool) {
+		return func(r map[string]float64) (string, bool, bool) {
+			v, ok := r[key]
+			if !ok {
+				return "", false, false
+			}
+			if unit == "ms" {
+				return fmt.Sprintf("%.0f ms", v*1000), v <= max, true
+			}
+			return fmt.Sprintf("%.2f s", v), v <= max, true
+		}
+	}
+	list := []goal{
+		{"registrations ≥ 25 % of the floor's rate", ratio("writes.reg", "writes.floor.reg", 0.25)},
+		{"heartbeats ≥ 50 % of the floor's rate", ratio("writes.hb", "writes.floor.hb", 0.50)},
+		{"registrations with 1,000,000 stored (100,000 open) within 25 % of the empty store's", func(r map[string]float64) (string, bool, bool) {
+			f, ok1 := r["writes.full"]
+			e, ok2 := r["writes.reg"]
+			if !ok1 || !ok2 || e == 0 {
+				return "", false, false
+			}
+			return fmt.Sprintf("%+.0f %% (%.0f/s against %.0f/s)", (f/e-1)*100, f, e), f >= 0.75*e, true
+		}},
+		{"1,000-registration burst: p99 ≤ 1 s, none lost", func(r map[string]float64) (string, bool, bool) {
+			v, ok := r["burst.p99"]
+			if !ok {
+				return "", false, false
+			}
+			return fmt.Sprintf("p99 %.0f ms", v*1000), v <= 1 && r["burst.lost"] == 0, true
+		}},
+		{"report over 1,000,000 tasks, one month, by project ≤ 2 s", atMost("report.project", 2, "s")},
+		{"the same by owner ≤ 2 s", atMost("report.owner", 2, "s")},
+		{"the same by model ≤ 2 s", atMost("report.model", 2, "s")},
+		{"/metrics with 20,000 open tasks × 8 GPUs ≤ 1 s", atMost("metrics.seconds", 1, "ms")},
+	}
+	fmt.Fprintf(md, "\n### Goals (MONITOR.md section 7)\n\n| goal |")
+	for _, e := range envs {
+		fmt.Fprintf(md, " %s |", e.store)
+	}
+	fmt.Fprintf(md, "\n|---|%s\n", strings.Repeat("---|", len(envs)))
+	for _, g := range list {
+		var cells []string
+		shown := false
+		for _, e := range envs {
+			fig, met, ok := g.eval(e.results)
+			switch {
+			case !ok:
+				cells = append(cells, "not measured")
+			case met:
+				cells = append(cells, fig+": met")
+				shown = true
+			default:
+				cells = append(cells, fig+": **missed**")
+				shown = true
+			}
+		}
+		if shown {
+			fmt.Fprintf(md, "| %s | %s |\n", g.what, strings.Join(cells, " | "))
+		}
+	}
+}
+
+// schema makes dsn's schema as the measured binary makes it: a serve
+// started and stopped on it (its migrations, its indexes).
+func (e *env) schema(dsn string) error {
+	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
+		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	if err != nil {
+		return err
+	}
+	srv.Stop()
+	return nil
 }

@@ -6,27 +6,55 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 )
 
-const usage = `usage:
-  paddle-monitor serve  [--listen ADDR] [--db DSN] [--tokens FILE] [--prices FILE] [--open-ttl D] [--metrics-auth]
-                        [--log-level LEVEL] [--log-format text|json]
-  paddle-monitor report [--db DSN] --from DATE --to DATE [--by KEYS] [--prices FILE] [--format table|csv|json]
-  paddle-monitor token  NAME (--project GLOB)... [(--owner GLOB)...] | NAME --admin
-  paddle-monitor version   (also --version)
-`
+// commands are the subcommands, in the order usage lists them: each line
+// of the usage, and what its --help says above the flags.
+var commands = []struct{ name, synopsis, summary string }{
+	{"serve", "serve  [flags]", "Serve the monitor API, the cost page and /metrics until SIGTERM (docs/monitor.md)."},
+	{"report", "report [flags]", "Print GPU-hours and cost per project (or --by other keys) for a window; default: the current UTC month."},
+	{"token", "token  NAME (--project GLOB)... [(--owner GLOB)...] [--add-to FILE] | NAME --admin [--add-to FILE]",
+		"Mint a token: the secret on the first line, its tokens-file entry (SHA-256 only) on the second; --add-to FILE appends the entry to a tokens file."},
+	{"version", "version   (also --version)", "Print the version."},
+}
+
+// usage is the program's usage, every command on a line.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  paddle-monitor %s\n", c.synopsis)
+	}
+	b.WriteString("\nRun 'paddle-monitor COMMAND --help' for a command's flags.\n")
+	return b.String()
+}
 
 // errUsage marks a usage error (exit 2).
 var errUsage = errors.New("usage")
 
-// helpRequested is a command's --help: its flags go to stdout, exit 0.
+// helpRequested is a command's --help: its usage line and flags go to
+// stdout, exit 0.
 type helpRequested struct{ command, flags string }
 
 func (h *helpRequested) Error() string { return h.command + ": help requested" }
+
+// text is the command's help: its own usage line and summary, then its
+// flags with their descriptions and defaults (pflag's usual listing).
+func (h *helpRequested) text() string {
+	var b strings.Builder
+	for _, c := range commands {
+		if c.name == h.command {
+			fmt.Fprintf(&b, "usage: paddle-monitor %s\n\n%s\n", c.synopsis, c.summary)
+		}
+	}
+	fmt.Fprintf(&b, "\nflags:\n%s", h.flags)
+	return b.String()
+}
 
 // parseFlags parses a command's flags: --help is helpRequested, any other
 // problem a usage error naming the command.
@@ -44,7 +72,7 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 // run is the whole program; its result is the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
 	var err error
@@ -56,9 +84,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		err = reportCmd(args[1:], stdout)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "paddle-monitor", version)
+		err = versionCmd(args[1:], stdout)
 	case "help", "--help", "-h":
-		fmt.Fprint(stdout, usage)
+		// help COMMAND is COMMAND --help.
+		if len(args) > 1 && args[1] != "version" && args[1] != "help" {
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage())
 	default:
 		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
@@ -67,16 +99,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.As(err, &help):
-		fmt.Fprintf(stdout, "%s\n%s flags:\n%s", usage, help.command, help.flags)
+		fmt.Fprint(stdout, help.text())
 		return 0
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(stderr, "paddle-monitor:", err)
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	default:
 		fmt.Fprintln(stderr, "paddle-monitor:", err)
 		return 1
 	}
+}
+
+// versionCmd prints "paddle-monitor version X", the entrypoint's format
+// (and tini's, and dcgm-exporter's).
+func versionCmd(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, args)
+	}
+	_, err := fmt.Fprintln(stdout, "paddle-monitor version", version)
+	return err
 }
 
 // env is a setting's environment variable: the flag wins over it.
@@ -122,6 +164,19 @@ func (e env) duration(name, variable string, def time.Duration, help string) (*t
 		def = d
 	}
 	return e.fs.Duration(name, def, help+" (env "+variable+")"), nil
+}
+
+// integer is str for a whole number; a bad value in the variable is an
+// error naming it.
+func (e env) integer(name, variable string, def int, help string) (*int, error) {
+	if v, ok := os.LookupEnv(variable); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s=%q: not a positive whole number", variable, v)
+		}
+		def = n
+	}
+	return e.fs.Int(name, def, help+" (env "+variable+")"), nil
 }
 
 // boolean is str for a flag without a value (the variable: 1/true/0/false).

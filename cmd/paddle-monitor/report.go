@@ -21,9 +21,10 @@ import (
 // takes seconds).
 const reportTimeout = 10 * time.Minute
 
-// reportCmd prints the report of a window: paddle-monitor report --from
-// DATE --to DATE [--by KEYS] [--metric KEY]... [--prices FILE]
-// [--format table|csv|json].
+// reportCmd prints the report of a window: paddle-monitor report
+// [--month YYYY-MM | --from DATE --to DATE] [--by KEYS] [--metric KEY]...
+// [--prices FILE] [--format table|csv|json]; no window is the current UTC
+// month, as on GET /v1/report.
 // The window and keys are flags only; the database and the prices have
 // their variables, as for serve.
 func reportCmd(args []string, stdout io.Writer) error {
@@ -36,8 +37,9 @@ func reportCmd(args []string, stdout io.Writer) error {
 	}
 	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
 	budgetsFile := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")
-	from := fs.String("from", "", "start of the window, included: RFC 3339 or YYYY-MM-DD (UTC midnight)")
-	to := fs.String("to", "", "end of the window, excluded: RFC 3339 or YYYY-MM-DD")
+	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
+	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
+	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
@@ -48,20 +50,16 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
 	}
 	q := report.Query{}
-	if q.From, err = report.ParseDate("--from", *from); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if q.To, err = report.ParseDate("--to", *to); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if err := q.Window.Check(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month,
+		FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(time.Now())
+	if err != nil {
+		return badQuery(err, "")
 	}
 	if q.By, err = report.ParseKeys(*by); err != nil {
-		return fmt.Errorf("%w: --%v", errUsage, err)
+		return badQuery(err, "--")
 	}
 	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
-		return fmt.Errorf("%w: --%s", errUsage, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+		return badQuery(err, "--")
 	}
 	switch *format {
 	case "table", "csv", "json":
@@ -87,6 +85,12 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	return report.Write(stdout, rep, *format)
+}
+
+// badQuery is a usage error of the report's query, as report says it (its
+// parameter names after prefix) without report.ErrBadQuery's own words.
+func badQuery(err error, prefix string) error {
+	return fmt.Errorf("%w: %s%s", errUsage, prefix, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
 }
 
 // mountReport adds what issue 12 serves to a monitor: GET /v1/report, the

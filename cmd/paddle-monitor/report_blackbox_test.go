@@ -159,11 +159,12 @@ func TestReportFixture(t *testing.T) {
 			t.Errorf("report with prices lacking a default: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		// A window that clips: the first of November alone holds t01's 2 h
-		// × 2 GPUs and t11's 24 h: 28 GPU-hours.
+		// × 2 GPUs and t11's 24 h: 28 GPU-hours. t01 has a submit_time but
+		// started on October 31: its wait is not November 1's (null).
 		r = runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-11-02T00:00:00Z", "--format", "csv", "--by", "project,owner")
-		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours\n" +
-			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0\n" +
-			"search,ann@example.com,1,1,0,0,0,4,0,0.5,60,0.125,4,4\n"
+		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds\n" +
+			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,\n" +
+			"search,ann@example.com,1,1,0,0,0,4,0,0.5,60,0.125,4,4,,\n"
 		if r.code != 0 || r.stdout != want {
 			t.Errorf("report of November 1: exit %d %s\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
 		}

@@ -11,13 +11,17 @@ import (
 )
 
 // token mints a token: the secret alone on the first line, the tokens-file
-// entry (one JSON object, the secret's SHA-256 only) on the second.
+// entry (one JSON object, the secret's SHA-256 only) on the second. With
+// --add-to FILE the entry is also appended to that tokens file (created
+// 0600), so nobody edits JSON by hand; a running serve picks it up on
+// SIGHUP.
 func token(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("token", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	projects := fs.StringArray("project", nil, "project glob this token may write and read (repeatable)")
 	owners := fs.StringArray("owner", nil, "owner glob (repeatable; none: any owner)")
 	admin := fs.Bool("admin", false, "the token may write and read every project")
+	addTo := fs.String("add-to", "", "tokens file to append the entry to (created with mode 0600; a name already there is refused); then send serve SIGHUP")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -31,6 +35,11 @@ func token(args []string, stdout io.Writer) error {
 	b, err := json.Marshal(entry)
 	if err != nil {
 		return err
+	}
+	if *addTo != "" {
+		if err := access.Add(*addTo, entry); err != nil {
+			return err
+		}
 	}
 	_, err = fmt.Fprintf(stdout, "%s\n%s\n", secret, b)
 	return err

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+)
+
+// Each mode's --help lists only the flags that mode reads: run mode its
+// settings, labels the ones that decide the labels, and spool (or one
+// spool subcommand) the node's spool settings and its own flags.
+
+// spoolSettings are the settings a spool command reads.
+var spoolSettings = []string{"spool-path", "spool-max", "spool-max-age",
+	"monitor-url", "monitor-token-file", "monitor-ca-file", "log-level", "log-format"}
+
+// labelsSettings are the settings `labels` reads: the labels' policy and
+// the GPU probe (the labels include the GPU count).
+var labelsSettings = []string{"labels-mode", "policy", "gpu-probe", "gpu-timeout", "log-level", "log-format"}
+
+// spoolCommands say what each spool subcommand does, for its help.
+var spoolCommands = []struct{ name, summary string }{
+	{"list", "print the pending entries (--dead: the dead letters; --completions: the completions) as JSON lines"},
+	{"stats", "print the counts of entries as one JSON object"},
+	{"flush", "send the pending entries to the monitor (--all: every spool file of the directory; --watch: keep draining)"},
+	{"requeue", "move the dead letters back to the pending entries"},
+	{"purge", "delete the dead letters (purge --dead)"},
+}
+
+// printHelp writes mode's usage and the flags named by keep (every flag
+// when keep is nil) to w.
+func printHelp(w io.Writer, flags *config.FlagSet, head string, keep func(name string) bool) {
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, "\nflags:")
+	if keep != nil {
+		for _, name := range flagNames(flags) {
+			if !keep(name) {
+				flags.MarkHidden(name)
+			}
+		}
+	}
+	flags.Usage(w)
+}
+
+func flagNames(flags *config.FlagSet) []string {
+	var names []string
+	flags.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// runHelp is `paddle-entrypoint --help`.
+func runHelp(w io.Writer, flags *config.FlagSet) {
+	printHelp(w, flags, usageText, nil)
+}
+
+// labelsHelp is `paddle-entrypoint labels --help`.
+func labelsHelp(w io.Writer, flags *config.FlagSet) {
+	printHelp(w, flags, "usage: paddle-entrypoint labels [flags]\n\n"+
+		"Print the labels a start with this environment would write, one key=value per line; exit 0, or 65 when they are rejected.",
+		func(name string) bool { return slices.Contains(labelsSettings, name) })
+}
+
+// spoolHelp is `paddle-entrypoint spool [SUBCOMMAND] --help`: the
+// subcommand's flags when args name one, else every spool flag.
+func spoolHelp(w io.Writer, flags *config.FlagSet, args []string) {
+	sub := ""
+	for _, a := range args {
+		if _, ok := spoolFlags[a]; ok {
+			sub = a
+			break
+		}
+	}
+	var head strings.Builder
+	if sub == "" {
+		head.WriteString("usage: paddle-entrypoint spool list|stats|flush|requeue|purge [flags]\n")
+		for _, c := range spoolCommands {
+			fmt.Fprintf(&head, "\n  %-8s %s", c.name, c.summary)
+		}
+	} else {
+		fmt.Fprintf(&head, "usage: paddle-entrypoint spool %s [flags]\n", sub)
+		for _, c := range spoolCommands {
+			if c.name == sub {
+				fmt.Fprintf(&head, "\n%s.", strings.ToUpper(c.summary[:1])+c.summary[1:])
+			}
+		}
+	}
+	printHelp(w, flags, head.String(), func(name string) bool {
+		if slices.Contains(spoolSettings, name) {
+			return true
+		}
+		for s, own := range spoolFlags {
+			if (sub == "" || s == sub) && slices.Contains(own, name) {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -65,7 +65,7 @@ func writeTextfile(cfg config.Config, set *labels.Set, inv gpu.Inventory, superv
 		return false
 	}
 	if !cfg.GPUShared {
-		stale, err := textfile.RemoveStale(cfg.TextfileDir, set.TaskID, set.GPUUUIDs)
+		stale, err := textfile.RemoveStale(cfg.TextfileDir, set.TaskID, inv.Devices)
 		if err != nil {
 			log.Warn("textfile directory unreadable; stale files not checked", "err", err)
 		}

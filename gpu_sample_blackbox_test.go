@@ -135,13 +135,15 @@ func (s *sampling) end() (code int, took time.Duration) {
 
 func TestGPUSampleLines(t *testing.T) {
 	s := startSampling(t, fakeNVMLDir(t), "200ms", []string{fakeUUID(1), fakeUUID(0)},
-		"FAKE_NVML_GPUS=2", "FAKE_NVML_UTIL=0,50,100", "FAKE_NVML_UTIL_1=7", "FAKE_NVML_USED_0=1000,2000")
+		"FAKE_NVML_GPUS=2", "FAKE_NVML_UTIL=0,50,100", "FAKE_NVML_UTIL_1=7", "FAKE_NVML_USED_0=1000,2000",
+		"FAKE_NVML_ENERGY_0=5000,7000")
 	used1 := fmt.Sprint(85899345920 / 100) // the fake's default: 1 % of 80 GiB
+	// Device 1's energy is the fake's default counter: 10⁹ mJ, 100 J more a reading.
 	want := []string{
-		"v1 " + fakeUUID(1) + "=7/" + used1 + " " + fakeUUID(0) + "=0/1000\n",
-		"v1 " + fakeUUID(1) + "=7/" + used1 + " " + fakeUUID(0) + "=50/2000\n",
-		"v1 " + fakeUUID(1) + "=7/" + used1 + " " + fakeUUID(0) + "=100/1000\n",
-		"v1 " + fakeUUID(1) + "=7/" + used1 + " " + fakeUUID(0) + "=0/2000\n",
+		"v2 " + fakeUUID(1) + "=7/" + used1 + "/1000000000 " + fakeUUID(0) + "=0/1000/5000\n",
+		"v2 " + fakeUUID(1) + "=7/" + used1 + "/1000100000 " + fakeUUID(0) + "=50/2000/7000\n",
+		"v2 " + fakeUUID(1) + "=7/" + used1 + "/1000200000 " + fakeUUID(0) + "=100/1000/5000\n",
+		"v2 " + fakeUUID(1) + "=7/" + used1 + "/1000300000 " + fakeUUID(0) + "=0/2000/7000\n",
 	}
 	var times []time.Time
 	for i, w := range want {
@@ -162,11 +164,13 @@ func TestGPUSampleLines(t *testing.T) {
 		t.Errorf("stderr: %s", s.stderr.String())
 	}
 	// NVML opened once, closed once at the end; only listed entry points
-	// and the looked-up nvmlDeviceGetUtilizationRates.
+	// and the looked-up nvmlDeviceGetUtilizationRates and
+	// nvmlDeviceGetTotalEnergyConsumption (no MIG call: no MIG UUID asked).
 	b, _ := os.ReadFile(s.calls)
 	calls := strings.Fields(string(b))
 	allowed := []string{"nvmlInit_v2", "nvmlShutdown", "nvmlErrorString", "nvmlDeviceGetCount_v2",
-		"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetUtilizationRates"}
+		"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetUtilizationRates",
+		"nvmlDeviceGetTotalEnergyConsumption"}
 	for _, c := range calls {
 		if !slices.Contains(allowed, c) {
 			t.Errorf("unlisted NVML call %s", c)
@@ -183,7 +187,7 @@ func TestGPUSampleFirstLineAtOnce(t *testing.T) {
 	// ends the probe while it waits for the next.
 	s := startSampling(t, fakeNVMLDir(t), "1h", []string{fakeUUID(0)}, "FAKE_NVML_UTIL=33")
 	line, at := s.next()
-	if want := "v1 " + fakeUUID(0) + "=33/858993459\n"; line != want {
+	if want := "v2 " + fakeUUID(0) + "=33/858993459/1000000000\n"; line != want {
 		t.Errorf("line %q, want %q", line, want)
 	}
 	t.Logf("first line %v after the start", at.Sub(s.began))
@@ -195,9 +199,9 @@ func TestGPUSampleFirstLineAtOnce(t *testing.T) {
 func TestGPUSampleWithoutUtilizationSymbol(t *testing.T) {
 	// A driver without nvmlDeviceGetUtilizationRates: a call would kill the
 	// probe with "undefined symbol"; it is looked up and left out.
-	s := startSampling(t, fakeNVMLNoUtilDir(t), "100ms", []string{fakeUUID(0)}, "FAKE_NVML_USED=42")
+	s := startSampling(t, fakeNVMLNoUtilDir(t), "100ms", []string{fakeUUID(0)}, "FAKE_NVML_USED=42", "FAKE_NVML_ENERGY=77")
 	for range 2 {
-		if line, _ := s.next(); line != "v1 "+fakeUUID(0)+"=-/42\n" {
+		if line, _ := s.next(); line != "v2 "+fakeUUID(0)+"=-/42/77\n" {
 			t.Errorf("line %q", line)
 		}
 	}
@@ -211,15 +215,16 @@ func TestGPUSampleWithoutUtilizationSymbol(t *testing.T) {
 
 func TestGPUSampleUtilizationFails(t *testing.T) {
 	s := startSampling(t, fakeNVMLDir(t), "100ms", []string{fakeUUID(0), "GPU-absent"},
-		"FAKE_NVML_SAMPLE_MODE=unsupported", "FAKE_NVML_SAMPLE_OK=1", "FAKE_NVML_UTIL=9", "FAKE_NVML_USED=5")
-	for i, want := range []string{"=9/5 GPU-absent=-/-\n", "=-/5 GPU-absent=-/-\n", "=-/5 GPU-absent=-/-\n"} {
-		if line, _ := s.next(); line != "v1 "+fakeUUID(0)+want {
+		"FAKE_NVML_SAMPLE_MODE=unsupported", "FAKE_NVML_SAMPLE_OK=1", "FAKE_NVML_UTIL=9", "FAKE_NVML_USED=5", "FAKE_NVML_ENERGY=unsupported")
+	for i, want := range []string{"=9/5/- GPU-absent=-/-/-\n", "=-/5/- GPU-absent=-/-/-\n", "=-/5/- GPU-absent=-/-/-\n"} {
+		if line, _ := s.next(); line != "v2 "+fakeUUID(0)+want {
 			t.Errorf("line %d %q, want the UUID and %q", i, line, want)
 		}
 	}
 	s.end()
 	errs := s.stderr.String()
-	if strings.Count(errs, "Not Supported") != 1 || !strings.Contains(errs, "GPU-absent: no GPU with this UUID") {
+	if strings.Count(errs, "nvmlDeviceGetUtilizationRates: Not Supported") != 1 || strings.Count(errs, "nvmlDeviceGetTotalEnergyConsumption: Not Supported") != 1 ||
+		!strings.Contains(errs, "GPU-absent: no GPU with this UUID") {
 		t.Errorf("stderr, want each failure once:\n%s", errs)
 	}
 }
@@ -304,13 +309,22 @@ func (r *samplerRun) String() string {
 	return r.logs.String()
 }
 
+// devicesOf is whole GPUs of the UUIDs, each of share 1.
+func devicesOf(uuids []string) []gpu.Device {
+	var out []gpu.Device
+	for _, u := range uuids {
+		out = append(out, gpu.Device{UUID: u, Share: 1})
+	}
+	return out
+}
+
 func startSampler(t *testing.T, uuids []string, env ...string) (*gpu.Sampler, *samplerRun) {
 	t.Helper()
 	run := &samplerRun{}
 	s := gpu.StartSampler(context.Background(), gpu.SamplerOptions{
 		Probe:    bin.probe,
 		Interval: 200 * time.Millisecond,
-		UUIDs:    uuids,
+		GPUs:     devicesOf(uuids),
 		Environ:  append([]string{"LD_LIBRARY_PATH=" + fakeNVMLDir(t), "LD_BIND_NOW=1"}, env...),
 		Logger:   slog.New(slog.NewJSONHandler(run, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -345,6 +359,7 @@ func TestGPUSamplerHungDriver(t *testing.T) {
 	// sampler is killed three intervals later, and the five count.
 	// Utilisation 0, 20, 40, 100, 100: mean 260/5 = 52; nearest rank
 	// ceil(0.95·5) = 5 → 100; idle 1/5. Used memory 1, 5, 3, 1, 5: peak 5.
+	// Energy: the fake's default counter, 100 J a reading: 4 × 100 J.
 	s, run := startSampler(t, []string{fakeUUID(0)}, "FAKE_NVML_SAMPLE_MODE=hang", "FAKE_NVML_SAMPLE_OK=5",
 		"FAKE_NVML_UTIL=0,20,40,100,100", "FAKE_NVML_USED=1,5,3")
 	w := waitLog(t, run, "WARN", "sent nothing for three intervals")
@@ -356,7 +371,7 @@ func TestGPUSamplerHungDriver(t *testing.T) {
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the hung sampler %d still exists (%v)", pid, err)
 	}
-	want := `[{"uuid":"` + fakeUUID(0) + `","samples":5,"util_mean":52,"util_p95":100,"memory_used_peak_bytes":5,"idle_share":0.2}]`
+	want := `[{"uuid":"` + fakeUUID(0) + `","share":1,"samples":5,"util_mean":52,"util_p95":100,"memory_used_peak_bytes":5,"idle_share":0.2,"energy_joules":400,"energy_estimated":false}]`
 	if got := summariesJSON(t, s.Stop()); got != want {
 		t.Errorf("summaries %s\nwant       %s", got, want)
 	}
@@ -370,8 +385,8 @@ func TestGPUSamplerCrashingDriver(t *testing.T) {
 	if w["signal"] != "SIGSEGV" || w["lines"] != 3.0 {
 		t.Errorf("crash record %v", w)
 	}
-	// Each GPU: 10, 0, 50: mean 20, p95 50, idle 1/3.
-	one := `"samples":3,"util_mean":20,"util_p95":50,"memory_used_peak_bytes":7,"idle_share":0.3333333333333333}`
+	// Each GPU: 10, 0, 50: mean 20, p95 50, idle 1/3; energy 2 × 100 J.
+	one := `"share":1,"samples":3,"util_mean":20,"util_p95":50,"memory_used_peak_bytes":7,"idle_share":0.3333333333333333,"energy_joules":200,"energy_estimated":false}`
 	want := `[{"uuid":"` + fakeUUID(0) + `",` + one + `,{"uuid":"` + fakeUUID(1) + `",` + one + `]`
 	if got := summariesJSON(t, s.Stop()); got != want {
 		t.Errorf("summaries %s\nwant       %s", got, want)

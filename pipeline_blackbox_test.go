@@ -230,6 +230,20 @@ paddle_task_start_time_seconds{task_id="new-task"} %s
 		}
 	}
 
+	// A fraction of a GPU (PADDLE_GPU_SHARE below 1) is a shared GPU, even
+	// with PADDLE_GPU_SHARED=0.
+	quarter := pipeTextfileTask(t, dir, 1, "quarter-task")
+	quarter.Setenv("PADDLE_GPU_SHARE", "0.25")
+	quarter.Setenv("PADDLE_GPU_SHARED", "0")
+	if r := quarter.Run(); r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	for _, id := range []string{"new-task", "shared-task", "quarter-task"} {
+		if _, err := os.Stat(filepath.Join(dir, "paddle-task-"+id+".prom")); err != nil {
+			t.Errorf("with PADDLE_GPU_SHARE=0.25: %v", err)
+		}
+	}
+
 	// A CPU task in exec mode writes nothing: nothing would remove it.
 	cpu := pipeTextfileTask(t, dir, 0, "cpu-task")
 	if r := cpu.Run(); r.Code != 0 {

@@ -865,3 +865,71 @@ func otherCADER(t *testing.T) []byte {
 	}
 	return der
 }
+
+// PADDLE_SUBMIT_TIME becomes the registration's submit_time in Unix
+// seconds, from Unix seconds or RFC 3339; a value that is neither, or one
+// after the start, is dropped like a bad label in warn mode (one warning,
+// invalid_labels=submit_time, no submit_time sent) and refuses the start in
+// enforce mode (exit 65, nothing sent).
+func TestRegisterSubmitTime(t *testing.T) {
+	tests := []struct {
+		name, value, mode string
+		want              any // the body's submit_time; nil: absent
+		code              int
+	}{
+		{"Unix seconds", "1732946400", "", 1732946400.0, 0},
+		{"RFC 3339 (Argo's workflow.creationTimestamp)", "2024-11-30T06:00:00Z", "", 1732946400.0, 0},
+		{"RFC 3339 with an offset and a fraction", "2024-11-30T14:00:00.5+08:00", "", 1732946400.0, 0},
+		{"not a time, warn", "yesterday", "", nil, 0},
+		{"after the start, warn", "4102444800", "", nil, 0},
+		{"not a time, enforce", "yesterday", "enforce", nil, 65},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newRegMonitor(t, "200")
+			k := regTask(t, m.URL, 5*time.Second)
+			k.Setenv("PADDLE_SUBMIT_TIME", tt.value)
+			if tt.mode != "" {
+				k.Setenv("PADDLE_LABELS_MODE", tt.mode)
+			}
+			r := k.Run()
+			if r.Code != tt.code {
+				t.Fatalf("exit %d, want %d\n%s", r.Code, tt.code, r.Stderr)
+			}
+			reqs := m.Requests()
+			if tt.code != 0 {
+				if len(reqs) != 0 || !strings.Contains(r.Stderr, "PADDLE_SUBMIT_TIME") {
+					t.Errorf("enforce: %d requests sent; stderr:\n%s", len(reqs), r.Stderr)
+				}
+				return
+			}
+			if len(reqs) != 1 {
+				t.Fatalf("monitor received %d requests, want 1", len(reqs))
+			}
+			var body map[string]any
+			if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			got, sent := body["submit_time"]
+			labels := labelMap(t, k.LabelsFile())
+			if _, inFile := labels["submit_time"]; inFile {
+				t.Error("submit_time written to the labels file")
+			}
+			if tt.want == nil {
+				if sent {
+					t.Errorf("submit_time %v sent for %q", got, tt.value)
+				}
+				if labels["invalid_labels"] != "submit_time" || fmt.Sprint(body["invalid_labels"]) != "[submit_time]" {
+					t.Errorf("invalid_labels: file %q, body %v", labels["invalid_labels"], body["invalid_labels"])
+				}
+				if n := strings.Count(r.Stderr, "var=PADDLE_SUBMIT_TIME "); n != 1 {
+					t.Errorf("%d warnings name PADDLE_SUBMIT_TIME, want 1:\n%s", n, r.Stderr)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Errorf("submit_time %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+}

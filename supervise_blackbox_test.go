@@ -642,7 +642,7 @@ func TestSuperviseCompletion(t *testing.T) {
 		t.Errorf("end_time %d outside the run", end)
 	}
 	gpus, _ := json.Marshal(body["gpus"])
-	want := fmt.Sprintf(`[{"idle_share":null,"memory_used_peak_bytes":null,"samples":0,"util_mean":null,"util_p95":null,"uuid":%q},{"idle_share":null,"memory_used_peak_bytes":null,"samples":0,"util_mean":null,"util_p95":null,"uuid":%q}]`, fakeUUID(0), fakeUUID(1))
+	want := fmt.Sprintf(`[{"energy_estimated":false,"energy_joules":null,"idle_share":null,"memory_used_peak_bytes":null,"samples":0,"share":1,"util_mean":null,"util_p95":null,"uuid":%q},{"energy_estimated":false,"energy_joules":null,"idle_share":null,"memory_used_peak_bytes":null,"samples":0,"share":1,"util_mean":null,"util_p95":null,"uuid":%q}]`, fakeUUID(0), fakeUUID(1))
 	if string(gpus) != want {
 		t.Errorf("gpus %s\nwant %s", gpus, want)
 	}

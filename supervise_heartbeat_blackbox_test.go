@@ -230,3 +230,54 @@ func TestSuperviseHeartbeatToHangingMonitor(t *testing.T) {
 		t.Errorf("%d completions, want 1", n)
 	}
 }
+
+func TestSuperviseHeartbeatMIG(t *testing.T) {
+	// GPU 0 cut into three MIG instances (no NVML utilisation there), GPU 1
+	// whole at 0, 50, 0, ...: each instance is its own entry with its
+	// parent's uuid and its mig_uuid, without samples; GPU 1 has no
+	// mig_uuid and the interval's mean.
+	m := newSupMonitor(t)
+	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 1.2")
+	k.Setenv("PADDLE_ENTRYPOINT_MODE", "supervise")
+	k.Setenv("PADDLE_MONITOR_URL", m.URL)
+	k.Setenv("PADDLE_GPU_SAMPLE", "50ms")
+	k.Setenv("PADDLE_HEARTBEAT", "300ms")
+	k.Setenv("FAKE_NVML_MIG_0", h200MIG)
+	k.Setenv("FAKE_NVML_MIG_1", "off")
+	k.Setenv("FAKE_NVML_UTIL_1", "0,50")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	hbs := heartbeats(t, m)
+	if len(hbs) < 2 {
+		t.Fatalf("%d heartbeats", len(hbs))
+	}
+	from := 0
+	for i, h := range hbs {
+		var entries []json.RawMessage
+		json.Unmarshal([]byte(h.rawGPUs), &entries)
+		if len(entries) != 4 {
+			t.Fatalf("heartbeat %d gpus %s, want 3 MIG instances and GPU 1", i, h.rawGPUs)
+		}
+		for j, gi := range []int{7, 8, 2} {
+			want := fmt.Sprintf(`{"uuid":%q,"mig_uuid":%q,"samples":0,"util_mean":null}`, fakeUUID(0), migUUID(0, gi, 0))
+			if string(entries[j]) != want {
+				t.Errorf("heartbeat %d entry %d %s\nwant %s", i, j, entries[j], want)
+			}
+		}
+		g := h.GPUs[3]
+		if g.UUID != fakeUUID(1) || g.MIGUUID != nil {
+			t.Errorf("heartbeat %d: whole GPU entry %s", i, entries[3])
+		}
+		if g.Samples == 0 {
+			continue
+		}
+		if want := cycleMean([]float64{0, 50}, from, g.Samples); g.UtilMean == nil || math.Abs(*g.UtilMean-want) > 1e-9 {
+			t.Errorf("heartbeat %d: %d samples from the %d-th, util_mean %v, want %v", i, g.Samples, from, g.UtilMean, want)
+		}
+		from += g.Samples
+	}
+	if from == 0 {
+		t.Error("no heartbeat carried a sample of GPU 1")
+	}
+}

@@ -40,7 +40,7 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervis
 	}
 	rep := &taskReport{cfg: cfg, set: set, inv: inv, finish: finish, log: log,
 		sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: probePath(cfg),
-			UUIDs: inv.UUIDs(), Environ: cmd.Env, Logger: log, Children: reaper}}
+			GPUs: inv.Devices, Environ: cmd.Env, Logger: log, Children: reaper}}
 	t := supervise.Task{Command: cmd, Signals: fwd, EndBudget: cfg.CompleteBudget, Log: log,
 		OnStart: rep, OnBeat: rep, OnEnd: rep}
 	if cfg.MonitorURL != "" {
@@ -86,7 +86,7 @@ func (r *taskReport) Started(time.Time) {
 		// Its own context: Finish ends it, within the completion budget.
 		r.reg = r.registrar.RegisterAlongside(context.Background(), r.set.TaskID, register.Body(r.set, r.inv), r.drain)
 	}
-	if r.sampling.Interval > 0 && len(r.sampling.UUIDs) > 0 {
+	if r.sampling.Interval > 0 && len(r.inv.UUIDs()) > 0 {
 		// Stopped by Ended.
 		r.smp = gpu.StartSampler(context.Background(), r.sampling)
 	}
@@ -122,7 +122,7 @@ func (r *taskReport) Ended(ctx context.Context, e supervise.End) int {
 		r.finish(ctx, e.Code, &register.Completion{})
 		return e.Code
 	}
-	comp := completion(r.set, e)
+	comp := completion(r.set, r.inv, e)
 	if r.smp != nil {
 		comp.GPUs = r.smp.Stop()
 	}
@@ -166,9 +166,9 @@ func (r *taskReport) drain(ctx context.Context) bool {
 	return regs.Delivered+regs.Dead == drainBatch || comps.Delivered+comps.Dead == drainBatch
 }
 
-// completion is the completion body of a command that ended as e; the GPUs
-// have no samples yet.
-func completion(set *labels.Set, e supervise.End) register.Completion {
+// completion is the completion body of a command that ended as e on the
+// GPUs of inv; the GPUs have no samples yet.
+func completion(set *labels.Set, inv gpu.Inventory, e supervise.End) register.Completion {
 	dur := e.Duration().Seconds()
 	c := register.Completion{
 		TaskID:          set.TaskID,
@@ -178,11 +178,24 @@ func completion(set *labels.Set, e supervise.End) register.Completion {
 		ExitCode:        e.Code,
 		Signal:          e.Signal,
 		GPUCount:        set.GPUCount,
-		GPUSeconds:      float64(set.GPUCount) * dur,
 	}
-	for _, u := range set.GPUUUIDs {
-		c.GPUs = append(c.GPUs, gpu.GPUSummary{UUID: u})
+	// gpu_seconds: Σ share × duration over the task's GPUs, those counted
+	// from device nodes (no key, no entry in gpus) included.
+	shares := 0.0
+	for _, d := range inv.Devices {
+		share := d.Share
+		if share <= 0 || share > 1 {
+			share = 1
+		}
+		shares += share
+		if d.Key() != "" {
+			c.GPUs = append(c.GPUs, gpu.SummaryOf(d))
+		}
 	}
+	if extra := set.GPUCount - len(inv.Devices); extra > 0 {
+		shares += float64(extra)
+	}
+	c.GPUSeconds = shares * dur
 	return c
 }
 

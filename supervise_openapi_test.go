@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -30,9 +31,13 @@ func TestSuperviseBodiesMatchOpenAPI(t *testing.T) {
 	}
 	m := newSupMonitor(t)
 	// Killed by SIGTERM: signal in the completion, no gate (not gated).
-	run := func(script string, want int) {
+	run := func(script string, want int, env ...string) {
 		t.Helper()
 		k := gpuTask(t, 2, "/bin/sh", "-c", script)
+		for _, e := range env {
+			key, value, _ := strings.Cut(e, "=")
+			k.Setenv(key, value)
+		}
 		metrics := filepath.Join(k.Dir, "metrics.json")
 		os.WriteFile(metrics, []byte(`{"accuracy":0.99}`), 0o644)
 		k.Setenv("PADDLE_ENTRYPOINT_MODE", "supervise")
@@ -46,9 +51,11 @@ func TestSuperviseBodiesMatchOpenAPI(t *testing.T) {
 			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 		}
 	}
-	run("sleep 0.6; kill -TERM $$", 143)
+	// GPU 0 in MIG mode: MIG entries, shares and energy (estimated) beside
+	// a whole GPU.
+	run("sleep 0.6; kill -TERM $$", 143, "FAKE_NVML_MIG_0="+h200MIG)
 	// Exit 0: the gate's verdict and metrics in the completion.
-	run("sleep 0.3", 0)
+	run("sleep 0.3", 0, "PADDLE_GPU_SHARE=0.5")
 	seen := map[string]int{}
 	for i, rq := range m.requests("") {
 		path := m.pathsNow()[i]
@@ -90,6 +97,7 @@ func TestSuperviseHeartbeatMatchesOpenAPI(t *testing.T) {
 	k.Setenv("PADDLE_GPU_SAMPLE", "50ms")
 	k.Setenv("PADDLE_HEARTBEAT", "200ms")
 	k.Setenv("FAKE_NVML_UTIL", "0,35,90")
+	k.Setenv("FAKE_NVML_MIG_0", h200MIG) // entries with mig_uuid too
 	if r := k.Run(); r.Code != 0 {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -112,8 +120,8 @@ func TestSuperviseHeartbeatMatchesOpenAPI(t *testing.T) {
 		}
 		var body map[string]any
 		json.Unmarshal(rq.Body, &body)
-		if _, ok := body["gpus"]; !ok {
-			t.Errorf("heartbeat without gpus: %s", rq.Body)
+		if !strings.Contains(string(rq.Body), `"mig_uuid":"MIG-`) || !strings.Contains(string(rq.Body), `{"uuid":"`+fakeUUID(1)+`","samples":`) {
+			t.Errorf("heartbeat without MIG and whole-GPU entries: %s", rq.Body)
 		}
 		undocumented(t, "Heartbeat", schema, body)
 	}

@@ -47,10 +47,11 @@ type Config struct {
 	LogFormat       string // "text" or "json"
 
 	// Task identity exports and the quality gate (docs/pipelines.md).
-	OTel        bool   // merge OTEL_RESOURCE_ATTRIBUTES
-	TextfileDir string // "" when off
-	GPUShared   bool
-	Gate        string // the expression as given; "" when none
+	OTel        bool    // merge OTEL_RESOURCE_ATTRIBUTES
+	TextfileDir string  // "" when off
+	GPUShared   bool    // PADDLE_GPU_SHARED, or implied by GPUShare < 1
+	GPUShare    float64 // PADDLE_GPU_SHARE: each whole GPU's share, in (0, 1]
+	Gate        string  // the expression as given; "" when none
 	GateFile    string
 	GateExit    int
 
@@ -110,7 +111,7 @@ var settings = []setting{
 		func(c *Config, s string) error { return duration(&c.OutageHold, s) }},
 	{"gpu-timeout", "PADDLE_GPU_TIMEOUT", DefaultGPUTimeout.String(), "time allowed for the GPU probe",
 		func(c *Config, s string) error { return duration(&c.GPUTimeout, s) }},
-	exportSettings[0], exportSettings[1], exportSettings[2], exportSettings[3], exportSettings[4], exportSettings[5],
+	exportSettings[0], exportSettings[1], exportSettings[2], exportSettings[3], exportSettings[4], exportSettings[5], exportSettings[6],
 	{"gpu-probe", "PADDLE_ENTRYPOINT_GPU_PROBE", "", "GPU probe executable (default: paddle-gpu-probe beside this one)",
 		func(c *Config, s string) error { c.GPUProbe = s; return nil }},
 	{"spool-path", "PADDLE_SPOOL_PATH", "", "spool file, or off (default " + DefaultSpoolDir + "/spool-<uid>.db)",
@@ -144,7 +145,8 @@ func (v *value) Type() string       { return v.kind }
 // kind names what a setting accepts, found by asking its own parser (so a
 // setting added to the table needs no second declaration): "on|off" when
 // it takes on and off (a switch, which takes 1 and 0 too), "duration" when
-// it takes 1s but not 1, "int" when it takes 1 but not 1s, else "string".
+// it takes 1s but not 1, "number" when it takes 1 and 0.5 but not 1s, "int"
+// when it takes 1 but not 1s or 0.5, else "string".
 func (s setting) kind() string {
 	var c Config
 	if s.parse(&c, "on") == nil && s.parse(&c, "off") == nil && s.parse(&c, "maybe") != nil {
@@ -154,6 +156,8 @@ func (s setting) kind() string {
 	switch {
 	case dur && !num:
 		return "duration"
+	case num && !dur && s.parse(&c, "0.5") == nil:
+		return "number"
 	case num && !dur:
 		return "int"
 	}
@@ -217,6 +221,10 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 	}
 	if err := superviseFlagWins(&c, flags); err != nil {
 		return c, err
+	}
+	if c.GPUShare < 1 {
+		// A fraction of a GPU is a shared GPU, whatever PADDLE_GPU_SHARED says.
+		c.GPUShared = true
 	}
 	c.SpoolNodeMax, c.SpoolNodeMaxAge = DefaultSpoolMax, DefaultSpoolMaxAge
 	// A monitor URL that can never work is the caller's mistake when given

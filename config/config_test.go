@@ -74,6 +74,13 @@ func TestMalformedEnvironmentFallsBack(t *testing.T) {
 		{"PADDLE_LABELS_MODE=strict", func(c Config) bool { return c.LabelsMode == "warn" }},
 		{"PADDLE_ENTRYPOINT_LOG=loud", func(c Config) bool { return c.LogLevel == slog.LevelInfo }},
 		{"PADDLE_ENTRYPOINT_LOG_FORMAT=xml", func(c Config) bool { return c.LogFormat == "text" }},
+		{"PADDLE_GPU_SHARE=0", func(c Config) bool { return c.GPUShare == 1 && !c.GPUShared }},
+		{"PADDLE_GPU_SHARE=1.5", func(c Config) bool { return c.GPUShare == 1 && !c.GPUShared }},
+		{"PADDLE_GPU_SHARE=-0.25", func(c Config) bool { return c.GPUShare == 1 }},
+		{"PADDLE_GPU_SHARE=quarter", func(c Config) bool { return c.GPUShare == 1 }},
+		{"PADDLE_GPU_SHARE=NaN", func(c Config) bool { return c.GPUShare == 1 }},
+		{"PADDLE_GPU_SHARE=0x1p-2", func(c Config) bool { return c.GPUShare == 1 }},
+		{"PADDLE_GPU_SHARE=25%", func(c Config) bool { return c.GPUShare == 1 }},
 	}
 	for _, tt := range tests {
 		c, err := build(t, nil, tt.env)
@@ -169,5 +176,35 @@ func TestNoSettingTakesPaddlesOwnNames(t *testing.T) {
 			strings.HasPrefix(name, "PADDLE_LABEL_") {
 			t.Errorf("setting %s takes a reserved prefix", name)
 		}
+	}
+}
+
+func TestGPUShare(t *testing.T) {
+	tests := []struct {
+		env    []string
+		share  float64
+		shared bool
+	}{
+		{nil, 1, false},
+		{[]string{"PADDLE_GPU_SHARE=0.25"}, 0.25, true},
+		{[]string{"PADDLE_GPU_SHARE=1"}, 1, false},
+		{[]string{"PADDLE_GPU_SHARE=1.0"}, 1, false},
+		{[]string{"PADDLE_GPU_SHARE=.5"}, 0.5, true},
+		// Below 1 wins over PADDLE_GPU_SHARED=0.
+		{[]string{"PADDLE_GPU_SHARE=0.5", "PADDLE_GPU_SHARED=0"}, 0.5, true},
+		{[]string{"PADDLE_GPU_SHARE=1", "PADDLE_GPU_SHARED=1"}, 1, true},
+	}
+	for _, tt := range tests {
+		c, err := build(t, nil, tt.env...)
+		if err != nil || len(c.Warnings) != 0 || c.GPUShare != tt.share || c.GPUShared != tt.shared {
+			t.Errorf("%v: share %v shared %v (err %v, warnings %q), want %v %v", tt.env, c.GPUShare, c.GPUShared, err, c.Warnings, tt.share, tt.shared)
+		}
+	}
+	c, err := build(t, []string{"--gpu-share", "0.125"})
+	if err != nil || c.GPUShare != 0.125 || !c.GPUShared {
+		t.Errorf("--gpu-share 0.125: %v %v %v", c.GPUShare, c.GPUShared, err)
+	}
+	if _, err := build(t, []string{"--gpu-share", "2"}); err == nil || !strings.Contains(err.Error(), "--gpu-share") {
+		t.Errorf("--gpu-share 2: %v, want a usage error", err)
 	}
 }

@@ -21,6 +21,9 @@ var exportSettings = [...]setting{
 	{flag: "gpu-shared", env: "PADDLE_GPU_SHARED", def: "0",
 		help:  "on: the GPUs are shared (time-slicing, MPS), so another task's textfile claiming them is not stale",
 		parse: func(c *Config, s string) error { return onOff(&c.GPUShared, s) }},
+	{flag: "gpu-share", env: "PADDLE_GPU_SHARE", def: "1",
+		help:  "the fraction (0, 1] of each whole GPU the task holds on a time-sliced or MPS GPU (4 replicas: 0.25); below 1 implies --gpu-shared; MIG instances take slices/total_slices",
+		parse: func(c *Config, s string) error { return gpuShare(&c.GPUShare, s) }},
 	// The gate expression is kept as given: a malformed one is a usage
 	// error even from the environment (main checks it before the command
 	// starts), not a warning.
@@ -44,6 +47,16 @@ func onOff(dst *bool, s string) error {
 	default:
 		return fmt.Errorf("%q is not one of on, off, 1, 0", s)
 	}
+	return nil
+}
+
+// gpuShare reads a share of a GPU: a decimal number in (0, 1].
+func gpuShare(dst *float64, s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || strings.ContainsAny(s, "xXpPnNiI_") || !(f > 0 && f <= 1) {
+		return fmt.Errorf("%q is not a decimal number greater than 0 and at most 1", s)
+	}
+	*dst = f
 	return nil
 }
 

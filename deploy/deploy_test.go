@@ -46,13 +46,15 @@ func TestPromtoolCheckRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "SUCCESS: 8 rules found") {
+	if !strings.Contains(string(out), "SUCCESS: 15 rules found") {
 		t.Fatalf("promtool check rules: unexpected output:\n%s", out)
 	}
 }
 
 // The unit tests of the rules: utilisation and GPU-hours by project and
-// owner from DCGM series, two monitor replicas, two tasks claiming one GPU.
+// owner from DCGM series, two monitor replicas, two tasks claiming one GPU;
+// MIG instances (engine activity, joined on UUID and GPU_I_ID), both
+// spellings of dcgm-exporter's host label and a time-sliced GPU.
 func TestPromtoolTestRules(t *testing.T) {
 	cmd := exec.Command(promtool(t), "test", "rules", "paddle-rules.test.yml")
 	cmd.Dir = "prometheus"
@@ -97,6 +99,38 @@ func TestPromtoolRulesNeedTheReduction(t *testing.T) {
 	}
 }
 
+// The same for the queue wait: joined with the raw paddle_task_info, two
+// monitor replicas serving one task make the join fail, so the unit test
+// of the pod-UID reduction proves something.
+func TestPromtoolQueueWaitNeedsTheReduction(t *testing.T) {
+	tool := promtool(t)
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("prometheus/paddle-rules.test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	naive := strings.Replace(string(rules), "            k8s_pod_uid:paddle_task_info:one\n", "            paddle_task_info\n", 1)
+	if naive == string(rules) {
+		t.Fatal("the join of the info series is not where this test expects it")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "paddle-rules.yml"), []byte(naive), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t.yml"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tool, "test", "rules", "t.yml")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "k8s_pod_uid:paddle_queue_wait_seconds") {
+		t.Fatalf("the naive join passed the queue wait tests (or failed elsewhere):\n%s", out)
+	}
+}
+
 // recorded returns the names the rules file records.
 func recorded(t *testing.T) []string {
 	t.Helper()
@@ -114,8 +148,13 @@ func recorded(t *testing.T) []string {
 	return names
 }
 
-// dcgm are the dcgm-exporter counters the rules and the dashboard read.
-var dcgm = []string{"DCGM_FI_DEV_GPU_UTIL"}
+// kubeStateMetrics are kube-state-metrics' pod series the queue wait rules
+// read (Unix seconds, labelled namespace, pod, uid).
+var kubeStateMetrics = []string{"kube_pod_created", "kube_pod_start_time"}
+
+// dcgm are the dcgm-exporter counters the rules and the dashboard read
+// (MIG instances have no DCGM_FI_DEV_GPU_UTIL: their engine activity).
+var dcgm = []string{"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
 
 // exported are the series that exist without the rules: the names the
 // monitor's task collector describes (the node textfile serves the same
@@ -210,10 +249,10 @@ func TestRulesReadExistingSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := append(recorded(t), exported(t)...)
+	known := append(append(recorded(t), exported(t)...), kubeStateMetrics...)
 	exprs := regexp.MustCompile(`(?s)expr: \|?\n?(.*?)(?:\n\s*\n|\n\s*- record:|\z)`).FindAllStringSubmatch(string(b), -1)
-	if len(exprs) != 8 {
-		t.Fatalf("found %d rule expressions, want 8", len(exprs))
+	if len(exprs) != 15 {
+		t.Fatalf("found %d rule expressions, want 15", len(exprs))
 	}
 	for _, m := range exprs {
 		for _, name := range metricNames(m[1]) {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,6 +146,7 @@ func TestPipelineArgoWorkflow(t *testing.T) {
 		subst := func(s string) string {
 			s = strings.ReplaceAll(s, "{{workflow.name}}", "ocr-nightly-x7k2p")
 			s = strings.ReplaceAll(s, "{{workflow.labels.pipeline}}", wf.Metadata.Labels["pipeline"])
+			s = strings.ReplaceAll(s, "{{workflow.creationTimestamp}}", "2026-11-30T08:00:00Z")
 			for k, v := range params {
 				s = strings.ReplaceAll(s, "{{inputs.parameters."+k+"}}", v)
 			}
@@ -172,9 +174,14 @@ func TestPipelineArgoWorkflow(t *testing.T) {
 		for _, a := range c.Args {
 			subst(a)
 		}
-		set, problems := labels.Parse(environ, labels.Options{Hostname: "h", NewID: func() string { return "id" }})
+		// The step starts an hour after the Workflow was created.
+		set, problems := labels.Parse(environ, labels.Options{Hostname: "h", NewID: func() string { return "id" },
+			Now: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)})
 		if len(problems) != 0 {
 			t.Errorf("task %s: the labels package reports %v", task.Name, problems)
+		}
+		if want := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC).Unix(); set.SubmitTime != want {
+			t.Errorf("task %s: submit time %d, want %d (the Workflow's creation)", task.Name, set.SubmitTime, want)
 		}
 		want := labels.Identity{Pipeline: "ocr-nightly", PipelineRun: "ocr-nightly-x7k2p", Step: task.Name,
 			K8sNamespace: "ml", K8sPod: "ocr-nightly-x7k2p-evaluate-1234567890", K8sNode: "gpu-node-3",

@@ -16,7 +16,9 @@
 //     fields: device nodes are counted instead where they exist (Source
 //     "device-nodes"), and the reason is logged.
 //   - The devices are filtered by CUDA_VISIBLE_DEVICES as CUDA filters them
-//     (see Visible), so the count is what the training will see.
+//     (see Select and Visible), so the count is what the training will see;
+//     a GPU in MIG mode is never counted whole, only as its MIG instances.
+//   - Every device carries its share of the physical GPU, in (0, 1].
 package gpu
 
 import (
@@ -39,10 +41,46 @@ type Device struct {
 	// Index is NVML's index inside the container (indices are renumbered
 	// per container; use the UUID to join with node-level metrics). For a
 	// device counted from its device node, the node's rank by minor number.
-	Index            int    `json:"index"`
-	UUID             string `json:"uuid"` // "GPU-...", "" when unknown
-	Name             string `json:"name"` // e.g. "NVIDIA A100-SXM4-80GB"
+	Index int    `json:"index"`
+	UUID  string `json:"uuid"` // "GPU-...", "" when unknown
+	Name  string `json:"name"` // e.g. "NVIDIA A100-SXM4-80GB"
+	// MemoryTotalBytes is the GPU's memory, or a MIG instance's own.
 	MemoryTotalBytes uint64 `json:"memory_total_bytes"`
+	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
+	// slices / total_slices for a MIG instance, PADDLE_GPU_SHARE (default 1)
+	// for a whole GPU. The probe leaves it 0 (and out of its report);
+	// Probe.Wait sets it.
+	Share float64 `json:"share,omitempty"`
+	// MIG is set when the entry is a MIG instance: Index, UUID and Name
+	// are then its parent GPU's (dcgm-exporter labels MIG series with the
+	// parent's UUID), MemoryTotalBytes the instance's.
+	MIG *MIG `json:"mig,omitempty"`
+}
+
+// MIG describes a MIG instance (a MIG device: one compute instance of one
+// GPU instance).
+type MIG struct {
+	UUID              string `json:"uuid"` // "MIG-..."
+	GPUInstanceID     int    `json:"gpu_instance_id"`
+	ComputeInstanceID int    `json:"compute_instance_id"`
+	// Profile is the GPU instance profile as nvidia-smi and dcgm-exporter's
+	// GPU_I_PROFILE spell it, "1g.18gb" (see Profile).
+	Profile string `json:"profile"`
+	// Slices is the GPU instance's slice count (NVML's
+	// gpuInstanceSliceCount); TotalSlices the parent's number of GPU
+	// instance slices (7 on A100/H100/H200), which NVML reports as the
+	// parent's maximum MIG device count.
+	Slices      int `json:"slices"`
+	TotalSlices int `json:"total_slices"`
+}
+
+// Key is what names the entry in the sampler's lines and the labels file's
+// gpu_uuids: the MIG UUID of a MIG instance, else the GPU's UUID.
+func (d Device) Key() string {
+	if d.MIG != nil {
+		return d.MIG.UUID
+	}
+	return d.UUID
 }
 
 // Inventory is what the training will see.
@@ -51,6 +89,10 @@ type Inventory struct {
 	DriverVersion string // "" when unknown
 	// Source says where the count came from: "nvml", "device-nodes" or "none".
 	Source string
+
+	// What the probe reported of MIG, until filter has used it.
+	mig   []Device
+	migOn map[int]bool
 }
 
 // Sources of an Inventory.
@@ -60,12 +102,13 @@ const (
 	SourceNone        = "none"
 )
 
-// UUIDs returns the devices' UUIDs in order, leaving out empty ones.
+// UUIDs returns the devices' keys in order (a MIG instance's MIG UUID, a
+// GPU's UUID), leaving out empty ones.
 func (inv Inventory) UUIDs() []string {
 	var out []string
 	for _, d := range inv.Devices {
-		if d.UUID != "" {
-			out = append(out, d.UUID)
+		if k := d.Key(); k != "" {
+			out = append(out, k)
 		}
 	}
 	return out
@@ -79,11 +122,15 @@ type Options struct {
 	// Timeout bounds the probe (PADDLE_GPU_TIMEOUT). 0 means NVML is not
 	// asked at all; device nodes are still counted.
 	Timeout time.Duration
-	// Environ is the task's environment: CUDA_VISIBLE_DEVICES filters the
-	// devices, LD_LIBRARY_PATH is searched for the library, and the probe
-	// runs with it, less LD_BIND_NOW.
+	// Environ is the task's environment: CUDA_VISIBLE_DEVICES (and the MIG
+	// UUIDs of NVIDIA_VISIBLE_DEVICES) filter the devices, LD_LIBRARY_PATH
+	// is searched for the library, and the probe runs with it, less
+	// LD_BIND_NOW.
 	Environ []string
-	Logger  *slog.Logger
+	// Share is the share of each whole GPU (PADDLE_GPU_SHARE, already
+	// checked to be in (0, 1]); 0 means 1. MIG instances ignore it.
+	Share  float64
+	Logger *slog.Logger
 	// Root is where device nodes (Root/dev/nvidia<N>), the loader cache and
 	// the standard library directories are looked for; "" means "/".
 	// LD_LIBRARY_PATH is not under Root. A test hook: tests cannot create
@@ -341,6 +388,7 @@ func (p *Probe) conclude(o outcome) Inventory {
 			"nodes", strings.Join(o.nodes, ","))
 	}
 	p.filter(&inv)
+	p.share(&inv)
 	log.Debug("GPUs", "source", inv.Source, "count", len(inv.Devices),
 		"uuids", strings.Join(inv.UUIDs(), ","), "driver", inv.DriverVersion,
 		"probe_time", o.probeRan, "since_start", time.Since(p.start))
@@ -357,6 +405,10 @@ func (p *Probe) concludeReport(o outcome, inv *Inventory) (fallback bool) {
 	inv.DriverVersion = r.DriverVersion
 	if r.Error == nil {
 		inv.Source, inv.Devices = SourceNVML, r.Devices
+		inv.mig, inv.migOn = r.MIGDevices, map[int]bool{}
+		for _, i := range r.MIGEnabled {
+			inv.migOn[i] = true
+		}
 		return false
 	}
 	attrs := []any{"call", r.Error.Call, "code", r.Error.Code, "message", r.Error.Message}
@@ -373,22 +425,53 @@ func (p *Probe) concludeReport(o outcome, inv *Inventory) (fallback bool) {
 	return true
 }
 
-// filter applies CUDA_VISIBLE_DEVICES to inv.
+// filter applies CUDA_VISIBLE_DEVICES to inv and puts the MIG instances
+// in place of the GPUs whose MIG mode is on (see Select).
 func (p *Probe) filter(inv *Inventory) {
 	value, set := lookupEnvOK(p.opt.Environ, "CUDA_VISIBLE_DEVICES")
-	if !set || len(inv.Devices) == 0 {
+	defer func() { inv.mig, inv.migOn = nil, nil }()
+	if len(inv.Devices) == 0 {
 		return
 	}
-	if inv.Source == SourceDeviceNodes && mentionsUUID(value) {
-		p.log.Warn("CUDA_VISIBLE_DEVICES names GPUs by UUID, which device nodes do not carry; every node is counted",
-			"CUDA_VISIBLE_DEVICES", value)
+	if inv.Source == SourceDeviceNodes {
+		if !set {
+			return
+		}
+		if mentionsUUID(value) {
+			p.log.Warn("CUDA_VISIBLE_DEVICES names GPUs by UUID, which device nodes do not carry; every node is counted",
+				"CUDA_VISIBLE_DEVICES", value)
+			return
+		}
+		visible, err := Visible(inv.Devices, value)
+		if err != nil {
+			p.log.Warn("CUDA_VISIBLE_DEVICES names a device that does not exist", "err", err)
+		}
+		inv.Devices = visible
 		return
 	}
-	visible, err := Visible(inv.Devices, value)
+	nvidia := lookupEnv(p.opt.Environ, "NVIDIA_VISIBLE_DEVICES")
+	visible, missing, err := Select(inv.Devices, inv.mig, inv.migOn, value, set, nvidia)
 	if err != nil {
 		p.log.Warn("CUDA_VISIBLE_DEVICES names a device that does not exist", "err", err)
 	}
+	for _, m := range missing {
+		p.log.Warn("NVIDIA_VISIBLE_DEVICES names a MIG device that NVML does not list; it is not counted",
+			"NVIDIA_VISIBLE_DEVICES", nvidia, "mig_uuid", m)
+	}
 	inv.Devices = visible
+}
+
+// share sets each device's share: slices / total_slices for a MIG
+// instance, Options.Share (PADDLE_GPU_SHARE) for a whole GPU, device nodes
+// included.
+func (p *Probe) share(inv *Inventory) {
+	whole := p.opt.Share
+	if whole <= 0 || whole > 1 {
+		whole = 1
+	}
+	for i := range inv.Devices {
+		inv.Devices[i].Share = ShareOf(inv.Devices[i], whole)
+	}
 }
 
 // probeEnv is the task's environment less LD_BIND_NOW: bound eagerly, the

@@ -156,6 +156,9 @@ func TestProbeAnswers(t *testing.T) {
 	f := newFixture(t).library().answer(twoA100s())
 	inv, _ := f.wait(context.Background())
 	want := twoA100s()
+	for i := range want.Devices {
+		want.Devices[i].Share = 1 // PADDLE_GPU_SHARE's default
+	}
 	if inv.Source != SourceNVML || inv.DriverVersion != want.DriverVersion || !slices.Equal(inv.Devices, want.Devices) {
 		t.Errorf("inventory = %+v, want NVML's %+v", inv, want)
 	}
@@ -412,5 +415,146 @@ func TestProbeNodesAndCUDAVisibleDevices(t *testing.T) {
 				t.Errorf("CUDA_VISIBLE_DEVICES warning = %v, want %v:\n%s", got, tt.warn, f.logs.buf.String())
 			}
 		})
+	}
+}
+
+// migReport is an H200 with MIG mode on (instances 1g.18gb, 1g.18gb,
+// 3g.71gb) beside a whole H200, as the probe reports them.
+func migReport() Report {
+	parent0 := Device{Index: 0, UUID: "GPU-00000000-0000-4000-8000-000000000000", Name: "NVIDIA H200", MemoryTotalBytes: 150 << 30}
+	parent1 := Device{Index: 1, UUID: "GPU-11111111-0000-4000-8000-000000000001", Name: "NVIDIA H200", MemoryTotalBytes: 150 << 30}
+	inst := func(uuid string, gi, slices int, profile string, mem uint64) Device {
+		d := parent0
+		d.MemoryTotalBytes = mem
+		d.MIG = &MIG{UUID: uuid, GPUInstanceID: gi, ComputeInstanceID: 0, Profile: profile, Slices: slices, TotalSlices: 7}
+		return d
+	}
+	return Report{
+		Devices:    []Device{parent0, parent1},
+		MIGEnabled: []int{0},
+		MIGDevices: []Device{
+			inst("MIG-aaaaaaaa-0000-4000-8000-000000000007", 7, 1, "1g.18gb", 18<<30),
+			inst("MIG-bbbbbbbb-0000-4000-8000-000000000008", 8, 1, "1g.18gb", 18<<30),
+			inst("MIG-cccccccc-0000-4000-8000-000000000002", 2, 3, "3g.71gb", 71<<30),
+		},
+		DriverVersion: "560.35.03",
+	}
+}
+
+// keysAndShares is the devices' keys and shares, "key@share" each.
+func keysAndShares(ds []Device) string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%s@%.4g", d.Key(), d.Share))
+	}
+	return strings.Join(out, ",")
+}
+
+func TestProbeMIG(t *testing.T) {
+	const (
+		a, b, c = "MIG-aaaaaaaa-0000-4000-8000-000000000007", "MIG-bbbbbbbb-0000-4000-8000-000000000008", "MIG-cccccccc-0000-4000-8000-000000000002"
+		gpu1    = "GPU-11111111-0000-4000-8000-000000000001"
+	)
+	tests := []struct {
+		name string
+		env  []string
+		want string // keys and shares of the task's GPUs
+		warn string // a warning's message part, "" for none
+	}{
+		{"every instance and the whole GPU", nil, a + "@0.1429," + b + "@0.1429," + c + "@0.4286," + gpu1 + "@1", ""},
+		{"CUDA_VISIBLE_DEVICES names one", []string{"CUDA_VISIBLE_DEVICES=" + c}, c + "@0.4286", ""},
+		{"by prefix, in the list's order", []string{"CUDA_VISIBLE_DEVICES=MIG-bbbb,MIG-aaaa"}, b + "@0.1429," + a + "@0.1429", ""},
+		{"the parent's index: its instances", []string{"CUDA_VISIBLE_DEVICES=0"}, a + "@0.1429," + b + "@0.1429," + c + "@0.4286", ""},
+		{"a whole GPU beside an instance", []string{"CUDA_VISIBLE_DEVICES=1," + a}, gpu1 + "@1," + a + "@0.1429", ""},
+		{"an unknown MIG UUID stops the list", []string{"CUDA_VISIBLE_DEVICES=" + a + ",MIG-ffff," + b}, a + "@0.1429", "CUDA_VISIBLE_DEVICES"},
+		{"an ambiguous prefix", []string{"CUDA_VISIBLE_DEVICES=MIG-"}, "", "CUDA_VISIBLE_DEVICES"},
+		{"NVIDIA_VISIBLE_DEVICES names them", []string{"NVIDIA_VISIBLE_DEVICES=" + b + "," + c}, b + "@0.1429," + c + "@0.4286," + gpu1 + "@1", ""},
+		{"NVIDIA_VISIBLE_DEVICES names an absent one", []string{"NVIDIA_VISIBLE_DEVICES=" + b + ",MIG-dddddddd-0000-4000-8000-000000000009"},
+			b + "@0.1429," + gpu1 + "@1", "NVIDIA_VISIBLE_DEVICES names a MIG device"},
+		{"CUDA_VISIBLE_DEVICES wins", []string{"CUDA_VISIBLE_DEVICES=" + a, "NVIDIA_VISIBLE_DEVICES=" + b}, a + "@0.1429", ""},
+		{"NVIDIA_VISIBLE_DEVICES restricts an expanded parent", []string{"CUDA_VISIBLE_DEVICES=0", "NVIDIA_VISIBLE_DEVICES=" + c}, c + "@0.4286", ""},
+		{"PADDLE_GPU_SHARE is for whole GPUs only", []string{"SHARE=0.25"}, a + "@0.1429," + b + "@0.1429," + c + "@0.4286," + gpu1 + "@0.25", ""},
+		{"none", []string{"CUDA_VISIBLE_DEVICES="}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t).library().answer(migReport())
+			for _, e := range tt.env {
+				if share, ok := strings.CutPrefix(e, "SHARE="); ok {
+					fmt.Sscan(share, &f.opt.Share)
+					continue
+				}
+				f.env(e)
+			}
+			inv, _ := f.wait(context.Background())
+			if got := keysAndShares(inv.Devices); got != tt.want {
+				t.Errorf("devices %s\nwant    %s", got, tt.want)
+			}
+			warned := f.logs.find(t, "WARN", "")
+			switch {
+			case tt.warn == "" && warned != nil:
+				t.Errorf("unexpected warning %v", warned)
+			case tt.warn != "" && f.logs.find(t, "WARN", tt.warn) == nil:
+				t.Errorf("no warning saying %q:\n%s", tt.warn, f.logs.buf.String())
+			}
+		})
+	}
+}
+
+func TestProbeMIGEntry(t *testing.T) {
+	// A MIG entry is the parent's index, UUID and name, the instance's
+	// memory, and its MIG fields; the labels' keys are MIG UUIDs.
+	f := newFixture(t).library().answer(migReport()).env("CUDA_VISIBLE_DEVICES=MIG-cccc")
+	inv, _ := f.wait(context.Background())
+	b, _ := json.Marshal(inv.Devices)
+	want := `[{"index":0,"uuid":"GPU-00000000-0000-4000-8000-000000000000","name":"NVIDIA H200","memory_total_bytes":76235669504,"share":0.42857142857142855,` +
+		`"mig":{"uuid":"MIG-cccccccc-0000-4000-8000-000000000002","gpu_instance_id":2,"compute_instance_id":0,"profile":"3g.71gb","slices":3,"total_slices":7}}]`
+	if string(b) != want {
+		t.Errorf("devices %s\nwant    %s", b, want)
+	}
+	if got := strings.Join(inv.UUIDs(), ","); got != "MIG-cccccccc-0000-4000-8000-000000000002" {
+		t.Errorf("UUIDs %s", got)
+	}
+}
+
+func TestProfile(t *testing.T) {
+	// memorySizeMB as NVML reports the instances (nvidia-smi mig -lgip).
+	for _, tt := range []struct {
+		slices int
+		mb     uint64
+		want   string
+	}{
+		{1, 4864, "1g.5gb"},     // A100 40GB: 4.75 GiB
+		{1, 9728, "1g.10gb"},    // A100 80GB: 9.5 GiB
+		{3, 40192, "3g.40gb"},   // A100 80GB: 39.25 GiB, rounded up as nvidia-smi does
+		{7, 81152, "7g.80gb"},   // A100 80GB
+		{1, 16384, "1g.16gb"},   // exactly 16 GiB
+		{1, 17920, "1g.18gb"},   // H200: 17.5 GiB
+		{3, 72192, "3g.71gb"},   // H200: 70.5 GiB
+		{7, 143360, "7g.140gb"}, // exactly 140 GiB
+	} {
+		if got := Profile(tt.slices, tt.mb); got != tt.want {
+			t.Errorf("Profile(%d, %d) = %s, want %s", tt.slices, tt.mb, got, tt.want)
+		}
+	}
+}
+
+func TestShareOf(t *testing.T) {
+	for _, tt := range []struct {
+		d     Device
+		whole float64
+		want  float64
+	}{
+		{Device{}, 1, 1},
+		{Device{}, 0.25, 0.25},
+		{Device{MIG: &MIG{Slices: 1, TotalSlices: 7}}, 0.25, 1.0 / 7},
+		{Device{MIG: &MIG{Slices: 7, TotalSlices: 7}}, 1, 1},
+		{Device{MIG: &MIG{Slices: 2, TotalSlices: 4}}, 1, 0.5}, // A30
+		{Device{MIG: &MIG{}}, 0.5, 1},                          // NVML gave no slice counts
+		{Device{MIG: &MIG{Slices: 8, TotalSlices: 7}}, 1, 1},   // nonsense
+	} {
+		if got := ShareOf(tt.d, tt.whole); got != tt.want {
+			t.Errorf("ShareOf(%+v, %v) = %v, want %v", tt.d.MIG, tt.whole, got, tt.want)
+		}
 	}
 }

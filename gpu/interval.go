@@ -4,7 +4,9 @@ package gpu
 // utilisation readings the sampler streamed since the previous heartbeat.
 // With none, Samples is 0 and UtilMean nil (JSON null).
 type GPUInterval struct {
-	UUID string `json:"uuid"`
+	// UUID is the GPU's, a MIG instance's parent's; MIGUUID the instance's.
+	UUID    string `json:"uuid"`
+	MIGUUID string `json:"mig_uuid,omitempty"`
 	// Samples counts the interval's utilisation readings, so UtilMean is
 	// set exactly when Samples is not 0.
 	Samples int `json:"samples"`
@@ -26,17 +28,20 @@ func (g *intervalStats) add(r Reading) {
 	}
 }
 
-// TakeInterval returns, per UUID in the order given, the readings since
+// TakeInterval returns, per GPU in the order given, the readings since
 // the previous call (or since the sampler started), and starts the next
 // interval. A sample line counts in exactly one interval; a sampler that
 // could not start, or has ended, returns entries without new samples.
 func (s *Sampler) TakeInterval() []GPUInterval {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]GPUInterval, len(s.opt.UUIDs))
-	for i, u := range s.opt.UUIDs {
+	out := make([]GPUInterval, len(s.gpus))
+	for i, d := range s.gpus {
 		g := s.interval[i]
-		out[i] = GPUInterval{UUID: u, Samples: int(g.samples)}
+		out[i] = GPUInterval{UUID: d.UUID, Samples: int(g.samples)}
+		if d.MIG != nil {
+			out[i].MIGUUID = d.MIG.UUID
+		}
 		if g.samples > 0 {
 			mean := float64(g.utilSum) / float64(g.samples)
 			out[i].UtilMean = &mean

@@ -24,7 +24,7 @@ func TestSamplerIntervals(t *testing.T) {
 	body := lines([2]string{"10", "1"}, [2]string{"35", "2"}) +
 		"while [ ! -e '" + gate + "' ]; do sleep 0.01; done\n" +
 		lines([2]string{"90", "3"}, [2]string{"-", "4"}) +
-		"printf 'v1 " + uuid0 + "=0/5 " + uuid1 + "=100/5 " + uuid0 + "=50/5\\n'\n" + // uuid0 named twice: counted once
+		"printf 'v2 " + uuid0 + "=0/5/- " + uuid1 + "=100/5/- " + uuid0 + "=50/5/-\\n'\n" + // uuid0 named twice: counted once
 		"exec cat > /dev/null"
 	f := newSamplerFixture(t, body)
 	s := StartSampler(context.Background(), f.opt)
@@ -54,9 +54,23 @@ func TestSamplerIntervals(t *testing.T) {
 }
 
 func TestSamplerIntervalWithoutSampling(t *testing.T) {
-	s := StartSampler(context.Background(), SamplerOptions{UUIDs: []string{uuid0}}) // no interval: nothing starts
+	s := StartSampler(context.Background(), SamplerOptions{GPUs: []Device{{UUID: uuid0, Share: 1}}}) // no interval: nothing starts
 	want := `[{"uuid":"` + uuid0 + `","samples":0,"util_mean":null}]`
 	if j := intervalJSON(t, s.TakeInterval()); j != want {
 		t.Errorf("interval %s, want %s", j, want)
 	}
+}
+
+func TestSamplerIntervalMIG(t *testing.T) {
+	// A MIG entry of the interval names its parent and its MIG UUID.
+	mig := Device{UUID: uuid0, Share: 1.0 / 7, MIG: &MIG{UUID: mig0, Slices: 1, TotalSlices: 7}}
+	f := newSamplerFixture(t, "printf 'v2 "+mig0+"=-/-/5 "+uuid1+"=20/1/5\\n'\nexec cat > /dev/null")
+	f.opt.GPUs = []Device{mig, {UUID: uuid1, Share: 1}}
+	s := StartSampler(context.Background(), f.opt)
+	waitLines(t, s, 1)
+	want := `[{"uuid":"` + uuid0 + `","mig_uuid":"` + mig0 + `","samples":0,"util_mean":null},{"uuid":"` + uuid1 + `","samples":1,"util_mean":20}]`
+	if j := intervalJSON(t, s.TakeInterval()); j != want {
+		t.Errorf("interval %s\nwant %s", j, want)
+	}
+	s.Stop()
 }

@@ -6,8 +6,17 @@ package gpu
 //
 // A probe that could talk to NVML lists every device NVML enumerates, in
 // NVML's order, unfiltered: CUDA_VISIBLE_DEVICES is applied by the reader.
+//
+// MIG: the GPUs whose current MIG mode is on are listed in Devices like the
+// others (as NVML enumerates them) and named by index in MIGEnabled; their
+// MIG instances are in MIGDevices, parent by parent in NVML's MIG device
+// order, each as the task counts it (the parent's index, UUID and name,
+// the instance's memory and MIG fields). The reader puts them in place of
+// their parent (Select).
 type Report struct {
 	Devices       []Device `json:"devices"`
+	MIGEnabled    []int    `json:"mig_enabled,omitempty"`
+	MIGDevices    []Device `json:"mig_devices,omitempty"`
 	DriverVersion string   `json:"driver_version,omitempty"`
 
 	// Error is set when NVML could not be used at all (the library did not

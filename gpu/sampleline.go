@@ -8,19 +8,25 @@ import (
 )
 
 // The probe's sampling mode (paddle-gpu-probe sample) writes one line per
-// sample on its stdout, in this format, version 1:
+// sample on its stdout, in this format, version 2:
 //
-//	v1 GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00=37/1073741824 GPU-a1b2c301-8f2d-4c1b-9a3e-1c2d3e4f5a01=-/-
+//	v2 GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00=37/1073741824/81234567 MIG-a1b2c300-0700-4b1c-9d2e-0f1a2b3c4d00=-/2097152/81234567
 //
 // the version token, then one field per GPU, separated by single spaces:
-// the GPU's UUID, "=", its utilisation in percent (an integer 0 to 100),
-// "/", its used memory in bytes; either number is "-" when that query failed.
-// Numbers are plain decimal (no sign, no leading zero), a line ends with
-// "\n". Both sides share this code, so the format lives here, on the
-// cgo-free side. A reader drops a line without its "\n" (a probe killed
-// mid-write) and any line that does not parse; a later version changes the
-// first token.
-const sampleVersion = "v1"
+// the GPU's key (its UUID, or a MIG instance's MIG UUID), "=", then its
+// values separated by "/": utilisation in percent (an integer 0 to 100),
+// used memory in bytes, and the total energy counter of the GPU (the
+// parent GPU of a MIG instance) in millijoules since the driver loaded;
+// a value is "-" when that query failed or is not supported. Numbers are
+// plain decimal (no sign, no leading zero), a line ends with "\n".
+//
+// The format grows by values appended to a field: a reader ignores the
+// values after those it knows, so a newer probe's extra values never cost
+// an older reader its line (a value that changes meaning gets a new
+// version token). Both sides share this code, so the format lives here, on the cgo-free
+// side. A reader drops a line without its "\n" (a probe killed mid-write)
+// and any line that does not parse.
+const sampleVersion = "v2"
 
 // Sample is one line of the sampling mode: a reading per GPU.
 type Sample []Reading
@@ -35,6 +41,10 @@ type Reading struct {
 	// MemoryUsed is nvmlDeviceGetMemoryInfo's used bytes; valid when HasMemory.
 	MemoryUsed uint64
 	HasMemory  bool
+	// Energy is nvmlDeviceGetTotalEnergyConsumption of the GPU (a MIG
+	// instance's parent) in millijoules; valid when HasEnergy.
+	Energy    uint64
+	HasEnergy bool
 }
 
 // ErrSampleVersion is a sample line of a version this reader does not know.
@@ -57,13 +67,18 @@ func (s Sample) AppendText(b []byte) []byte {
 			b = append(b, '-')
 		}
 		b = append(b, '/')
-		if r.HasMemory {
-			b = strconv.AppendUint(b, r.MemoryUsed, 10)
-		} else {
-			b = append(b, '-')
-		}
+		b = appendValue(b, r.MemoryUsed, r.HasMemory)
+		b = append(b, '/')
+		b = appendValue(b, r.Energy, r.HasEnergy)
 	}
 	return append(b, '\n')
+}
+
+func appendValue(b []byte, v uint64, ok bool) []byte {
+	if !ok {
+		return append(b, '-')
+	}
+	return strconv.AppendUint(b, v, 10)
 }
 
 // ParseSample reads one line, without its "\n". The error names the field
@@ -100,10 +115,14 @@ func parseReading(f string) (Reading, error) {
 	if err := checkUUID(r.UUID); err != nil {
 		return Reading{}, err
 	}
-	util, mem, ok := strings.Cut(f[eq+1:], "/")
-	if !ok {
+	values := strings.Split(f[eq+1:], "/")
+	switch {
+	case len(values) < 2:
 		return Reading{}, errors.New("no '/' between utilisation and memory")
+	case len(values) < 3:
+		return Reading{}, errors.New("no '/' between memory and energy")
 	}
+	util, mem := values[0], values[1]
 	if util != "-" {
 		n, err := parseDecimal(util, 100)
 		if err != nil {
@@ -118,6 +137,14 @@ func parseReading(f string) (Reading, error) {
 		}
 		r.MemoryUsed, r.HasMemory = n, true
 	}
+	if values[2] != "-" {
+		n, err := parseDecimal(values[2], ^uint64(0))
+		if err != nil {
+			return Reading{}, fmt.Errorf("energy %.24q: %w", values[2], err)
+		}
+		r.Energy, r.HasEnergy = n, true
+	}
+	// Values after these are a newer probe's: ignored.
 	return r, nil
 }
 

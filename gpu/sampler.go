@@ -17,13 +17,14 @@ import (
 // SamplerOptions configure a Sampler.
 type SamplerOptions struct {
 	// Probe is the probe executable, run as "Probe sample --interval
-	// Interval UUID...".
+	// Interval KEY...", a key per GPU (Device.Key: a MIG instance's MIG
+	// UUID, else the GPU's UUID).
 	Probe string
 	// Interval between samples (PADDLE_GPU_SAMPLE); 0 or less: no sampling.
 	Interval time.Duration
-	// UUIDs are the task's GPUs, in the order of the summaries; none: no
-	// sampling.
-	UUIDs []string
+	// GPUs are the task's GPUs (the inventory's devices), in the order of
+	// the summaries; those without a key are left out. None: no sampling.
+	GPUs []Device
 	// Environ is the task's environment; the sampler runs with it, less
 	// LD_BIND_NOW, as the inventory probe does.
 	Environ []string
@@ -44,7 +45,11 @@ type SamplerOptions struct {
 // GPUSummary is how busy one GPU was while the task ran, from the samples.
 // With no sample, Samples is 0 and every pointer nil (JSON null).
 type GPUSummary struct {
-	UUID string `json:"uuid"`
+	// UUID is the GPU's, a MIG instance's parent's; MIGUUID the instance's.
+	UUID    string `json:"uuid"`
+	MIGUUID string `json:"mig_uuid,omitempty"`
+	// Share is the entry's share of the physical GPU (Device.Share).
+	Share float64 `json:"share"`
 	// Samples counts the sample lines that carried a reading of this GPU.
 	Samples int `json:"samples"`
 	// UtilMean is the mean utilisation in percent over the samples that
@@ -59,6 +64,21 @@ type GPUSummary struct {
 	MemoryUsedPeakBytes *uint64 `json:"memory_used_peak_bytes"`
 	// IdleShare is the fraction (0 to 1) of the utilisation samples at 0 %.
 	IdleShare *float64 `json:"idle_share"`
+	// EnergyJoules is what the GPU's total energy counter (a MIG
+	// instance's parent's) rose by between the first and the last sample
+	// that read it, × Share for a MIG instance or a shared GPU (a GPU's
+	// energy cannot be split by instance or process), which
+	// EnergyEstimated then says. nil with fewer than two readings, or when
+	// the counter went back (the driver reloaded).
+	EnergyJoules    *float64 `json:"energy_joules"`
+	EnergyEstimated bool     `json:"energy_estimated"`
+}
+
+// SummaryOf is the summary of a GPU that was not sampled: no sample, the
+// entry's identity and share.
+func SummaryOf(d Device) GPUSummary {
+	var g gpuStats
+	return g.summary(d)
 }
 
 // Timing of the sampler's end. A sampler told to stop (stdin closed) gets
@@ -90,7 +110,8 @@ const (
 type Sampler struct {
 	opt   SamplerOptions
 	log   *slog.Logger
-	index map[string]int // UUID → position in opt.UUIDs
+	gpus  []Device       // opt.GPUs with a key
+	index map[string]int // key → position in gpus
 
 	stop    chan struct{} // closed by Stop
 	done    chan struct{} // closed when the sampler has ended
@@ -99,9 +120,9 @@ type Sampler struct {
 	summary []GPUSummary
 
 	mu       sync.Mutex
-	stats    []gpuStats      // per UUID, in order
-	interval []intervalStats // per UUID: since the last TakeInterval
-	seen     []bool          // per UUID: read in the line being recorded
+	stats    []gpuStats      // per GPU, in order
+	interval []intervalStats // per GPU: since the last TakeInterval
+	seen     []bool          // per GPU: read in the line being recorded
 	lines    int             // complete lines read
 	badLines int             // lines dropped
 }
@@ -112,30 +133,36 @@ type Sampler struct {
 // sampling early, as Stop does.
 func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 	s := &Sampler{
-		opt:      opt,
-		log:      opt.Logger,
-		index:    make(map[string]int, len(opt.UUIDs)),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		alive:    make(chan struct{}, 1),
-		stats:    make([]gpuStats, len(opt.UUIDs)),
-		interval: make([]intervalStats, len(opt.UUIDs)),
-		seen:     make([]bool, len(opt.UUIDs)),
+		opt:   opt,
+		log:   opt.Logger,
+		index: make(map[string]int, len(opt.GPUs)),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		alive: make(chan struct{}, 1),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	for i, u := range opt.UUIDs {
-		if _, dup := s.index[u]; !dup {
-			s.index[u] = i
+	var keys []string
+	for _, d := range opt.GPUs {
+		if d.Key() == "" {
+			continue
 		}
+		if _, dup := s.index[d.Key()]; !dup {
+			s.index[d.Key()] = len(s.gpus)
+		}
+		s.gpus = append(s.gpus, d)
+		keys = append(keys, d.Key())
 	}
+	s.stats = make([]gpuStats, len(s.gpus))
+	s.interval = make([]intervalStats, len(s.gpus))
+	s.seen = make([]bool, len(s.gpus))
 	switch {
 	case opt.Interval <= 0:
 		s.log.Debug("GPU sampling off (PADDLE_GPU_SAMPLE is 0)")
 		close(s.done)
 		return s
-	case len(opt.UUIDs) == 0:
+	case len(s.gpus) == 0:
 		s.log.Debug("GPU sampling off: the task has no GPU with a known UUID")
 		close(s.done)
 		return s
@@ -151,7 +178,7 @@ func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 		close(s.done)
 		return s
 	}
-	argv := append([]string{opt.Probe, "sample", "--interval", opt.Interval.String(), "--"}, opt.UUIDs...)
+	argv := append([]string{opt.Probe, "sample", "--interval", opt.Interval.String(), "--"}, keys...)
 	ch, err := startChild(opt.Children, opt.Probe, argv, probeEnv(opt.Environ), stdinR, s.read)
 	stdinR.Close()
 	if err != nil {
@@ -161,13 +188,13 @@ func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 		close(s.done)
 		return s
 	}
-	s.log.Debug("GPU sampler started", "pid", ch.pid, "interval", opt.Interval, "uuids", strings.Join(opt.UUIDs, ","))
+	s.log.Debug("GPU sampler started", "pid", ch.pid, "interval", opt.Interval, "uuids", strings.Join(keys, ","))
 	go s.watch(ctx, ch, stdinW)
 	return s
 }
 
-// Stop ends the sampling and returns one summary per UUID, in the order
-// given. It takes at most about a second, whatever the probe does. Later
+// Stop ends the sampling and returns one summary per GPU with a key, in
+// the order given. It takes at most about a second, whatever the probe does. Later
 // calls return the same summaries.
 func (s *Sampler) Stop() []GPUSummary {
 	s.once.Do(func() {
@@ -175,9 +202,9 @@ func (s *Sampler) Stop() []GPUSummary {
 		<-s.done // watch is bounded: stopGrace + killGrace + drainGrace
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.summary = make([]GPUSummary, len(s.opt.UUIDs))
-		for i, u := range s.opt.UUIDs {
-			s.summary[i] = s.stats[i].summary(u)
+		s.summary = make([]GPUSummary, len(s.gpus))
+		for i, d := range s.gpus {
+			s.summary[i] = s.stats[i].summary(d)
 		}
 	})
 	return s.summary
@@ -374,9 +401,19 @@ type gpuStats struct {
 	utilSum   uint64
 	memPeak   uint64
 	memKnown  bool
+	// The energy counter's first and last readings (millijoules).
+	energyFirst, energyLast uint64
+	energyReadings          int
 }
 
 func (g *gpuStats) add(r Reading) {
+	if r.HasEnergy {
+		if g.energyReadings == 0 {
+			g.energyFirst = r.Energy
+		}
+		g.energyLast = r.Energy
+		g.energyReadings++
+	}
 	if !r.HasUtil && !r.HasMemory {
 		return
 	}
@@ -391,8 +428,22 @@ func (g *gpuStats) add(r Reading) {
 	}
 }
 
-func (g *gpuStats) summary(uuid string) GPUSummary {
-	out := GPUSummary{UUID: uuid, Samples: g.samples}
+func (g *gpuStats) summary(d Device) GPUSummary {
+	out := GPUSummary{UUID: d.UUID, Share: d.Share, Samples: g.samples}
+	if out.Share <= 0 {
+		out.Share = 1
+	}
+	if d.MIG != nil {
+		out.MIGUUID = d.MIG.UUID
+	}
+	if g.energyReadings >= 2 && g.energyLast >= g.energyFirst {
+		j := float64(g.energyLast-g.energyFirst) / 1000
+		if d.MIG != nil || out.Share < 1 {
+			j *= out.Share
+			out.EnergyEstimated = true
+		}
+		out.EnergyJoules = &j
+	}
 	if g.memKnown {
 		peak := g.memPeak
 		out.MemoryUsedPeakBytes = &peak

@@ -33,12 +33,35 @@ func TestSummaryMath(t *testing.T) {
 	for range 99 {
 		ninetyNine = append(ninetyNine, util(10))
 	}
+	energy := func(mJ ...uint64) []Reading {
+		var out []Reading
+		for _, e := range mJ {
+			out = append(out, Reading{UUID: uuid0, Energy: e, HasEnergy: true})
+		}
+		return out
+	}
+	mig := &Device{UUID: uuid0, Share: 3.0 / 7, MIG: &MIG{UUID: mig0, Slices: 3, TotalSlices: 7}}
 	tests := []struct {
 		name     string
+		gpu      *Device // nil: a whole GPU, share 1
 		readings []Reading
 		want     GPUSummary
 	}{
 		{name: "no sample", want: GPUSummary{UUID: uuid0}},
+		// Energy: the last reading less the first, in joules; a reading
+		// with only energy is no sample.
+		{name: "energy", readings: energy(1_000_000_000, 1_000_100_000, 1_000_500_500),
+			want: GPUSummary{UUID: uuid0, EnergyJoules: ptr(500.5)}},
+		{name: "one energy reading", readings: energy(1_000_000_000), want: GPUSummary{UUID: uuid0}},
+		{name: "energy counter went back", readings: energy(5000, 7000, 1000), want: GPUSummary{UUID: uuid0}},
+		// A MIG instance of 3 of 7 slices: the parent's 700 J × 3/7 = 300 J.
+		{name: "MIG energy", gpu: mig, readings: energy(10_000, 710_000),
+			want: GPUSummary{UUID: uuid0, MIGUUID: mig0, Share: 3.0 / 7, EnergyJoules: ptr(700 * (3.0 / 7)), EnergyEstimated: true}},
+		{name: "MIG without energy", gpu: mig, readings: []Reading{{UUID: mig0, MemoryUsed: 5, HasMemory: true}},
+			want: GPUSummary{UUID: uuid0, MIGUUID: mig0, Share: 3.0 / 7, Samples: 1, MemoryUsedPeakBytes: ptr(uint64(5))}},
+		// A time-sliced GPU at PADDLE_GPU_SHARE=0.25: 400 J × 0.25.
+		{name: "shared energy", gpu: &Device{UUID: uuid0, Share: 0.25}, readings: energy(0, 400_000),
+			want: GPUSummary{UUID: uuid0, Share: 0.25, EnergyJoules: ptr(100.0), EnergyEstimated: true}},
 		// 0+0+50+100+30 = 180; 180/5 = 36. Nearest rank: ceil(0.95·5) = 5,
 		// the largest, 100. Idle: 2 of 5.
 		{name: "five", readings: []Reading{both(0, 10), both(0, 30), both(50, 20), both(100, 5), both(30, 25)},
@@ -70,7 +93,14 @@ func TestSummaryMath(t *testing.T) {
 			for _, r := range tt.readings {
 				g.add(r)
 			}
-			got, _ := json.Marshal(g.summary(uuid0))
+			d := Device{UUID: uuid0, Share: 1}
+			if tt.gpu != nil {
+				d = *tt.gpu
+			}
+			got, _ := json.Marshal(g.summary(d))
+			if tt.want.Share == 0 {
+				tt.want.Share = 1
+			}
 			want, _ := json.Marshal(tt.want)
 			if string(got) != string(want) {
 				t.Errorf("summary = %s\nwant      %s", got, want)
@@ -81,8 +111,8 @@ func TestSummaryMath(t *testing.T) {
 
 func TestSummaryJSONNulls(t *testing.T) {
 	var g gpuStats
-	got, _ := json.Marshal(g.summary(uuid0))
-	want := `{"uuid":"` + uuid0 + `","samples":0,"util_mean":null,"util_p95":null,"memory_used_peak_bytes":null,"idle_share":null}`
+	got, _ := json.Marshal(g.summary(Device{UUID: uuid0}))
+	want := `{"uuid":"` + uuid0 + `","share":1,"samples":0,"util_mean":null,"util_p95":null,"memory_used_peak_bytes":null,"idle_share":null,"energy_joules":null,"energy_estimated":false}`
 	if string(got) != want {
 		t.Errorf("no sample = %s, want %s", got, want)
 	}
@@ -108,7 +138,7 @@ func newSamplerFixture(t *testing.T, body string) *samplerFixture {
 	f.opt = SamplerOptions{
 		Probe:    p,
 		Interval: 100 * time.Millisecond,
-		UUIDs:    []string{uuid0, uuid1},
+		GPUs:     []Device{{UUID: uuid0, Share: 1}, {UUID: uuid1, Share: 1}},
 		Logger:   slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	return f
@@ -159,7 +189,7 @@ func waitLogged(t *testing.T, logs *logBuffer, level, part string) {
 func lines(values ...[2]string) string {
 	var b strings.Builder
 	for _, v := range values {
-		fmt.Fprintf(&b, "printf 'v1 %s=%s/%s %s=-/-\\n'\n", uuid0, v[0], v[1], uuid1)
+		fmt.Fprintf(&b, "printf 'v2 %s=%s/%s/- %s=-/-/-\\n'\n", uuid0, v[0], v[1], uuid1)
 	}
 	return b.String()
 }
@@ -188,8 +218,8 @@ func TestSamplerSummaries(t *testing.T) {
 		t.Errorf("sampler %d still running after Stop", pid)
 	}
 	// uuid0: 0, 60, 90 → mean 50, p95 rank 3 → 90, idle 1/3, peak 300.
-	want := `[{"uuid":"` + uuid0 + `","samples":3,"util_mean":50,"util_p95":90,"memory_used_peak_bytes":300,"idle_share":0.3333333333333333},` +
-		`{"uuid":"` + uuid1 + `","samples":0,"util_mean":null,"util_p95":null,"memory_used_peak_bytes":null,"idle_share":null}]`
+	want := `[{"uuid":"` + uuid0 + `","share":1,"samples":3,"util_mean":50,"util_p95":90,"memory_used_peak_bytes":300,"idle_share":0.3333333333333333,"energy_joules":null,"energy_estimated":false},` +
+		`{"uuid":"` + uuid1 + `","share":1,"samples":0,"util_mean":null,"util_p95":null,"memory_used_peak_bytes":null,"idle_share":null,"energy_joules":null,"energy_estimated":false}]`
 	if j := summaryJSON(t, got); j != want {
 		t.Errorf("summaries = %s\nwant        %s", j, want)
 	}
@@ -227,17 +257,17 @@ func (s *Sampler) lineCount() int {
 func TestSamplerDropsBadAndPartialLines(t *testing.T) {
 	body := lines([2]string{"40", "1"}) +
 		"printf 'not a sample\\n'\n" +
-		"printf 'v1 " + uuid0 + "=101/1\\n'\n" + // out of range: the whole line is dropped
-		"printf 'v1 GPU-other=100/100 " + uuid0 + "=20/2 " + uuid0 + "=100/100\\n'\n" + // unknown GPU ignored, a repeat counts once
+		"printf 'v2 " + uuid0 + "=101/1/-\\n'\n" + // out of range: the whole line is dropped
+		"printf 'v2 GPU-other=100/100/- " + uuid0 + "=20/2/- " + uuid0 + "=100/100/-\\n'\n" + // unknown GPU ignored, a repeat counts once
 		"head -c 20000 /dev/zero | tr '\\0' 'x'; printf '\\n'\n" + // too long
-		"printf 'v1 " + uuid0 + "=100/9'\n" + // no newline: killed mid-write
+		"printf 'v2 " + uuid0 + "=100/9/-'\n" + // no newline: killed mid-write
 		"exit 0"
 	f := newSamplerFixture(t, body)
 	s := StartSampler(context.Background(), f.opt)
 	waitLogged(t, f.logs, "WARN", "GPU sampler exited")
 	got := s.Stop()
 	// Kept: 40/1 and 20/2 → mean 30, p95 40, peak 2.
-	want := `{"uuid":"` + uuid0 + `","samples":2,"util_mean":30,"util_p95":40,"memory_used_peak_bytes":2,"idle_share":0}`
+	want := `{"uuid":"` + uuid0 + `","share":1,"samples":2,"util_mean":30,"util_p95":40,"memory_used_peak_bytes":2,"idle_share":0,"energy_joules":null,"energy_estimated":false}`
 	if j := summaryJSON(t, got[:1]); j != "["+want+"]" {
 		t.Errorf("summary = %s\nwant        [%s]", j, want)
 	}
@@ -357,7 +387,7 @@ func TestSamplerNothingToSample(t *testing.T) {
 		says  string
 	}{
 		{"interval 0", func(o *SamplerOptions) { o.Interval = 0 }, "DEBUG", "sampling off"},
-		{"no GPU", func(o *SamplerOptions) { o.UUIDs = nil }, "DEBUG", "sampling off"},
+		{"no GPU", func(o *SamplerOptions) { o.GPUs = nil }, "DEBUG", "sampling off"},
 		{"no probe", func(o *SamplerOptions) { o.Probe = "" }, "WARN", "could not start"},
 		{"probe missing", func(o *SamplerOptions) { o.Probe += ".absent" }, "WARN", "could not start"},
 	}
@@ -368,8 +398,8 @@ func TestSamplerNothingToSample(t *testing.T) {
 			children := &centralChildren{t: t}
 			f.opt.Children = children
 			got := StartSampler(context.Background(), f.opt).Stop()
-			if len(got) != len(f.opt.UUIDs) {
-				t.Errorf("%d summaries for %d GPUs", len(got), len(f.opt.UUIDs))
+			if len(got) != len(f.opt.GPUs) {
+				t.Errorf("%d summaries for %d GPUs", len(got), len(f.opt.GPUs))
 			}
 			for _, g := range got {
 				if g.Samples != 0 || g.UtilMean != nil || g.MemoryUsedPeakBytes != nil {
@@ -540,10 +570,11 @@ func BenchmarkSamplerLine(b *testing.B) {
 		sample = append(sample, Reading{UUID: u, Util: uint8(i * 12), HasUtil: true, MemoryUsed: 80 << 30, HasMemory: true})
 	}
 	line := sample.AppendText(nil)
-	s := &Sampler{opt: SamplerOptions{UUIDs: uuids}, log: slog.New(slog.DiscardHandler),
+	s := &Sampler{log: slog.New(slog.DiscardHandler),
 		index: map[string]int{}, alive: make(chan struct{}, 1), stats: make([]gpuStats, len(uuids)), seen: make([]bool, len(uuids))}
 	for i, u := range uuids {
 		s.index[u] = i
+		s.gpus = append(s.gpus, Device{UUID: u, Share: 1})
 	}
 	r := &repeatReader{line: line, n: b.N}
 	b.ReportAllocs()

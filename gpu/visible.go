@@ -56,11 +56,11 @@ func Visible(devices []Device, value string) ([]Device, error) {
 }
 
 // lookup returns the position in devices of the one device entry names, or
-// why it names none.
+// why it names none. MIG instances are Select's: here a MIG UUID names none.
 func lookup(devices []Device, entry string) (int, string) {
 	if isUUIDEntry(entry) {
 		if hasPrefixFold(entry, "MIG-") {
-			return 0, "MIG device UUIDs are not resolved; list the GPU's UUID or index"
+			return 0, "no MIG device has this UUID (no GPU has MIG mode on)"
 		}
 		found := -1
 		for i, d := range devices {

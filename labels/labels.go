@@ -39,7 +39,7 @@ const MaxDurationEst = 31536000
 var reserved = map[string]bool{
 	"task_name": true, "project": true, "owner": true, "priority": true,
 	"env": true, "duration_est": true, "task_id": true, "gpu_count": true,
-	"gpu_uuids": true, "hostname": true, "start_time": true,
+	"gpu_uuids": true, "hostname": true, "start_time": true, "submit_time": true,
 	"trainer_id": true, "trainers_num": true, "invalid_labels": true,
 	"schema_version": true, "labels": true, "gpus": true, "driver_version": true,
 }
@@ -53,9 +53,13 @@ type Set struct {
 	TaskID                   string
 	Hostname                 string
 	StartTime                int64 // Unix seconds
-	TrainerID, TrainersNum   string
-	GPUCount                 int
-	GPUUUIDs                 []string
+	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), Unix
+	// seconds; 0 when not set. It is sent in the registration only: the
+	// labels file keeps its keys.
+	SubmitTime             int64
+	TrainerID, TrainersNum string
+	GPUCount               int
+	GPUUUIDs               []string
 	// Identity is the task's pipeline step and Kubernetes pod.
 	Identity
 	// Extra holds the PADDLE_LABEL_<NAME> labels by lower-cased key.
@@ -107,6 +111,7 @@ func Parse(environ []string, opt Options) (*Set, []Problem) {
 	s.Priority = p.oneOf("PADDLE_PRIORITY", "priority", "high", "medium", "low")
 	s.Env = p.oneOf("PADDLE_ENV", "env", "dev", "staging", "prod")
 	s.DurationEst = p.duration("PADDLE_DURATION_EST", "duration_est")
+	s.SubmitTime = p.submitTime("PADDLE_SUBMIT_TIME", "submit_time", s.StartTime)
 	s.TaskID = p.name("PADDLE_TASK_ID", "task_id", "", "")
 	if s.TaskID == "" {
 		s.TaskID = newID(opt.NewID)
@@ -222,6 +227,45 @@ func (p *parser) duration(v, key string) int64 {
 	return secs
 }
 
+// submitTime reads when the task was submitted: Unix seconds, or an RFC
+// 3339 time (what orchestrators write, e.g. Argo's
+// {{workflow.creationTimestamp}}); a fraction of a second is dropped. A
+// time after the start is refused: the queue wait it would give is
+// negative.
+func (p *parser) submitTime(v, key string, start int64) int64 {
+	raw, ok := p.lookup(v, key)
+	if !ok {
+		return 0
+	}
+	var secs int64
+	if isDigits(raw) {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 1 || n > maxUnix {
+			p.fail(v, key, fmt.Sprintf("value %s is not Unix seconds or an RFC 3339 time (2026-11-30T08:00:00Z)", quote(raw)), "")
+			return 0
+		}
+		secs = n
+	} else {
+		t, err := time.Parse(time.RFC3339, raw)
+		if err != nil || t.Unix() < 1 || t.Unix() > maxUnix {
+			p.fail(v, key, fmt.Sprintf("value %s is not Unix seconds or an RFC 3339 time (2026-11-30T08:00:00Z)", quote(raw)), "")
+			return 0
+		}
+		secs = t.Unix()
+	}
+	if secs > start {
+		p.fail(v, key, fmt.Sprintf("value %s is after the task's start (%d): a submission precedes its start", quote(raw), start), "")
+		return 0
+	}
+	if !p.accept(v, key, strconv.FormatInt(secs, 10)) {
+		return 0
+	}
+	return secs
+}
+
+// maxUnix bounds a time in Unix seconds (the monitor's bound too).
+const maxUnix = 1 << 40
+
 // parseSeconds accepts plain decimal seconds or a Go duration that is a
 // whole number of seconds.
 func parseSeconds(s string) (int64, bool) {
@@ -319,7 +363,7 @@ func (p *parser) required() {
 // varOf names the environment variable that sets key.
 func varOf(key string) string {
 	switch key {
-	case "task_name", "project", "owner", "priority", "env", "duration_est", "task_id", "trainer_id", "trainers_num":
+	case "task_name", "project", "owner", "priority", "env", "duration_est", "submit_time", "task_id", "trainer_id", "trainers_num":
 		return "PADDLE_" + strings.ToUpper(key)
 	}
 	for _, k := range identityKeys {

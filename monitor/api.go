@@ -10,7 +10,15 @@
 //   - Nothing a request sends can change or delete a stored task: writes are
 //     idempotent by task_id and the first body stored wins.
 //   - With a tokens file, every write and every read of tasks needs a valid
-//     token, and sees or touches only the tasks its patterns cover.
+//     token, and sees or touches only the tasks its patterns cover. A task
+//     is identified by its task_id within the sender's scope: a task_id
+//     that exists only outside it answers as an unused one, so no answer
+//     (status, message, timing of a check) tells that it exists.
+//   - A write is authenticated before its body is read (401 closes the
+//     connection), a body is refused from its Content-Length before it is
+//     read (413), and at most MaxInFlight writes are handled at once (503
+//     with Retry-After after a 2 s wait for a slot): what unauthenticated
+//     clients send cannot grow the server's memory.
 package monitor
 
 import (
@@ -39,13 +47,24 @@ const MaxBody = 1 << 20
 // task's last-seen time (containers' clocks drift).
 const HeartbeatSkew = 5 * time.Minute
 
+// MaxAhead is how far ahead of the server's clock a start_time or end_time
+// may be: beyond, no real clock sent it (400); below, the node's clock is
+// skewed and the time is clamped to the server's receipt time.
+const MaxAhead = 24 * time.Hour
+
+// DefaultMaxInFlight is the default bound on write requests handled at once.
+const DefaultMaxInFlight = 1024
+
+// slotWait is how long a write waits for a slot before 503.
+const slotWait = 2 * time.Second
+
 // Store is what the API needs from the database.
 type Store interface {
 	Register(ctx context.Context, r *store.Registration) (created bool, err error)
-	Complete(ctx context.Context, c *store.Completion, body []byte, scope *access.Scope) (store.CompleteResult, error)
+	Complete(ctx context.Context, c *store.Completion, body []byte, from store.Sender) (store.CompleteResult, error)
 	Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error
 	HeartbeatSampled(ctx context.Context, hb *store.Sampled, scope *access.Scope) error
-	Task(ctx context.Context, taskID string, scope *access.Scope) (*store.Task, error)
+	Task(ctx context.Context, taskID, project string, scope *access.Scope) (*store.Task, error)
 	Tasks(ctx context.Context, f store.Filter, scope *access.Scope) ([]store.Task, string, error)
 	Ping(ctx context.Context) error
 }
@@ -64,6 +83,9 @@ type Config struct {
 	Log         *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// MaxInFlight bounds the write requests handled at once
+	// (DefaultMaxInFlight when 0).
+	MaxInFlight int
 	// Prices turn an idle task's GPU-hours into its cost_so_far (nil:
 	// null).
 	Prices *report.Prices
@@ -76,6 +98,8 @@ type API struct {
 	requests  *prometheus.CounterVec
 	storeErrs *prometheus.CounterVec
 	allowed   map[string][]string // path → methods, for 405's Allow
+	slots     chan struct{}       // one per write in flight
+	skewed    *hostSet            // hosts whose skewed clock was logged
 }
 
 // New builds the API with every route of this package mounted.
@@ -89,7 +113,11 @@ func New(cfg Config) *API {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux(), allowed: map[string][]string{}}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), allowed: map[string][]string{},
+		slots: make(chan struct{}, cfg.MaxInFlight), skewed: newHostSet(maxSkewedHosts)}
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paddle_monitor_http_requests_total",
 		Help: "HTTP requests answered by paddle-monitor, by endpoint (the route's pattern) and status code.",
@@ -229,12 +257,8 @@ func (a *API) authenticate(r *http.Request) (tok *access.Token, status int, msg 
 }
 
 // readBody reads the request body, at most MaxBody bytes: status 413
-// beyond.
+// beyond (a body without a Content-Length, chunked, is cut there).
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if r.ContentLength > MaxBody {
-		a.fail(w, http.StatusRequestEntityTooLarge, "the body is over 1 MiB")
-		return nil, false
-	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {

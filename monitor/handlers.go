@@ -3,8 +3,11 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -22,40 +25,97 @@ type written struct {
 	Status string `json:"status"`
 }
 
-// writer authenticates a write: 413 and 401 first (the body is read before
-// the token is checked, as the order of checks says), then the caller's
-// scope.
-func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, scope *access.Scope, ok bool) {
-	body, ok = a.readBody(w, r)
-	if !ok {
-		return nil, nil, false
+// writer admits a write. 413 from the Content-Length and 401 come before
+// a byte of the body is read, and close the connection (what the client
+// still sends is never read); then the write waits for one of MaxInFlight
+// slots (503 with Retry-After after slotWait); then the body is read, cut
+// at MaxBody. release frees the slot; the caller must call it when ok.
+func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from store.Sender, release func(), ok bool) {
+	if r.ContentLength > MaxBody {
+		w.Header().Set("Connection", "close")
+		a.fail(w, http.StatusRequestEntityTooLarge, "the body is over 1 MiB")
+		return nil, from, nil, false
 	}
 	tok, status, msg := a.authenticate(r)
 	if status != 0 {
+		w.Header().Set("Connection", "close")
 		a.fail(w, status, msg)
-		return nil, nil, false
+		return nil, from, nil, false
 	}
-	return body, scopeOf(tok), true
+	timer := time.NewTimer(slotWait)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+	case <-timer.C:
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		a.fail(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
+		return nil, from, nil, false
+	case <-r.Context().Done():
+		return nil, from, nil, false // the client is gone
+	}
+	release = func() { <-a.slots }
+	if body, ok = a.readBody(w, r); !ok {
+		release()
+		return nil, from, nil, false
+	}
+	from.Scope = scopeOf(tok)
+	if tok != nil {
+		from.Token, from.Unbounded = tok.Name, tok.Admin
+	}
+	return body, from, release, true
+}
+
+// ahead applies the bound on times ahead of the server's clock to the
+// field's value t: more than MaxAhead is a 400; less is clamped to the
+// receipt time (a skewed node), logged once per host (the body's hostname,
+// else the remote address).
+func (a *API) ahead(r *http.Request, host, field string, t *int64, now time.Time) error {
+	switch {
+	case *t > now.Add(MaxAhead).Unix():
+		return &fieldError{field, fmt.Sprintf("%d is more than 24 hours ahead of the server's clock (%d)", *t, now.Unix())}
+	case *t > now.Unix():
+		if host == "" {
+			host, _, _ = net.SplitHostPort(r.RemoteAddr)
+		}
+		if a.skewed.add(host) {
+			a.cfg.Log.Warn("a time ahead of the server's clock was clamped to the receipt time (the node's clock is skewed; logged once per host)",
+				"host", host, "field", field, "sent", *t, "clamped_to", now.Unix(), "ahead_seconds", *t-now.Unix())
+		}
+		*t = now.Unix()
+	}
+	return nil
 }
 
 func (a *API) register(w http.ResponseWriter, r *http.Request) {
-	body, scope, ok := a.writer(w, r)
+	body, from, release, ok := a.writer(w, r)
 	if !ok {
 		return
 	}
+	defer release()
+	now := a.cfg.Now()
 	reg, err := decodeRegistration(body)
+	if err == nil {
+		err = a.ahead(r, reg.Hostname, "start_time", &reg.StartTime, now)
+	}
+	if err == nil && len(reg.GPUs) > 0 && int64(len(reg.GPUs)) != reg.GPUCount {
+		err = &fieldError{"gpu_count", fmt.Sprintf("%d differs from the %d entries of gpus", reg.GPUCount, len(reg.GPUs))}
+	}
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !scope.Allows(reg.Project, reg.Owner) {
+	if !from.Scope.Allows(reg.Project, reg.Owner) {
 		a.fail(w, http.StatusForbidden, "this token may not register tasks of project "+reg.Project+" with owner "+reg.Owner)
 		return
 	}
+	reg.From = from
 	created, err := a.cfg.Store.Register(r.Context(), reg)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		a.fail(w, http.StatusConflict, "task "+reg.TaskID+" is already registered with a different body (the first is kept)")
+	case errors.Is(err, store.ErrTooManyOpen):
+		a.fail(w, http.StatusTooManyRequests, tooManyOpen(from, err))
 	case err != nil:
 		a.storeFailed(w, "register", err)
 	case created:
@@ -65,22 +125,42 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func tooManyOpen(from store.Sender, err error) string {
+	who := "the monitor (no tokens file: one bound for all)"
+	if from.Token != "" {
+		who = "token " + from.Token
+	}
+	_, detail, _ := strings.Cut(err.Error(), "(")
+	return who + " has reached its bound of open tasks (--max-open-per-token; " + strings.TrimSuffix(detail, ")") +
+		"): complete some, or wait until those not seen for --open-ttl no longer count"
+}
+
 func (a *API) complete(w http.ResponseWriter, r *http.Request) {
-	body, scope, ok := a.writer(w, r)
+	body, from, release, ok := a.writer(w, r)
 	if !ok {
 		return
 	}
+	defer release()
+	now := a.cfg.Now()
 	c, err := decodeCompletion(body)
+	if err == nil {
+		err = a.completionTimes(r, c, now)
+	}
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	res, err := a.cfg.Store.Complete(r.Context(), c, body, scope)
+	res, err := a.cfg.Store.Complete(r.Context(), c, body, from)
+	var bad *store.BadCompletionError
 	switch {
-	case errors.Is(err, store.ErrOutOfScope):
-		a.fail(w, http.StatusForbidden, "this token may not complete task "+c.TaskID)
+	case errors.As(err, &bad):
+		a.fail(w, http.StatusBadRequest, bad.Error())
+	case errors.Is(err, store.ErrStartMismatch):
+		a.fail(w, http.StatusConflict, "several tasks "+c.TaskID+" are registered and none has this completion's start_time")
 	case errors.Is(err, store.ErrConflict):
 		a.fail(w, http.StatusConflict, "task "+c.TaskID+" already has a different completion (the first is kept)")
+	case errors.Is(err, store.ErrTooManyOpen):
+		a.fail(w, http.StatusTooManyRequests, tooManyOpen(from, err))
 	case err != nil:
 		a.storeFailed(w, "complete", err)
 	case res == store.Pending:
@@ -92,11 +172,36 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// completionTimes applies the bounds of a completion's own times: end_time
+// and start_time not more than 24 hours ahead (clamped when less), the end
+// not before the start nor later than start + duration + 1 h. The checks
+// against the registered start run in the store.
+func (a *API) completionTimes(r *http.Request, c *store.Completion, now time.Time) error {
+	if err := a.ahead(r, "", "end_time", &c.EndTime, now); err != nil {
+		return err
+	}
+	if c.StartTime == nil {
+		return nil
+	}
+	if err := a.ahead(r, "", "start_time", c.StartTime, now); err != nil {
+		return err
+	}
+	if c.EndTime < *c.StartTime {
+		return &fieldError{"end_time", fmt.Sprintf("%d is before start_time %d", c.EndTime, *c.StartTime)}
+	}
+	if float64(c.EndTime) > float64(*c.StartTime)+c.DurationSeconds+3600 {
+		return &fieldError{"end_time", fmt.Sprintf("%d is later than start_time %d + duration_seconds %g + 1h",
+			c.EndTime, *c.StartTime, c.DurationSeconds)}
+	}
+	return nil
+}
+
 func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
-	body, scope, ok := a.writer(w, r)
+	body, from, release, ok := a.writer(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	hb, err := decodeHeartbeat(body)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
@@ -110,9 +215,9 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	id := hb.Sampled.TaskID
 	if len(hb.Sampled.GPUs) > 0 {
-		err = a.cfg.Store.HeartbeatSampled(r.Context(), &hb.Sampled, scope)
+		err = a.cfg.Store.HeartbeatSampled(r.Context(), &hb.Sampled, from.Scope)
 	} else {
-		err = a.cfg.Store.Heartbeat(r.Context(), id, hb.Sampled.Time, scope)
+		err = a.cfg.Store.Heartbeat(r.Context(), id, hb.Sampled.Time, from.Scope)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -206,7 +311,12 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 
 func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
 	id := r.PathValue("task_id")
-	t, err := a.cfg.Store.Task(r.Context(), id, scope)
+	project := r.URL.Query().Get("project")
+	if project != "" && !labels.ValidName(project, "") {
+		a.fail(w, http.StatusBadRequest, "parameter project: "+nameRule(""))
+		return
+	}
+	t, err := a.cfg.Store.Task(r.Context(), id, project, scope)
 	switch {
 	case err != nil:
 		a.storeFailed(w, "task", err)
@@ -225,4 +335,32 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// maxSkewedHosts bounds the hosts remembered as logged for a skewed clock.
+const maxSkewedHosts = 4096
+
+// hostSet remembers up to max hosts; when full it starts over (a host may
+// then be logged again: the log never misses a skewed clock, and memory
+// stays bounded).
+type hostSet struct {
+	mu    sync.Mutex
+	max   int
+	hosts map[string]struct{}
+}
+
+func newHostSet(max int) *hostSet { return &hostSet{max: max, hosts: map[string]struct{}{}} }
+
+// add reports whether host is new.
+func (h *hostSet) add(host string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.hosts[host]; ok {
+		return false
+	}
+	if len(h.hosts) >= h.max {
+		clear(h.hosts)
+	}
+	h.hosts[host] = struct{}{}
+	return true
 }

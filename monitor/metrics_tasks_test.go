@@ -31,14 +31,17 @@ func (f *fakeOpen) OpenTasks(_ context.Context, since int64, _ int) ([]store.Ope
 
 // The exposition of open tasks, byte for byte: HELP and TYPE on every
 // family, one paddle_task_info per task, one paddle_task_gpu_info per
-// claimed GPU; a GPU two tasks claim belongs to the newer one.
+// GPU the store returns as claimed (a UUID listed twice by one task: one
+// series). Two tasks claiming one GPU are both served: the store ends the
+// claims that end (across token scopes a live task keeps its claim), and
+// the recording rules reduce two claims to one.
 func TestTaskCollector(t *testing.T) {
 	src := &fakeOpen{tasks: []store.OpenTask{
 		{TaskID: "a1", TaskName: "train", Project: "search", Owner: "ann@example.com", Priority: "high", Env: "prod",
-			Pipeline: "ranker", Step: "train", Hostname: "node1", StartTime: 100,
-			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
+			Pipeline: "ranker", Step: "train", Hostname: "node1", K8sPodUID: "3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b", StartTime: 100,
+			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4", Share: 1}, {UUID: "GPU-bbbb", Model: "Tesla T4", Share: 1}}},
 		{TaskID: "b2", TaskName: "eval", Project: "vision", Owner: "bob", Hostname: "node1", StartTime: 200,
-			GPUs: []store.OpenGPU{{UUID: "GPU-bbbb", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
+			GPUs: []store.OpenGPU{{UUID: "GPU-bbbb", Model: "Tesla T4", Share: 1}, {UUID: "GPU-bbbb", Model: "Tesla T4", Share: 1}}},
 		{TaskID: "c3", TaskName: "cpu-step", Project: "nlp", Owner: "cho", StartTime: 300},
 	}}
 	now := time.Unix(1000000, 0)
@@ -46,15 +49,21 @@ func TestTaskCollector(t *testing.T) {
 	want := `# HELP paddle_monitor_task_scrape_error 1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.
 # TYPE paddle_monitor_task_scrape_error gauge
 paddle_monitor_task_scrape_error 0
-# HELP paddle_task_gpu_info A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.
+# HELP paddle_task_gpu_info A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info.
 # TYPE paddle_task_gpu_info gauge
-paddle_task_gpu_info{UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
-paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
-# HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task.
+paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
+# HELP paddle_task_gpu_share The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.
+# TYPE paddle_task_gpu_share gauge
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-aaaa",task_id="a1"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",task_id="a1"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",task_id="b2"} 1
+# HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).
 # TYPE paddle_task_info gauge
-paddle_task_info{env="prod",hostname="node1",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
-paddle_task_info{env="",hostname="",owner="cho",pipeline="",priority="",project="nlp",step="",task_id="c3",task_name="cpu-step"} 1
-paddle_task_info{env="",hostname="node1",owner="bob",pipeline="",priority="",project="vision",step="",task_id="b2",task_name="eval"} 1
+paddle_task_info{env="prod",hostname="node1",k8s_pod_uid="3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
+paddle_task_info{env="",hostname="",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="nlp",step="",task_id="c3",task_name="cpu-step"} 1
+paddle_task_info{env="",hostname="node1",k8s_pod_uid="",owner="bob",pipeline="",priority="",project="vision",step="",task_id="b2",task_name="eval"} 1
 `
 	// The idle and time series have their own test (TestTaskCollectorIdle).
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "paddle_monitor_task_scrape_error", "paddle_task_gpu_info", "paddle_task_info"); err != nil {
@@ -107,13 +116,16 @@ func TestMetricsFixture(t *testing.T) {
 		m := newFixtureMonitor(t, dsn, nil, "", nil)
 		body := scrape(t, m)
 		want := []string{
-			`paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
-			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
-			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
-			`paddle_task_info{env="",hostname="node4",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
-			`paddle_task_info{env="",hostname="node5",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
-			`paddle_task_start_time_seconds{task_id="t04-open-heartbeat"} 1.7635968e+09`,
-			`paddle_task_start_time_seconds{task_id="t05-open-silent"} 1.764072e+09`,
+			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
+			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",task_id="t04-open-heartbeat"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",task_id="t05-open-silent"} 1`,
+			`paddle_task_info{env="",hostname="node4",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
+			`paddle_task_info{env="",hostname="node5",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
+			`paddle_task_start_time_seconds{owner="cho",project="vision",task_id="t04-open-heartbeat"} 1.7635968e+09`,
+			`paddle_task_start_time_seconds{owner="cho",project="vision",task_id="t05-open-silent"} 1.764072e+09`,
 		}
 		if got := taskLines(body); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("task series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -126,8 +138,8 @@ func TestMetricsFixture(t *testing.T) {
 			t.Fatalf("register t14: %d", rec)
 		}
 		body = scrape(t, m)
-		if n := strings.Count(body, `UUID="GPU-4444aaaa-0000-0000-0000-000000000001"`); n != 1 ||
-			!strings.Contains(body, `paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="dan",project="vision",task_id="t14-takes-the-h100"} 1`) {
+		if n := strings.Count(body, `paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001"`); n != 1 ||
+			!strings.Contains(body, `paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="dan",project="vision",task_id="t14-takes-the-h100"} 1`) {
 			t.Errorf("after t14 on t04's GPU:\n%s", strings.Join(taskLines(body), "\n"))
 		}
 		if !strings.Contains(body, `task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`) {
@@ -203,7 +215,7 @@ func TestTaskCollectorIdle(t *testing.T) {
 	c := monitor.NewTaskCollector(src, time.Hour, func() time.Time { return now })
 	want := `# HELP paddle_task_duration_estimate_seconds How long an open task said it would run (its registration's duration_est).
 # TYPE paddle_task_duration_estimate_seconds gauge
-paddle_task_duration_estimate_seconds{task_id="idle"} 3600
+paddle_task_duration_estimate_seconds{owner="ann@example.com",project="search",task_id="idle"} 3600
 # HELP paddle_task_gpu_utilization_percent Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.
 # TYPE paddle_task_gpu_utilization_percent gauge
 paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-aaaa",owner="ann@example.com",project="search",task_id="idle"} 0
@@ -216,10 +228,10 @@ paddle_task_idle_seconds{hostname="",owner="bob",project="vision",task_id="busy"
 paddle_task_idle_seconds{hostname="node1",owner="ann@example.com",project="search",task_id="idle",task_name="train"} 1940
 # HELP paddle_task_start_time_seconds When an open task started (Unix seconds, its registration's start_time).
 # TYPE paddle_task_start_time_seconds gauge
-paddle_task_start_time_seconds{task_id="busy"} 7100
-paddle_task_start_time_seconds{task_id="idle"} 7000
-paddle_task_start_time_seconds{task_id="lost"} 7200
-paddle_task_start_time_seconds{task_id="plain"} 7300
+paddle_task_start_time_seconds{owner="ann@example.com",project="search",task_id="idle"} 7000
+paddle_task_start_time_seconds{owner="bob",project="vision",task_id="busy"} 7100
+paddle_task_start_time_seconds{owner="bob",project="vision",task_id="lost"} 7200
+paddle_task_start_time_seconds{owner="cho",project="nlp",task_id="plain"} 7300
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "paddle_task_duration_estimate_seconds",
 		"paddle_task_gpu_utilization_percent", "paddle_task_idle_seconds", "paddle_task_start_time_seconds"); err != nil {

@@ -27,6 +27,12 @@ const fixtureDir = "../report/testdata"
 // default --open-ttl of 168h, t06 (Oct 15) and t11 (Nov 2) were not.
 var fixtureNow = time.Date(2025, 11, 26, 0, 0, 0, 0, time.UTC)
 
+// fixturePosted is the API's clock while the fixture is posted: after its
+// last event (Dec 1), since the API refuses times more than 24 hours ahead
+// of its clock and clamps those less. The store, the report, the page and
+// /metrics keep fixtureNow.
+var fixturePosted = time.Date(2025, 12, 15, 0, 0, 0, 0, time.UTC)
+
 // monitorWithFixture is the API over a fresh store of dsn, with the report
 // mounted and the fixture posted to it, as the entrypoints would post it.
 type fixtureMonitor struct {
@@ -40,7 +46,7 @@ func newFixtureMonitor(t *testing.T, dsn string, tokens *access.Set, adminSecret
 	st := storetest.OpenWith(t, dsn, store.Options{Now: func() time.Time { return fixtureNow }})
 	reg := prometheus.NewRegistry()
 	api := monitor.New(monitor.Config{Store: st, Registry: reg, Tokens: func() *access.Set { return tokens },
-		Now: func() time.Time { return fixtureNow }})
+		Now: func() time.Time { return fixturePosted }})
 	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, OpenTTL: 168 * time.Hour,
 		Now: func() time.Time { return fixtureNow }})
 	reg.MustRegister(monitor.NewTaskCollector(st, 168*time.Hour, func() time.Time { return fixtureNow }))
@@ -139,13 +145,13 @@ func TestReportEndpointFixture(t *testing.T) {
 		}
 		// By project and owner, computed by hand from report/testdata/README.md;
 		// nlp/fay and vision/cho tie at 6.5 GPU-hours: byte order of the key.
-		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,cost\n" +
-			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,48\n" +
-			"search,bob,2,2,1,1,0,22,16,5.5,69.545455,0.904545455,0,0,243\n" +
-			"search,ann@example.com,2,2,1,0,0,14,10,5.5,38.571429,0.75,12,14,158\n" +
-			"nlp,fay,2,2,1,0,0,6.5,1.5,1.5,0,0.230769231,4,5,13\n" +
-			"vision,cho,2,0,0,0,2,6.5,0,0,,0,0,0,182\n" +
-			"nlp,eve,2,2,0,0,0,6,0,0,,0,0,0,12\n"
+		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost,energy_kwh,energy_cost,co2_kg\n" +
+			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,,48,,,\n" +
+			"search,bob,2,2,1,1,0,22,16,5.5,69.545455,0.904545455,0,0,21600,21600,243,,,\n" +
+			"search,ann@example.com,2,2,1,0,0,14,10,5.5,38.571429,0.75,12,14,1800,1800,158,,,\n" +
+			"nlp,fay,2,2,1,0,0,6.5,1.5,1.5,0,0.230769231,4,5,,,13,,,\n" +
+			"vision,cho,2,0,0,0,2,6.5,0,0,,0,0,0,5400,5400,182,,,\n" +
+			"nlp,eve,2,2,0,0,0,6,0,0,,0,0,0,0,0,12,,,\n"
 		if rec.Body.String() != want {
 			t.Errorf("by project,owner:\n%s\nwant:\n%s", rec.Body, want)
 		}
@@ -237,8 +243,8 @@ func TestReportEndpointScope(t *testing.T) {
 		}
 	}
 	rec := get(t, m.handler, "/v1/report?from=2025-11-01&to=2025-12-01&format=csv", search)
-	want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,cost\n" +
-		"search,4,4,2,1,0,36,26,11,57.5,0.844444444,12,14,401\n"
+	want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost,energy_kwh,energy_cost,co2_kg\n" +
+		"search,4,4,2,1,0,36,26,11,57.5,0.844444444,12,14,11700,21600,401,,,\n"
 	if rec.Code != 200 || rec.Body.String() != want {
 		t.Errorf("search token, CSV: %d\n%s\nwant:\n%s", rec.Code, rec.Body, want)
 	}

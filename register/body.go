@@ -2,6 +2,7 @@ package register
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
@@ -23,6 +24,7 @@ type body struct {
 	SchemaVersion int               `json:"schema_version"`
 	TaskID        string            `json:"task_id"`
 	StartTime     int64             `json:"start_time"`
+	SubmitTime    int64             `json:"submit_time,omitempty"`
 	Hostname      string            `json:"hostname"`
 	Priority      string            `json:"priority,omitempty"`
 	Env           string            `json:"env,omitempty"`
@@ -56,6 +58,7 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 		SchemaVersion: SchemaVersion,
 		TaskID:        s.TaskID,
 		StartTime:     s.StartTime,
+		SubmitTime:    s.SubmitTime,
 		Hostname:      s.Hostname,
 		Priority:      s.Priority,
 		Env:           s.Env,
@@ -81,6 +84,14 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 	}
 	if b.GPUs == nil {
 		b.GPUs = []gpu.Device{}
+	}
+	for i, d := range b.GPUs {
+		if d.Share <= 0 {
+			// Every entry carries its share: an inventory built without
+			// one (not by gpu.Probe) holds whole GPUs.
+			b.GPUs = slices.Clone(b.GPUs)
+			b.GPUs[i].Share = gpu.ShareOf(d, 1)
+		}
 	}
 	out, err := json.Marshal(b)
 	if err != nil {

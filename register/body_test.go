@@ -16,7 +16,7 @@ func TestBody(t *testing.T) {
 	full := &labels.Set{
 		TaskName: "resnet50", Project: "vision", Owner: "ann@example.com",
 		Priority: "high", Env: "prod", DurationEst: 7200,
-		TaskID: "task-1", Hostname: "node-7", StartTime: 1732950000,
+		TaskID: "task-1", Hostname: "node-7", StartTime: 1732950000, SubmitTime: 1732946400,
 		TrainerID: "0", TrainersNum: "8", GPUCount: 2,
 		GPUUUIDs: []string{"GPU-a", "GPU-b"},
 		Extra:    map[string]string{"cost_center": "cc-1024"},
@@ -39,13 +39,13 @@ func TestBody(t *testing.T) {
 	}{
 		{"everything set", full, inv,
 			`{"task_name":"resnet50","project":"vision","owner":"ann@example.com","gpu_count":2,` +
-				`"schema_version":1,"task_id":"task-1","start_time":1732950000,"hostname":"node-7",` +
+				`"schema_version":1,"task_id":"task-1","start_time":1732950000,"submit_time":1732946400,"hostname":"node-7",` +
 				`"priority":"high","env":"prod","duration_est":7200,"trainer_id":0,"trainers_num":8,` +
 				`"pipeline":"ocr","pipeline_run":"991","step":"train","orchestrator":"gitlab",` +
 				`"k8s_namespace":"ml","k8s_pod":"train-0","k8s_node":"gpu-7","k8s_pod_uid":"0f1e2d3c","k8s_job_index":0,` +
 				`"invalid_labels":["env","team"],"labels":{"cost_center":"cc-1024"},` +
-				`"gpus":[{"index":0,"uuid":"GPU-a","name":"NVIDIA H100","memory_total_bytes":85520809984},` +
-				`{"index":1,"uuid":"GPU-b","name":"NVIDIA H100","memory_total_bytes":85520809984}],` +
+				`"gpus":[{"index":0,"uuid":"GPU-a","name":"NVIDIA H100","memory_total_bytes":85520809984,"share":1},` +
+				`{"index":1,"uuid":"GPU-b","name":"NVIDIA H100","memory_total_bytes":85520809984,"share":1}],` +
 				`"driver_version":"550.54.15"}`},
 		{"defaults, no GPU, no extras", &labels.Set{
 			TaskName: "unknown_task", Project: "default", Owner: "anonymous",

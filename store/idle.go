@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -49,35 +48,48 @@ const IdleBelow = 1.0
 // heartbeat changes nothing. ErrNotFound as for Heartbeat.
 //
 // Like every write it runs in a transaction of its own on PostgreSQL and in
-// the batcher's group commit on SQLite.
+// the batcher's group commit on SQLite. With several tasks under the id
+// within scope, each is updated, and the server's receipt time recorded
+// as when each was last seen.
 func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access.Scope) error {
 	return s.write(ctx, "heartbeat "+hb.TaskID, hb.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
-		return s.heartbeatSampledTx(ctx, tx, hb, scope)
+		same, err := s.visible(ctx, tx, hb.TaskID, scope)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+		}
+		if len(same) == 0 {
+			return false, ErrNotFound
+		}
+		wrote := false
+		for _, t := range same {
+			w, err := s.heartbeatSampledTx(ctx, tx, hb, t.key)
+			if err != nil {
+				return false, err
+			}
+			wrote = wrote || w
+		}
+		return wrote, nil
 	})
 }
 
-// heartbeatSampledTx is HeartbeatSampled's work in a transaction; wrote
-// tells whether it wrote anything.
-func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled, scope *access.Scope) (wrote bool, _ error) {
-	var project, owner string
+// heartbeatSampledTx is HeartbeatSampled's work on one task (key) in a
+// transaction; wrote tells whether it wrote anything.
+func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled, key int64) (wrote bool, _ error) {
 	var end, seen, idleSince sql.NullInt64
-	err := s.queryRow(ctx, tx, stmtSampledTask, hb.TaskID).Scan(&project, &owner, &end, &seen, &idleSince)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.Allows(project, owner)) {
-		return false, ErrNotFound
-	}
-	if err != nil {
+	if err := s.queryRow(ctx, tx, stmtSampledTask, key).Scan(&end, &seen, &idleSince); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	if end.Valid {
 		return false, nil // completed: the heartbeat is answered and ignored
 	}
-	if _, err := s.exec(ctx, tx, stmtHeartbeat, hb.Time, hb.TaskID, hb.Time); err != nil {
+	now := s.now().Unix()
+	if _, err := s.exec(ctx, tx, stmtHeartbeat, hb.Time, hb.Time, now, now, key); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	if seen.Valid && hb.Time <= seen.Int64 {
 		return true, nil // late or spooled: moves no GPU data back
 	}
-	positions, err := s.matchSampled(ctx, tx, hb)
+	positions, err := s.matchSampled(ctx, tx, hb, key)
 	if err != nil {
 		return false, err
 	}
@@ -104,7 +116,7 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 		if g.Samples > 0 {
 			util = g.UtilMean
 		}
-		if _, err := s.exec(ctx, tx, stmtLatestSample, g.Samples, util, hb.TaskID, pos); err != nil {
+		if _, err := s.exec(ctx, tx, stmtLatestSample, g.Samples, util, key, pos); err != nil {
 			return false, fmt.Errorf("store: heartbeat %s: gpu %d: %w", hb.TaskID, i, err)
 		}
 	}
@@ -119,7 +131,7 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 		}
 		since = &v
 	}
-	if _, err := s.exec(ctx, tx, stmtIdleState, hb.Time, hb.Interval, since, hb.TaskID); err != nil {
+	if _, err := s.exec(ctx, tx, stmtIdleState, hb.Time, hb.Interval, since, key); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	return true, nil
@@ -128,8 +140,8 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 // matchSampled returns, for each of the heartbeat's entries, the position
 // of the task's GPU it names (-1: none). A GPU is matched once, by its
 // first entry.
-func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled) ([]int, error) {
-	rows, err := s.query(ctx, tx, stmtSampledGPUs, hb.TaskID)
+func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskKey int64) ([]int, error) {
+	rows, err := s.query(ctx, tx, stmtSampledGPUs, taskKey)
 	if err != nil {
 		return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
 	}
@@ -162,7 +174,3 @@ func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled) ([]in
 	}
 	return out, nil
 }
-
-// migUUIDColumn is the task_gpus column of a MIG instance's UUID (”
-// for a whole GPU) once the schema has one; until then every GPU is whole.
-const migUUIDColumn = "''"

@@ -36,20 +36,21 @@ func loadPlanTasks(t *testing.T, s *store.Store, dsn string) {
 		if i%10 != 9 {
 			end = int64(1700000000 + i*60 + 3600)
 		}
-		return []any{fmt.Sprintf("plan-%06d", i), "train", fmt.Sprintf("p%02d", i%50), fmt.Sprintf("o%03d", i%500),
-			int64(1700000000 + i*60), int64(2), "{}", int64(1700000000 + i*60), end}
+		return []any{int64(i + 1), fmt.Sprintf("plan-%06d", i), "train", fmt.Sprintf("p%02d", i%50), fmt.Sprintf("o%03d", i%500),
+			int64(1700000000 + i*60), int64(2), "{}", int64(1700000000 + i*60), end, fmt.Sprintf("tok%02d", i%20), int64(1700000000 + i*60)}
 	}
 	gpu := func(i, pos int, end any) []any {
-		return []any{fmt.Sprintf("plan-%06d", i), int64(pos), int64(pos), fmt.Sprintf("GPU-%04d", (i*2+pos)%1600),
+		return []any{int64(i + 1), int64(pos), int64(pos), fmt.Sprintf("GPU-%04d", (i*2+pos)%1600),
 			"NVIDIA A100", int64(1700000000 + i*60), end}
 	}
 	pending := func(i int) []any {
-		return []any{fmt.Sprintf("pending-%05d", i), "{}", "", int64(1700000000 + i)}
+		return []any{fmt.Sprintf("pending-%05d", i), "{}", "", int64(1700000000 + i), fmt.Sprintf("tok%02d", i%20)}
 	}
 	const pendingN = 10000
-	pendingCols := []string{"task_id", "completion", "scope", "received_at"}
-	taskCols := []string{"task_id", "task_name", "project", "owner", "start_time", "gpu_count", "registration", "registered_at", "end_time"}
-	gpuCols := []string{"task_id", "position", "gpu_index", "uuid", "model", "task_start", "task_end"}
+	pendingCols := []string{"task_id", "completion", "scope", "received_at", "token"}
+	taskCols := []string{"id", "task_id", "task_name", "project", "owner", "start_time", "gpu_count", "registration", "registered_at",
+		"end_time", "token", "seen_at"}
+	gpuCols := []string{"task_key", "position", "gpu_index", "uuid", "model", "task_start", "task_end"}
 	if s.Dialect() == store.Postgres {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
@@ -66,7 +67,7 @@ func loadPlanTasks(t *testing.T, s *store.Store, dsn string) {
 		for i := range planTasks {
 			tk := task(i)
 			tasks = append(tasks, tk)
-			gpus = append(gpus, gpu(i, 0, tk[8]), gpu(i, 1, tk[8]))
+			gpus = append(gpus, gpu(i, 0, tk[9]), gpu(i, 1, tk[9]))
 		}
 		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskCols, pgx.CopyFromRows(tasks)); err != nil {
 			t.Fatal(err)
@@ -110,7 +111,7 @@ func loadPlanTasks(t *testing.T, s *store.Store, dsn string) {
 			t.Fatal(err)
 		}
 		for pos := range 2 {
-			if _, err := gi.ExecContext(ctx, gpu(i, pos, tk[8])...); err != nil {
+			if _, err := gi.ExecContext(ctx, gpu(i, pos, tk[9])...); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -167,7 +168,9 @@ func checkWritePlans(t *testing.T, s *store.Store) {
 					}
 					return
 				}
-				if !strings.Contains(text, "USING INDEX "+st.Index+" ") && !strings.Contains(text, "USING COVERING INDEX "+st.Index+" ") {
+				// "INTEGER PRIMARY KEY": a lookup of tasks.id, the rowid.
+				if !strings.Contains(text, "USING INDEX "+st.Index+" ") && !strings.Contains(text, "USING COVERING INDEX "+st.Index+" ") &&
+					!(st.Index == "INTEGER PRIMARY KEY" && strings.Contains(text, "USING INTEGER PRIMARY KEY (rowid=?)")) {
 					t.Fatalf("does not use %s:\n%s\n%s", st.Index, st.SQL, text)
 				}
 				return

@@ -42,29 +42,51 @@ var ErrBadCursor = errors.New("store: malformed cursor")
 // exit status or a failed gate); the report's SQL uses it too.
 const failed = "(t.end_time IS NOT NULL AND (t.exit_code <> 0 OR COALESCE(t.gate_passed, 1) = 0))"
 
-const taskColumns = `t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.pipeline_run, t.step,
+const taskColumns = `t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.pipeline_run, t.step,
 	t.orchestrator, t.k8s_namespace, t.k8s_pod, t.k8s_node, t.k8s_pod_uid, t.k8s_job_index, t.hostname, t.start_time,
 	t.gpu_count, t.duration_est, t.labels, t.registered_at, t.last_seen, t.end_time, t.duration_seconds, t.exit_code,
-	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at, t.idle_since`
+	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at, t.idle_since, t.submit_time`
 
-// Task returns one task within scope, or nil (and no error) when there is
-// none the scope may see.
-func (s *Store) Task(ctx context.Context, taskID string, scope *access.Scope) (*Task, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind("SELECT "+taskColumns+" FROM tasks t WHERE t.task_id = ?"), taskID)
+// Task returns the newest task (by start_time) under taskID within scope,
+// or nil (and no error) when there is none the scope may see; project, when
+// not empty, picks the one of that project. The others the scope sees under
+// the same task_id are listed in its SameTaskID.
+func (s *Store) Task(ctx context.Context, taskID, project string, scope *access.Scope) (*Task, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind("SELECT "+taskColumns+" FROM tasks t WHERE t.task_id = ? ORDER BY t.start_time DESC, t.id DESC"), taskID)
 	if err != nil {
 		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
 	}
-	tasks, err := scanTasks(rows)
+	all, err := scanTasks(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
 	}
-	if len(tasks) == 0 || !scope.Allows(tasks[0].Project, tasks[0].Owner) {
+	var seen []Task
+	for _, t := range all {
+		if scope.Allows(t.Project, t.Owner) {
+			seen = append(seen, t)
+		}
+	}
+	pick := -1
+	for i, t := range seen {
+		if project == "" || t.Project == project {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
 		return nil, nil
 	}
-	if err := s.loadGPUs(ctx, tasks); err != nil {
+	task := seen[pick]
+	for i, t := range seen {
+		if i != pick {
+			task.SameTaskID = append(task.SameTaskID, SameTask{Project: t.Project, Owner: t.Owner, StartTime: t.StartTime})
+		}
+	}
+	one := []Task{task}
+	if err := s.loadGPUs(ctx, one); err != nil {
 		return nil, err
 	}
-	return &tasks[0], nil
+	return &one[0], nil
 }
 
 // Tasks lists tasks within scope matching f, newest start_time first (then
@@ -108,11 +130,11 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		add("t.start_time < ?", *f.To)
 	}
 	if f.Cursor != "" {
-		start, id, err := decodeCursor(f.Cursor)
+		start, id, key, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		add("(t.start_time < ? OR (t.start_time = ? AND t.task_id < ?))", start, start, id)
+		add("(t.start_time < ? OR (t.start_time = ? AND (t.task_id < ? OR (t.task_id = ? AND t.id < ?))))", start, start, id, id, key)
 	}
 	if scope != nil {
 		pairs, err := s.scopePairs(ctx, scope)
@@ -136,7 +158,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY t.start_time DESC, t.task_id DESC LIMIT ?"
+	q += " ORDER BY t.start_time DESC, t.task_id DESC, t.id DESC LIMIT ?"
 	args = append(args, limit+1)
 	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
 	if err != nil {
@@ -149,7 +171,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 	if len(tasks) > limit {
 		tasks = tasks[:limit]
 		last := tasks[limit-1]
-		next = encodeCursor(last.StartTime, last.TaskID)
+		next = encodeCursor(last.StartTime, last.TaskID, last.key)
 	}
 	if err := s.loadGPUs(ctx, tasks); err != nil {
 		return nil, "", err
@@ -180,21 +202,27 @@ func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]strin
 	return out, rows.Err()
 }
 
-func encodeCursor(start int64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(start, 10) + "/" + id))
+// A cursor is the last row's start_time, key and task_id (several tasks
+// may share a task_id, so the key breaks the tie).
+func encodeCursor(start int64, id string, key int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(start, 10) + "/" + strconv.FormatInt(key, 10) + "/" + id))
 }
 
-func decodeCursor(c string) (int64, string, error) {
+func decodeCursor(c string) (start int64, id string, key int64, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return 0, "", ErrBadCursor
+		return 0, "", 0, ErrBadCursor
 	}
-	start, id, ok := strings.Cut(string(b), "/")
-	n, err := strconv.ParseInt(start, 10, 64)
-	if !ok || err != nil || id == "" {
-		return 0, "", ErrBadCursor
+	parts := strings.SplitN(string(b), "/", 3)
+	if len(parts) != 3 || parts[2] == "" {
+		return 0, "", 0, ErrBadCursor
 	}
-	return n, id, nil
+	start, err1 := strconv.ParseInt(parts[0], 10, 64)
+	key, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, "", 0, ErrBadCursor
+	}
+	return start, parts[2], key, nil
 }
 
 func scanTasks(rows *sql.Rows) ([]Task, error) {
@@ -207,10 +235,10 @@ func scanTasks(rows *sql.Rows) ([]Task, error) {
 		var duration sql.NullFloat64
 		var signal, gateExpr, gateReason string
 		var metrics sql.NullString
-		if err := rows.Scan(&t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
+		if err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
 			&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.Hostname,
 			&t.StartTime, &t.GPUCount, &t.DurationEst, &labels, &t.RegisteredAt, &t.LastSeen, &endTime, &duration, &exitCode,
-			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt, &t.IdleSince); err != nil {
+			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt, &t.IdleSince, &t.SubmitTime); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(labels), &t.Labels); err != nil {
@@ -248,34 +276,47 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	byID := make(map[string]*Task, len(tasks))
-	ids := make([]string, 0, len(tasks))
+	byKey := make(map[int64]*Task, len(tasks))
+	keys := make([]int64, 0, len(tasks))
 	for i := range tasks {
-		byID[tasks[i].TaskID] = &tasks[i]
-		ids = append(ids, tasks[i].TaskID)
+		byKey[tasks[i].key] = &tasks[i]
+		keys = append(keys, tasks[i].key)
 	}
-	b, err := json.Marshal(ids)
+	b, err := json.Marshal(keys)
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
 	in := "SELECT value FROM json_each(?)"
 	if s.dialect == Postgres {
-		in = "SELECT json_array_elements_text(?::json)"
+		in = "SELECT CAST(json_array_elements_text(?::json) AS BIGINT)"
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_id, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
-		memory_used_peak_bytes, idle_share, claim_ended, latest_samples, latest_util_mean FROM task_gpus WHERE task_id IN (`+in+`) ORDER BY task_id, position`), string(b))
+	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_key, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
+		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
+		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean
+		FROM task_gpus WHERE task_key IN (`+in+`) ORDER BY task_key, position`), string(b))
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
+		var key int64
 		var g TaskGPU
-		if err := rows.Scan(&id, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
-			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.LatestSamples, &g.LatestUtilMean); err != nil {
+		var m MIG
+		var gi, estimated sql.NullInt64
+		if err := rows.Scan(&key, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
+			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.Share, &m.UUID, &gi, &m.ComputeInstanceID, &m.Profile,
+			&m.Slices, &m.TotalSlices, &g.EnergyJoules, &estimated, &g.LatestSamples, &g.LatestUtilMean); err != nil {
 			return fmt.Errorf("store: gpus: %w", err)
 		}
-		if t := byID[id]; t != nil {
+		if gi.Valid {
+			m.GPUInstanceID = gi.Int64
+			g.MIG = &m
+		}
+		if estimated.Valid {
+			e := estimated.Int64 == 1
+			g.EnergyEstimated = &e
+		}
+		if t := byKey[key]; t != nil {
 			t.GPUs = append(t.GPUs, g)
 		}
 	}

@@ -36,8 +36,9 @@ const spanSQL = `span AS (
   ) x
 )`
 
-const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
-      tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
+const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
+      tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.gpu_unlisted, tk.duration_est, tk.duration_seconds, tk.end_time,
+      tk.start_time, tk.submit_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
@@ -49,11 +50,11 @@ const spanColumns = `tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority
 // GPUs' models, and the empty model for GPUs counted without being listed
 // (device nodes) or for a task without GPUs.
 const modelsSQL = `, models AS (
-  SELECT DISTINCT g.task_id, g.model FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+  SELECT DISTINCT g.task_key, g.model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
   UNION
-  SELECT sp.task_id, '' FROM span sp
-  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_id = sp.task_id)
-     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_id = sp.task_id))
+  SELECT sp.id, '' FROM span sp
+  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_key = sp.id)
+     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id))
 )`
 
 // groupColumns returns the GROUP BY columns of a report: its keys, then
@@ -90,12 +91,17 @@ func taskGroups(keys []string) (cols, sel []string, with, from string, err error
 		sel[i] = "sp." + c
 		if c == "model" {
 			with += modelsSQL
-			from = "span sp JOIN models m ON m.task_id = sp.task_id"
+			from = "span sp JOIN models m ON m.task_key = sp.id"
 			sel[i] = "m.model"
 		}
 	}
 	return cols, sel, with, from, nil
 }
+
+// queued is the SQL condition of a spanned task whose queue wait counts:
+// it has a submit_time and started inside the window (a task that started
+// before the window waited in an earlier one).
+const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
 
 // ReportTasks implements report.Source: task-level sums grouped by keys,
 // project and owner. With the key model, a task counts once under every
@@ -115,8 +121,11 @@ SELECT ` + list + `,
     AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
     AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
-  CAST(SUM(sp.gpu_count * sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT)
+  CAST(SUM(sp.gpu_unlisted * sp.sec) AS BIGINT),
+  CAST(SUM(sp.failed * sp.gpu_unlisted * sp.sec) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + queued + ` THEN 1 ELSE 0 END) AS BIGINT),
+  CAST(MAX(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)
 FROM ` + from + `
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
@@ -128,17 +137,19 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var t report.TaskSums
-		dest := make([]any, 0, len(cols)+9)
+		dest := make([]any, 0, len(cols)+12)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
 		var actual sql.NullFloat64
+		var longest sql.NullInt64
 		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
-			&t.GPUSeconds, &t.FailedGPUSeconds)
+			&t.UnlistedGPUSeconds, &t.FailedUnlistedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
 		t.ActualSeconds = actual.Float64
+		t.QueueWaitMax = longest.Int64
 		t.Key = keyMap(cols, vals)
 		out = append(out, t)
 	}
@@ -150,7 +161,11 @@ GROUP BY ` + list
 
 // ReportGPUs implements report.Source: sums over the GPUs the tasks listed
 // (with their models and the completion's summaries), grouped by keys,
-// project, owner and model.
+// project, owner and model, and apart for MIG instances by profile. Hours
+// are weighted by each GPU's share; energy is the completed tasks' own,
+// each task's clipped to the window in proportion to the part of
+// end_time − start_time inside it (all of it for a task that lasted no
+// time).
 func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) ([]report.GPUSums, error) {
 	cols, err := groupColumns(keys, true)
 	if err != nil {
@@ -163,16 +178,21 @@ func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) 
 			sel[i] = "g.model"
 		}
 	}
-	list := strings.Join(sel, ", ")
+	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
 	q := "WITH " + spanSQL + `
 SELECT ` + list + `,
   CAST(SUM(sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.sec) AS BIGINT),
-  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL THEN sp.sec * g.idle_share ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN sp.sec * g.idle_share ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec * g.util_mean ELSE 0 END),
-  CAST(SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec ELSE 0 END) AS BIGINT)
-FROM span sp JOIN task_gpus g ON g.task_id = sp.task_id
+  SUM(g.share * sp.sec),
+  SUM(sp.failed * g.share * sp.sec),
+  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL THEN g.share * sp.sec * g.idle_share ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN g.share * sp.sec * g.idle_share ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN g.share * sp.sec * g.util_mean ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN g.share * sp.sec ELSE 0 END),
+  SUM(CASE WHEN sp.completed = 1 AND g.energy_joules IS NOT NULL THEN
+    CASE WHEN sp.end_time > sp.start_time THEN g.energy_joules * sp.sec / (sp.end_time - sp.start_time) ELSE g.energy_joules END
+    ELSE 0 END),
+  CAST(SUM(CASE WHEN sp.completed = 1 AND g.energy_joules IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT)
+FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
 	if err != nil {
@@ -183,16 +203,21 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var g report.GPUSums
-		dest := make([]any, 0, len(cols)+6)
+		dest := make([]any, 0, len(cols)+12)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
-		var idle, idleOK, util sql.NullFloat64
-		dest = append(dest, &g.GPUSeconds, &g.FailedGPUSeconds, &idle, &idleOK, &util, &g.UtilSeconds)
+		var mig int64
+		var gpuSec, failedSec, idle, idleOK, util, utilSec, energy sql.NullFloat64
+		dest = append(dest, &mig, &g.Profile, &g.InstanceSeconds, &gpuSec, &failedSec, &idle, &idleOK, &util, &utilSec,
+			&energy, &g.EnergyGPUs)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
-		g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted = idle.Float64, idleOK.Float64, util.Float64
+		g.MIG = mig == 1
+		g.GPUSeconds, g.FailedGPUSeconds = gpuSec.Float64, failedSec.Float64
+		g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted, g.UtilSeconds = idle.Float64, idleOK.Float64, util.Float64, utilSec.Float64
+		g.EnergyJoules = energy.Float64
 		g.Key = keyMap(cols, vals)
 		out = append(out, g)
 	}
@@ -239,7 +264,7 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	q += `
 SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
   SELECT ` + strings.Join(inner, ", ") + `, ` + metricValue[s.dialect] + ` AS x
-  FROM ` + from + ` JOIN tasks tm ON tm.task_id = sp.task_id
+  FROM ` + from + ` JOIN tasks tm ON tm.id = sp.id
   WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
 ) v
 GROUP BY ` + list

@@ -9,8 +9,13 @@
 //     commits with its own fsync.
 //   - Every write is one transaction, so a request never leaves half a task.
 //   - Several processes may share one PostgreSQL database: migrations take an
-//     advisory lock, writes are idempotent by task_id (INSERT … ON CONFLICT),
-//     so two replicas never store a task twice or both answer "new".
+//     advisory lock, and the writes of one task_id take another (and are
+//     idempotent by (task_id, project, owner), INSERT … ON CONFLICT), so
+//     two replicas never store a task twice or both answer "new".
+//   - A task is identified by its task_id within the sender's scope: one
+//     task_id may name tasks of several projects and owners (a surrogate
+//     key, tasks.id, links their GPUs), and a write never reads, changes or
+//     answers about a task outside the sender's scope.
 //   - Both stores give the same answers to the same calls (the tests run one
 //     suite against both).
 //   - "Not found" is a nil result with a nil error.
@@ -21,6 +26,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -52,6 +58,10 @@ type Store struct {
 	// prep holds the write statements prepared on SQLite's writer
 	// connection (see prepared); read-only after Open.
 	prep map[*stmt]*sql.Stmt
+	// claimGrace, openTTL, maxOpen and log are Options' settings.
+	claimGrace, openTTL time.Duration
+	maxOpen             int
+	log                 *slog.Logger
 }
 
 // Options adjust Open.
@@ -62,10 +72,32 @@ type Options struct {
 	MustExist bool
 	// Now is the clock (time.Now when nil); tests fix it.
 	Now func() time.Time
+	// ClaimGrace is how long a task not seen (registration or heartbeat,
+	// by the server's receipt time) keeps its claim on a GPU against a
+	// registration from outside its scope (DefaultClaimGrace when 0).
+	ClaimGrace time.Duration
+	// OpenTTL is how long an open task not seen counts as open: for
+	// MaxOpenPerToken (DefaultOpenTTL when 0).
+	OpenTTL time.Duration
+	// MaxOpenPerToken bounds, per token name, the open tasks (without a
+	// completion, seen within OpenTTL) and pending completions a sender
+	// may have; a registration past it is ErrTooManyOpen
+	// (DefaultMaxOpenPerToken when 0; negative: no bound).
+	MaxOpenPerToken int
+	// Log receives what the store decides on its own (a pending
+	// completion that does not fit its registration); discarded when nil.
+	Log *slog.Logger
 	// maxVersion stops the migrations at that version (0: the latest); the
 	// upgrade tests make databases of an older schema with it.
 	maxVersion int
 }
+
+// Defaults of Options.
+const (
+	DefaultClaimGrace      = 5 * time.Minute
+	DefaultOpenTTL         = 168 * time.Hour
+	DefaultMaxOpenPerToken = 100000
+)
 
 // ErrNoDatabase is returned by Open with MustExist for a missing SQLite file.
 var ErrNoDatabase = errors.New("store: database file does not exist")
@@ -79,9 +111,21 @@ func IsPostgresDSN(dsn string) bool {
 // Open connects to dsn, checks that the database answers, and applies the
 // migrations it lacks.
 func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
-	s := &Store{now: opt.Now}
+	s := &Store{now: opt.Now, claimGrace: opt.ClaimGrace, openTTL: opt.OpenTTL, maxOpen: opt.MaxOpenPerToken, log: opt.Log}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.claimGrace == 0 {
+		s.claimGrace = DefaultClaimGrace
+	}
+	if s.openTTL == 0 {
+		s.openTTL = DefaultOpenTTL
+	}
+	if s.maxOpen == 0 {
+		s.maxOpen = DefaultMaxOpenPerToken
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
 	if IsPostgresDSN(dsn) {

@@ -48,7 +48,7 @@ func mustRegister(t *testing.T, s *store.Store, r *store.Registration) {
 
 func mustComplete(t *testing.T, s *store.Store, c *store.Completion, body []byte) {
 	t.Helper()
-	if _, err := s.Complete(ctx, c, body, nil); err != nil {
+	if _, err := s.Complete(ctx, c, body, store.Sender{}); err != nil {
 		t.Fatalf("complete %s: %v", c.TaskID, err)
 	}
 }
@@ -71,14 +71,14 @@ func TestRegisterIdempotency(t *testing.T) {
 		if _, err := s.Register(ctx, other); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("different body: %v, want ErrConflict", err)
 		}
-		got, err := s.Task(ctx, "t1", nil)
+		got, err := s.Task(ctx, "t1", "", nil)
 		if err != nil || got == nil {
 			t.Fatalf("Task: %v %v", got, err)
 		}
 		if got.Project != "search" || got.State != "running" || got.RegisteredAt != fixedNow().Unix() || got.Labels["team"] != "a" {
 			t.Fatalf("stored task changed or wrong: %+v", got)
 		}
-		if got, err := s.Task(ctx, "nope", nil); got != nil || err != nil {
+		if got, err := s.Task(ctx, "nope", "", nil); got != nil || err != nil {
 			t.Fatalf("unknown task: %v %v, want nil nil", got, err)
 		}
 	})
@@ -90,17 +90,17 @@ func TestCompleteAndPending(t *testing.T) {
 		gpu := store.RegisteredGPU{Index: 0, UUID: "GPU-a", Model: "Tesla T4", MemoryTotal: 16 << 30}
 		mustRegister(t, s, reg("t1", "search", "ann", 1000, gpu))
 		c, body := completion("t1", 0, 1200, store.GPUUsage{UUID: "GPU-a", Samples: 10, UtilMean: f64(50), IdleShare: f64(0.25)})
-		if res, err := s.Complete(ctx, c, body, nil); err != nil || res != store.Completed {
+		if res, err := s.Complete(ctx, c, body, store.Sender{}); err != nil || res != store.Completed {
 			t.Fatalf("complete: %v %v", res, err)
 		}
-		if res, err := s.Complete(ctx, c, body, nil); err != nil || res != store.AlreadyCompleted {
+		if res, err := s.Complete(ctx, c, body, store.Sender{}); err != nil || res != store.AlreadyCompleted {
 			t.Fatalf("same again: %v %v", res, err)
 		}
 		c2, body2 := completion("t1", 1, 1200)
-		if _, err := s.Complete(ctx, c2, body2, nil); !errors.Is(err, store.ErrConflict) {
+		if _, err := s.Complete(ctx, c2, body2, store.Sender{}); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("different: %v", err)
 		}
-		got, _ := s.Task(ctx, "t1", nil)
+		got, _ := s.Task(ctx, "t1", "", nil)
 		if got.State != "completed" || got.Completion.ExitCode != 0 || *got.GPUs[0].UtilMean != 50 ||
 			*got.Efficiency.GPUSeconds != 100.5 || *got.Efficiency.IdleShare != 0.25 {
 			t.Fatalf("after completion: %+v %+v", got, got.Completion)
@@ -109,33 +109,39 @@ func TestCompleteAndPending(t *testing.T) {
 		// Before the registration: kept, joined later within scope.
 		scope := &access.Scope{Projects: []string{"search*"}}
 		c3, body3 := completion("t2", 3, 2000)
-		if res, err := s.Complete(ctx, c3, body3, scope); err != nil || res != store.Pending {
+		if res, err := s.Complete(ctx, c3, body3, store.Sender{Scope: scope}); err != nil || res != store.Pending {
 			t.Fatalf("pending: %v %v", res, err)
 		}
-		if res, err := s.Complete(ctx, c3, body3, scope); err != nil || res != store.Pending {
+		if res, err := s.Complete(ctx, c3, body3, store.Sender{Scope: scope}); err != nil || res != store.Pending {
 			t.Fatalf("pending again: %v %v", res, err)
 		}
-		if _, err := s.Complete(ctx, c2, []byte(`{"task_id":"t2","end_time":1}`), scope); !errors.Is(err, store.ErrConflict) {
+		if _, err := s.Complete(ctx, c2, []byte(`{"task_id":"t2","end_time":1}`), store.Sender{Scope: scope}); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("different pending: %v", err)
 		}
 		mustRegister(t, s, reg("t2", "search_x", "bob", 1500))
-		got, _ = s.Task(ctx, "t2", nil)
+		got, _ = s.Task(ctx, "t2", "", nil)
 		if got.State != "failed" || got.Completion == nil || got.Completion.EndTime != 2000 {
 			t.Fatalf("pending completion not joined: %+v", got)
 		}
 		// Outside the sending token's scope: never joined.
 		c4, body4 := completion("t3", 0, 2000)
-		if _, err := s.Complete(ctx, c4, body4, scope); err != nil {
+		if _, err := s.Complete(ctx, c4, body4, store.Sender{Scope: scope}); err != nil {
 			t.Fatal(err)
 		}
 		mustRegister(t, s, reg("t3", "admin", "bob", 1500))
-		got, _ = s.Task(ctx, "t3", nil)
+		got, _ = s.Task(ctx, "t3", "", nil)
 		if got.Completion != nil {
 			t.Fatalf("completion joined across scopes: %+v", got.Completion)
 		}
-		// A completion of a stored task outside the scope.
-		if _, err := s.Complete(ctx, c4, body4, scope); !errors.Is(err, store.ErrOutOfScope) {
-			t.Fatalf("out of scope: %v", err)
+		// A completion of a stored task outside the scope: for that
+		// sender the task_id is unused, so the completion waits as its
+		// own pending one, and the stored task is untouched.
+		c5, body5 := c4, body4
+		if res, err := s.Complete(ctx, c5, body5, store.Sender{Scope: scope}); err != nil || res != store.Pending {
+			t.Fatalf("out of scope: %v %v, want Pending", res, err)
+		}
+		if got, _ = s.Task(ctx, "t3", "", nil); got.Completion != nil {
+			t.Fatalf("a completion from outside the scope reached the task: %+v", got.Completion)
 		}
 	})
 }
@@ -148,7 +154,7 @@ func TestGateFailed(t *testing.T) {
 			Metrics: map[string]float64{"acc": 0.9}}
 		b, _ := json.Marshal(c)
 		mustComplete(t, s, c, b)
-		got, _ := s.Task(ctx, "t1", nil)
+		got, _ := s.Task(ctx, "t1", "", nil)
 		if got.State != "failed" || got.Completion.Gate == nil || got.Completion.Gate.Reason != "acc=0.9" || got.Completion.Metrics["acc"] != 0.9 {
 			t.Fatalf("gate: %+v %+v", got.State, got.Completion)
 		}
@@ -164,7 +170,7 @@ func TestHeartbeatForwardOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, _ := s.Task(ctx, "t1", nil)
+		got, _ := s.Task(ctx, "t1", "", nil)
 		if got.LastSeen == nil || *got.LastSeen != 3000 {
 			t.Fatalf("last_seen %v, want 3000", got.LastSeen)
 		}
@@ -185,9 +191,9 @@ func TestTasksFiltersPagesScope(t *testing.T) {
 			owner := []string{"ann@x.com", "bob@y.com"}[i%2]
 			mustRegister(t, s, reg(fmt.Sprintf("t%02d", i), project, owner, int64(1000+i/2)))
 		}
-		c, b := completion("t00", 0, 5000)
+		c, b := completion("t00", 0, 1100)
 		mustComplete(t, s, c, b)
-		c, b = completion("t03", 2, 5000)
+		c, b = completion("t03", 2, 1100)
 		mustComplete(t, s, c, b)
 
 		// Pages of 7 walk every task once, newest first.
@@ -238,7 +244,7 @@ func TestTasksFiltersPagesScope(t *testing.T) {
 		if _, _, err := s.Tasks(ctx, store.Filter{Cursor: "!!"}, nil); !errors.Is(err, store.ErrBadCursor) {
 			t.Errorf("bad cursor: %v", err)
 		}
-		if got, _ := s.Task(ctx, "t01", &access.Scope{Projects: []string{"search"}}); got != nil {
+		if got, _ := s.Task(ctx, "t01", "", &access.Scope{Projects: []string{"search"}}); got != nil {
 			t.Errorf("Task out of scope returned %v", got.TaskID)
 		}
 	})
@@ -254,7 +260,7 @@ func TestGPUClaims(t *testing.T) {
 		// A registration that comes late from a spool: started before "new".
 		mustRegister(t, s, reg("late", "p", "o", 1500, g("GPU-a")))
 		claim := func(id string, i int) *int64 {
-			task, err := s.Task(ctx, id, nil)
+			task, err := s.Task(ctx, id, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,13 +356,13 @@ func TestGPUClaimOfCompletedTask(t *testing.T) {
 		done, doneBody := completion("done", 0, 1500)
 		mustComplete(t, s, done, doneBody)
 		c, b := completion("early", 0, 1900)
-		if _, err := s.Complete(ctx, c, b, nil); err != nil {
+		if _, err := s.Complete(ctx, c, b, store.Sender{}); err != nil {
 			t.Fatal(err)
 		}
 		mustRegister(t, s, reg("early", "p", "o", 1600, g))
 		mustRegister(t, s, reg("new", "p", "o", 2000, g))
 		for _, id := range []string{"done", "early", "new"} {
-			task, err := s.Task(ctx, id, nil)
+			task, err := s.Task(ctx, id, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 )
 
 // Errors of the write methods, for errors.Is.
@@ -14,9 +17,29 @@ var (
 	ErrConflict = errors.New("store: a different body is already stored under this task_id")
 	// ErrNotFound: no such task (or none the caller may see).
 	ErrNotFound = errors.New("store: no such task")
-	// ErrOutOfScope: the task exists but the caller's scope does not cover it.
-	ErrOutOfScope = errors.New("store: task outside the caller's scope")
+	// ErrStartMismatch: the sender sees several tasks under the
+	// completion's task_id and none has its start_time.
+	ErrStartMismatch = fmt.Errorf("%w: several tasks under this task_id, none with the completion's start_time", ErrConflict)
+	// ErrTooManyOpen: the sending token already has its bound of open
+	// tasks and pending completions (Options.MaxOpenPerToken).
+	ErrTooManyOpen = errors.New("store: the token has too many open tasks")
 )
+
+// BadCompletionError is a completion whose times do not fit its task
+// (checks that need the registration): the API answers 400 with it.
+type BadCompletionError struct{ Field, Rule string }
+
+func (e *BadCompletionError) Error() string { return "field " + e.Field + ": " + e.Rule }
+
+// Sender is who sends a write: the scope of its token (nil: every task, an
+// admin token or no tokens file), the token's name (” without a tokens
+// file) and whether the bound on open tasks applies to it (not to an
+// admin).
+type Sender struct {
+	Scope     *access.Scope
+	Token     string
+	Unbounded bool
+}
 
 // Registration is what POST /v1/task/register stores: the fields the
 // monitor queries on, and the body as sent.
@@ -38,28 +61,67 @@ type Registration struct {
 	K8sJobIndex  *int64
 	Hostname     string
 	StartTime    int64
-	GPUCount     int64
-	DurationEst  *int64
-	Labels       map[string]string
-	GPUs         []RegisteredGPU
+	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), nil
+	// when the registration has none; never after StartTime.
+	SubmitTime  *int64
+	GPUCount    int64
+	DurationEst *int64
+	Labels      map[string]string
+	GPUs        []RegisteredGPU
 	// Body is the request body as received; a later registration of the
 	// same task_id is "the same" when its body is the same JSON value.
 	Body []byte
+	// From is the sender: the tasks its scope sees under TaskID decide
+	// between new, the same and a conflict, and which older claims on a
+	// GPU this registration may end.
+	From Sender
 }
 
-// RegisteredGPU is one entry of a registration's gpus list.
+// RegisteredGPU is one entry of a registration's gpus list. For a MIG
+// instance UUID and Model are the parent GPU's (dcgm-exporter labels MIG
+// series with the parent's UUID) and MIG says which instance.
 type RegisteredGPU struct {
 	Index       int64
 	UUID        string
 	Model       string
 	MemoryTotal int64
+	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
+	// the registration's share, else slices / total_slices for MIG, else 1.
+	Share float64
+	MIG   *MIG
+}
+
+// MIG identifies a MIG instance of its parent GPU, as the entrypoint's
+// probe reports it (nvidia-smi's names).
+type MIG struct {
+	UUID              string `json:"uuid"`
+	GPUInstanceID     int64  `json:"gpu_instance_id"`
+	ComputeInstanceID *int64 `json:"compute_instance_id"`
+	Profile           string `json:"profile"`
+	Slices            *int64 `json:"slices"`
+	TotalSlices       *int64 `json:"total_slices"`
+}
+
+// wholeInstance reports whether a claim with share holds all of its GPU
+// instance: a whole GPU at share 1, or a MIG instance at (at least) its
+// slices' share of the parent. Only such a claim ends older claims on the
+// same instance whatever their share.
+func wholeInstance(share float64, m *MIG) bool {
+	const eps = 1e-9
+	if m == nil || m.Slices == nil || m.TotalSlices == nil || *m.TotalSlices <= 0 {
+		return share >= 1-eps
+	}
+	return share >= float64(*m.Slices)/float64(*m.TotalSlices)-eps
 }
 
 // Completion is the body of POST /v1/task/complete (the fields the monitor
 // keeps), in its wire shape: a completion waiting for its registration is
 // kept as its body and decoded again when the registration comes.
 type Completion struct {
-	TaskID          string             `json:"task_id"`
+	TaskID string `json:"task_id"`
+	// StartTime picks the task among several the sender sees under
+	// TaskID; nil when the body has none.
+	StartTime       *int64             `json:"start_time"`
 	EndTime         int64              `json:"end_time"`
 	DurationSeconds float64            `json:"duration_seconds"`
 	ExitCode        int64              `json:"exit_code"`
@@ -76,14 +138,21 @@ type Gate struct {
 	Reason string `json:"reason"`
 }
 
-// GPUUsage is the completion's summary of one GPU's samples.
+// GPUUsage is the completion's summary of one GPU's samples. A MIG entry
+// has the parent's UUID and the instance's MIGUUID.
 type GPUUsage struct {
 	UUID                string   `json:"uuid"`
+	MIGUUID             string   `json:"mig_uuid"`
 	Samples             int64    `json:"samples"`
 	UtilMean            *float64 `json:"util_mean"`
 	UtilP95             *float64 `json:"util_p95"`
 	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
 	IdleShare           *float64 `json:"idle_share"`
+	// EnergyJoules is the GPU's energy over the task (null when the GPU
+	// could not tell); EnergyEstimated is true when it is the parent's
+	// energy × share (MIG and shared GPUs).
+	EnergyJoules    *float64 `json:"energy_joules"`
+	EnergyEstimated *bool    `json:"energy_estimated"`
 }
 
 // Task is one stored task as the API shows it.
@@ -105,6 +174,7 @@ type Task struct {
 	K8sJobIndex  *int64            `json:"k8s_job_index"`
 	Hostname     string            `json:"hostname"`
 	StartTime    int64             `json:"start_time"`
+	SubmitTime   *int64            `json:"submit_time"`
 	GPUCount     int64             `json:"gpu_count"`
 	DurationEst  *int64            `json:"duration_est"`
 	Labels       map[string]string `json:"labels"`
@@ -119,6 +189,18 @@ type Task struct {
 	GPUs       []TaskGPU       `json:"gpus"`
 	Completion *TaskCompletion `json:"completion"`
 	Efficiency Efficiency      `json:"efficiency"`
+	// SameTaskID lists the other tasks under this task_id the reader sees
+	// (GET /v1/tasks/{task_id} only; absent when there are none).
+	SameTaskID []SameTask `json:"same_task_id,omitempty"`
+
+	key int64 // tasks.id
+}
+
+// SameTask names another task stored under the same task_id.
+type SameTask struct {
+	Project   string `json:"project"`
+	Owner     string `json:"owner"`
+	StartTime int64  `json:"start_time"`
 }
 
 // TaskGPU is one GPU of a task with its usage summary.
@@ -132,12 +214,18 @@ type TaskGPU struct {
 	UtilP95             *float64 `json:"util_p95"`
 	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
 	IdleShare           *float64 `json:"idle_share"`
+	// Share is the fraction of the physical GPU the task held; MIG the
+	// instance (null for a whole GPU).
+	Share           float64  `json:"share"`
+	MIG             *MIG     `json:"mig"`
+	EnergyJoules    *float64 `json:"energy_joules"`
+	EnergyEstimated *bool    `json:"energy_estimated"`
 	// LatestSamples and LatestUtilMean are the newest sampled heartbeat's
 	// interval for this GPU (null before one came).
 	LatestSamples  *int64   `json:"latest_samples"`
 	LatestUtilMean *float64 `json:"latest_util_mean"`
-	// ClaimEnded is when a newer task registered this GPU's UUID while
-	// this task had no completion (one GPU runs one task).
+	// ClaimEnded is when a newer task took over this GPU (instance) while
+	// this task had no completion (one GPU instance runs one task).
 	ClaimEnded *int64 `json:"claim_ended"`
 }
 

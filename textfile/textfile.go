@@ -9,7 +9,8 @@
 // (prometheus/common/expfmt) with constant HELP texts and no timestamps,
 // so `promtool check metrics` passes and node_exporter reads it without a
 // scrape error; every series carries task_id; each family has a fixed set of
-// label names, all valid under Prometheus' legacy naming rules.
+// label names in a file (a MIG task's GPU family adds GPU_I_ID and
+// GPU_I_PROFILE), all valid under Prometheus' legacy naming rules.
 package textfile
 
 import (
@@ -21,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -53,7 +55,14 @@ const (
 var (
 	infoLabels    = []string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname"}
 	gpuInfoLabels = []string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}
-	startLabels   = []string{"task_id"}
+	// gpuInfoMIGLabels are a MIG task's: UUID is then the parent GPU's,
+	// GPU_I_ID and GPU_I_PROFILE name the instance as dcgm-exporter does
+	// (empty for a whole GPU of the same task). A whole-GPU task's file
+	// keeps the shorter set, byte for byte as before MIG: node_exporter
+	// serves series of one family with different label names without a
+	// scrape error, and Prometheus reads an absent label as empty.
+	gpuInfoMIGLabels = append(slices.Clone(gpuInfoLabels), "GPU_I_ID", "GPU_I_PROFILE")
+	startLabels      = []string{"task_id"}
 )
 
 // HELP texts are constant: node_exporter drops a family whose HELP differs
@@ -73,11 +82,20 @@ func Render(s *labels.Set, gpus []gpu.Device) ([]byte, error) {
 	fams := []*dto.MetricFamily{family(InfoName, infoHelp, gauge(1, infoLabels,
 		s.TaskID, s.TaskName, s.Project, s.Owner, s.Priority, s.Env, s.Pipeline, s.Step, s.Hostname))}
 	var perGPU []*dto.Metric
+	mig := slices.ContainsFunc(gpus, func(d gpu.Device) bool { return d.MIG != nil })
 	for _, d := range gpus {
 		if !labels.ValidName(d.UUID, "") {
 			continue
 		}
-		perGPU = append(perGPU, gauge(1, gpuInfoLabels, s.TaskID, s.Project, s.Owner, s.Hostname, d.UUID, d.Name))
+		if !mig {
+			perGPU = append(perGPU, gauge(1, gpuInfoLabels, s.TaskID, s.Project, s.Owner, s.Hostname, d.UUID, d.Name))
+			continue
+		}
+		id, profile := "", ""
+		if d.MIG != nil {
+			id, profile = strconv.Itoa(d.MIG.GPUInstanceID), d.MIG.Profile
+		}
+		perGPU = append(perGPU, gauge(1, gpuInfoMIGLabels, s.TaskID, s.Project, s.Owner, s.Hostname, d.UUID, d.Name, id, profile))
 	}
 	if len(perGPU) > 0 {
 		fams = append(fams, family(GPUInfoName, gpuInfoHelp, perGPU...))
@@ -160,17 +178,21 @@ func Remove(dir, taskID string) error {
 // Stale is another task's file that claims one of our GPUs.
 type Stale struct {
 	Path string
-	UUID string // the GPU it claims
+	UUID string // the GPU it claims (a MIG instance's MIG UUID)
 	Err  error  // nil when removed
 }
 
 // RemoveStale removes the files of other tasks in dir that claim one of
-// uuids: one GPU runs one task, so such a file is left over by a task that
-// ended without removing it (exec mode, a killed supervisor). Files it
-// cannot read or parse are left alone; a file it may not remove (another
-// user's, in a sticky directory) is returned with its error.
-func RemoveStale(dir, taskID string, uuids []string) ([]Stale, error) {
-	if len(uuids) == 0 {
+// gpus: one GPU instance runs one task, so such a file is left over by a
+// task that ended without removing it (exec mode, a killed supervisor). A
+// whole GPU is claimed by every series of its UUID; a MIG instance by the
+// series of its parent's UUID with its GPU_I_ID, or with none (a whole-GPU
+// claim: the GPU was re-partitioned since), so the tasks on the other
+// instances of its GPU keep their files. Files it cannot read or parse are
+// left alone; a file it may not remove (another user's, in a sticky
+// directory) is returned with its error.
+func RemoveStale(dir, taskID string, gpus []gpu.Device) ([]Stale, error) {
+	if !slices.ContainsFunc(gpus, func(d gpu.Device) bool { return d.UUID != "" }) {
 		return nil, nil
 	}
 	entries, err := os.ReadDir(dir)
@@ -184,7 +206,7 @@ func RemoveStale(dir, taskID string, uuids []string) ([]Stale, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		uuid := claim(path, uuids)
+		uuid := claim(path, gpus)
 		if uuid == "" {
 			continue
 		}
@@ -197,9 +219,9 @@ func RemoveStale(dir, taskID string, uuids []string) ([]Stale, error) {
 	return out, nil
 }
 
-// claim returns the first of uuids that the file's GPU info series name,
-// or "" (also when the file cannot be read or parsed).
-func claim(path string, uuids []string) string {
+// claim returns the key of the first of gpus that the file's GPU info
+// series claim, or "" (also when the file cannot be read or parsed).
+func claim(path string, gpus []gpu.Device) string {
 	// Non-blocking: a FIFO put in place of a file must not hang the start.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -215,9 +237,21 @@ func claim(path string, uuids []string) string {
 		return ""
 	}
 	for _, m := range fams[GPUInfoName].GetMetric() {
+		var uuid, instance string
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "UUID" && slices.Contains(uuids, l.GetValue()) {
-				return l.GetValue()
+			switch l.GetName() {
+			case "UUID":
+				uuid = l.GetValue()
+			case "GPU_I_ID":
+				instance = l.GetValue()
+			}
+		}
+		for _, d := range gpus {
+			if d.UUID == "" || d.UUID != uuid {
+				continue
+			}
+			if d.MIG == nil || instance == "" || instance == strconv.Itoa(d.MIG.GPUInstanceID) {
+				return d.Key()
 			}
 		}
 	}

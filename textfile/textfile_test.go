@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,7 +164,7 @@ func TestRemoveStale(t *testing.T) {
 	done := make(chan struct{})
 	var got []Stale
 	var err error
-	go func() { got, err = RemoveStale(dir, "me", []string{"GPU-zzzz", mine}); close(done) }()
+	go func() { got, err = RemoveStale(dir, "me", []gpu.Device{{UUID: "GPU-zzzz"}, {UUID: mine}}); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
@@ -183,7 +184,7 @@ func TestRemoveStale(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("stale file still there")
 	}
-	if got, err := RemoveStale(filepath.Join(dir, "missing"), "me", []string{mine}); err == nil {
+	if got, err := RemoveStale(filepath.Join(dir, "missing"), "me", []gpu.Device{{UUID: mine}}); err == nil {
 		t.Errorf("missing directory: %v, no error", got)
 	}
 	if got, err := RemoveStale(dir, "me", nil); got != nil || err != nil {
@@ -236,6 +237,13 @@ func TestNodeExporterReadsTheFile(t *testing.T) {
 	if _, err := Write(dir, s2, []gpu.Device{{UUID: "GPU-cccc", Name: "NVIDIA A100"}}); err != nil {
 		t.Fatal(err)
 	}
+	// A MIG task: its series have GPU_I_ID and GPU_I_PROFILE, which the
+	// other files' series lack (Prometheus reads an absent label as empty):
+	// no scrape error.
+	s3, migs := migTask()
+	if _, err := Write(dir, s3, migs); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -261,13 +269,17 @@ func TestNodeExporterReadsTheFile(t *testing.T) {
 		InfoName: {
 			`env="",hostname="node-3",owner="ann@example.com",pipeline="ocr",priority="high",project="视觉",step="eval",task_id="job-7",task_name="resnet50" 1`,
 			`env="",hostname="node-3",owner="bob",pipeline="",priority="",project="nlp",step="",task_id="job-8",task_name="bert" 1`,
+			`env="",hostname="node-3",owner="cy",pipeline="",priority="",project="nlp",step="",task_id="job-9",task_name="llm" 1`,
 		},
 		GPUInfoName: {
+			`GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-66666666-7777-8888-9999-000000000000",gpu_model="NVIDIA H200",hostname="node-3",owner="cy",project="nlp",task_id="job-9" 1`,
+			`GPU_I_ID="2",GPU_I_PROFILE="3g.71gb",UUID="GPU-11111111-2222-3333-4444-555555555555",gpu_model="NVIDIA H200",hostname="node-3",owner="cy",project="nlp",task_id="job-9" 1`,
+			`GPU_I_ID="7",GPU_I_PROFILE="1g.18gb",UUID="GPU-11111111-2222-3333-4444-555555555555",gpu_model="NVIDIA H200",hostname="node-3",owner="cy",project="nlp",task_id="job-9" 1`,
 			`UUID="GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",gpu_model="Tesla \"T4\"",hostname="node-3",owner="ann@example.com",project="视觉",task_id="job-7" 1`,
 			`UUID="GPU-5a3c0f0e-8a1b-2c3d-4e5f-60718293a4b5",gpu_model="NVIDIA H100 80GB HBM3",hostname="node-3",owner="ann@example.com",project="视觉",task_id="job-7" 1`,
 			`UUID="GPU-cccc",gpu_model="NVIDIA A100",hostname="node-3",owner="bob",project="nlp",task_id="job-8" 1`,
 		},
-		StartTimeName: {`task_id="job-7" 1.73295e+09`, `task_id="job-8" 1.7329501e+09`},
+		StartTimeName: {`task_id="job-7" 1.73295e+09`, `task_id="job-8" 1.7329501e+09`, `task_id="job-9" 1.7329502e+09`},
 	}
 	for name, series := range want {
 		got := seriesOf(fams[name])
@@ -319,5 +331,84 @@ func sortStrings(s []string) {
 		for j := i; j > 0 && s[j] < s[j-1]; j-- {
 			s[j], s[j-1] = s[j-1], s[j]
 		}
+	}
+}
+
+// migTask is a task on two MIG instances of one H200 and a whole GPU.
+func migTask() (*labels.Set, []gpu.Device) {
+	s := &labels.Set{TaskID: "job-9", TaskName: "llm", Project: "nlp", Owner: "cy", Hostname: "node-3", StartTime: 1732950200}
+	parent := "GPU-11111111-2222-3333-4444-555555555555"
+	return s, []gpu.Device{
+		{Index: 0, UUID: parent, Name: "NVIDIA H200", MIG: &gpu.MIG{UUID: "MIG-a", GPUInstanceID: 7, Profile: "1g.18gb", Slices: 1, TotalSlices: 7}},
+		{Index: 0, UUID: parent, Name: "NVIDIA H200", MIG: &gpu.MIG{UUID: "MIG-b", GPUInstanceID: 2, Profile: "3g.71gb", Slices: 3, TotalSlices: 7}},
+		{Index: 1, UUID: "GPU-66666666-7777-8888-9999-000000000000", Name: "NVIDIA H200"},
+	}
+}
+
+func TestRenderMIG(t *testing.T) {
+	// One series per instance, the parent's UUID with dcgm-exporter's
+	// GPU_I_ID and GPU_I_PROFILE, so no two series are the same.
+	s, gpus := migTask()
+	got, err := Render(s, gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `paddle_task_gpu_info{task_id="job-9",project="nlp",owner="cy",hostname="node-3",UUID="GPU-11111111-2222-3333-4444-555555555555",gpu_model="NVIDIA H200",GPU_I_ID="7",GPU_I_PROFILE="1g.18gb"} 1
+paddle_task_gpu_info{task_id="job-9",project="nlp",owner="cy",hostname="node-3",UUID="GPU-11111111-2222-3333-4444-555555555555",gpu_model="NVIDIA H200",GPU_I_ID="2",GPU_I_PROFILE="3g.71gb"} 1
+paddle_task_gpu_info{task_id="job-9",project="nlp",owner="cy",hostname="node-3",UUID="GPU-66666666-7777-8888-9999-000000000000",gpu_model="NVIDIA H200",GPU_I_ID="",GPU_I_PROFILE=""} 1
+`
+	if !strings.Contains(string(got), want) {
+		t.Errorf("Render =\n%s\nwant the GPU series\n%s", got, want)
+	}
+	for _, n := range gpuInfoMIGLabels {
+		if !model.LegacyValidation.IsValidLabelName(n) {
+			t.Errorf("label name %q is not valid under the legacy rules", n)
+		}
+	}
+}
+
+func TestRemoveStaleMIG(t *testing.T) {
+	parent := "GPU-11111111-2222-3333-4444-555555555555"
+	inst := func(key string, gi int) gpu.Device {
+		return gpu.Device{UUID: parent, Name: "NVIDIA H200", MIG: &gpu.MIG{UUID: key, GPUInstanceID: gi, Profile: "1g.18gb", Slices: 1, TotalSlices: 7}}
+	}
+	whole := gpu.Device{UUID: parent, Name: "NVIDIA H200"}
+	tests := []struct {
+		name   string
+		others map[string][]gpu.Device // other tasks' files
+		mine   []gpu.Device
+		stale  []string // the other tasks whose files go
+	}{
+		{"seven tasks on seven instances keep their files",
+			map[string][]gpu.Device{"t1": {inst("MIG-1", 1)}, "t2": {inst("MIG-2", 2)}}, []gpu.Device{inst("MIG-3", 3)}, nil},
+		{"the same instance again", map[string][]gpu.Device{"t1": {inst("MIG-1", 1)}, "t2": {inst("MIG-2", 2)}},
+			[]gpu.Device{inst("MIG-1", 1)}, []string{"t1"}},
+		{"a MIG instance ends a whole-GPU claim on its parent", map[string][]gpu.Device{"t1": {whole}},
+			[]gpu.Device{inst("MIG-1", 1)}, []string{"t1"}},
+		{"a whole GPU ends the MIG claims on it", map[string][]gpu.Device{"t1": {inst("MIG-1", 1)}, "t2": {inst("MIG-2", 2)}},
+			[]gpu.Device{whole}, []string{"t1", "t2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for id, gpus := range tt.others {
+				s := &labels.Set{TaskID: id, TaskName: "t", Project: "p", Owner: "o", Hostname: "h", StartTime: 1}
+				if _, err := Write(dir, s, gpus); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := RemoveStale(dir, "me", tt.mine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gone []string
+			for _, st := range got {
+				gone = append(gone, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(st.Path), Prefix), Suffix))
+			}
+			slices.Sort(gone)
+			if !slices.Equal(gone, tt.stale) {
+				t.Errorf("removed %v, want %v", gone, tt.stale)
+			}
+		})
 	}
 }

@@ -26,7 +26,7 @@ func regBody(id, project, owner string, start int64) string {
 	return fmt.Sprintf(`{"task_name":"resnet50","project":%q,"owner":%q,"gpu_count":1,"schema_version":1,"task_id":%q,
 		"start_time":%d,"hostname":"node-1","priority":"high","env":"prod","duration_est":7200,
 		"labels":{"cost_center":"cc-1024"},
-		"gpus":[{"index":0,"uuid":"GPU-%s","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984}]}`,
+		"gpus":[{"index":0,"uuid":"GPU-%s","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984,"share":1}]}`,
 		project, owner, id, start, id)
 }
 
@@ -43,11 +43,13 @@ func registerReq(body, token string) request {
 		Header: map[string]string{"Idempotency-Key": id, "User-Agent": "paddle-entrypoint/test"}}
 }
 
+// completeBody is a completion as the entrypoint sends it, of a run of an
+// hour ending at end.
 func completeBody(id string, exit int, end int64) string {
-	return fmt.Sprintf(`{"schema_version":1,"task_id":%q,"start_time":1794700000,"end_time":%d,"duration_seconds":3600.5,
+	return fmt.Sprintf(`{"schema_version":1,"task_id":%q,"start_time":%d,"end_time":%d,"duration_seconds":3600.5,
 		"exit_code":%d,"gpu_count":1,"gpu_seconds":3600.5,
 		"gpus":[{"uuid":"GPU-%s","samples":360,"util_mean":61.5,"util_p95":98,"memory_used_peak_bytes":1000,"idle_share":0.125}]}`,
-		id, end, exit, id)
+		id, end-3600, end, exit, id)
 }
 
 func post(path, body, token string) request {
@@ -149,8 +151,8 @@ func TestListTasks(t *testing.T) {
 		body := regBody(fmt.Sprintf("t%02d", i), project, "ann", int64(1794700000+i*3600))
 		expect(t, s.do(t, registerReq(body, "")), 201, "")
 	}
-	expect(t, s.do(t, post("/v1/task/complete", completeBody("t00", 0, 1794710000), "")), 200, "")
-	expect(t, s.do(t, post("/v1/task/complete", completeBody("t01", 1, 1794710000), "")), 200, "")
+	expect(t, s.do(t, post("/v1/task/complete", completeBody("t00", 0, 1794703600), "")), 200, "")
+	expect(t, s.do(t, post("/v1/task/complete", completeBody("t01", 1, 1794707200), "")), 200, "")
 
 	var ids []string
 	path := "/v1/tasks?limit=5"
@@ -329,8 +331,14 @@ func TestTokens(t *testing.T) {
 		expect(t, s.do(t, registerReq(`not json`, "s-secret")), 400, "")
 		forged := regBody("v-1", "vision", "mallory@example.com", 1) // v-1 exists: 403, never 409
 		expect(t, s.do(t, registerReq(forged, "s-secret")), 403, "")
-		// Writes of other tasks: completion 403, heartbeat 404.
-		expect(t, s.do(t, post("/v1/task/complete", completeBody("v-1", 0, 1794703600), "s-secret")), 403, "")
+		// Writes of tasks outside the token's scope answer as for an
+		// unused task_id (MONITOR.md 11): a completion waits (200
+		// pending), a heartbeat is 404.
+		a = s.do(t, post("/v1/task/complete", completeBody("v-1", 0, 1794703600), "s-secret"))
+		expect(t, a, 200, "")
+		if a.JSON(t)["status"] != "pending" {
+			t.Fatalf("completion of a task outside the scope: %s, want pending", a.Body)
+		}
 		expect(t, s.do(t, post("/v1/task/heartbeat", `{"task_id":"v-1"}`, "s-secret")), 404, "")
 		expect(t, s.do(t, post("/v1/task/heartbeat", `{"task_id":"s-1"}`, "s-secret")), 200, "")
 		expect(t, s.do(t, post("/v1/task/heartbeat", `{"task_id":"s-1"}`, "")), 401, "")

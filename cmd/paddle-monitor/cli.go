@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,6 +164,19 @@ func (e env) duration(name, variable string, def time.Duration, help string) (*t
 		def = d
 	}
 	return e.fs.Duration(name, def, help+" (env "+variable+")"), nil
+}
+
+// integer is str for a whole number; a bad value in the variable is an
+// error naming it.
+func (e env) integer(name, variable string, def int, help string) (*int, error) {
+	if v, ok := os.LookupEnv(variable); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s=%q: not a positive whole number", variable, v)
+		}
+		def = n
+	}
+	return e.fs.Int(name, def, help+" (env "+variable+")"), nil
 }
 
 // boolean is str for a flag without a value (the variable: 1/true/0/false).

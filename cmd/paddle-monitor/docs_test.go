@@ -1,7 +1,7 @@
 package main
 
 // The docs' examples agree with what the built paddle-monitor prints: every
-// `paddle-monitor report` example of docs/cost.md that shows its output is
+// `paddle-monitor report` example of README.md and docs/ that shows its output is
 // run against the report fixture (on which the docs' figures are based),
 // docs/monitor.md's usage block is the program's, its settings table names
 // every flag of serve, and its token example prints what it shows.
@@ -79,19 +79,58 @@ func shellWords(s string) []string {
 	return words
 }
 
-func TestDocsReportExamples(t *testing.T) {
-	blocks := codeBlocks(t, "../../docs/cost.md")
-	prices := fixtureFile(t, "prices.json")
-	storetest.Each(t, func(t *testing.T, db string) {
-		s := startServer(t, db)
-		postFixture(t, s, "")
-		ran := 0
-		for i, b := range blocks[:len(blocks)-1] {
-			out := blocks[i+1]
-			if b.lang != "sh" || !strings.HasPrefix(b.text, "paddle-monitor report") || out.lang != "" {
-				continue
+// reportExample is a documented `paddle-monitor report` command and the
+// output the docs show for it: a sh block followed by a plain block, or a
+// console block whose first line is the command.
+type reportExample struct {
+	file          string
+	line          int
+	command, want string
+}
+
+func reportExamples(t *testing.T, files ...string) []reportExample {
+	t.Helper()
+	var ex []reportExample
+	for _, f := range files {
+		blocks := codeBlocks(t, f)
+		for i, b := range blocks {
+			switch {
+			case b.lang == "sh" && strings.HasPrefix(b.text, "paddle-monitor report") && i+1 < len(blocks) && blocks[i+1].lang == "":
+				ex = append(ex, reportExample{f, b.line, b.text, blocks[i+1].text})
+			case b.lang == "" || b.lang == "console":
+				first, rest, _ := strings.Cut(b.text, "\n")
+				if cmd, ok := strings.CutPrefix(first, "$ bin/paddle-monitor report"); ok && !strings.Contains(rest, "\n$ ") {
+					ex = append(ex, reportExample{f, b.line, "paddle-monitor report" + cmd, rest})
+				}
 			}
-			args := shellWords(b.text)[1:]
+		}
+	}
+	return ex
+}
+
+func TestDocsReportExamples(t *testing.T) {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := reportExamples(t, append(docs, "../../README.md")...)
+	// The examples of --month 2025-12 run against the MIG fixture (its own
+	// database, with its prices), the others against November's.
+	storetest.Each(t, func(t *testing.T, novDB string) {
+		s := startServer(t, novDB)
+		postFixture(t, s, "")
+		decDB := storetest.SQLiteDSN(t)
+		if strings.HasPrefix(novDB, "postgres") {
+			decDB = storetest.PostgresDSN(t)
+		}
+		postFixtureFile(t, startServer(t, decDB), "", "fixture-mig.json")
+		ran := 0
+		for _, b := range examples {
+			args := shellWords(b.command)[1:]
+			db, prices := novDB, fixtureFile(t, "prices.json")
+			if strings.Contains(b.command, "--month 2025-12") {
+				db, prices = decDB, fixtureFile(t, "prices-mig.json")
+			}
 			for j := range args {
 				switch args[j] {
 				case "--db":
@@ -100,18 +139,18 @@ func TestDocsReportExamples(t *testing.T) {
 					args[j+1] = prices
 				}
 			}
-			if !strings.Contains(b.text, "--db") {
+			if !strings.Contains(b.command, "--db") {
 				args = append(args, "--db", db)
 			}
 			r := runMonitor(t, args...)
-			if r.code != 0 || r.stdout != out.text {
-				t.Errorf("docs/cost.md:%d: paddle-monitor %s: exit %d %s\nprints:\n%s\nthe docs show (line %d):\n%s",
-					b.line, strings.Join(args, " "), r.code, r.stderr, r.stdout, out.line, out.text)
+			if r.code != 0 || r.stdout != b.want {
+				t.Errorf("%s:%d: paddle-monitor %s: exit %d %s\nprints:\n%s\nthe docs show:\n%s",
+					b.file, b.line, strings.Join(args, " "), r.code, r.stderr, r.stdout, b.want)
 			}
 			ran++
 		}
-		if ran < 2 {
-			t.Errorf("ran %d report examples of docs/cost.md, want the two that show their output", ran)
+		if ran < 4 {
+			t.Errorf("ran %d report examples of the docs, want the four that show their output (docs/cost.md, README.md)", ran)
 		}
 	})
 }

@@ -24,7 +24,7 @@ import (
 func twoGPUTask(id string, start int64) string {
 	return fmt.Sprintf(`{"schema_version":1,"task_id":%q,"task_name":"finetune","project":"vision","owner":"cho@example.com",
 		"gpu_count":2,"start_time":%d,"hostname":"node-7","duration_est":600,"labels":{},
-		"gpus":[{"index":0,"uuid":"GPU-%s-0","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984},{"index":1,"uuid":"GPU-%s-1","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984}]}`,
+		"gpus":[{"index":0,"uuid":"GPU-%s-0","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984,"share":1},{"index":1,"uuid":"GPU-%s-1","name":"NVIDIA H100 80GB HBM3","memory_total_bytes":85520809984,"share":1}]}`,
 		id, start, id, id)
 }
 
@@ -157,8 +157,8 @@ func TestHeartbeatIdleSince(t *testing.T) {
 			`paddle_task_idle_seconds{hostname="node-7",owner="cho@example.com",project="vision",task_id="hb",task_name="finetune"} 1980`,
 			`paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-hb-0",owner="cho@example.com",project="vision",task_id="hb"} 0`,
 			`paddle_task_gpu_utilization_percent{GPU_I_ID="",UUID="GPU-hb-1",owner="cho@example.com",project="vision",task_id="hb"} 0`,
-			`paddle_task_duration_estimate_seconds{task_id="hb"} 600`,
-			`paddle_task_start_time_seconds{task_id="hb"} ` + strconv.FormatFloat(float64(T), 'g', -1, 64),
+			`paddle_task_duration_estimate_seconds{owner="cho@example.com",project="vision",task_id="hb"} 600`,
+			`paddle_task_start_time_seconds{owner="cho@example.com",project="vision",task_id="hb"} ` + strconv.FormatFloat(float64(T), 'g', -1, 64),
 		} {
 			if !strings.Contains(body, want+"\n") {
 				t.Errorf("/metrics lacks %s", want)

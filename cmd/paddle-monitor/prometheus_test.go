@@ -45,7 +45,7 @@ func tool(t *testing.T, name, pkg string) string {
 func prometheusDir(t *testing.T, token string, edit func(string) string) (dir string) {
 	t.Helper()
 	dir = t.TempDir()
-	for _, name := range []string{"prometheus.yml", "paddle-rules.yml"} {
+	for _, name := range []string{"prometheus.yml", "paddle-rules.yml", "paddle-alerts.yml"} {
 		b, err := os.ReadFile(filepath.Join(deployPrometheus, name))
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestPrometheusConfig(t *testing.T) {
 	// As shipped: promtool accepts it and the rules it names.
 	dir := prometheusDir(t, "a-secret", nil)
 	out, err := exec.Command(promtool, "check", "config", filepath.Join(dir, "prometheus.yml")).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "SUCCESS: 1 rule files found") {
+	if err != nil || !strings.Contains(string(out), "SUCCESS: 2 rule files found") {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
 	for _, want := range []string{"job_name: paddle-monitor", "job_name: dcgm-exporter", "job_name: node",
@@ -169,7 +169,7 @@ func TestPrometheusConfig(t *testing.T) {
 		return m["task_id"] == "prom-1" && m["project"] == "search_a" && m["owner"] == "ann@example.com" && r.Data.Result[0].Value[1] == "73"
 	}, func() string { return "the join gave " + got })
 
-	// The rules were loaded from the file the configuration names.
+	// The rules and the alerts were loaded from the files the configuration names.
 	var rules struct {
 		Data struct {
 			Groups []struct {
@@ -179,8 +179,12 @@ func TestPrometheusConfig(t *testing.T) {
 			} `json:"groups"`
 		} `json:"data"`
 	}
-	if err := getJSON(api+"/api/v1/rules", &rules); err != nil || len(rules.Data.Groups) == 0 ||
-		rules.Data.Groups[0].Name != "paddle-gpu" || rules.Data.Groups[0].File != filepath.Join(dir, "paddle-rules.yml") {
+	err = getJSON(api+"/api/v1/rules", &rules)
+	files := map[string]string{}
+	for _, g := range rules.Data.Groups {
+		files[g.Name] = g.File
+	}
+	if err != nil || files["paddle-gpu"] != filepath.Join(dir, "paddle-rules.yml") || files["paddle-alerts"] != filepath.Join(dir, "paddle-alerts.yml") {
 		t.Errorf("rules: %v %+v", err, rules.Data.Groups)
 	}
 }

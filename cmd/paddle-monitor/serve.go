@@ -31,7 +31,9 @@ const shutdownGrace = 10 * time.Second
 type serveConfig struct {
 	listen, db, tokens, prices string
 	budgets                    string
-	openTTL                    time.Duration
+	openTTL, claimGrace        time.Duration
+	maxOpenPerToken            int
+	maxInFlight                int
 	metricsAuth                bool
 	log                        *slog.Logger
 }
@@ -55,6 +57,21 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	grace, err := e.duration("claim-grace", "PADDLE_MONITOR_CLAIM_GRACE", store.DefaultClaimGrace,
+		"a task of another token's scope keeps its GPU claim until not seen for this long")
+	if err != nil {
+		return nil, err
+	}
+	maxOpen, err := e.integer("max-open-per-token", "PADDLE_MONITOR_MAX_OPEN_PER_TOKEN", store.DefaultMaxOpenPerToken,
+		"open tasks and pending completions a token may have (admin tokens: no bound; no tokens file: for all)")
+	if err != nil {
+		return nil, err
+	}
+	inFlight, err := e.integer("max-in-flight", "PADDLE_MONITOR_MAX_IN_FLIGHT", monitor.DefaultMaxInFlight,
+		"write requests handled at once (then 503 with Retry-After)")
+	if err != nil {
+		return nil, err
+	}
 	metricsAuth, err := e.boolean("metrics-auth", "PADDLE_MONITOR_METRICS_AUTH", "/metrics needs an admin token")
 	if err != nil {
 		return nil, err
@@ -68,10 +85,20 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	if *ttl <= 0 {
 		return nil, fmt.Errorf("%w: --open-ttl must be positive", errUsage)
 	}
+	if *grace <= 0 {
+		return nil, fmt.Errorf("%w: --claim-grace must be positive", errUsage)
+	}
+	if *maxOpen < 1 {
+		return nil, fmt.Errorf("%w: --max-open-per-token must be at least 1", errUsage)
+	}
+	if *inFlight < 1 {
+		return nil, fmt.Errorf("%w: --max-in-flight must be at least 1", errUsage)
+	}
 	if *metricsAuth && *tokens == "" {
 		return nil, fmt.Errorf("%w: --metrics-auth needs --tokens (an admin token must exist)", errUsage)
 	}
 	c.listen, c.db, c.tokens, c.prices, c.openTTL, c.metricsAuth = *listen, *db, *tokens, *prices, *ttl, *metricsAuth
+	c.claimGrace, c.maxOpenPerToken, c.maxInFlight = *grace, *maxOpen, *inFlight
 	c.budgets = *budgets
 	if c.log, err = newLogger(stderr, *level, *format); err != nil {
 		return nil, err
@@ -92,7 +119,8 @@ func serve(args []string, stderr io.Writer) error {
 	// opens still ends in an orderly exit 0.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	log.Debug("settings", "listen", c.listen, "tokens", c.tokens, "prices", c.prices, "open_ttl", c.openTTL.String(), "metrics_auth", c.metricsAuth)
+	log.Debug("settings", "listen", c.listen, "tokens", c.tokens, "prices", c.prices, "open_ttl", c.openTTL.String(), "metrics_auth", c.metricsAuth,
+		"claim_grace", c.claimGrace.String(), "max_open_per_token", c.maxOpenPerToken, "max_in_flight", c.maxInFlight)
 
 	var tokens atomic.Pointer[access.Set]
 	if c.tokens != "" {
@@ -120,7 +148,8 @@ func serve(args []string, stderr io.Writer) error {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	st, err := store.Open(ctx, c.db, store.Options{})
+	st, err := store.Open(ctx, c.db, store.Options{ClaimGrace: c.claimGrace, OpenTTL: c.openTTL,
+		MaxOpenPerToken: c.maxOpenPerToken, Log: log})
 	cancel()
 	if err != nil {
 		return err
@@ -136,6 +165,7 @@ func serve(args []string, stderr io.Writer) error {
 		Registry:    reg,
 		MetricsAuth: c.metricsAuth,
 		Log:         log,
+		MaxInFlight: c.maxInFlight,
 		Prices:      prices,
 	})
 	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {

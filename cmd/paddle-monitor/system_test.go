@@ -223,7 +223,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 				case ans.Status == 201:
 					created[i].Add(1)
 				}
-				c, err := x.send(s.URL, post("/v1/task/complete", completeBody(id, 0, 1794709999), ""))
+				c, err := x.send(s.URL, post("/v1/task/complete", completeBody(id, 0, 1794703999), ""))
 				if err != nil || c.Status != 200 {
 					bad.Add(1)
 					t.Errorf("complete %s: %v %d %s", id, err, c.Status, c.Body)

@@ -19,7 +19,13 @@ import (
 // sampling mode calls an entry point it must not.
 func samplingDevice(i int, utils []uint32, used []uint64) *mock.Device {
 	var u, m int
+	var energy uint64 = 1000
 	return &mock.Device{
+		GetMigModeFunc: func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED },
+		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) {
+			energy += 500
+			return energy, nvml.SUCCESS
+		},
 		GetUUIDFunc: func() (string, nvml.Return) { return uuidOf(i), nvml.SUCCESS },
 		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
 			v := utils[u%len(utils)]
@@ -90,11 +96,12 @@ func TestSample(t *testing.T) {
 		t.Fatalf("err %v, stderr %q", err, errs)
 	}
 	u0, u1 := uuidOf(0), uuidOf(1)
+	// Each mock GPU's energy counter rises by 500 mJ a reading, from 1500.
 	want := []string{
-		"v1 " + u1 + "=7/0 " + u0 + "=0/1073741824\n",
-		"v1 " + u1 + "=7/0 " + u0 + "=50/2147483648\n",
-		"v1 " + u1 + "=7/0 " + u0 + "=100/1073741824\n",
-		"v1 " + u1 + "=7/0 " + u0 + "=0/2147483648\n",
+		"v2 " + u1 + "=7/0/1500 " + u0 + "=0/1073741824/1500\n",
+		"v2 " + u1 + "=7/0/2000 " + u0 + "=50/2147483648/2000\n",
+		"v2 " + u1 + "=7/0/2500 " + u0 + "=100/1073741824/2500\n",
+		"v2 " + u1 + "=7/0/3000 " + u0 + "=0/2147483648/3000\n",
 	}
 	if strings.Join(lines, "") != strings.Join(want, "") {
 		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(lines, ""), strings.Join(want, ""))
@@ -130,8 +137,8 @@ func TestSampleWithoutUtilizationSymbol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "v1 " + uuidOf(0) + "=-/5\n"; lines[0] != want || lines[1] != want {
-		t.Errorf("lines %q, want %q", lines, want)
+	if want := "v2 " + uuidOf(0) + "=-/5/1500\n"; lines[0] != want {
+		t.Errorf("lines %q, want %q first", lines, want)
 	}
 	if !strings.Contains(errs, "nvmlDeviceGetUtilizationRates not in the NVIDIA library") {
 		t.Errorf("stderr %q", errs)
@@ -148,9 +155,9 @@ func TestSampleQueryFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A utilisation over 100 (a driver bug) is no reading.
-	want := "v1 " + uuidOf(0) + "=-/- " + uuidOf(1) + "=-/9 GPU-absent=-/-\n"
-	for _, l := range lines {
-		if l != want {
+	for i, l := range lines {
+		e := 1500 + 500*i
+		if want := fmt.Sprintf("v2 %s=-/-/%d %s=-/9/%d GPU-absent=-/-/-\n", uuidOf(0), e, uuidOf(1), e); l != want {
 			t.Errorf("line %q, want %q", l, want)
 		}
 	}
@@ -197,3 +204,108 @@ func TestSampleFatal(t *testing.T) {
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+func TestSampleWithoutEnergySymbol(t *testing.T) {
+	dev := samplingDevice(0, []uint32{1}, []uint64{5})
+	dev.GetTotalEnergyConsumptionFunc = nil // a call would panic
+	lib := samplingLibrary([]*mock.Device{dev}, energySymbol)
+	lines, errs, err := sample(t, lib, []string{uuidOf(0)}, 2, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "v2 " + uuidOf(0) + "=1/5/-\n"; lines[0] != want || lines[1] != want {
+		t.Errorf("lines %q, want %q", lines, want)
+	}
+	if !strings.Contains(errs, "nvmlDeviceGetTotalEnergyConsumption not in the NVIDIA library") {
+		t.Errorf("stderr %q", errs)
+	}
+}
+
+func TestSampleEnergyUnsupported(t *testing.T) {
+	dev := samplingDevice(0, []uint32{1}, []uint64{5})
+	dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	lines, errs, err := sample(t, samplingLibrary([]*mock.Device{dev}), []string{uuidOf(0)}, 3, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if want := "v2 " + uuidOf(0) + "=1/5/-\n"; l != want {
+			t.Errorf("line %q, want %q", l, want)
+		}
+	}
+	if n := strings.Count(errs, ": nvmlDeviceGetTotalEnergyConsumption: "); n != 1 {
+		t.Errorf("reported %d times: %q", n, errs)
+	}
+}
+
+// migParent is a mock GPU with MIG mode on and the MIG devices given; its
+// energy counter rises by 1000 mJ a reading, from 5000.
+func migParent(i int, migs ...*mock.Device) *mock.Device {
+	p := samplingDevice(i, []uint32{0}, []uint64{0})
+	var energy uint64 = 4000
+	p.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) {
+		energy += 1000
+		return energy, nvml.SUCCESS
+	}
+	p.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
+	p.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	p.GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		if j < len(migs) && migs[j] != nil {
+			return migs[j], nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	return p
+}
+
+// migDevice is a mock MIG device: utilisation NOT_SUPPORTED, as NVML
+// answers on MIG devices; no energy or memory query may be made of it.
+func migDevice(uuid string) *mock.Device {
+	return &mock.Device{
+		GetUUIDFunc: func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+		},
+	}
+}
+
+func TestSampleMIG(t *testing.T) {
+	const a, b = "MIG-aaaaaaaa-0000-4000-8000-000000000001", "MIG-bbbbbbbb-0000-4000-8000-000000000002"
+	lib := samplingLibrary([]*mock.Device{migParent(0, migDevice(a), nil, migDevice(b)), samplingDevice(1, []uint32{30}, []uint64{9})})
+	// b, then a MIG UUID no longer there (re-partitioned since the probe),
+	// then a whole GPU: the instance's values are its parent's energy only.
+	// a again: its parent's counter is read once a line, whatever the
+	// number of its MIG devices.
+	lines, errs, err := sample(t, lib, []string{b, "MIG-gone", uuidOf(1), a}, 2, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"v2 " + b + "=-/-/5000 MIG-gone=-/-/- " + uuidOf(1) + "=30/9/1500 " + a + "=-/-/5000\n",
+		"v2 " + b + "=-/-/6000 MIG-gone=-/-/- " + uuidOf(1) + "=30/9/2000 " + a + "=-/-/6000\n",
+	}
+	if strings.Join(lines, "") != strings.Join(want, "") {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(lines, ""), strings.Join(want, ""))
+	}
+	// NOT_SUPPORTED utilisation on a MIG device is no failure to report.
+	if strings.Contains(errs, "Utilization") || !strings.Contains(errs, "MIG-gone: no GPU with this UUID") {
+		t.Errorf("stderr %q", errs)
+	}
+}
+
+func TestSampleMIGWithoutMIGSymbols(t *testing.T) {
+	const a = "MIG-aaaaaaaa-0000-4000-8000-000000000001"
+	parent := migParent(0, migDevice(a))
+	parent.GetMigModeFunc = nil // a call would panic
+	lib := samplingLibrary([]*mock.Device{parent}, "nvmlDeviceGetMigMode")
+	lines, errs, err := sample(t, lib, []string{a, uuidOf(0)}, 1, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "v2 " + a + "=-/-/- " + uuidOf(0) + "=0/0/5000\n"; lines[0] != want {
+		t.Errorf("line %q, want %q", lines[0], want)
+	}
+	if !strings.Contains(errs, "MIG devices are not sampled") {
+		t.Errorf("stderr %q", errs)
+	}
+}

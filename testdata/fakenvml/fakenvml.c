@@ -11,9 +11,14 @@
  *   nvmlInit_v2, nvmlShutdown, nvmlErrorString, nvmlDeviceGetCount_v2,
  *   nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName, nvmlDeviceGetUUID,
  *   nvmlDeviceGetMemoryInfo, nvmlSystemGetDriverVersion
- * and nvmlDeviceGetUtilizationRates, which the probe's sampling mode looks
- * up first; built with -DFAKE_NVML_NO_UTILIZATION it is left out (a driver
- * without it).
+ * and the entry points the probe looks up before calling them:
+ *   nvmlDeviceGetUtilizationRates (left out when built with
+ *     -DFAKE_NVML_NO_UTILIZATION: a driver without it),
+ *   nvmlDeviceGetTotalEnergyConsumption (left out with -DFAKE_NVML_NO_ENERGY),
+ *   nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount,
+ *   nvmlDeviceGetMigDeviceHandleByIndex, nvmlDeviceGetGpuInstanceId,
+ *   nvmlDeviceGetComputeInstanceId, nvmlDeviceGetAttributes_v2 (all left
+ *     out with -DFAKE_NVML_NO_MIG: a driver older than MIG).
  *
  * Environment (read at every call, so one build serves every test):
  *   FAKE_NVML_GPUS=N         devices (default 1, at most 64)
@@ -49,6 +54,35 @@
  *                            the inventory are not affected.
  *   FAKE_NVML_LOG=PATH       append the name of every call to PATH, one a line
  *
+ * Energy (nvmlDeviceGetTotalEnergyConsumption, millijoules since the driver
+ * loaded; MIG device handles answer NVML_ERROR_NOT_SUPPORTED, as NVML does):
+ *   FAKE_NVML_ENERGY=E,E,... the counter's values, cycling per device and
+ *                            call as FAKE_NVML_UTIL does; "unsupported":
+ *                            NVML_ERROR_NOT_SUPPORTED. Default: the k-th call
+ *                            of a device answers 1000000000 + 100000·k (the
+ *                            counter rises 100 J a reading)
+ *   FAKE_NVML_ENERGY_<I>=... the same for device I only
+ *
+ * MIG: device I has MIG mode on when FAKE_NVML_MIG_<I> lists its MIG
+ * devices, in MIG device index order, each GI:CI:SLICES:MEMMB (GPU instance
+ * id, compute instance id, gpuInstanceSliceCount (also
+ * computeInstanceSliceCount), memorySizeMB), separated by commas, e.g.
+ * "7:0:1:17920,8:0:1:17920,2:0:3:72192" (H200: 1g.18gb, 1g.18gb, 3g.71gb);
+ * "none": MIG mode on without a MIG device; "off": MIG-capable, MIG mode
+ * off. Unset: not MIG-capable (nvmlDeviceGetMigMode answers
+ * NVML_ERROR_NOT_SUPPORTED). A value "@PATH" reads the list from the first
+ * line of the file PATH, at every call, so a test can re-partition the GPU
+ * between the probe and the sampler. A MIG device handle keeps naming its
+ * (GI, CI): once they are gone from the list, its queries answer
+ * NVML_ERROR_INVALID_ARGUMENT.
+ *   FAKE_NVML_MIG_MAX=N      nvmlDeviceGetMaxMigDeviceCount (default 7, at most 8)
+ * A MIG device has the parent's name, the UUID
+ * MIG-a1b2c3PP-GGCC-4b1c-9d2e-0f1a2b3c4dPP (PP: the parent's index, GG and
+ * CC: its GPU and compute instance ids, two hex digits each), its own
+ * memory (total memorySizeMB MiB, used 1% of it or FAKE_NVML_USED), and
+ * answers nvmlDeviceGetUtilizationRates with NVML_ERROR_NOT_SUPPORTED, as
+ * NVML does on MIG devices.
+ *
  * Device i has the UUID GPU-a1b2c3NN-8f2d-4c1b-9a3e-1c2d3e4f5aNN (NN: i in
  * two hex digits), so device 0 is GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00;
  * "GPU-a1b2c3" is a prefix of every device's UUID, "GPU-a1b2c301" of
@@ -71,6 +105,7 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_GPU_IS_LOST = 15,
@@ -86,15 +121,30 @@ typedef struct {
     unsigned int gpu, memory;
 } nvmlUtilization_t;
 
+typedef struct {
+    unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+        sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 #define MAX_GPUS 64
+#define MAX_MIG 8
 struct nvmlDevice_st {
-    unsigned int index;
-    unsigned long utilCalls, memoryCalls; /* for the cycling sequences */
+    unsigned int index;                    /* a MIG device's: its parent's */
+    int mig;                               /* a MIG device handle */
+    unsigned int gi, ci;                   /* a MIG device's instance ids */
+    unsigned long utilCalls, memoryCalls, energyCalls; /* for the cycling sequences */
 };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
 static struct nvmlDevice_st devices[MAX_GPUS];
+static struct nvmlDevice_st migs[MAX_GPUS][MAX_MIG];
 static int initialized;
+
+struct instance {
+    unsigned int gi, ci, slices;
+    unsigned long long memMB;
+};
 
 static void logcall(const char *name) {
     const char *path = getenv("FAKE_NVML_LOG");
@@ -124,10 +174,81 @@ static int broken(nvmlDevice_t d) {
     return b && *b && strtol(b, NULL, 10) == (long)d->index;
 }
 
-/* check validates a device handle: initialised, in range, not broken. */
+/* migspec returns device i's FAKE_NVML_MIG_<I> ("@PATH" read from the
+ * file into buf), or NULL when unset. */
+static const char *migspec(unsigned int i, char *buf, size_t size) {
+    char name[64];
+    snprintf(name, sizeof name, "FAKE_NVML_MIG_%u", i);
+    const char *v = getenv(name);
+    if (!v || !*v) return NULL;
+    if (v[0] != '@') return v;
+    FILE *f = fopen(v + 1, "r");
+    buf[0] = 0;
+    if (f) {
+        if (!fgets(buf, (int)size, f)) buf[0] = 0;
+        fclose(f);
+    }
+    buf[strcspn(buf, "\r\n")] = 0;
+    return buf;
+}
+
+/* migmode: -1 not MIG-capable, 0 MIG mode off, 1 on. */
+__attribute__((unused)) static int migmode(unsigned int i) {
+    char buf[512];
+    const char *s = migspec(i, buf, sizeof buf);
+    if (!s) return -1;
+    return strcmp(s, "off") == 0 ? 0 : 1;
+}
+
+/* instances parses device i's MIG device list into out; returns the count. */
+static int instances(unsigned int i, struct instance *out) {
+    char buf[512];
+    const char *s = migspec(i, buf, sizeof buf);
+    if (!s || strcmp(s, "off") == 0 || strcmp(s, "none") == 0) return 0;
+    int n = 0;
+    const char *p = s;
+    while (*p && n < MAX_MIG) {
+        struct instance in = {0};
+        if (sscanf(p, "%u:%u:%u:%llu", &in.gi, &in.ci, &in.slices, &in.memMB) == 4) out[n++] = in;
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+    }
+    return n;
+}
+
+__attribute__((unused)) static unsigned int migmax(void) {
+    long n = strtol(env("FAKE_NVML_MIG_MAX", "7"), NULL, 10);
+    if (n < 0) n = 0;
+    if (n > MAX_MIG) n = MAX_MIG;
+    return (unsigned int)n;
+}
+
+static int ismig(nvmlDevice_t d) {
+    return d >= &migs[0][0] && d < &migs[0][0] + MAX_GPUS * MAX_MIG;
+}
+
+/* migof finds a MIG device handle's instance in the current list. */
+static int migof(nvmlDevice_t d, struct instance *in) {
+    struct instance list[MAX_MIG];
+    int n = instances(d->index, list);
+    for (int k = 0; k < n; k++)
+        if (list[k].gi == d->gi && list[k].ci == d->ci) {
+            *in = list[k];
+            return 1;
+        }
+    return 0;
+}
+
+/* check validates a device handle: initialised, in range, not broken; a
+ * MIG device handle's instance still exists. */
 static nvmlReturn_t check(nvmlDevice_t d) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
-    if (d < devices || d >= devices + gpus()) return NVML_ERROR_INVALID_ARGUMENT;
+    if (ismig(d)) {
+        struct instance in;
+        if (d->index >= gpus() || !d->mig || !migof(d, &in)) return NVML_ERROR_INVALID_ARGUMENT;
+    } else if (d < devices || d >= devices + gpus())
+        return NVML_ERROR_INVALID_ARGUMENT;
     if (broken(d)) return NVML_ERROR_GPU_IS_LOST;
     return NVML_SUCCESS;
 }
@@ -175,7 +296,10 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
         volatile int *p = NULL;
         *p = 1;
     }
-    for (unsigned int i = 0; i < MAX_GPUS; i++) devices[i] = (struct nvmlDevice_st){.index = i};
+    for (unsigned int i = 0; i < MAX_GPUS; i++) {
+        devices[i] = (struct nvmlDevice_st){.index = i};
+        for (unsigned int k = 0; k < MAX_MIG; k++) migs[i][k] = (struct nvmlDevice_st){.index = i};
+    }
     initialized++;
     return NVML_SUCCESS;
 }
@@ -194,6 +318,7 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
@@ -237,7 +362,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned 
     nvmlReturn_t r = check(device);
     if (r != NVML_SUCCESS) return r;
     char buf[96];
-    snprintf(buf, sizeof buf, "GPU-a1b2c3%02x-8f2d-4c1b-9a3e-1c2d3e4f5a%02x", device->index, device->index);
+    if (device->mig)
+        snprintf(buf, sizeof buf, "MIG-a1b2c3%02x-%02x%02x-4b1c-9d2e-0f1a2b3c4d%02x", device->index, device->gi & 0xff,
+                 device->ci & 0xff, device->index);
+    else
+        snprintf(buf, sizeof buf, "GPU-a1b2c3%02x-8f2d-4c1b-9a3e-1c2d3e4f5a%02x", device->index, device->index);
     return copy(uuid, length, buf);
 }
 
@@ -247,6 +376,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
     if (r != NVML_SUCCESS) return r;
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
     memory->total = strtoull(env("FAKE_NVML_MEMORY", "85899345920"), NULL, 10);
+    struct instance in;
+    if (device->mig && migof(device, &in)) memory->total = in.memMB << 20;
     memory->used = memory->total / 100;
     const char *used = perdevice("FAKE_NVML_USED", device);
     if (used) memory->used = nth(used, device->memoryCalls);
@@ -262,6 +393,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtili
     nvmlReturn_t r = check(device);
     if (r != NVML_SUCCESS) return r;
     if (!util) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->mig) return NVML_ERROR_NOT_SUPPORTED; /* as NVML on MIG devices */
     if (calls++ >= strtol(env("FAKE_NVML_SAMPLE_OK", "0"), NULL, 10)) {
         const char *m = env("FAKE_NVML_SAMPLE_MODE", "ok");
         if (strcmp(m, "hang") == 0)
@@ -277,6 +409,95 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtili
     util->gpu = seq ? (unsigned int)nth(seq, device->utilCalls) : 0;
     util->memory = util->gpu / 2;
     device->utilCalls++;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_NO_ENERGY
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy) {
+    logcall("nvmlDeviceGetTotalEnergyConsumption");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!energy) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->mig) return NVML_ERROR_NOT_SUPPORTED;
+    const char *seq = perdevice("FAKE_NVML_ENERGY", device);
+    if (seq && strcmp(seq, "unsupported") == 0) return NVML_ERROR_NOT_SUPPORTED;
+    *energy = seq ? nth(seq, device->energyCalls) : 1000000000ULL + 100000ULL * device->energyCalls;
+    device->energyCalls++;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_NO_MIG
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending) {
+    logcall("nvmlDeviceGetMigMode");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+    int m = device->mig ? -1 : migmode(device->index);
+    if (m < 0) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = (unsigned int)m;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    logcall("nvmlDeviceGetMaxMigDeviceCount");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->mig || migmode(device->index) < 0) return NVML_ERROR_NOT_SUPPORTED;
+    *count = migmax();
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *mig) {
+    logcall("nvmlDeviceGetMigDeviceHandleByIndex");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!mig || device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    if (migmode(device->index) != 1) return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= migmax()) return NVML_ERROR_INVALID_ARGUMENT;
+    struct instance list[MAX_MIG];
+    int n = instances(device->index, list);
+    if ((int)index >= n) return NVML_ERROR_NOT_FOUND;
+    struct nvmlDevice_st *h = &migs[device->index][index];
+    if (!h->mig || h->gi != list[index].gi || h->ci != list[index].ci)
+        *h = (struct nvmlDevice_st){.index = device->index, .mig = 1, .gi = list[index].gi, .ci = list[index].ci};
+    *mig = h;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+    logcall("nvmlDeviceGetGpuInstanceId");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!id || !device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = device->gi;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+    logcall("nvmlDeviceGetComputeInstanceId");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!id || !device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    *id = device->ci;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes) {
+    logcall("nvmlDeviceGetAttributes_v2");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!attributes) return NVML_ERROR_INVALID_ARGUMENT;
+    struct instance in;
+    if (!device->mig || !migof(device, &in)) return NVML_ERROR_NOT_SUPPORTED;
+    *attributes = (nvmlDeviceAttributes_t){
+        .multiprocessorCount = 16 * in.slices,
+        .gpuInstanceSliceCount = in.slices,
+        .computeInstanceSliceCount = in.slices,
+        .memorySizeMB = in.memMB,
+    };
     return NVML_SUCCESS;
 }
 #endif

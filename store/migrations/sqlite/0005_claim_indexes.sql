@@ -10,15 +10,12 @@
 --   task_gpus_open_claims  the claims still open: GPUs with a UUID, of a
 --                          task without a completion, not taken over
 --   task_gpus_uuid_start   every GPU with a UUID by start, for the later one
--- task_gpus_uuid (uuid alone) is a prefix of the second and goes, as does
--- tasks_end_time (end_time alone), a prefix of tasks_end_start: every
--- index is one more b-tree that each registration and completion writes.
+-- task_gpus_uuid (uuid alone) is a prefix of the second and goes.
 ALTER TABLE task_gpus ADD COLUMN task_start INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE task_gpus ADD COLUMN task_end INTEGER;
 UPDATE task_gpus SET task_start = t.start_time, task_end = t.end_time
     FROM tasks t WHERE t.task_id = task_gpus.task_id;
 DROP INDEX IF EXISTS task_gpus_uuid;
-DROP INDEX IF EXISTS tasks_end_time;
 CREATE INDEX task_gpus_uuid_start ON task_gpus (uuid, task_start) WHERE uuid <> '';
 CREATE INDEX task_gpus_open_claims ON task_gpus (uuid, task_start)
     WHERE uuid <> '' AND claim_ended IS NULL AND task_end IS NULL;

@@ -9,7 +9,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 # cold `make build` prints nothing on stderr).
 PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: build test demo e2e bench fuzz clean screenshot
+.PHONY: build test demo e2e bench fuzz clean screenshot gpu-check
 
 build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor
 
@@ -49,6 +49,12 @@ bench: build
 e2e:
 	./scripts/e2e-setup.sh
 	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
+
+# On a machine with NVIDIA GPUs: the probe, its sampling mode (MIG and
+# energy where present) and a supervised task against the real driver, with
+# what each saw (docs/gpu.md); under a minute, changes nothing.
+gpu-check: build
+	./scripts/gpu-check.sh bin
 
 # Every fuzz test for FUZZTIME each (the seeds alone run in `make test`).
 FUZZTIME ?= 10s

@@ -9,10 +9,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
@@ -270,27 +268,6 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
 	}
 	return res
-}
-
-// signalContext is cancelled, with the stopSignal as its cause, by the
-// first terminating signal.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, terminating...)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case s := <-ch:
-			cancel(stopSignal{s.(syscall.Signal)})
-		case <-done:
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(ch)
-		close(done)
-		cancel(nil)
-	}
 }
 
 func spoolFailed(log *slog.Logger, path string, err error) int {

@@ -316,7 +316,7 @@ func TestSuperviseMIGCompletion(t *testing.T) {
 	// counters rise 100 J a reading; the sampler reads every GPU's once a
 	// line, so GPU 1's samples count the lines: each MIG entry's energy is
 	// GPU 0's rise, 100 J × (lines − 1), times its share, estimated.
-	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 0.8")
+	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 1.2")
 	k.Setenv("FAKE_NVML_MIG_0", h200MIG)
 	k.Setenv("CUDA_VISIBLE_DEVICES", migUUID(0, 7, 0)+","+migUUID(0, 2, 0)+",1")
 	k.Setenv("FAKE_NVML_UTIL", "40")
@@ -357,7 +357,7 @@ func TestSuperviseMIGRepartitioned(t *testing.T) {
 	// destroyed and 9 made (the file FAKE_NVML_MIG_0 points to is
 	// rewritten by a wrapper around the probe's sampling mode). Instance 8
 	// has no sample and no energy, 9 is not the task's; nothing fails.
-	k := gpuTask(t, 1, "/bin/sh", "-c", "sleep 0.6")
+	k := gpuTask(t, 1, "/bin/sh", "-c", "sleep 1.2")
 	layout := filepath.Join(k.Dir, "mig-layout")
 	if err := os.WriteFile(layout, []byte("7:0:1:17920,8:0:1:17920\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func TestSuperviseSharedGPUCompletion(t *testing.T) {
 	// Four replicas of each of two time-sliced GPUs: share 0.25, so
 	// gpu_seconds is half the duration and each GPU's energy is estimated
 	// at a quarter of its rise.
-	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 0.6")
+	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 1.2")
 	k.Setenv("PADDLE_GPU_SHARE", "0.25")
 	c := supervisedGPUs(t, k)
 	if len(c.GPUs) != 2 || !near(c.GPUSeconds, 0.5*c.DurationSeconds) {
@@ -412,7 +412,7 @@ func TestSuperviseEnergyUnsupported(t *testing.T) {
 		{"no symbol", func(t *testing.T) string { return fakeNVMLVariantDir(t, "-DFAKE_NVML_NO_ENERGY") }, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			k := gpuTask(t, 1, "/bin/sh", "-c", "sleep 0.5")
+			k := gpuTask(t, 1, "/bin/sh", "-c", "sleep 1.2")
 			k.Setenv("LD_LIBRARY_PATH", tt.dir(t))
 			for _, e := range tt.env {
 				key, value, _ := strings.Cut(e, "=")
@@ -453,7 +453,7 @@ func TestSuperviseMIGHeartbeat(t *testing.T) {
 	// A heartbeat's MIG entry carries mig_uuid beside the parent's uuid;
 	// NVML gives no utilisation there, so it has no sample.
 	m := newSupMonitor(t)
-	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 0.7")
+	k := gpuTask(t, 2, "/bin/sh", "-c", "sleep 1.2")
 	k.Setenv("FAKE_NVML_MIG_0", h200MIG)
 	k.Setenv("CUDA_VISIBLE_DEVICES", migUUID(0, 8, 0)+",1")
 	k.Setenv("FAKE_NVML_UTIL", "60")
@@ -464,12 +464,15 @@ func TestSuperviseMIGHeartbeat(t *testing.T) {
 	if r := k.Run(); r.Code != 0 {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
-	beats := m.waitFor(t, "/v1/task/heartbeat", 1)
+	m.waitFor(t, "/v1/task/heartbeat", 1)
+	// The last: the sampler has surely written lines by then.
+	beats := m.requests("/v1/task/heartbeat")
+	last := beats[len(beats)-1].Body
 	var hb struct {
 		GPUs []map[string]any `json:"gpus"`
 	}
-	if err := json.Unmarshal(beats[0].Body, &hb); err != nil || len(hb.GPUs) != 2 {
-		t.Fatalf("heartbeat %s (%v)", beats[0].Body, err)
+	if err := json.Unmarshal(last, &hb); err != nil || len(hb.GPUs) != 2 {
+		t.Fatalf("heartbeat %s (%v)", last, err)
 	}
 	if g := hb.GPUs[0]; g["uuid"] != fakeUUID(0) || g["mig_uuid"] != migUUID(0, 8, 0) || g["samples"] != 0.0 || g["util_mean"] != nil {
 		t.Errorf("MIG entry %v", g)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/earlysignal"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
@@ -54,36 +55,38 @@ func main() {
 }
 
 // dispatch picks the mode: a subcommand, or run mode for anything else.
+// Run mode and the spool commands take the signals caught since the start
+// (package earlysignal); the others end with 128+N when one arrived.
 func dispatch(args, environ []string) int {
 	start := time.Now()
 	flags := config.NewFlagSet("paddle-entrypoint", false)
 	showVersion := flags.BoolP("version", "v", false, "print the version and exit")
 	if err := flags.Parse(args); err != nil {
-		return flagError(err, func(w io.Writer) { runHelp(w, flags) })
+		return exitOnEarlySignal(flagError(err, func(w io.Writer) { runHelp(w, flags) }))
 	}
 	rest := flags.Args()
 	if *showVersion {
-		return printVersion(nil)
+		return exitOnEarlySignal(printVersion(nil))
 	}
 	if len(rest) > 0 && flags.ArgsLenAtDash() != 0 {
 		switch rest[0] {
 		case "labels":
-			return labelsCmd(args, environ)
+			return exitOnEarlySignal(labelsCmd(args, environ))
 		case "spool":
 			return spoolCmd(args, environ)
 		case "version":
-			return printVersion(rest[1:])
+			return exitOnEarlySignal(printVersion(rest[1:]))
 		}
 	}
 	if len(rest) == 0 {
-		return usage(errors.New("no command to run"))
+		return exitOnEarlySignal(usage(errors.New("no command to run")))
 	}
 	cfg, err := config.Build(flags, environ, os.Geteuid())
 	if err != nil {
-		return usage(err)
+		return exitOnEarlySignal(usage(err))
 	}
 	if _, err := checkGate(cfg, cfg.Mode == config.ModeSupervise); err != nil {
-		return usage(err)
+		return exitOnEarlySignal(usage(err))
 	}
 	return run(cfg, rest, environ, start)
 }
@@ -102,6 +105,11 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 		clearInheritedMask(environ, log)
 		reaper = supervise.NewReaper(log)
 		fwd = supervise.NewSignals()
+		// The terminating signals stay on earlysignal's channel, which
+		// the forwarder reads once the command runs: a second channel
+		// asking for them next to it is what let a SIGTERM through to
+		// the Go runtime's exit 2 as PID 1 (docs/supervise.md).
+		fwd.Also(earlysignal.Channel())
 		catchChildren, catchAll = reaper.Catch, fwd.Catch
 	}
 	ctx, stopSignals := catchSignals(catchChildren, catchAll)
@@ -144,6 +152,12 @@ func run(cfg config.Config, argv, environ []string, start time.Time) int {
 	}
 
 	registerTask(ctx, cfg, set, inv, log)
+	// From here to execve a signal gets the kernel's default action, as
+	// after execve, never the Go runtime's exit 2 (which os/signal's Stop
+	// alone would leave it to, as PID 1); Stop then waits for a signal
+	// still on its way to the channel, which stopSignals looks at last.
+	earlysignal.ResetDefault()
+	earlysignal.Stop()
 	if status, stopped := stopSignals(); stopped {
 		log.Warn("stopped by a signal before exec; the registration is spooled", "exit", status)
 		return status

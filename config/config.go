@@ -145,7 +145,8 @@ func (v *value) Type() string       { return v.kind }
 // kind names what a setting accepts, found by asking its own parser (so a
 // setting added to the table needs no second declaration): "on|off" when
 // it takes on and off (a switch, which takes 1 and 0 too), "duration" when
-// it takes 1s but not 1, "int" when it takes 1 but not 1s, else "string".
+// it takes 1s but not 1, "number" when it takes 1 and 0.5 but not 1s, "int"
+// when it takes 1 but not 1s or 0.5, else "string".
 func (s setting) kind() string {
 	var c Config
 	if s.parse(&c, "on") == nil && s.parse(&c, "off") == nil && s.parse(&c, "maybe") != nil {
@@ -155,6 +156,8 @@ func (s setting) kind() string {
 	switch {
 	case dur && !num:
 		return "duration"
+	case num && !dur && s.parse(&c, "0.5") == nil:
+		return "number"
 	case num && !dur:
 		return "int"
 	}

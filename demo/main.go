@@ -46,6 +46,7 @@ type demo struct {
 	dir                 string
 	db                  string
 	tokens              string
+	prices, budgets     string
 	admin               string // the admin token, for reads
 	url                 string
 	server              *monitorproc.Proc
@@ -68,6 +69,10 @@ func run() error {
 	d.tokens = filepath.Join(d.dir, "tokens.json")
 	prices := filepath.Join(d.dir, "prices.json")
 	if err := os.WriteFile(prices, []byte(`{"currency": "CNY", "default": 2.0, "models": {"NVIDIA A100*": 12.0}}`+"\n"), 0o644); err != nil {
+		return err
+	}
+	d.prices, d.budgets = prices, filepath.Join(d.dir, "budgets.json")
+	if err := os.WriteFile(d.budgets, []byte(`{"currency": "CNY", "budgets": [{"project": "search_*", "monthly_cost": 500}]}`+"\n"), 0o644); err != nil {
 		return err
 	}
 
@@ -173,7 +178,34 @@ func run() error {
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("paddle-monitor report: %w", err)
 	}
-	return nil
+
+	step("6. Acting before the month ends: an idle task seen while it is idle, and a budget with its forecast")
+	show("budgets file", d.budgets)
+	// Both fake GPUs at 0 %, a heartbeat with their samples every second
+	// (the image sends one a minute).
+	idle := append(env, "PADDLE_TASK_NAME=stuck-dataloader", "PADDLE_TASK_ID=stuck-run-1", "PADDLE_HEARTBEAT=1s", "FAKE_NVML_UTIL=0")
+	fmt.Printf("$ PADDLE_HEARTBEAT=1s paddle-entrypoint sh -c 'sleep 5' &   # GPUs at 0 %%\n")
+	bg := exec.Command(d.entrypoint, "sh", "-c", "sleep 5")
+	bg.Env = idle
+	bg.Stdout, bg.Stderr = os.Stdout, os.Stdout
+	if err := bg.Start(); err != nil {
+		return err
+	}
+	time.Sleep(3500 * time.Millisecond)
+	// The list's default is 30 minutes idle; the demo has seconds.
+	if err := d.get("/v1/tasks?state=idle&idle_for=1s"); err != nil {
+		return err
+	}
+	fmt.Println("(the page lists it under \"Idle now\"; /metrics has paddle_task_idle_seconds, which PaddleTaskGPUIdle of deploy/prometheus/paddle-alerts.yml fires on after 30 minutes)")
+	// The report while it runs: the forecast counts it to the month's end.
+	fmt.Printf("$ paddle-monitor report --db %s --prices %s --budgets %s --from %s --to %s --by project\n", d.db, prices, d.budgets, from, to)
+	c = exec.Command(d.monitor, "report", "--db", d.db, "--prices", prices, "--budgets", d.budgets, "--from", from, "--to", to, "--by", "project")
+	c.Stdout, c.Stderr = os.Stdout, os.Stdout
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("paddle-monitor report: %w", err)
+	}
+	fmt.Println("(forecast: what the month will have cost if the idle task keeps its 2 GPUs until the 1st)")
+	return bg.Wait()
 }
 
 // mint runs `paddle-monitor token` and returns the token and its entry.
@@ -194,8 +226,8 @@ func (d *demo) mint(name string, args ...string) (token, entry string, err error
 // startServer runs `paddle-monitor serve` on addr and waits until it
 // listens; its log lines are shown with a prefix.
 func (d *demo) startServer(addr string) error {
-	fmt.Printf("$ paddle-monitor serve --listen %s --db %s --tokens %s\n", addr, d.db, d.tokens)
-	p, err := monitorproc.Start(d.monitor, []string{"--listen", addr, "--db", d.db, "--tokens", d.tokens},
+	fmt.Printf("$ paddle-monitor serve --listen %s --db %s --tokens %s --prices %s --budgets %s\n", addr, d.db, d.tokens, d.prices, d.budgets)
+	p, err := monitorproc.Start(d.monitor, []string{"--listen", addr, "--db", d.db, "--tokens", d.tokens, "--prices", d.prices, "--budgets", d.budgets},
 		monitorproc.Options{Env: []string{"PATH=" + os.Getenv("PATH")}, Echo: os.Stdout, Prefix: "  [monitor] "})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
@@ -39,6 +40,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -57,18 +59,25 @@ func k8sRequireTool(t *testing.T, format string, args ...any) {
 // k8sBinaries returns the paths of kube-apiserver and etcd.
 func k8sBinaries(t *testing.T) (apiserver, etcd string) {
 	t.Helper()
+	apiserver = k8sMustBinary(t)
+	if st, err := os.Stat(apiserver); err != nil || st.Mode()&0o111 == 0 {
+		k8sRequireTool(t, "kube-apiserver is not built at %s: run scripts/kube-apiserver.sh (once, about 20 minutes; .ci/run does)", apiserver)
+	}
+	etcd, err := exec.LookPath("etcd")
+	if err != nil {
+		k8sRequireTool(t, "etcd is not installed (Debian package etcd-server): %v", err)
+	}
+	return apiserver, etcd
+}
+
+// k8sMustBinary returns where scripts/kube-apiserver.sh puts kube-apiserver.
+func k8sMustBinary(t *testing.T) string {
+	t.Helper()
 	out, err := exec.Command("bash", "../scripts/kube-apiserver.sh", "--path").Output()
 	if err != nil {
 		t.Fatalf("scripts/kube-apiserver.sh --path: %v", err)
 	}
-	apiserver = strings.TrimSpace(string(out))
-	if st, err := os.Stat(apiserver); err != nil || st.Mode()&0o111 == 0 {
-		k8sRequireTool(t, "kube-apiserver is not built at %s: run scripts/kube-apiserver.sh (once, about 20 minutes; .ci/run does)", apiserver)
-	}
-	if etcd, err = exec.LookPath("etcd"); err != nil {
-		k8sRequireTool(t, "etcd is not installed (Debian package etcd-server): %v", err)
-	}
-	return apiserver, etcd
+	return strings.TrimSpace(string(out))
 }
 
 func k8sFreePort(t *testing.T) int {
@@ -173,6 +182,7 @@ type k8sServer struct {
 	client        *http.Client
 	admin, alice  string
 	apiserverLogs string
+	caPEM         []byte // the serving certificate, which clients trust
 }
 
 // k8sStartServer starts etcd and kube-apiserver and waits until the API
@@ -191,6 +201,10 @@ func k8sStartServer(t *testing.T) *k8sServer {
 		"--initial-cluster", "test="+peerURL)
 
 	certFile, keyFile, pool := k8sServingCert(t, dir)
+	caPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +213,7 @@ func k8sStartServer(t *testing.T) *k8sServer {
 	pub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	k8sWritePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", kb)
 	k8sWritePEM(t, filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub)
-	s := &k8sServer{admin: k8sToken(t), alice: k8sToken(t), apiserverLogs: filepath.Join(dir, "kube-apiserver.log")}
+	s := &k8sServer{admin: k8sToken(t), alice: k8sToken(t), apiserverLogs: filepath.Join(dir, "kube-apiserver.log"), caPEM: caPEM}
 	tokens := fmt.Sprintf("%s,admin,1,\"system:masters\"\n%s,alice,2,\"team-a\"\n", s.admin, s.alice)
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
@@ -283,7 +297,7 @@ func k8sPath(t *testing.T, apiVersion, kind, namespace string) string {
 		"ValidatingAdmissionPolicy":        "validatingadmissionpolicies",
 		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 		"Namespace":                        "namespaces", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
-		"Pod": "pods", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings",
+		"Pod": "pods", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings", "Node": "nodes",
 	}
 	res, ok := resources[kind]
 	if !ok {
@@ -621,4 +635,169 @@ func TestK8sAPIServerPriorityNeedsTheValue(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// startScheduler starts kube-scheduler against s (a kubeconfig with a
+// token of the cluster administrators' group, trusting s's certificate).
+func (s *k8sServer) startScheduler(t *testing.T, scheduler string) {
+	t.Helper()
+	dir := t.TempDir()
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, certificate-authority-data: %q}
+users:
+- name: scheduler
+  user: {token: %q}
+contexts:
+- name: test
+  context: {cluster: test, user: scheduler}
+current-context: test
+`, s.base, base64.StdEncoding.EncodeToString(s.caPEM), s.admin)
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k8sStart(t, filepath.Join(dir, "kube-scheduler.log"), scheduler,
+		"--kubeconfig="+path, "--leader-elect=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", k8sFreePort(t)))
+}
+
+// k8sGPUPod is a pod of namespace ml asking for gpus GPUs, with
+// PADDLE_PRIORITY=priority.
+func k8sGPUPod(name, priority string, gpus int) *corev1.Pod {
+	p := k8sPod(name, k8sLiteral("PADDLE_PRIORITY", priority))
+	p.Namespace = "ml"
+	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(fmt.Sprint(gpus))}
+	return p
+}
+
+// getPod reads a pod of namespace ml back.
+func (s *k8sServer) getPod(t *testing.T, name string) (int, *corev1.Pod) {
+	t.Helper()
+	code, body := s.do(t, s.admin, "GET", "/api/v1/namespaces/ml/pods/"+name, nil)
+	var p corev1.Pod
+	if code == http.StatusOK {
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return code, &p
+}
+
+// From PADDLE_PRIORITY=high to preemption, with the real scheduler: a node
+// with 8 GPUs full of low pods; another low pod waits (low never preempts);
+// a high pod asking for 2 GPUs makes the scheduler preempt one low pod
+// (DisruptionTarget, PreemptionByScheduler, a Preempted event) and nominate
+// the node; once the victim is gone (the test removes it, as the kubelet
+// would at the end of its grace period), the high pod is bound there.
+func TestK8sAPIServerPreemption(t *testing.T) {
+	s := k8sStartServer(t)
+	scheduler := filepath.Join(filepath.Dir(k8sMustBinary(t)), "kube-scheduler")
+	if _, err := os.Stat(scheduler); err != nil {
+		k8sRequireTool(t, "kube-scheduler is not built at %s: run scripts/kube-apiserver.sh", scheduler)
+	}
+	priority, err := os.ReadFile("../deploy/kubernetes/priority.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range k8sObjects(t, priority) {
+		s.mustCreate(t, obj)
+	}
+	s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "ml"}})
+	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "ml"}})
+	capacity := corev1.ResourceList{"cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"),
+		"pods": resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8")}
+	s.mustCreate(t, &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-7", Labels: map[string]string{"kubernetes.io/hostname": "gpu-node-7"}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
+	// The TaintNodesByCondition plugin taints a new node not-ready; the
+	// node lifecycle controller (absent here) would lift it once the
+	// kubelet reports Ready.
+	if code, body := s.do(t, s.admin, "PATCH", "/api/v1/nodes/gpu-node-7", map[string]any{"spec": map[string]any{"taints": nil}}); code != http.StatusOK {
+		t.Fatalf("untainting the node: %d %s", code, body)
+	}
+	s.startScheduler(t, scheduler)
+	k8sEventually(t, "the priority policy", func() string {
+		code, out := s.create(t, s.admin, k8sGPUPod("probe", "high", 1), "?dryRun=All")
+		if code != http.StatusCreated || k8sString(out, "spec", "priorityClassName") != "paddle-high" {
+			return fmt.Sprintf("%d %s", code, k8sString(out, "message"))
+		}
+		return ""
+	})
+
+	bound := func(name string) func() string {
+		return func() string {
+			if _, p := s.getPod(t, name); p.Spec.NodeName != "gpu-node-7" {
+				return fmt.Sprintf("%s not bound (nodeName %q, conditions %v)", name, p.Spec.NodeName, p.Status.Conditions)
+			}
+			return ""
+		}
+	}
+	for _, name := range []string{"sweep-a", "sweep-b"} {
+		s.mustCreate(t, k8sGPUPod(name, "low", 4))
+		k8sEventually(t, "the low pod "+name, bound(name))
+	}
+	// The node is full: a low pod waits and preempts nobody.
+	s.mustCreate(t, k8sGPUPod("sweep-c", "low", 1))
+	k8sEventually(t, "the waiting low pod", func() string {
+		_, p := s.getPod(t, "sweep-c")
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				c.Message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: not eligible due to preemptionPolicy=Never." {
+				return ""
+			}
+		}
+		return fmt.Sprintf("sweep-c: conditions %v", p.Status.Conditions)
+	})
+	for _, name := range []string{"sweep-a", "sweep-b"} {
+		if _, p := s.getPod(t, name); p.DeletionTimestamp != nil {
+			t.Fatalf("a low pod preempted %s", name)
+		}
+	}
+	if _, p := s.getPod(t, "sweep-c"); p.Status.NominatedNodeName != "" || p.Spec.PreemptionPolicy == nil || *p.Spec.PreemptionPolicy != corev1.PreemptNever {
+		t.Errorf("sweep-c: nominated %q, preemptionPolicy %v", p.Status.NominatedNodeName, p.Spec.PreemptionPolicy)
+	}
+
+	// PADDLE_PRIORITY=high: the scheduler preempts one low pod.
+	s.mustCreate(t, k8sGPUPod("resnet50", "high", 2))
+	var victim string
+	k8sEventually(t, "the preemption", func() string {
+		_, high := s.getPod(t, "resnet50")
+		for _, name := range []string{"sweep-a", "sweep-b"} {
+			_, p := s.getPod(t, name)
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "PreemptionByScheduler" &&
+					p.DeletionTimestamp != nil && high.Status.NominatedNodeName == "gpu-node-7" {
+					victim = name
+					return ""
+				}
+			}
+		}
+		return fmt.Sprintf("resnet50 nominated %q", high.Status.NominatedNodeName)
+	})
+	_, high := s.getPod(t, "resnet50")
+	code, body := s.do(t, s.admin, "GET", "/api/v1/namespaces/ml/events", nil)
+	var events corev1.EventList
+	json.Unmarshal(body, &events)
+	found := false
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == victim && e.Reason == "Preempted" &&
+			e.Message == fmt.Sprintf("Preempted by pod %s on node gpu-node-7", high.UID) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no Preempted event for %s naming resnet50's UID %s: %d %v", victim, high.UID, code, events.Items)
+	}
+	// The kubelet would stop the victim's containers (SIGTERM) and remove
+	// the pod after its grace period: here it is removed at once.
+	zero := int64(0)
+	if code, body := s.do(t, s.admin, "DELETE", "/api/v1/namespaces/ml/pods/"+victim, metav1.DeleteOptions{GracePeriodSeconds: &zero}); code != http.StatusOK {
+		t.Fatalf("removing the victim: %d %s", code, body)
+	}
+	k8sEventually(t, "the high pod on the freed GPUs", bound("resnet50"))
 }

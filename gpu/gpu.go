@@ -16,7 +16,9 @@
 //     fields: device nodes are counted instead where they exist (Source
 //     "device-nodes"), and the reason is logged.
 //   - The devices are filtered by CUDA_VISIBLE_DEVICES as CUDA filters them
-//     (see Visible), so the count is what the training will see.
+//     (see Select and Visible), so the count is what the training will see;
+//     a GPU in MIG mode is never counted whole, only as its MIG instances.
+//   - Every device carries its share of the physical GPU, in (0, 1].
 package gpu
 
 import (

@@ -2,6 +2,7 @@ package labels
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteFile(t *testing.T) {
@@ -126,12 +129,65 @@ func TestWriteFileFollowsLink(t *testing.T) {
 	}
 }
 
-func TestFollowLinksLoop(t *testing.T) {
+func TestWriteFileLinkLoop(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	os.Symlink(b, a)
 	os.Symlink(a, b)
-	if got := followLinks(a); got != a && got != b {
-		t.Errorf("followLinks(loop) = %q", got)
+	s, _ := Parse(nil, Options{Hostname: "h", Now: time.Unix(1700000000, 0)})
+	if err := WriteFile(a, s); err == nil || !strings.Contains(err.Error(), "too many levels") {
+		t.Errorf("WriteFile through a loop: %v, want ELOOP", err)
+	}
+	for _, p := range []string{a, b} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s is no longer the link: %v", p, err)
+		}
+	}
+}
+
+// The walk judges links the same with openat2 and with the per-name
+// O_NOFOLLOW walk of kernels without it.
+func TestResolveWithAndWithoutOpenat2(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: links of another user")
+	}
+	root := t.TempDir()
+	shm := filepath.Join(root, "shm")
+	secret := filepath.Join(root, "secret")
+	os.Mkdir(shm, 0o777|os.ModeSticky)
+	os.Chmod(shm, 0o777|os.ModeSticky)
+	os.Mkdir(secret, 0o700)
+	os.Symlink(filepath.Join(secret, "f"), filepath.Join(shm, "theirs"))
+	os.Lchown(filepath.Join(shm, "theirs"), 65534, 65534)
+	os.Symlink(filepath.Join(secret, "f"), filepath.Join(shm, "mine"))
+	os.Symlink("./shm/../shm/x", filepath.Join(root, "rel"))
+	for _, openat2 := range []bool{true, false} {
+		for _, tc := range []struct {
+			path, dir, name string
+			refused         bool
+		}{
+			{filepath.Join(shm, "theirs"), "", "", true},
+			{filepath.Join(shm, "mine"), secret, "f", false},
+			{filepath.Join(root, "rel"), shm, "x", false},
+			{filepath.Join(shm, "new"), shm, "new", false},
+			{filepath.Join(root, "shm", "..", "shm", "new"), shm, "new", false},
+		} {
+			dir, name, err := resolve(tc.path, &walk{euid: 0, openat2: openat2})
+			if tc.refused {
+				if !errors.Is(err, ErrUntrustedLink) {
+					t.Errorf("openat2 %v, %s: %v, want ErrUntrustedLink", openat2, tc.path, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("openat2 %v, %s: %v", openat2, tc.path, err)
+				continue
+			}
+			got, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dir))
+			unix.Close(dir)
+			if got != tc.dir || name != tc.name {
+				t.Errorf("openat2 %v, %s: resolved to %s / %s, want %s / %s", openat2, tc.path, got, name, tc.dir, tc.name)
+			}
+		}
 	}
 }

@@ -224,10 +224,10 @@ var nov = Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Da
 func TestComputeMergesScopesAndOrders(t *testing.T) {
 	src := &fakeSource{
 		tasks: []TaskSums{
-			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1, GPUSeconds: 3600},
-			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2, GPUSeconds: 7200},
-			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1, GPUSeconds: 3600, FailedGPUSeconds: 3600},
-			{Key: key("project", "secret", "owner", "x"), Tasks: 9, GPUSeconds: 999999},
+			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1},
+			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2},
+			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1},
+			{Key: key("project", "secret", "owner", "x"), Tasks: 9, UnlistedGPUSeconds: 999999},
 		},
 		gpus: []GPUSums{
 			{Key: key("project", "b", "owner", "x", "model", "T4"), GPUSeconds: 3600, UtilWeighted: 3600 * 40, UtilSeconds: 3600},
@@ -273,7 +273,7 @@ func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 		},
 		// One task: 4 GPUs for an hour, two listed (T4 and A100), two
 		// counted from device nodes.
-		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, GPUSeconds: 4 * 3600}},
+		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, UnlistedGPUSeconds: 2 * 3600}},
 		gpus: []GPUSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), GPUSeconds: 3600},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
@@ -415,7 +415,8 @@ func meanText(m MetricMean) string {
 // The writers, on the fixture's hand-computed reports (testdata/README.md):
 // the CSV and table files are what a user gets. -update rewrites them.
 func TestWriters(t *testing.T) {
-	for _, name := range []string{"november-by-project", "november-by-model", "november-by-project-metrics", "november-by-model-metrics"} {
+	for _, name := range []string{"november-by-project", "november-by-model", "november-by-project-metrics", "november-by-model-metrics",
+		"december-mig-by-project", "december-mig-by-model"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		if err != nil {
 			t.Fatal(err)
@@ -461,7 +462,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	WriteCSV(&csv, r)
 	WriteTable(&table, r)
 	WriteJSON(&js, r)
-	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds\np,,2,0,0,0,1,1.25,0,0,,,0,0,,\n"; csv.String() != want {
+	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,energy_kwh\np,,2,0,0,0,1,1.25,0,0,,,0,0,,,\n"; csv.String() != want {
 		t.Errorf("CSV:\n%s\nwant:\n%s", csv.String(), want)
 	}
 	if strings.Contains(table.String(), "cost") || strings.Contains(table.String(), "unpriced") ||

@@ -34,14 +34,19 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// columns are the figures' names in CSV and table order: then, per
-// metric, its mean and its task count.
+// columns are the figures' names in CSV and table order: energy_kwh
+// always; cost, energy_cost and co2_kg only with prices (their factors are
+// the prices file's); then, per metric, its mean and its task count.
 func columns(priced bool, metrics []string) []string {
 	c := []string{"tasks", "completed_tasks", "failed_tasks", "gate_failed_tasks", "open_tasks", "gpu_hours",
 		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
 		"duration_est_hours", "duration_actual_hours", "queue_wait_mean_seconds", "queue_wait_max_seconds"}
 	if priced {
 		c = append(c, "cost")
+	}
+	c = append(c, "energy_kwh")
+	if priced {
+		c = append(c, "energy_cost", "co2_kg")
 	}
 	for _, m := range metrics {
 		c = append(c, "metric_"+m+"_mean", "metric_"+m+"_tasks")
@@ -80,6 +85,10 @@ func (f Figures) values(priced bool, table bool, metrics []string) []string {
 	if priced {
 		v = append(v, opt(f.Cost))
 	}
+	v = append(v, opt(f.EnergyKWh))
+	if priced {
+		v = append(v, opt(f.EnergyCost), opt(f.CO2Kg))
+	}
 	for _, name := range metrics {
 		m := f.Metrics[name]
 		v = append(v, opt(m.Mean), strconv.FormatInt(m.Tasks, 10))
@@ -92,8 +101,8 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 // WriteCSV writes a header line and one line per row (no total): the key
 // columns in the order of By, then the figures; an empty cell is a null.
-// No cost column without prices. Key cells are text a spreadsheet must not
-// run: see csvText. Figures stay numbers.
+// No cost, energy_cost or co2_kg column without prices. Key cells are text
+// a spreadsheet must not run: see csvText. Figures stay numbers.
 func WriteCSV(w io.Writer, r *Report) error {
 	priced := r.Currency != nil
 	cw := csv.NewWriter(w)
@@ -101,7 +110,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 		return err
 	}
 	for _, row := range r.Rows {
-		rec := make([]string, 0, len(r.By)+12+2*len(r.Metrics))
+		rec := make([]string, 0, len(r.By)+16+2*len(r.Metrics))
 		for _, k := range r.By {
 			rec = append(rec, csvText(row.Key[k]))
 		}

@@ -39,9 +39,11 @@ type fixtureEvent struct {
 		SubmitTime  *int64 `json:"submit_time"`
 		DurationEst *int64 `json:"duration_est"`
 		GPUs        []struct {
-			Index int64  `json:"index"`
-			UUID  string `json:"uuid"`
-			Name  string `json:"name"`
+			Index int64      `json:"index"`
+			UUID  string     `json:"uuid"`
+			Name  string     `json:"name"`
+			Share float64    `json:"share"`
+			MIG   *store.MIG `json:"mig"`
 		} `json:"gpus"`
 	} `json:"register"`
 	Complete  json.RawMessage `json:"complete"`
@@ -55,7 +57,13 @@ type fixtureEvent struct {
 // heartbeats through the store's write methods, in order.
 func loadFixture(t testing.TB, s *store.Store) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, "fixture.json"))
+	loadFixtureFile(t, s, "fixture.json")
+}
+
+// loadFixtureFile is loadFixture of the fixture file name.
+func loadFixtureFile(t testing.TB, s *store.Store, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +87,7 @@ func loadFixture(t testing.TB, s *store.Store) {
 				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
 				StartTime: r.StartTime, SubmitTime: r.SubmitTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
 			for _, g := range r.GPUs {
-				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name})
+				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name, Share: g.Share, MIG: g.MIG})
 			}
 			if _, err := s.Register(ctx, reg); err != nil {
 				t.Fatalf("register %s: %v", r.TaskID, err)
@@ -129,6 +137,51 @@ func TestReportFixture(t *testing.T) {
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			r, err := report.Compute(ctx, s, report.Query{Window: november, By: c.by, Prices: prices, Metrics: c.metrics})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := report.WriteJSON(&got, r); err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(fixtureDir, c.golden))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("by %v: the report differs from %s:\n%s", c.by, c.golden, got.String())
+			}
+		}
+	})
+}
+
+var december = report.Window{
+	From: time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
+	To:   time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+}
+
+// The MIG, shared-GPU and energy fixture (fixture-mig.json): GPU-hours
+// weighted by share, MIG instances priced by profile or by share, energy
+// clipped to the window and priced, all computed by hand in
+// report/testdata/README.md, byte for byte and so the same on both stores.
+func TestReportFixtureMIG(t *testing.T) {
+	prices, err := report.LoadPrices(filepath.Join(fixtureDir, "prices-mig.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		loadFixtureFile(t, s, "fixture-mig.json")
+		for _, c := range []struct {
+			by     []string
+			golden string
+		}{
+			{[]string{"project"}, "december-mig-by-project.json"},
+			{[]string{"model"}, "december-mig-by-model.json"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			r, err := report.Compute(ctx, s, report.Query{Window: december, By: c.by, Prices: prices})
 			cancel()
 			if err != nil {
 				t.Fatal(err)

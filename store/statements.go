@@ -49,51 +49,54 @@ var (
 
 	stmtInsertTask = &stmt{sql: `INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
 		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, project, owner) DO NOTHING RETURNING id`,
 		// SQLite's plan of the upsert looks up task_gpus' foreign key to
 		// the new row by task_gpus' primary key.
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "tasks_identity",
-		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), nil,
+		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), int64(0), nil,
 			"{}", "{}", int64(1), nil, "", int64(1)}}
 	stmtInsertProjectOwner = &stmt{sql: "INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT (project, owner) DO NOTHING",
 		postgresIndex: "project_owners_pkey", example: []any{"p", "o"}}
-	stmtInsertGPU = &stmt{sql: `INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, memory_total, task_start)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		example: []any{int64(1), int64(0), int64(0), "GPU-1", "m", int64(1), int64(1)}}
+	stmtInsertGPU = &stmt{sql: `INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, memory_total, task_start,
+		share, exclusive, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile, mig_slices, mig_total_slices)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		example: []any{int64(1), int64(0), int64(0), "GPU-1", "m", int64(1), int64(1), 0.5, int64(0), "MIG-1", int64(1), int64(0),
+			"1g.18gb", int64(1), int64(7)}}
 	// endOlderClaims ends the claims of open tasks that started before the
 	// new one on this UUID, for a sender that sees every task (an admin,
 	// or no tokens file). "uuid <> ''", "claim_ended IS NULL" and
 	// "task_end IS NULL" are written out so that SQLite may use the
 	// partial index: it does only when the query's WHERE implies the
 	// index's.
+	// Only the claims that collide with the new one end (claimCollides).
 	stmtEndOlderClaims = &stmt{sql: `UPDATE task_gpus SET claim_ended = ?
 		WHERE uuid = ? AND uuid <> '' AND claim_ended IS NULL AND task_end IS NULL
-		AND task_start < ? AND task_key <> ?`,
+		AND task_start < ? AND task_key <> ? AND ` + claimCollides,
 		sqliteIndex: "task_gpus_open_claims", postgresIndex: "task_gpus_open_claims",
-		example: []any{int64(1), "GPU-1", int64(1), int64(1)}}
+		example: []any{int64(1), "GPU-1", int64(1), int64(1), int64(-1), int64(1), int64(-1), int64(-1), int64(1)}}
 	// olderClaims: the same claims, listed, for a scoped sender to decide
 	// on each (claimTask).
 	stmtOlderClaims = &stmt{sql: `SELECT task_key, position FROM task_gpus
 		WHERE uuid = ? AND uuid <> '' AND claim_ended IS NULL AND task_end IS NULL
-		AND task_start < ? AND task_key <> ?`,
+		AND task_start < ? AND task_key <> ? AND ` + claimCollides,
 		sqliteIndex: "task_gpus_open_claims", postgresIndex: "task_gpus_open_claims",
-		example: []any{"GPU-1", int64(1), int64(1)}}
+		example: []any{"GPU-1", int64(1), int64(1), int64(3), int64(0), int64(3), int64(3), int64(0)}}
 	// claimTask: whose claim it is, and whether it is live.
 	stmtClaimTask = &stmt{sql: "SELECT project, owner, seen_at, end_time IS NOT NULL FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
 	// laterClaim: the first start after the new task's on this UUID (a
 	// sender that sees every task).
 	stmtLaterClaim = &stmt{sql: `SELECT MIN(task_start) FROM task_gpus
-		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ?`,
+		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ? AND ` + claimCollides,
 		sqliteIndex: "task_gpus_uuid_start", postgresIndex: "task_gpus_uuid_start",
-		example: []any{"GPU-1", int64(1), int64(1)}}
+		example: []any{"GPU-1", int64(1), int64(1), int64(3), int64(0), int64(3), int64(3), int64(0)}}
 	// laterClaims: those starts in order, for a scoped sender.
 	stmtLaterClaims = &stmt{sql: `SELECT task_key, task_start FROM task_gpus
-		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ? ORDER BY task_start`,
+		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ? AND ` + claimCollides + ` ORDER BY task_start`,
 		sqliteIndex: "task_gpus_uuid_start", postgresIndex: "task_gpus_uuid_start",
-		example: []any{"GPU-1", int64(1), int64(1)}}
+		example: []any{"GPU-1", int64(1), int64(1), int64(-1), int64(1), int64(-1), int64(-1), int64(1)}}
 	stmtEndClaim = &stmt{sql: "UPDATE task_gpus SET claim_ended = ? WHERE task_key = ? AND position = ?",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
 		example: []any{int64(1), int64(1), int64(0)}}
@@ -121,15 +124,21 @@ var (
 	stmtCompleteGPUs = &stmt{sql: "UPDATE task_gpus SET task_end = ? WHERE task_key = ?",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
 		example: []any{int64(1), int64(1)}}
-	// GPU summaries: matched by UUID, or by position for a GPU without one.
+	// GPU summaries: matched by the MIG instance's UUID (two instances of
+	// one parent share the parent's), by UUID, or by position for a GPU
+	// without one.
+	stmtGPUSummaryByMIG = &stmt{sql: `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?,
+		memory_used_peak_bytes = ?, idle_share = ?, energy_joules = ?, energy_estimated = ? WHERE task_key = ? AND mig_uuid = ?`,
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
+		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, 1.5, int64(1), int64(1), "MIG-1"}}
 	stmtGPUSummaryByUUID = &stmt{sql: `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?,
-		memory_used_peak_bytes = ?, idle_share = ? WHERE task_key = ? AND uuid = ?`,
+		memory_used_peak_bytes = ?, idle_share = ?, energy_joules = ?, energy_estimated = ? WHERE task_key = ? AND uuid = ?`,
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
-		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, int64(1), "GPU-1"}}
+		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, 1.5, int64(1), int64(1), "GPU-1"}}
 	stmtGPUSummaryByPosition = &stmt{sql: `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?,
-		memory_used_peak_bytes = ?, idle_share = ? WHERE task_key = ? AND position = ? AND uuid = ''`,
+		memory_used_peak_bytes = ?, idle_share = ?, energy_joules = ?, energy_estimated = ? WHERE task_key = ? AND position = ? AND uuid = ''`,
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
-		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, int64(1), int64(0)}}
+		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, 1.5, int64(1), int64(1), int64(0)}}
 
 	// heartbeat: last_seen forward only; seen_at is the server's receipt.
 	stmtHeartbeat = &stmt{sql: `UPDATE tasks SET
@@ -142,7 +151,7 @@ var (
 	// A heartbeat with GPU samples (idle.go).
 	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
-	stmtSampledGPUs = &stmt{sql: "SELECT position, uuid, " + migUUIDColumn + " FROM task_gpus WHERE task_key = ? AND uuid <> '' ORDER BY position",
+	stmtSampledGPUs = &stmt{sql: "SELECT position, uuid, mig_uuid FROM task_gpus WHERE task_key = ? AND uuid <> '' ORDER BY position",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
 	stmtLatestSample = &stmt{sql: "UPDATE task_gpus SET latest_samples = ?, latest_util_mean = ? WHERE task_key = ? AND position = ?",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
@@ -151,6 +160,24 @@ var (
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
 		example: []any{int64(1), int64(60), int64(1), int64(1)}}
 )
+
+// claimCollides is the rule of "one GPU instance runs one task" on another
+// claim of the same UUID (a task_gpus row), for a new claim given by five
+// arguments: its GPU instance id (-1 for a whole GPU), whether it holds
+// its whole instance (1: exclusive; shared GPUs 0), the instance id twice
+// more and exclusive again. The two claims collide (the older ends) when
+//   - the new one is a whole GPU held exclusively: any claim on it;
+//   - the new one is a shared whole GPU: an exclusive whole-GPU claim or any
+//     MIG claim (the GPU was re-partitioned), never another shared one;
+//   - the new one is a MIG instance: any whole-GPU claim on its parent, and
+//     on its own instance any claim if it is exclusive, else exclusive
+//     ones; other instances of the parent are left alone.
+//
+// The rule is symmetric, so it serves both directions (older claims that
+// end, and a later claim that ends a late registration's own). It filters
+// the rows of the index range (uuid, task_start), never choosing another.
+const claimCollides = `((? < 0 AND (? = 1 OR gpu_instance_id IS NOT NULL OR exclusive = 1))
+		OR (? >= 0 AND (gpu_instance_id IS NULL OR (gpu_instance_id = ? AND (? = 1 OR exclusive = 1)))))`
 
 // writeStatements is every statement of the write path, by name (the plan
 // tests' subtests).
@@ -174,6 +201,7 @@ var writeStatements = map[string]*stmt{
 	"stored pending completion": stmtStoredPending,
 	"complete task":             stmtCompleteTask,
 	"complete GPUs":             stmtCompleteGPUs,
+	"GPU summary by MIG UUID":   stmtGPUSummaryByMIG,
 	"GPU summary by UUID":       stmtGPUSummaryByUUID,
 	"GPU summary by position":   stmtGPUSummaryByPosition,
 	"heartbeat":                 stmtHeartbeat,

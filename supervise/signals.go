@@ -3,6 +3,7 @@ package supervise
 import (
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -47,10 +48,14 @@ func catchable() []os.Signal {
 
 // Signals passes caught signals to the command, or to its process group.
 type Signals struct {
-	ch     chan os.Signal
-	caught chan struct{} // closed once every catchable signal is caught
-	stop   chan struct{}
-	done   chan struct{}
+	ch chan os.Signal
+	// also brings signals another catcher holds (Also), forwarded the
+	// same way; alsoSigs are those signals, not caught again here.
+	also     <-chan os.Signal
+	alsoSigs []os.Signal
+	caught   chan struct{} // closed once every catchable signal is caught
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // NewSignals returns a forwarder that catches nothing yet.
@@ -65,8 +70,21 @@ func NewSignals() *Signals {
 // starts. Signals caught before the command starts are kept (up to the
 // channel's size) and forwarded then.
 func (f *Signals) Catch() {
-	signal.Notify(f.ch, catchable()...)
+	var sigs []os.Signal
+	for _, s := range catchable() {
+		if !slices.Contains(f.alsoSigs, s) {
+			sigs = append(sigs, s)
+		}
+	}
+	signal.Notify(f.ch, sigs...)
 	close(f.caught)
+}
+
+// Also makes the forwarder take sigs from ch, where another catcher (the
+// program's earliest) keeps them, instead of catching them itself. Call it
+// before Catch.
+func (f *Signals) Also(ch <-chan os.Signal, sigs []os.Signal) {
+	f.also, f.alsoSigs = ch, sigs
 }
 
 // Caught returns once every catchable signal is caught: from then on none
@@ -83,18 +101,20 @@ func (f *Signals) forward(pid int, group bool, log func(msg string, args ...any)
 	go func() {
 		defer close(f.done)
 		for {
+			var s os.Signal
 			select {
-			case s := <-f.ch:
-				sig := s.(syscall.Signal)
-				if neverForwarded[sig] {
-					log("signal not forwarded", "signal", signalName(sig))
-					continue
-				}
-				if err := syscall.Kill(target, sig); err != nil {
-					log("signal not forwarded", "signal", signalName(sig), "err", err)
-				}
+			case s = <-f.ch:
+			case s = <-f.also: // nil without Also: never ready
 			case <-f.stop:
 				return
+			}
+			sig := s.(syscall.Signal)
+			if neverForwarded[sig] {
+				log("signal not forwarded", "signal", signalName(sig))
+				continue
+			}
+			if err := syscall.Kill(target, sig); err != nil {
+				log("signal not forwarded", "signal", signalName(sig), "err", err)
 			}
 		}
 	}()

@@ -1,7 +1,8 @@
 // Command paddle-gpu-probe asks NVML for the GPUs and the driver version
-// and prints the answer as one JSON object (gpu.Report) on stdout; in its
-// sampling mode it prints the GPUs' utilisation and used memory, one line
-// per interval (gpu.Sample).
+// and prints the answer as one JSON object (gpu.Report: the GPUs, and the
+// MIG devices of those in MIG mode) on stdout; in its sampling mode it
+// prints the GPUs' utilisation, used memory and energy counter, one line
+// per interval (gpu.Sample), for GPU UUIDs and MIG device UUIDs alike.
 //
 // paddle-entrypoint runs it as a child process, with a timeout and without
 // LD_BIND_NOW, so that a missing, hung or crashing NVIDIA library, or a
@@ -14,8 +15,8 @@
 //
 //	$ paddle-gpu-probe
 //	{"devices":[{"index":0,"uuid":"GPU-...","name":"NVIDIA A100-SXM4-80GB","memory_total_bytes":85899345920}],"driver_version":"550.54.15"}
-//	$ paddle-gpu-probe sample --interval 1s GPU-...
-//	v1 GPU-...=37/1073741824
+//	$ paddle-gpu-probe sample --interval 1s GPU-... MIG-...
+//	v2 GPU-...=37/1073741824/81234567890 MIG-...=-/-/90012345678
 //
 // The sampling mode opens NVML once and writes a line at once, then one per
 // interval, each with a single write; it exits 0 when its stdin reaches end
@@ -37,7 +38,7 @@ import (
 )
 
 const usage = `usage: paddle-gpu-probe                                  print the GPUs NVML sees as JSON
-       paddle-gpu-probe sample --interval D UUID...    print utilisation and used memory every D until stdin closes`
+       paddle-gpu-probe sample --interval D UUID...    print utilisation, used memory and energy every D until stdin closes (GPU or MIG UUIDs)`
 
 // stuckExit bounds how long the sampling mode may take to end after its
 // stdin closed: an NVML call that never returns must not keep it running.

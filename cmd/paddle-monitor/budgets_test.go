@@ -172,3 +172,40 @@ func TestProjectMonthSeries(t *testing.T) {
 		}
 	})
 }
+
+// The page shows the idle tasks first ("Idle now": task, owner, project,
+// GPUs, idle for, cost so far) and each project's budget: used and
+// forecast against the limit.
+func TestPageIdleAndBudgets(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db string) {
+		s := startServer(t, db, "--prices", fixtureFile(t, "prices.json"), "--budgets", fixtureFile(t, "budgets.json"))
+		postFixture(t, s, "")
+		// An idle task: 2 H100 (28 each) started 2 h ago, idle for the
+		// last 45 minutes of its heartbeats: 2 × 28 × 2 = 112 so far.
+		now := time.Now().Unix()
+		if a := s.do(t, registerReq(strings.Replace(twoGPUTask("pg", now-7200), `"finetune"`, `"stuck-loader"`, 1), "")); a.Status != 201 {
+			t.Fatalf("register: %d %s", a.Status, a.Body)
+		}
+		hb := fmt.Sprintf(`{"task_id":"pg","time":%d,"interval_seconds":2700,"gpus":[{"uuid":"GPU-pg-0","samples":5,"util_mean":0},{"uuid":"GPU-pg-1","samples":5,"util_mean":0.2}]}`, now)
+		if a := s.do(t, post("/v1/task/heartbeat", hb, "")); a.Status != 200 {
+			t.Fatalf("heartbeat: %d %s", a.Status, a.Body)
+		}
+		a := s.do(t, request{Method: "GET", Path: "/?month=2025-11", NoSpecCheck: true})
+		page := string(a.Body)
+		idle, projects := strings.Index(page, "<h2>Idle now</h2>"), strings.Index(page, "<h2>GPU-hours and cost per project</h2>")
+		if a.Status != 200 || idle < 0 || projects < idle {
+			t.Fatalf("the page does not list the idle tasks first: %d\n%s", a.Status, page)
+		}
+		for _, want := range []string{
+			`<td class="key" title="pg">stuck-loader</td><td class="key">cho@example.com</td><td class="key">vision</td><td>2</td><td>0 h 45 min</td><td>112.00</td>`,
+			`<th>Budget</th><th>Used</th><th>Forecast</th>`,
+			// search: 401 of a 500 cost budget; nlp: 12.5 of 10 GPU-hours.
+			`<td>500.00</td><td>80 % (401.00)</td><td>80 % (401.00)</td>`,
+			`<td>10.0 GPU-h</td><td>125 % (12.5 GPU-h)</td><td>125 % (12.5 GPU-h)</td>`,
+		} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page lacks %s", want)
+			}
+		}
+	})
+}

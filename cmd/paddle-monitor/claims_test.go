@@ -23,7 +23,7 @@ func gpuClaims(t *testing.T, s *server, uuid string) []string {
 	return out
 }
 
-func claimEnded(t *testing.T, s *server, id, token string) any {
+func scopedClaimEnded(t *testing.T, s *server, id, token string) any {
 	t.Helper()
 	return taskOf(t, s, "/v1/tasks/"+id, token)["gpus"].([]any)[0].(map[string]any)["claim_ended"]
 }
@@ -48,7 +48,7 @@ func TestClaimsAcrossScopes(t *testing.T) {
 		if got := gpuClaims(t, s, "GPU-X"); strings.Join(got, ",") != "a-1,b-1" {
 			t.Errorf("GPU-X is attributed to %v, want both a-1 and b-1", got)
 		}
-		if c := claimEnded(t, s, "a-1", a); c != nil {
+		if c := scopedClaimEnded(t, s, "a-1", a); c != nil {
 			t.Errorf("B's registration ended A's live claim at %v", c)
 		}
 		// Within one scope the older claim ends, as before.
@@ -57,7 +57,7 @@ func TestClaimsAcrossScopes(t *testing.T) {
 		if got := gpuClaims(t, s, "GPU-Y"); strings.Join(got, ",") != "a-3" {
 			t.Errorf("GPU-Y is attributed to %v, want a-3 alone", got)
 		}
-		if c := claimEnded(t, s, "a-2", a); c != float64(start+60) {
+		if c := scopedClaimEnded(t, s, "a-2", a); c != float64(start+60) {
 			t.Errorf("a-2's claim ended %v, want %d", c, start+60)
 		}
 		// The other way round: B's late registration (an older start, from
@@ -67,13 +67,13 @@ func TestClaimsAcrossScopes(t *testing.T) {
 		if got := gpuClaims(t, s, "GPU-Z"); strings.Join(got, ",") != "a-4,b-late" {
 			t.Errorf("GPU-Z is attributed to %v, want b-late and a-4", got)
 		}
-		if c := claimEnded(t, s, "b-late", b); c != nil {
+		if c := scopedClaimEnded(t, s, "b-late", b); c != nil {
 			t.Errorf("the late registration's claim ended at %v against a live claim of another scope", c)
 		}
 		// Within B's own scope, a late registration's claim ends at B's
 		// later task's start.
 		expect(t, s.do(t, registerReq(teamReg("b-late2", "ads_ctr", "bob", start-600, "GPU-X"), b)), 201, "")
-		if c := claimEnded(t, s, "b-late2", b); c != float64(start+60) {
+		if c := scopedClaimEnded(t, s, "b-late2", b); c != float64(start+60) {
 			t.Errorf("b-late2's claim ended %v, want b-1's start %d", c, start+60)
 		}
 		// A task to go stale on a GPU B registers after the grace.
@@ -98,7 +98,7 @@ func TestClaimsAcrossScopes(t *testing.T) {
 		}
 		// A registration from another scope now ends the stale claim.
 		expect(t, s.do(t, registerReq(teamReg("b-2", "ads_ctr", "bob", start+120, "GPU-W"), b)), 201, "")
-		if c := claimEnded(t, s, "a-5", a); c != float64(start+120) {
+		if c := scopedClaimEnded(t, s, "a-5", a); c != float64(start+120) {
 			t.Errorf("a-5, not seen for the grace, kept its claim against b-2: claim_ended %v", c)
 		}
 		if got := gpuClaims(t, s, "GPU-W"); strings.Join(got, ",") != "b-2" {

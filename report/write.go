@@ -105,15 +105,24 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 func WriteCSV(w io.Writer, r *Report) error {
 	priced := r.Currency != nil
 	cw := csv.NewWriter(w)
-	if err := cw.Write(append(append([]string{}, r.By...), columns(priced, r.Metrics)...)); err != nil {
+	budgeted := r.budgeted()
+	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
+	if budgeted {
+		head = append(head, budgetColumns...)
+	}
+	if err := cw.Write(head); err != nil {
 		return err
 	}
 	for _, row := range r.Rows {
-		rec := make([]string, 0, len(r.By)+16+2*len(r.Metrics))
+		rec := make([]string, 0, len(head))
 		for _, k := range r.By {
 			rec = append(rec, row.Key[k])
 		}
-		if err := cw.Write(append(rec, row.values(priced, false, r.Metrics)...)); err != nil {
+		rec = append(rec, row.values(priced, false, r.Metrics)...)
+		if budgeted {
+			rec = append(rec, row.Budget.values()...)
+		}
+		if err := cw.Write(rec); err != nil {
 			return err
 		}
 	}
@@ -176,4 +185,32 @@ func share(x *float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(*x*100, 'f', 1, 64) + " %"
+}
+
+// budgetColumns are the CSV's columns of a row's budget, after the
+// figures, in a report where some row has one.
+var budgetColumns = []string{"budget_kind", "budget_limit", "budget_used", "budget_used_share", "budget_forecast", "budget_forecast_share"}
+
+// budgeted says whether some row has a budget.
+func (r *Report) budgeted() bool {
+	for _, row := range r.Rows {
+		if row.Budget != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// values are the budget's CSV cells; empty for a row without one.
+func (b *BudgetFigures) values() []string {
+	if b == nil {
+		return make([]string, len(budgetColumns))
+	}
+	opt := func(x *float64) string {
+		if x == nil {
+			return ""
+		}
+		return num(*x)
+	}
+	return []string{b.Kind, num(b.Limit), num(b.Used), opt(b.UsedShare), num(b.Forecast), opt(b.ForecastShare)}
 }

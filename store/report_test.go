@@ -298,3 +298,64 @@ func TestReportBudgets(t *testing.T) {
 		}
 	})
 }
+
+// Queue wait by priority, on both stores: the wait (start − submit) counts
+// for tasks with a submit_time that started inside the window [1000, 5000).
+//
+//	h1 high  submit  400 start 1000: 600    h2 high submit 1000 start 4000: 3000
+//	h3 high  submit  100 start  900: started before the window (its
+//	         heartbeat at 1500 makes it a task of the window): not counted
+//	h4 high  submit 4000 start 5000: at the window's end, not a task of it
+//	l1 low   submit 1000 start 1000: 0      l2 low  no submit_time
+//	n1 none  no submit_time, start 3000
+//
+// high: mean (600 + 3000) / 2 = 1800, max 3000; low: 0 / 0; the row
+// without a priority (n1) null / null; total (600 + 3000 + 0) / 3 = 1200,
+// max 3000.
+func TestReportQueueWaitByPriority(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		for _, c := range []struct {
+			id, priority  string
+			submit, start int64
+		}{
+			{"h1", "high", 400, 1000}, {"h2", "high", 1000, 4000}, {"h3", "high", 100, 900},
+			{"h4", "high", 4000, 5000}, {"l1", "low", 1000, 1000}, {"l2", "low", 0, 2000}, {"n1", "", 0, 3000},
+		} {
+			r := reg(c.id, "search", "ann", c.start)
+			r.Priority = c.priority
+			if c.submit > 0 {
+				r.SubmitTime = &c.submit
+			}
+			mustRegister(t, s, r)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Heartbeat(ctx, "h3", 1500, nil); err != nil {
+			t.Fatal(err)
+		}
+		w := report.Window{From: time.Unix(1000, 0), To: time.Unix(5000, 0)}
+		r, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"priority"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		show := func(f report.Figures) string {
+			v := func(x *float64) string {
+				if x == nil {
+					return "null"
+				}
+				return fmt.Sprint(*x)
+			}
+			return v(f.QueueWaitMeanSeconds) + "/" + v(f.QueueWaitMaxSeconds)
+		}
+		got := map[string]string{"total": show(r.Total), "tasks": fmt.Sprint(r.Total.Tasks)}
+		for _, row := range r.Rows {
+			got["priority="+row.Key["priority"]] = show(row.Figures)
+		}
+		want := map[string]string{"priority=high": "1800/3000", "priority=low": "0/0", "priority=": "null/null", "total": "1200/3000",
+			"tasks": "6"} // h1 h2 h3 l1 l2 n1
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("queue wait by priority: %v, want %v", got, want)
+		}
+	})
+}

@@ -1,17 +1,18 @@
 package docs
 
 // The admission manifests on a real Kubernetes API server: kube-apiserver
-// (built once by scripts/kube-apiserver.sh, the one place its version is
-// pinned) and etcd (Debian's etcd-server) on 127.0.0.1, with their data, a
-// self-signed serving certificate and static tokens in a temporary
-// directory. The test applies deploy/kubernetes/priority.yaml and the
-// admission block of kubernetes.md, and creates pods as a team's user:
-// what the server stores (priorityClassName, priority, preemptionPolicy) and
-// how it refuses (its message) is what a cluster does. There is no
-// controller manager: the test creates the namespace's `default`
-// ServiceAccount and the team's Role itself. Without the binaries the test
-// is skipped, saying which is missing, unless PADDLE_TEST_REQUIRE_TOOLS=1
-// (CI) makes that a failure.
+// and kube-scheduler (built once by scripts/kube-apiserver.sh, the one place
+// their version is pinned) and etcd (Debian's etcd-server) on 127.0.0.1,
+// with their data, a self-signed serving certificate and static tokens in a
+// temporary directory. The tests apply deploy/kubernetes/priority.yaml and
+// the admission block of kubernetes.md, and create pods as a team's user:
+// what the server stores (priorityClassName, priority, preemptionPolicy),
+// how it refuses (its message) and whom the scheduler preempts is what a
+// cluster does. There is no controller manager and no kubelet: the tests
+// create the namespace's `default` ServiceAccount, the team's Role and a
+// Node object themselves, and remove a preempted pod as the kubelet would.
+// Without the binaries the tests are skipped, saying which is missing,
+// unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI) makes that a failure.
 
 import (
 	"bytes"

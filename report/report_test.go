@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -534,4 +535,38 @@ func FuzzParseDate(f *testing.F) {
 			t.Fatalf("ParseDate(%q) = %v, not UTC", in, got)
 		}
 	})
+}
+
+// TestCSVTextCells: a key cell a spreadsheet would run as a formula gets a
+// leading ' (OWASP's rule); other text and the figures are written as they
+// are, and the table keeps the original text.
+func TestCSVTextCells(t *testing.T) {
+	rep := &Report{By: []string{"model"}, From: time.Unix(0, 0).UTC(), To: time.Unix(3600, 0).UTC()}
+	for _, m := range []string{"=cmd|' /C calc'!A0", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "NVIDIA A100", "a=b", ""} {
+		rep.Rows = append(rep.Rows, Row{Key: map[string]string{"model": m}, Figures: Figures{GPUHours: 1.5}})
+	}
+	var b strings.Builder
+	if err := WriteCSV(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"'=cmd|' /C calc'!A0", "'+1", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "NVIDIA A100", "a=b", ""}
+	for i, w := range want {
+		if got := rows[i+1][0]; got != w {
+			t.Errorf("model cell %d: %q, want %q", i, got, w)
+		}
+		if rows[i+1][1] == "" || strings.HasPrefix(rows[i+1][1], "'") {
+			t.Errorf("a figure cell was touched: %q", rows[i+1])
+		}
+	}
+	var tb strings.Builder
+	if err := WriteTable(&tb, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tb.String(), "=cmd|' /C calc'!A0") || strings.Contains(tb.String(), "'=cmd") {
+		t.Errorf("the table does not show the original text:\n%s", tb.String())
+	}
 }

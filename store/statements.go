@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 // stmt is one statement of the write path (a registration, a completion, a
@@ -20,8 +21,8 @@ type stmt struct {
 	sqliteIndex, postgresIndex string
 	// example is a set of arguments of the right types, for EXPLAIN.
 	example []any
-	// postgresOnly: SQLite never runs it.
-	postgresOnly bool
+	// postgresOnly, sqliteOnly: the other store never runs it.
+	postgresOnly, sqliteOnly bool
 }
 
 // SQL of the write path, ? placeholders (bind numbers them for PostgreSQL).
@@ -31,6 +32,11 @@ type stmt struct {
 // (SQLite: the rowid, INTEGER PRIMARY KEY), and its GPUs are (task_key,
 // position).
 var (
+	// The batcher's savepoints (SQLite only: batch.go).
+	stmtSavepoint        = &stmt{sql: "SAVEPOINT reg", sqliteOnly: true}
+	stmtRollbackTo       = &stmt{sql: "ROLLBACK TO reg", sqliteOnly: true}
+	stmtReleaseSavepoint = &stmt{sql: "RELEASE reg", sqliteOnly: true}
+
 	// lockTask: PostgreSQL only (see Store.lockTask).
 	stmtLockTask = &stmt{sql: "SELECT pg_advisory_xact_lock(hashtext(?))", example: []any{"t"}, postgresOnly: true}
 
@@ -182,6 +188,9 @@ const claimCollides = `((? < 0 AND (? = 1 OR gpu_instance_id IS NOT NULL OR excl
 // writeStatements is every statement of the write path, by name (the plan
 // tests' subtests).
 var writeStatements = map[string]*stmt{
+	"savepoint":                 stmtSavepoint,
+	"rollback to savepoint":     stmtRollbackTo,
+	"release savepoint":         stmtReleaseSavepoint,
 	"lock task":                 stmtLockTask,
 	"same task id":              stmtSameID,
 	"open tasks of token":       stmtOpenOfToken,
@@ -220,15 +229,64 @@ type querier interface {
 
 // exec runs a write statement.
 func (s *Store) exec(ctx context.Context, q querier, st *stmt, args ...any) (sql.Result, error) {
+	if ps := s.prepared(ctx, q, st); ps != nil {
+		return ps.ExecContext(ctx, args...)
+	}
 	return q.ExecContext(ctx, s.bind(st.sql), args...)
 }
 
 // queryRow runs a write path's read.
 func (s *Store) queryRow(ctx context.Context, q querier, st *stmt, args ...any) *sql.Row {
+	if ps := s.prepared(ctx, q, st); ps != nil {
+		return ps.QueryRowContext(ctx, args...)
+	}
 	return q.QueryRowContext(ctx, s.bind(st.sql), args...)
 }
 
 // query runs a write path's read of several rows.
 func (s *Store) query(ctx context.Context, q querier, st *stmt, args ...any) (*sql.Rows, error) {
+	if ps := s.prepared(ctx, q, st); ps != nil {
+		return ps.QueryContext(ctx, args...)
+	}
 	return q.QueryContext(ctx, s.bind(st.sql), args...)
+}
+
+// prepared returns st prepared on SQLite's writer connection, for the
+// transaction q, or nil to run it unprepared. SQLite compiles a statement's
+// text on every call otherwise (a third of a registration's CPU); the
+// writer is one connection, so each statement is compiled once, at Open
+// (prepareWrites). pgx keeps its own cache of prepared statements per
+// connection.
+func (s *Store) prepared(ctx context.Context, q querier, st *stmt) *sql.Stmt {
+	tx, ok := q.(*sql.Tx)
+	if !ok || s.prep == nil {
+		return nil
+	}
+	ps := s.prep[st]
+	if ps == nil {
+		return nil
+	}
+	return tx.StmtContext(ctx, ps)
+}
+
+// prepareWrites prepares the write statements on SQLite's writer
+// connection. It runs in Open, before any write: the writer is the one
+// connection, which a transaction would hold.
+func (s *Store) prepareWrites(ctx context.Context) error {
+	prep := map[*stmt]*sql.Stmt{}
+	for name, st := range writeStatements {
+		if st.postgresOnly {
+			continue
+		}
+		ps, err := s.w.PrepareContext(ctx, st.sql)
+		if err != nil {
+			for _, p := range prep {
+				p.Close()
+			}
+			return fmt.Errorf("store: preparing %s: %w", name, err)
+		}
+		prep[st] = ps
+	}
+	s.prep = prep
+	return nil
 }

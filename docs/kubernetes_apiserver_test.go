@@ -589,6 +589,37 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "train-config", Namespace: "team-a"}}, ""); code != http.StatusCreated {
 		t.Errorf("alice creating another ConfigMap: %d %s", code, k8sString(out, "message"))
 	}
+	// A namespace being deleted takes its list with it: the namespace
+	// controller (here alice, who has its rights in team-b but not the
+	// grant) may delete it then, and only then.
+	s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"paddle.example.com/admission": "enforce"}}})
+	s.mustCreate(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "paddle-projects", Namespace: "team-b"}, Data: map[string]string{"projects": "nlp"}})
+	s.mustCreate(t, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+		"metadata": map[string]any{"name": "cleanup", "namespace": "team-b"},
+		"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"delete"}}}})
+	s.mustCreate(t, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": "cleanup-alice", "namespace": "team-b"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cleanup"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}}})
+	k8sEventually(t, "alice's rights in team-b", func() string {
+		code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-b/configmaps/paddle-projects?dryRun=All", nil)
+		if code != http.StatusForbidden || !strings.Contains(string(body), "only a user who may grant projects in namespace team-b") {
+			return fmt.Sprintf("%d %s", code, body)
+		}
+		return ""
+	})
+	if code, body := s.do(t, s.admin, "DELETE", "/api/v1/namespaces/team-b", nil); code != http.StatusOK {
+		t.Fatalf("deleting team-b: %d %s", code, body)
+	}
+	k8sEventually(t, "the list of a namespace being deleted", func() string {
+		if code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-b/configmaps/paddle-projects", nil); code != http.StatusOK {
+			return fmt.Sprintf("%d %s", code, body)
+		}
+		return ""
+	})
+
 	patch = map[string]any{"data": map[string]any{"projects": "search_ranking, ocr-*, admin"}}
 	if code, body := s.do(t, s.admin, "PATCH", "/api/v1/namespaces/team-a/configmaps/paddle-projects", patch); code != http.StatusOK {
 		t.Fatalf("the administrator granting admin to team-a: %d %s", code, body)

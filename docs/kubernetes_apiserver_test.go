@@ -179,11 +179,10 @@ func k8sToken(t *testing.T) string {
 // admin (system:masters) and alice (a team's user, with the Role the test
 // gives her).
 type k8sServer struct {
-	base          string
-	client        *http.Client
-	admin, alice  string
-	apiserverLogs string
-	caPEM         []byte // the serving certificate, which clients trust
+	base         string
+	client       *http.Client
+	admin, alice string
+	caPEM        []byte // the serving certificate, which clients trust
 }
 
 // k8sStartServer starts etcd and kube-apiserver and waits until the API
@@ -214,13 +213,13 @@ func k8sStartServer(t *testing.T) *k8sServer {
 	pub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	k8sWritePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", kb)
 	k8sWritePEM(t, filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub)
-	s := &k8sServer{admin: k8sToken(t), alice: k8sToken(t), apiserverLogs: filepath.Join(dir, "kube-apiserver.log"), caPEM: caPEM}
+	s := &k8sServer{admin: k8sToken(t), alice: k8sToken(t), caPEM: caPEM}
 	tokens := fmt.Sprintf("%s,admin,1,\"system:masters\"\n%s,alice,2,\"team-a\"\n", s.admin, s.alice)
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	port := k8sFreePort(t)
-	k8sStart(t, s.apiserverLogs, apiserver,
+	k8sStart(t, filepath.Join(dir, "kube-apiserver.log"), apiserver,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// The endpoint reconciler refuses a loopback address; with no

@@ -210,14 +210,26 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// A completion's MIG entries are matched by mig_uuid (two instances of one
-// parent share its UUID) and keep their energy; the task shows them.
+// A heartbeat's and a completion's MIG entries are matched by mig_uuid
+// (two instances of one parent share its UUID); the completion's energy is
+// kept; the task shows them.
 func TestCompletionMIGEnergy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn)
 		t0 := time.Now().Add(-time.Hour).Unix()
 		expect(t, s.do(t, registerReq(gpuReg("two-instances", t0,
 			gpuEntry("GPU-q", 1, "3g.71gb", 3, -1), gpuEntry("GPU-q", 2, "3g.71gb", 3, -1), gpuEntry("GPU-w", -1, "", 0, 0.25)), "")), 201, "")
+		// A heartbeat's MIG entry is matched by mig_uuid too: instance 2's
+		// sample lands on instance 2 alone.
+		expect(t, s.do(t, post("/v1/task/heartbeat", fmt.Sprintf(`{"task_id":"two-instances","time":%d,"interval_seconds":60,
+			"gpus":[{"uuid":"GPU-q","mig_uuid":"MIG-GPU-q-2","samples":6,"util_mean":5}]}`, t0+60), "")), 200, "")
+		var latest []string
+		for _, x := range s.do(t, get("/v1/tasks/two-instances", "")).JSON(t)["gpus"].([]any) {
+			latest = append(latest, fmt.Sprint(x.(map[string]any)["latest_util_mean"]))
+		}
+		if strings.Join(latest, ",") != "<nil>,5,<nil>" {
+			t.Errorf("latest_util_mean by GPU after a heartbeat of instance 2: %v, want [<nil> 5 <nil>]", latest)
+		}
 		expect(t, s.do(t, post("/v1/task/complete", fmt.Sprintf(`{"schema_version":1,"task_id":"two-instances","start_time":%d,
 			"end_time":%d,"duration_seconds":3600,"exit_code":0,"gpu_count":3,"gpu_seconds":10800,"gpus":[
 			{"uuid":"GPU-q","mig_uuid":"MIG-GPU-q-2","share":0.428571,"samples":0,"util_mean":null,"energy_joules":1500000,"energy_estimated":true},

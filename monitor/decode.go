@@ -555,6 +555,9 @@ func decodeHeartbeat(body []byte) (*heartbeat, error) {
 	for i, g := range gpus {
 		field := fmt.Sprintf("gpus[%d]", i)
 		var s store.SampledGPU
+		if !g.has("uuid") {
+			return nil, &fieldError{field + ".uuid", "is required"}
+		}
 		for _, f := range []struct {
 			key string
 			dst *string
@@ -566,13 +569,11 @@ func decodeHeartbeat(body []byte) (*heartbeat, error) {
 				return nil, err
 			}
 		}
-		samples, err := g.integer("samples", false, 0, math.MaxInt64)
+		samples, err := g.integer("samples", true, 0, math.MaxInt64)
 		if err != nil {
 			return nil, within(field, err)
 		}
-		if samples != nil {
-			s.Samples = *samples
-		}
+		s.Samples = *samples
 		if s.UtilMean, err = g.number("util_mean", false, 0, 100); err != nil {
 			return nil, within(field, err)
 		}

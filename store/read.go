@@ -262,8 +262,6 @@ func scanTasks(rows *sql.Rows) ([]Task, error) {
 			if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
 				t.State = "failed"
 			}
-			gs := float64(t.GPUCount) * c.DurationSeconds
-			t.Efficiency.GPUSeconds = &gs
 		}
 		t.GPUs = []TaskGPU{}
 		tasks = append(tasks, t)
@@ -324,7 +322,18 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
 	for i := range tasks {
-		tasks[i].Efficiency.UtilMean, tasks[i].Efficiency.IdleShare = meanOfSampled(tasks[i].GPUs)
+		t := &tasks[i]
+		t.Efficiency.UtilMean, t.Efficiency.IdleShare = meanOfSampled(t.GPUs)
+		if t.Completion != nil {
+			// The GPUs at their share (a MIG instance, a time-sliced GPU),
+			// those counted but not listed whole: the report's GPU-hours.
+			w := float64(max(t.GPUCount-int64(len(t.GPUs)), 0))
+			for _, g := range t.GPUs {
+				w += g.Share
+			}
+			gs := w * t.Completion.DurationSeconds
+			t.Efficiency.GPUSeconds = &gs
+		}
 	}
 	return nil
 }

@@ -242,7 +242,9 @@ type TaskCompletion struct {
 
 // Efficiency summarises a completed task's GPUs.
 type Efficiency struct {
-	// GPUSeconds is gpu_count × duration_seconds (null while running).
+	// GPUSeconds is Σ over the GPUs of share × duration_seconds, GPUs
+	// counted but not listed at 1 (gpu_count × duration_seconds for whole
+	// GPUs; null while running).
 	GPUSeconds *float64 `json:"gpu_seconds"`
 	// UtilMean is the mean of the sampled GPUs' util_mean (null when none
 	// was sampled); IdleShare likewise of their idle_share.

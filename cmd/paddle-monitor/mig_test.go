@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -52,9 +53,9 @@ func gpuLines(t *testing.T, s *server) []string {
 }
 
 // claimEnded is the claim_ended of the task's GPU at position i (nil: open).
-func claimEnded(t *testing.T, s *server, id string, i int) any {
+func claimEnded(t *testing.T, s *server, token, id string, i int) any {
 	t.Helper()
-	gpus := s.do(t, get("/v1/tasks/"+id, "")).JSON(t)["gpus"].([]any)
+	gpus := s.do(t, get("/v1/tasks/"+id, token)).JSON(t)["gpus"].([]any)
 	return gpus[i].(map[string]any)["claim_ended"]
 }
 
@@ -63,14 +64,38 @@ func claimEnded(t *testing.T, s *server, id string, i int) any {
 // the older claim; time-sliced tasks never end each other's, a share-1
 // task ends them all and a shared one ends a share-1 claim; a MIG claim
 // ends a whole-GPU claim on its parent and the other way round. /metrics
-// shows the survivors with GPU_I_ID, GPU_I_PROFILE and their share.
+// shows the survivors with GPU_I_ID, GPU_I_PROFILE and their share. The
+// same without a tokens file (every task in one scope) and with a token of
+// the project's own (the store's scoped claim checks: MONITOR.md 11).
 func TestGPUInstanceClaims(t *testing.T) {
+	for _, scoped := range []bool{false, true} {
+		name := "open"
+		if scoped {
+			name = "scoped"
+		}
+		t.Run(name, func(t *testing.T) { testGPUInstanceClaims(t, scoped) })
+	}
+}
+
+func testGPUInstanceClaims(t *testing.T, scoped bool) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		s := startServer(t, dsn)
+		var s *server
+		token := ""
+		if scoped {
+			token = "v-secret"
+			s = startServer(t, dsn, "--tokens", tokensFile(t, t.TempDir(),
+				`{"name":"vision","sha256":"`+hashHex(token)+`","projects":["vision"]}`))
+		} else {
+			s = startServer(t, dsn)
+		}
+		ended := func(id string) any {
+			t.Helper()
+			return claimEnded(t, s, token, id, 0)
+		}
 		t0 := time.Now().Add(-time.Hour).Unix()
 		reg := func(body string) {
 			t.Helper()
-			expect(t, s.do(t, registerReq(body, "")), 201, "")
+			expect(t, s.do(t, registerReq(body, token)), 201, "")
 		}
 		// Seven 1g.18gb instances of GPU-p (GPU instance ids 7 to 13, as
 		// NVML numbers them on an H200), one task each; no share sent:
@@ -88,7 +113,7 @@ func TestGPUInstanceClaims(t *testing.T) {
 		if got := gpuLines(t, s); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("seven MIG tasks on one GPU:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
-		task := s.do(t, get("/v1/tasks/mig-3", "")).JSON(t)
+		task := s.do(t, get("/v1/tasks/mig-3", token)).JSON(t)
 		g := task["gpus"].([]any)[0].(map[string]any)
 		if mig, _ := g["mig"].(map[string]any); g["uuid"] != "GPU-p" || g["share"] != 1.0/7 || g["claim_ended"] != nil || mig == nil ||
 			mig["uuid"] != "MIG-GPU-p-10" || mig["gpu_instance_id"] != 10.0 || mig["compute_instance_id"] != 0.0 ||
@@ -101,14 +126,14 @@ func TestGPUInstanceClaims(t *testing.T) {
 		// older than mig-1, starts with its claim already ended by mig-1.
 		reg(gpuReg("mig-0-next", t0+100, gpuEntry("GPU-p", 7, "1g.18gb", 1, -1)))
 		reg(gpuReg("mig-1-late", t0-100, gpuEntry("GPU-p", 8, "1g.18gb", 1, -1)))
-		if c := claimEnded(t, s, "mig-0", 0); c != float64(t0+100) {
+		if c := ended("mig-0"); c != float64(t0+100) {
 			t.Errorf("mig-0's claim ended %v, want %d (the next task on instance 7)", c, t0+100)
 		}
-		if c := claimEnded(t, s, "mig-1-late", 0); c != float64(t0+1) {
+		if c := ended("mig-1-late"); c != float64(t0+1) {
 			t.Errorf("the late task's claim ended %v, want %d (mig-1's start)", c, t0+1)
 		}
 		for i := 1; i < 7; i++ {
-			if c := claimEnded(t, s, fmt.Sprintf("mig-%d", i), 0); c != nil {
+			if c := ended(fmt.Sprintf("mig-%d", i)); c != nil {
 				t.Errorf("mig-%d lost its claim (%v) to a task on another instance", i, c)
 			}
 		}
@@ -128,12 +153,12 @@ func TestGPUInstanceClaims(t *testing.T) {
 		}
 		reg(gpuReg("ts-whole", t0+10, gpuEntry("GPU-ts", -1, "", 0, 1)))
 		for i := 0; i < 4; i++ {
-			if c := claimEnded(t, s, fmt.Sprintf("ts-%d", i), 0); c != float64(t0+10) {
+			if c := ended(fmt.Sprintf("ts-%d", i)); c != float64(t0+10) {
 				t.Errorf("ts-%d's claim ended %v, want %d (a share-1 task took the GPU)", i, c, t0+10)
 			}
 		}
 		reg(gpuReg("ts-after", t0+20, gpuEntry("GPU-ts", -1, "", 0, 0.5)))
-		if c := claimEnded(t, s, "ts-whole", 0); c != float64(t0+20) {
+		if c := ended("ts-whole"); c != float64(t0+20) {
 			t.Errorf("ts-whole's claim ended %v, want %d (a shared task ends a share-1 claim)", c, t0+20)
 		}
 
@@ -143,10 +168,10 @@ func TestGPUInstanceClaims(t *testing.T) {
 		reg(gpuReg("r-whole", t0, gpuEntry("GPU-r", -1, "", 0, -1)))
 		reg(gpuReg("r-mig", t0+1, gpuEntry("GPU-r", 1, "3g.71gb", 3, -1)))
 		reg(gpuReg("r-shared", t0+2, gpuEntry("GPU-r", -1, "", 0, 0.5)))
-		if c := claimEnded(t, s, "r-whole", 0); c != float64(t0+1) {
+		if c := ended("r-whole"); c != float64(t0+1) {
 			t.Errorf("r-whole's claim ended %v, want %d (a MIG task on its GPU)", c, t0+1)
 		}
-		if c := claimEnded(t, s, "r-mig", 0); c != float64(t0+2) {
+		if c := ended("r-mig"); c != float64(t0+2) {
 			t.Errorf("r-mig's claim ended %v, want %d (a whole-GPU task on its parent)", c, t0+2)
 		}
 
@@ -185,20 +210,37 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// A completion's MIG entries are matched by mig_uuid (two instances of one
-// parent share its UUID) and keep their energy; the task shows them.
+// A heartbeat's and a completion's MIG entries are matched by mig_uuid
+// (two instances of one parent share its UUID); the completion's energy is
+// kept; the task shows them.
 func TestCompletionMIGEnergy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn)
 		t0 := time.Now().Add(-time.Hour).Unix()
 		expect(t, s.do(t, registerReq(gpuReg("two-instances", t0,
 			gpuEntry("GPU-q", 1, "3g.71gb", 3, -1), gpuEntry("GPU-q", 2, "3g.71gb", 3, -1), gpuEntry("GPU-w", -1, "", 0, 0.25)), "")), 201, "")
+		// A heartbeat's MIG entry is matched by mig_uuid too: instance 2's
+		// sample lands on instance 2 alone.
+		expect(t, s.do(t, post("/v1/task/heartbeat", fmt.Sprintf(`{"task_id":"two-instances","time":%d,"interval_seconds":60,
+			"gpus":[{"uuid":"GPU-q","mig_uuid":"MIG-GPU-q-2","samples":6,"util_mean":5}]}`, t0+60), "")), 200, "")
+		var latest []string
+		for _, x := range s.do(t, get("/v1/tasks/two-instances", "")).JSON(t)["gpus"].([]any) {
+			latest = append(latest, fmt.Sprint(x.(map[string]any)["latest_util_mean"]))
+		}
+		if strings.Join(latest, ",") != "<nil>,5,<nil>" {
+			t.Errorf("latest_util_mean by GPU after a heartbeat of instance 2: %v, want [<nil> 5 <nil>]", latest)
+		}
 		expect(t, s.do(t, post("/v1/task/complete", fmt.Sprintf(`{"schema_version":1,"task_id":"two-instances","start_time":%d,
 			"end_time":%d,"duration_seconds":3600,"exit_code":0,"gpu_count":3,"gpu_seconds":10800,"gpus":[
 			{"uuid":"GPU-q","mig_uuid":"MIG-GPU-q-2","share":0.428571,"samples":0,"util_mean":null,"energy_joules":1500000,"energy_estimated":true},
 			{"uuid":"GPU-q","mig_uuid":"MIG-GPU-q-1","share":0.428571,"samples":0,"util_mean":null,"energy_joules":1200000.5,"energy_estimated":true},
 			{"uuid":"GPU-w","share":0.25,"samples":10,"util_mean":40,"energy_joules":null}]}`, t0, t0+3600), "")), 200, "")
-		gpus := s.do(t, get("/v1/tasks/two-instances", "")).JSON(t)["gpus"].([]any)
+		task := s.do(t, get("/v1/tasks/two-instances", "")).JSON(t)
+		// GPU-seconds at the shares: (3/7 + 3/7 + 0.25) × 3600.
+		if gs, _ := task["efficiency"].(map[string]any)["gpu_seconds"].(float64); math.Abs(gs-(6.0/7+0.25)*3600) > 1e-6 {
+			t.Errorf("efficiency.gpu_seconds %v, want %v", gs, (6.0/7+0.25)*3600)
+		}
+		gpus := task["gpus"].([]any)
 		var got []string
 		for _, x := range gpus {
 			g := x.(map[string]any)

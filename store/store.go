@@ -7,7 +7,12 @@
 //     synchronous=FULL (every commit is fsynced, so a registration the
 //     monitor answered 2xx survives kill -9 and power loss); PostgreSQL
 //     commits with its own fsync.
-//   - Every write is one transaction, so a request never leaves half a task.
+//   - Every write is atomic, so a request never leaves half a task: one
+//     transaction on PostgreSQL; on SQLite one savepoint of a group commit
+//     (the writes waiting together share one transaction and one fsync,
+//     and each is answered only after the commit).
+//   - Every statement of the write path is served by an index (the table
+//     in statements.go, whose plans the tests check on both engines).
 //   - Several processes may share one PostgreSQL database: migrations take an
 //     advisory lock, and the writes of one task_id take another (and are
 //     idempotent by (task_id, project, owner), INSERT … ON CONFLICT), so

@@ -142,8 +142,9 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -n %d -rounds %d`), %s; measured: `%s`; %d CPUs (%s).\n",
-		shown, o.n, o.rounds, started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), cpuModel())
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks,
+		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), cpuModel(), loadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
 	}
@@ -299,4 +300,16 @@ func (e *env) schema(dsn string) error {
 	}
 	srv.Stop()
 	return nil
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }

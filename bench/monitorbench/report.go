@@ -336,6 +336,13 @@ func (b *bulk) finish() error {
 		}
 		delete(b.copied, table)
 	}
+	// Rows written with their own id leave the identity's sequence where
+	// it was: the next registration would take id 1 again.
+	if b.have["tasks"]["id"] {
+		if _, err := b.pg.Exec(b.ctx, "SELECT setval(pg_get_serial_sequence('tasks', 'id'), (SELECT MAX(id) FROM tasks))"); err != nil {
+			return err
+		}
+	}
 	_, err := b.pg.Exec(b.ctx, "ANALYZE")
 	return err
 }

@@ -123,14 +123,14 @@ func loadOpenTasks(ctx context.Context, dsn string, n int) error {
 	for i := range n {
 		start := now - int64(i%86400)
 		id := fmt.Sprintf("open-%06d", i)
-		if err := b.add("tasks", map[string]any{"id": int64(i) + 1, "task_id": id, "task_name": "train",
+		if _, err := b.add("tasks", map[string]any{"id": int64(i) + 1, "task_id": id, "task_name": "train",
 			"project": fmt.Sprintf("project-%02d", i%50), "owner": fmt.Sprintf("user%03d@example.com", i%500),
 			"priority": "normal", "env": "prod", "hostname": fmt.Sprintf("node-%05d", i), "start_time": start,
 			"gpu_count": int64(metricsGPUs), "registration": "{}", "registered_at": start, "seen_at": start}); err != nil {
 			return err
 		}
 		for g := range metricsGPUs {
-			if err := b.add("task_gpus", map[string]any{"task_id": id, "task_key": int64(i) + 1, "position": int64(g),
+			if _, err := b.add("task_gpus", map[string]any{"task_id": id, "task_key": int64(i) + 1, "position": int64(g),
 				"gpu_index": int64(g), "uuid": fmt.Sprintf("GPU-%08d-%d", i, g), "model": "NVIDIA A100-SXM4-80GB",
 				"memory_total": int64(85899345920), "task_start": start}); err != nil {
 				return err

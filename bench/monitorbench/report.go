@@ -184,6 +184,9 @@ func loadTasks(ctx context.Context, dsn string, n int) (int, error) {
 	}
 	defer b.close()
 	rows := 0
+	// One GPU runs one task: an open task's claim ended when the next
+	// task on its GPU started, as registrations would have recorded it.
+	openClaim := map[string][]any{}
 	err = genTasks(n, func(t *benchTask) error {
 		var completion any
 		if t.end != nil {
@@ -194,7 +197,7 @@ func loadTasks(ctx context.Context, dsn string, n int) (int, error) {
 		if t.lastSeen != nil && *t.lastSeen > seen {
 			seen = *t.lastSeen
 		}
-		if err := b.add("tasks", map[string]any{"id": key, "task_id": t.id, "task_name": "train", "project": t.project,
+		if _, err := b.add("tasks", map[string]any{"id": key, "task_id": t.id, "task_name": "train", "project": t.project,
 			"owner": t.owner, "hostname": t.host, "start_time": t.start, "gpu_count": t.gpus, "duration_est": t.est,
 			"registration": "{}", "registered_at": t.start, "last_seen": t.lastSeen, "seen_at": seen, "end_time": t.end,
 			"duration_seconds": nullIfOpen(t), "exit_code": t.exit, "completion": completion, "completed_at": t.end}); err != nil {
@@ -202,10 +205,19 @@ func loadTasks(ctx context.Context, dsn string, n int) (int, error) {
 		}
 		for i, m := range t.models {
 			samples, util, idle := sampled(t, i)
-			if err := b.add("task_gpus", map[string]any{"task_id": t.id, "task_key": key, "position": int64(i),
-				"gpu_index": int64(i), "uuid": gpuUUID(t, i), "model": m, "samples": samples, "util_mean": util,
-				"idle_share": idle, "task_start": t.start, "task_end": t.end}); err != nil {
+			uuid := gpuUUID(t, i)
+			row, err := b.add("task_gpus", map[string]any{"task_id": t.id, "task_key": key, "position": int64(i),
+				"gpu_index": int64(i), "uuid": uuid, "model": m, "samples": samples, "util_mean": util,
+				"idle_share": idle, "task_start": t.start, "task_end": t.end, "claim_ended": nil})
+			if err != nil {
 				return err
+			}
+			if prev, ok := openClaim[uuid]; ok {
+				b.set("task_gpus", prev, "claim_ended", t.start)
+				delete(openClaim, uuid)
+			}
+			if t.end == nil {
+				openClaim[uuid] = row
 			}
 			rows++
 		}
@@ -217,10 +229,11 @@ func loadTasks(ctx context.Context, dsn string, n int) (int, error) {
 	return rows, b.finish()
 }
 
-// bulk writes rows of named columns into a store's tables, fast: one
-// transaction of prepared INSERTs on SQLite (synchronous off: a benchmark's
-// fixture), COPY on PostgreSQL (then ANALYZE, what autovacuum does soon
-// after a large load). A row names every column any schema version has;
+// bulk writes rows of named columns into a store's tables, fast: kept in
+// memory (so that a row may still change, see set), then one transaction of
+// prepared INSERTs on SQLite (synchronous off: a benchmark's fixture), COPY
+// on PostgreSQL (then VACUUM ANALYZE, what autovacuum does soon after a
+// large load; the benchmark must not measure it running). A row names every column any schema version has;
 // only those the store's tables have are written, so that the benchmark
 // also loads the store of an older paddle-monitor (the "before" figures).
 type bulk struct {
@@ -231,12 +244,11 @@ type bulk struct {
 	have   map[string]map[string]bool // table → its columns
 	cols   map[string][]string        // table → the columns written, in order
 	order  []string                   // tables in the order of their first row
-	stmts  map[string]*sql.Stmt
 	copied map[string][][]any
 }
 
 func openBulk(ctx context.Context, dsn string) (*bulk, error) {
-	b := &bulk{ctx: ctx, have: map[string]map[string]bool{}, cols: map[string][]string{}, stmts: map[string]*sql.Stmt{},
+	b := &bulk{ctx: ctx, have: map[string]map[string]bool{}, cols: map[string][]string{},
 		copied: map[string][][]any{}}
 	var err error
 	if store.IsPostgresDSN(dsn) {
@@ -290,12 +302,14 @@ func (b *bulk) columns(table string) (map[string]bool, error) {
 	return c, nil
 }
 
-func (b *bulk) add(table string, row map[string]any) error {
+// add queues a row and returns its values, in the order of the table's
+// columns written.
+func (b *bulk) add(table string, row map[string]any) ([]any, error) {
 	cols, ok := b.cols[table]
 	if !ok {
 		have, err := b.columns(table)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for k := range row {
 			if have[k] {
@@ -305,29 +319,41 @@ func (b *bulk) add(table string, row map[string]any) error {
 		sort.Strings(cols)
 		b.cols[table] = cols
 		b.order = append(b.order, table)
-		if b.tx != nil {
-			st, err := b.tx.PrepareContext(b.ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") VALUES (?"+
-				strings.Repeat(", ?", len(cols)-1)+")")
-			if err != nil {
-				return err
-			}
-			b.stmts[table] = st
-		}
 	}
 	vals := make([]any, len(cols))
 	for i, c := range cols {
 		vals[i] = row[c]
 	}
-	if b.tx != nil {
-		_, err := b.stmts[table].ExecContext(b.ctx, vals...)
-		return err
-	}
 	b.copied[table] = append(b.copied[table], vals)
-	return nil
+	return vals, nil
+}
+
+// set changes a queued row's column, when the table has it.
+func (b *bulk) set(table string, row []any, col string, v any) {
+	for i, c := range b.cols[table] {
+		if c == col {
+			row[i] = v
+		}
+	}
 }
 
 func (b *bulk) finish() error {
 	if b.tx != nil {
+		for _, table := range b.order {
+			cols := b.cols[table]
+			st, err := b.tx.PrepareContext(b.ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") VALUES (?"+
+				strings.Repeat(", ?", len(cols)-1)+")")
+			if err != nil {
+				return err
+			}
+			for _, vals := range b.copied[table] {
+				if _, err := st.ExecContext(b.ctx, vals...); err != nil {
+					return fmt.Errorf("INSERT INTO %s: %w", table, err)
+				}
+			}
+			st.Close()
+			delete(b.copied, table)
+		}
 		return b.tx.Commit()
 	}
 	for _, table := range b.order {
@@ -343,7 +369,7 @@ func (b *bulk) finish() error {
 			return err
 		}
 	}
-	_, err := b.pg.Exec(b.ctx, "ANALYZE")
+	_, err := b.pg.Exec(b.ctx, "VACUUM ANALYZE")
 	return err
 }
 

@@ -662,18 +662,27 @@ func TestGPUEntrypointIsStatic(t *testing.T) {
 // BenchmarkGPUProbe measures the probe alone against the fake library with
 // two GPUs: process start, dlopen, the NVML calls, the JSON answer.
 func BenchmarkGPUProbe(b *testing.B) {
-	env := []string{"LD_LIBRARY_PATH=" + fakeNVMLDir(b), "FAKE_NVML_GPUS=2"}
-	var times []time.Duration
-	for b.Loop() {
-		c := exec.Command(bin.probe)
-		c.Env = env
-		began := time.Now()
-		if out, err := c.Output(); err != nil || !strings.Contains(string(out), fakeUUID(1)) {
-			b.Fatalf("probe: %v %s", err, out)
-		}
-		times = append(times, time.Since(began))
+	// Two whole GPUs; then the same with GPU 0 in MIG mode, seven 1g
+	// instances (the most a GPU has): the MIG walk's cost.
+	for _, tt := range []struct{ name, mig string }{
+		{"whole", ""},
+		{"mig7", "1:0:1:9728,2:0:1:9728,3:0:1:9728,4:0:1:9728,5:0:1:9728,6:0:1:9728,7:0:1:9728"},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			env := []string{"LD_LIBRARY_PATH=" + fakeNVMLDir(b), "FAKE_NVML_GPUS=2", "FAKE_NVML_MIG_0=" + tt.mig}
+			var times []time.Duration
+			for b.Loop() {
+				c := exec.Command(bin.probe)
+				c.Env = env
+				began := time.Now()
+				if out, err := c.Output(); err != nil || !strings.Contains(string(out), fakeUUID(1)) {
+					b.Fatalf("probe: %v %s", err, out)
+				}
+				times = append(times, time.Since(began))
+			}
+			reportMedian(b, times)
+		})
 	}
-	reportMedian(b, times)
 }
 
 // BenchmarkGPUStart measures the entrypoint's time to exec /bin/true (to

@@ -382,10 +382,15 @@ func TestSubcommands(t *testing.T) {
 		}
 	})
 	t.Run("help", func(t *testing.T) {
-		for _, args := range [][]string{{"--help"}, {"-h"}, {"labels", "--help"}, {"spool", "--help"}} {
-			r := newTask(t, args...).Run()
-			if r.Code != 0 || !strings.HasPrefix(r.Stdout, "usage: paddle-entrypoint") || !strings.Contains(r.Stdout, "PADDLE_REGISTER_BUDGET") {
-				t.Errorf("%q: exit %d, stdout %q", args, r.Code, r.Stdout)
+		// Each mode's help names its own settings (help_blackbox_test.go).
+		for _, c := range []struct {
+			args    []string
+			setting string
+		}{{[]string{"--help"}, "PADDLE_REGISTER_BUDGET"}, {[]string{"-h"}, "PADDLE_REGISTER_BUDGET"},
+			{[]string{"labels", "--help"}, "PADDLE_LABELS_MODE"}, {[]string{"spool", "--help"}, "PADDLE_SPOOL_PATH"}} {
+			r := newTask(t, c.args...).Run()
+			if r.Code != 0 || !strings.HasPrefix(r.Stdout, "usage: paddle-entrypoint") || !strings.Contains(r.Stdout, c.setting) {
+				t.Errorf("%q: exit %d, stdout %q", c.args, r.Code, r.Stdout)
 			}
 		}
 	})

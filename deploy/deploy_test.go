@@ -46,13 +46,15 @@ func TestPromtoolCheckRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "SUCCESS: 12 rules found") {
+	if !strings.Contains(string(out), "SUCCESS: 15 rules found") {
 		t.Fatalf("promtool check rules: unexpected output:\n%s", out)
 	}
 }
 
 // The unit tests of the rules: utilisation and GPU-hours by project and
-// owner from DCGM series, two monitor replicas, two tasks claiming one GPU.
+// owner from DCGM series, two monitor replicas, two tasks claiming one GPU;
+// MIG instances (engine activity, joined on UUID and GPU_I_ID), both
+// spellings of dcgm-exporter's host label and a time-sliced GPU.
 func TestPromtoolTestRules(t *testing.T) {
 	cmd := exec.Command(promtool(t), "test", "rules", "paddle-rules.test.yml")
 	cmd.Dir = "prometheus"
@@ -150,8 +152,9 @@ func recorded(t *testing.T) []string {
 // read (Unix seconds, labelled namespace, pod, uid).
 var kubeStateMetrics = []string{"kube_pod_created", "kube_pod_start_time"}
 
-// dcgm are the dcgm-exporter counters the rules and the dashboard read.
-var dcgm = []string{"DCGM_FI_DEV_GPU_UTIL"}
+// dcgm are the dcgm-exporter counters the rules and the dashboard read
+// (MIG instances have no DCGM_FI_DEV_GPU_UTIL: their engine activity).
+var dcgm = []string{"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
 
 // exported are the series that exist without the rules: the names the
 // monitor's task collector describes (the node textfile serves the same
@@ -248,8 +251,8 @@ func TestRulesReadExistingSeries(t *testing.T) {
 	}
 	known := append(append(recorded(t), exported(t)...), kubeStateMetrics...)
 	exprs := regexp.MustCompile(`(?s)expr: \|?\n?(.*?)(?:\n\s*\n|\n\s*- record:|\z)`).FindAllStringSubmatch(string(b), -1)
-	if len(exprs) != 12 {
-		t.Fatalf("found %d rule expressions, want 12", len(exprs))
+	if len(exprs) != 15 {
+		t.Fatalf("found %d rule expressions, want 15", len(exprs))
 	}
 	for _, m := range exprs {
 		for _, name := range metricNames(m[1]) {

@@ -1,17 +1,18 @@
 package docs
 
 // The admission manifests on a real Kubernetes API server: kube-apiserver
-// (built once by scripts/kube-apiserver.sh, the one place its version is
-// pinned) and etcd (Debian's etcd-server) on 127.0.0.1, with their data, a
-// self-signed serving certificate and static tokens in a temporary
-// directory. The test applies deploy/kubernetes/priority.yaml and the
-// admission block of kubernetes.md, and creates pods as a team's user:
-// what the server stores (priorityClassName, priority, preemptionPolicy) and
-// how it refuses (its message) is what a cluster does. There is no
-// controller manager: the test creates the namespace's `default`
-// ServiceAccount and the team's Role itself. Without the binaries the test
-// is skipped, saying which is missing, unless PADDLE_TEST_REQUIRE_TOOLS=1
-// (CI) makes that a failure.
+// and kube-scheduler (built once by scripts/kube-apiserver.sh, the one place
+// their version is pinned) and etcd (Debian's etcd-server) on 127.0.0.1,
+// with their data, a self-signed serving certificate and static tokens in a
+// temporary directory. The tests apply deploy/kubernetes/priority.yaml and
+// the admission block of kubernetes.md, and create pods as a team's user:
+// what the server stores (priorityClassName, priority, preemptionPolicy),
+// how it refuses (its message) and whom the scheduler preempts is what a
+// cluster does. There is no controller manager and no kubelet: the tests
+// create the namespace's `default` ServiceAccount, the team's Role and a
+// Node object themselves, and remove a preempted pod as the kubelet would.
+// Without the binaries the tests are skipped, saying which is missing,
+// unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI) makes that a failure.
 
 import (
 	"bytes"
@@ -178,11 +179,10 @@ func k8sToken(t *testing.T) string {
 // admin (system:masters) and alice (a team's user, with the Role the test
 // gives her).
 type k8sServer struct {
-	base          string
-	client        *http.Client
-	admin, alice  string
-	apiserverLogs string
-	caPEM         []byte // the serving certificate, which clients trust
+	base         string
+	client       *http.Client
+	admin, alice string
+	caPEM        []byte // the serving certificate, which clients trust
 }
 
 // k8sStartServer starts etcd and kube-apiserver and waits until the API
@@ -213,13 +213,13 @@ func k8sStartServer(t *testing.T) *k8sServer {
 	pub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	k8sWritePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", kb)
 	k8sWritePEM(t, filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub)
-	s := &k8sServer{admin: k8sToken(t), alice: k8sToken(t), apiserverLogs: filepath.Join(dir, "kube-apiserver.log"), caPEM: caPEM}
+	s := &k8sServer{admin: k8sToken(t), alice: k8sToken(t), caPEM: caPEM}
 	tokens := fmt.Sprintf("%s,admin,1,\"system:masters\"\n%s,alice,2,\"team-a\"\n", s.admin, s.alice)
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	port := k8sFreePort(t)
-	k8sStart(t, s.apiserverLogs, apiserver,
+	k8sStart(t, filepath.Join(dir, "kube-apiserver.log"), apiserver,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// The endpoint reconciler refuses a loopback address; with no
@@ -588,6 +588,37 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "train-config", Namespace: "team-a"}}, ""); code != http.StatusCreated {
 		t.Errorf("alice creating another ConfigMap: %d %s", code, k8sString(out, "message"))
 	}
+	// A namespace being deleted takes its list with it: the namespace
+	// controller (here alice, who has its rights in team-b but not the
+	// grant) may delete it then, and only then.
+	s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"paddle.example.com/admission": "enforce"}}})
+	s.mustCreate(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "paddle-projects", Namespace: "team-b"}, Data: map[string]string{"projects": "nlp"}})
+	s.mustCreate(t, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+		"metadata": map[string]any{"name": "cleanup", "namespace": "team-b"},
+		"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"delete"}}}})
+	s.mustCreate(t, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": "cleanup-alice", "namespace": "team-b"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cleanup"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}}})
+	k8sEventually(t, "alice's rights in team-b", func() string {
+		code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-b/configmaps/paddle-projects?dryRun=All", nil)
+		if code != http.StatusForbidden || !strings.Contains(string(body), "only a user who may grant projects in namespace team-b") {
+			return fmt.Sprintf("%d %s", code, body)
+		}
+		return ""
+	})
+	if code, body := s.do(t, s.admin, "DELETE", "/api/v1/namespaces/team-b", nil); code != http.StatusOK {
+		t.Fatalf("deleting team-b: %d %s", code, body)
+	}
+	k8sEventually(t, "the list of a namespace being deleted", func() string {
+		if code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-b/configmaps/paddle-projects", nil); code != http.StatusOK {
+			return fmt.Sprintf("%d %s", code, body)
+		}
+		return ""
+	})
+
 	patch = map[string]any{"data": map[string]any{"projects": "search_ranking, ocr-*, admin"}}
 	if code, body := s.do(t, s.admin, "PATCH", "/api/v1/namespaces/team-a/configmaps/paddle-projects", patch); code != http.StatusOK {
 		t.Fatalf("the administrator granting admin to team-a: %d %s", code, body)

@@ -264,6 +264,16 @@ func decodeRegistration(body []byte) (*store.Registration, error) {
 		if mem != nil {
 			gpu.MemoryTotal = *mem
 		}
+		if gpu.MIG, err = decodeMIG(g, field); err != nil {
+			return nil, err
+		}
+		share, err := g.share()
+		if err != nil {
+			return nil, within(field, err)
+		}
+		if share != nil {
+			gpu.Share = *share
+		}
 		r.GPUs = append(r.GPUs, gpu)
 	}
 	count, err := o.integer("gpu_count", false, 0, maxGPUs)
@@ -304,6 +314,76 @@ func decodeLabels(o object, r *store.Registration) error {
 	}
 	return nil
 }
+
+// share reads an optional GPU share: the fraction of the physical GPU, in
+// (0, 1].
+func (o object) share() (*float64, error) {
+	v, err := o.number("share", false, 0, 1)
+	if err != nil || v == nil {
+		return v, err
+	}
+	if *v <= 0 {
+		return nil, &fieldError{"share", "must be a number greater than 0 and at most 1"}
+	}
+	return v, nil
+}
+
+// maxSlices bounds a MIG profile's slices (NVML's GPUs have 7 or 8).
+const maxSlices = 64
+
+// decodeMIG reads a registration GPU entry's optional mig object
+// (ENTRYPOINT.md section 12): the instance's uuid and gpu_instance_id are
+// required (they identify the instance and its claim), the rest optional;
+// slices never exceed total_slices.
+func decodeMIG(g object, field string) (*store.MIG, error) {
+	if !g.has("mig") {
+		return nil, nil
+	}
+	field += ".mig"
+	list, err := object{"mig": json.RawMessage("[" + string(g["mig"]) + "]")}.objects("mig")
+	if err != nil {
+		return nil, &fieldError{field, "must be an object {uuid, gpu_instance_id, compute_instance_id, profile, slices, total_slices}"}
+	}
+	o := list[0]
+	m := &store.MIG{}
+	if m.UUID, err = o.str("uuid"); err != nil {
+		return nil, within(field, err)
+	}
+	if m.UUID == "" {
+		return nil, &fieldError{field + ".uuid", "is required"}
+	}
+	if err := freeText(field+".uuid", m.UUID, 128); err != nil {
+		return nil, err
+	}
+	gi, err := o.integer("gpu_instance_id", true, 0, math.MaxInt32)
+	if err != nil {
+		return nil, within(field, err)
+	}
+	m.GPUInstanceID = *gi
+	if m.ComputeInstanceID, err = o.integer("compute_instance_id", false, 0, math.MaxInt32); err != nil {
+		return nil, within(field, err)
+	}
+	if m.Profile, err = o.str("profile"); err != nil {
+		return nil, within(field, err)
+	}
+	if err := freeText(field+".profile", m.Profile, 64); err != nil {
+		return nil, err
+	}
+	if m.Slices, err = o.integer("slices", false, 1, maxSlices); err != nil {
+		return nil, within(field, err)
+	}
+	if m.TotalSlices, err = o.integer("total_slices", false, 1, maxSlices); err != nil {
+		return nil, within(field, err)
+	}
+	if m.Slices != nil && m.TotalSlices != nil && *m.Slices > *m.TotalSlices {
+		return nil, &fieldError{field + ".slices", fmt.Sprintf("must be at most total_slices (%d)", *m.TotalSlices)}
+	}
+	return m, nil
+}
+
+// maxEnergyJoules bounds a GPU's energy over one task: 10 kW for a
+// century is about 3e13 J.
+const maxEnergyJoules = 1e15
 
 // decodeCompletion checks a completion body (ENTRYPOINT.md section 10).
 func decodeCompletion(body []byte) (*store.Completion, error) {
@@ -410,6 +490,27 @@ func decodeCompletion(body []byte) (*store.Completion, error) {
 		if u.IdleShare, err = g.number("idle_share", false, 0, 1); err != nil {
 			return nil, within(field, err)
 		}
+		if u.MIGUUID, err = g.str("mig_uuid"); err != nil {
+			return nil, within(field, err)
+		}
+		if err := freeText(field+".mig_uuid", u.MIGUUID, 128); err != nil {
+			return nil, err
+		}
+		if u.EnergyJoules, err = g.number("energy_joules", false, 0, maxEnergyJoules); err != nil {
+			return nil, within(field, err)
+		}
+		if g.has("energy_estimated") {
+			var e bool
+			if json.Unmarshal(g["energy_estimated"], &e) != nil {
+				return nil, &fieldError{field + ".energy_estimated", "must be true or false"}
+			}
+			u.EnergyEstimated = &e
+		}
+		// The registration's share is the one that counts; the
+		// completion's is checked, not kept.
+		if _, err := g.share(); err != nil {
+			return nil, within(field, err)
+		}
 		c.GPUs = append(c.GPUs, u)
 	}
 	return c, nil
@@ -454,6 +555,9 @@ func decodeHeartbeat(body []byte) (*heartbeat, error) {
 	for i, g := range gpus {
 		field := fmt.Sprintf("gpus[%d]", i)
 		var s store.SampledGPU
+		if !g.has("uuid") {
+			return nil, &fieldError{field + ".uuid", "is required"}
+		}
 		for _, f := range []struct {
 			key string
 			dst *string
@@ -465,13 +569,11 @@ func decodeHeartbeat(body []byte) (*heartbeat, error) {
 				return nil, err
 			}
 		}
-		samples, err := g.integer("samples", false, 0, math.MaxInt64)
+		samples, err := g.integer("samples", true, 0, math.MaxInt64)
 		if err != nil {
 			return nil, within(field, err)
 		}
-		if samples != nil {
-			s.Samples = *samples
-		}
+		s.Samples = *samples
 		if s.UtilMean, err = g.number("util_mean", false, 0, 100); err != nil {
 			return nil, within(field, err)
 		}

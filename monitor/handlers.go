@@ -32,14 +32,12 @@ type written struct {
 // at MaxBody. release frees the slot; the caller must call it when ok.
 func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from store.Sender, release func(), ok bool) {
 	if r.ContentLength > MaxBody {
-		w.Header().Set("Connection", "close")
-		a.fail(w, http.StatusRequestEntityTooLarge, "the body is over 1 MiB")
+		a.failAndClose(w, http.StatusRequestEntityTooLarge, "the body is over 1 MiB")
 		return nil, from, nil, false
 	}
 	tok, status, msg := a.authenticate(r)
 	if status != 0 {
-		w.Header().Set("Connection", "close")
-		a.fail(w, status, msg)
+		a.failAndClose(w, status, msg)
 		return nil, from, nil, false
 	}
 	timer := time.NewTimer(slotWait)
@@ -47,9 +45,8 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 	select {
 	case a.slots <- struct{}{}:
 	case <-timer.C:
-		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
-		a.fail(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
+		a.failAndClose(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
 		return nil, from, nil, false
 	case <-r.Context().Done():
 		return nil, from, nil, false // the client is gone
@@ -65,6 +62,34 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 	}
 	return body, from, release, true
 }
+
+// failAndClose answers a write refused before its body was read, and closes
+// the connection: net/http would otherwise read up to 256 KiB of the unread
+// body to keep the connection, waiting for a client that may never send
+// it. The answer is flushed, the write side shut (the client reads the
+// answer, then EOF), and the connection closed a moment later, so that
+// what the client still sends never reaches this process.
+func (a *API) failAndClose(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	a.fail(w, status, msg)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		return // not HTTP/1 (Connection: close still ends it)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	time.AfterFunc(closeLinger, func() { conn.Close() })
+}
+
+// closeLinger is how long a refused connection stays half open, so that
+// closing it with unread data (which resets it) does not destroy the
+// answer before the client has read it.
+const closeLinger = 500 * time.Millisecond
 
 // ahead applies the bound on times ahead of the server's clock to the
 // field's value t: more than MaxAhead is a 400; less is clamped to the

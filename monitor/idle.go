@@ -34,7 +34,8 @@ func idleTasks(tasks []store.Task, p *report.Prices) []idleTask {
 }
 
 // costSoFar is what an open task has cost from its start to its last
-// heartbeat: each listed GPU at its model's price, GPUs counted but not
+// heartbeat: each listed GPU at its model's price × share (a MIG instance
+// at its profile's price when the prices have one), GPUs counted but not
 // listed at the default price; nil without prices. Rounded like the
 // report's cost.
 func costSoFar(p *report.Prices, t store.Task) *float64 {
@@ -47,7 +48,11 @@ func costSoFar(p *report.Prices, t store.Task) *float64 {
 	}
 	var perHour float64
 	for _, g := range t.GPUs {
-		price, _ := p.Price(g.Name)
+		profile := ""
+		if g.MIG != nil {
+			profile = g.MIG.Profile
+		}
+		price, _ := p.EntryPrice(g.Name, profile, g.MIG != nil, g.Share)
 		perHour += price
 	}
 	if n := t.GPUCount - int64(len(t.GPUs)); n > 0 {

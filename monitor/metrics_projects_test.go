@@ -23,11 +23,11 @@ type countingSource struct {
 func (c *countingSource) ReportTasks(_ context.Context, w report.Window, _ []string) ([]report.TaskSums, error) {
 	c.reports++
 	c.lastFrom = w.From
-	return []report.TaskSums{{Key: map[string]string{"project": "search", "owner": "ann"}, Tasks: 1, Open: 1, GPUSeconds: c.gpuSec}}, nil
+	return []report.TaskSums{{Key: map[string]string{"project": "search", "owner": "ann"}, Tasks: 1, Open: 1}}, nil
 }
 
 func (c *countingSource) ReportGPUs(context.Context, report.Window, []string) ([]report.GPUSums, error) {
-	return []report.GPUSums{{Key: map[string]string{"project": "search", "owner": "ann", "model": "Tesla T4"}, GPUSeconds: c.gpuSec}}, nil
+	return []report.GPUSums{{Key: map[string]string{"project": "search", "owner": "ann", "model": "Tesla T4"}, InstanceSeconds: c.gpuSec, GPUSeconds: float64(c.gpuSec)}}, nil
 }
 
 func (c *countingSource) ReportMetric(context.Context, report.Window, []string, string) ([]report.MetricSums, error) {

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,11 +20,14 @@ type OpenTasks interface {
 // paddle_task_info per task and paddle_task_gpu_info per claimed GPU, with
 // UUID spelled as dcgm-exporter spells it, the key of the PromQL join.
 //
-// One GPU runs one task: the store ends an older claim when a newer task
-// registers the GPU (a completion that never came), except across token
-// scopes while the older task is live (seen within --claim-grace): then
-// both claims are served, and the recording rules reduce them to one
-// series per UUID. Open tasks not seen
+// One GPU instance runs one task: the store ends an older claim when a
+// newer task registers the same GPU (instance) (a completion that never
+// came), except across token scopes while the older task is live (seen
+// within --claim-grace): then both claims are served, and the recording
+// rules reduce them to one series per (UUID, GPU_I_ID). Seven tasks on
+// seven MIG instances of one GPU, or four time-sliced tasks on one GPU,
+// all keep theirs. A MIG series carries the parent's UUID with GPU_I_ID and
+// GPU_I_PROFILE, as dcgm-exporter labels it; a whole GPU's are empty. Open tasks not seen
 // (start or heartbeat) for TTL leave /metrics; they stay in the store. A
 // store that fails is reported as paddle_monitor_task_scrape_error 1 rather
 // than failing the whole scrape.
@@ -48,8 +52,11 @@ var (
 		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).",
 		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}, nil)
 	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
-		"A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.",
-		[]string{"task_id", "project", "owner", "hostname", "UUID", "gpu_model"}, nil)
+		"A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info.",
+		[]string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}, nil)
+	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share",
+		"The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.",
+		[]string{"task_id", "UUID", "GPU_I_ID"}, nil)
 	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent",
 		"Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.",
 		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
@@ -74,6 +81,7 @@ var (
 func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- taskInfoDesc
 	ch <- taskGPUInfoDesc
+	ch <- taskGPUShareDesc
 	ch <- taskGPUUtilDesc
 	ch <- taskIdleDesc
 	ch <- taskStartDesc
@@ -94,8 +102,11 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 
 	// Tasks under one task_id differ in project or owner (the store's
 	// identity), so their series differ too.
-	type series struct{ taskID, project, owner, uuid string }
+	type series struct{ taskID, project, owner, uuid, gi string }
 	served := map[series]bool{}
+	// paddle_task_gpu_share has no project and owner: two tasks of other
+	// scopes under one task_id on one GPU get one share series (the first).
+	shared := map[series]bool{}
 	now := c.now().Unix()
 	for _, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
@@ -113,16 +124,24 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
 		}
 		for _, g := range t.GPUs {
-			k := series{t.TaskID, t.Project, t.Owner, g.UUID}
+			gi := ""
+			if g.GPUInstanceID != nil {
+				gi = strconv.FormatInt(*g.GPUInstanceID, 10)
+			}
+			k := series{t.TaskID, t.Project, t.Owner, g.UUID, gi}
 			if served[k] {
-				continue // a UUID listed twice by one task: one series
+				continue // a GPU (instance) listed twice by one task: one series
 			}
 			served[k] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
-				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, g.Model)
+				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
+			if ks := (series{taskID: t.TaskID, uuid: g.UUID, gi: gi}); !shared[ks] {
+				shared[ks] = true
+				ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, g.UUID, gi)
+			}
 			if g.LatestUtilMean != nil {
 				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
-					t.TaskID, t.Project, t.Owner, g.UUID, "")
+					t.TaskID, t.Project, t.Owner, g.UUID, gi)
 			}
 		}
 	}

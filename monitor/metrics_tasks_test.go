@@ -39,9 +39,9 @@ func TestTaskCollector(t *testing.T) {
 	src := &fakeOpen{tasks: []store.OpenTask{
 		{TaskID: "a1", TaskName: "train", Project: "search", Owner: "ann@example.com", Priority: "high", Env: "prod",
 			Pipeline: "ranker", Step: "train", Hostname: "node1", K8sPodUID: "3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b", StartTime: 100,
-			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
+			GPUs: []store.OpenGPU{{UUID: "GPU-aaaa", Model: "Tesla T4", Share: 1}, {UUID: "GPU-bbbb", Model: "Tesla T4", Share: 1}}},
 		{TaskID: "b2", TaskName: "eval", Project: "vision", Owner: "bob", Hostname: "node1", StartTime: 200,
-			GPUs: []store.OpenGPU{{UUID: "GPU-bbbb", Model: "Tesla T4"}, {UUID: "GPU-bbbb", Model: "Tesla T4"}}},
+			GPUs: []store.OpenGPU{{UUID: "GPU-bbbb", Model: "Tesla T4", Share: 1}, {UUID: "GPU-bbbb", Model: "Tesla T4", Share: 1}}},
 		{TaskID: "c3", TaskName: "cpu-step", Project: "nlp", Owner: "cho", StartTime: 300},
 	}}
 	now := time.Unix(1000000, 0)
@@ -49,11 +49,16 @@ func TestTaskCollector(t *testing.T) {
 	want := `# HELP paddle_monitor_task_scrape_error 1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.
 # TYPE paddle_monitor_task_scrape_error gauge
 paddle_monitor_task_scrape_error 0
-# HELP paddle_task_gpu_info A GPU an open task runs on (value 1). Join GPU metrics on UUID: DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(project, owner) paddle_task_gpu_info.
+# HELP paddle_task_gpu_info A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info.
 # TYPE paddle_task_gpu_info gauge
-paddle_task_gpu_info{UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
-paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
-paddle_task_gpu_info{UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
+paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-aaaa",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
+# HELP paddle_task_gpu_share The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.
+# TYPE paddle_task_gpu_share gauge
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-aaaa",task_id="a1"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",task_id="a1"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",task_id="b2"} 1
 # HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).
 # TYPE paddle_task_info gauge
 paddle_task_info{env="prod",hostname="node1",k8s_pod_uid="3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
@@ -111,9 +116,12 @@ func TestMetricsFixture(t *testing.T) {
 		m := newFixtureMonitor(t, dsn, nil, "", nil)
 		body := scrape(t, m)
 		want := []string{
-			`paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
-			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
-			`paddle_task_gpu_info{UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
+			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",task_id="t04-open-heartbeat"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",task_id="t05-open-silent"} 1`,
 			`paddle_task_info{env="",hostname="node4",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
 			`paddle_task_info{env="",hostname="node5",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
 			`paddle_task_start_time_seconds{owner="cho",project="vision",task_id="t04-open-heartbeat"} 1.7635968e+09`,
@@ -130,8 +138,8 @@ func TestMetricsFixture(t *testing.T) {
 			t.Fatalf("register t14: %d", rec)
 		}
 		body = scrape(t, m)
-		if n := strings.Count(body, `UUID="GPU-4444aaaa-0000-0000-0000-000000000001"`); n != 1 ||
-			!strings.Contains(body, `paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="dan",project="vision",task_id="t14-takes-the-h100"} 1`) {
+		if n := strings.Count(body, `paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001"`); n != 1 ||
+			!strings.Contains(body, `paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="dan",project="vision",task_id="t14-takes-the-h100"} 1`) {
 			t.Errorf("after t14 on t04's GPU:\n%s", strings.Join(taskLines(body), "\n"))
 		}
 		if !strings.Contains(body, `task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`) {

@@ -29,6 +29,13 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		return strconv.FormatFloat(*x, 'f', 2, 64)
 	},
 	"deref": func(x *float64) float64 { return *x },
+	// opt writes a figure that may be null (no energy reported): "–".
+	"opt": func(x *float64) string {
+		if x == nil {
+			return "–"
+		}
+		return significant(*x)
+	},
 	// budgetValue writes a budget's limit or figure in its unit.
 	"budgetValue": func(kind string, v float64) string {
 		if kind == report.BudgetCost {
@@ -89,6 +96,9 @@ type pageData struct {
 	Report            *report.Report
 	Currency          string
 	Priced            bool
+	// EnergyPriced and CO2 say the prices file has the energy factors:
+	// the energy cost and CO2 columns are shown then.
+	EnergyPriced, CO2 bool
 	Bars              []pageBar
 	ChartHeight       int
 	CSV               []struct{ Label, URL string }
@@ -151,6 +161,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	}
 	if d.Priced {
 		d.Currency = *rep.Currency
+		d.EnergyPriced, d.CO2 = h.cfg.Prices.PricePerKWh != nil, h.cfg.Prices.CO2KgPerKWh != nil
 	}
 	// Bars: one per project, the longest 420 px wide.
 	max := 0.0

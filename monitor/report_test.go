@@ -145,13 +145,13 @@ func TestReportEndpointFixture(t *testing.T) {
 		}
 		// By project and owner, computed by hand from report/testdata/README.md;
 		// nlp/fay and vision/cho tie at 6.5 GPU-hours: byte order of the key.
-		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost\n" +
-			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,,48\n" +
-			"search,bob,2,2,1,1,0,22,16,5.5,69.545455,0.904545455,0,0,21600,21600,243\n" +
-			"search,ann@example.com,2,2,1,0,0,14,10,5.5,38.571429,0.75,12,14,1800,1800,158\n" +
-			"nlp,fay,2,2,1,0,0,6.5,1.5,1.5,0,0.230769231,4,5,,,13\n" +
-			"vision,cho,2,0,0,0,2,6.5,0,0,,0,0,0,5400,5400,182\n" +
-			"nlp,eve,2,2,0,0,0,6,0,0,,0,0,0,0,0,12\n"
+		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost,energy_kwh,energy_cost,co2_kg\n" +
+			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,,48,,,\n" +
+			"search,bob,2,2,1,1,0,22,16,5.5,69.545455,0.904545455,0,0,21600,21600,243,,,\n" +
+			"search,ann@example.com,2,2,1,0,0,14,10,5.5,38.571429,0.75,12,14,1800,1800,158,,,\n" +
+			"nlp,fay,2,2,1,0,0,6.5,1.5,1.5,0,0.230769231,4,5,,,13,,,\n" +
+			"vision,cho,2,0,0,0,2,6.5,0,0,,0,0,0,5400,5400,182,,,\n" +
+			"nlp,eve,2,2,0,0,0,6,0,0,,0,0,0,0,0,12,,,\n"
 		if rec.Body.String() != want {
 			t.Errorf("by project,owner:\n%s\nwant:\n%s", rec.Body, want)
 		}
@@ -243,8 +243,8 @@ func TestReportEndpointScope(t *testing.T) {
 		}
 	}
 	rec := get(t, m.handler, "/v1/report?from=2025-11-01&to=2025-12-01&format=csv", search)
-	want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost\n" +
-		"search,4,4,2,1,0,36,26,11,57.5,0.844444444,12,14,11700,21600,401\n"
+	want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost,energy_kwh,energy_cost,co2_kg\n" +
+		"search,4,4,2,1,0,36,26,11,57.5,0.844444444,12,14,11700,21600,401,,,\n"
 	if rec.Code != 200 || rec.Body.String() != want {
 		t.Errorf("search token, CSV: %d\n%s\nwant:\n%s", rec.Code, rec.Body, want)
 	}

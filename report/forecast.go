@@ -43,6 +43,9 @@ type RunningGPU struct {
 	Model string
 	// Share is the fraction of the GPU the task holds (1: whole).
 	Share float64
+	// MIG says the entry is a MIG instance, of Profile ("1g.18gb").
+	MIG     bool
+	Profile string
 }
 
 // Running is what a budget forecast needs from a store besides Source:
@@ -62,8 +65,8 @@ func (t RunningTask) rates(p *Prices) (gpus, cost float64) {
 		}
 		gpus += share
 		if p != nil {
-			price, _ := p.Price(g.Model)
-			cost += price * share
+			price, _ := p.EntryPrice(g.Model, g.Profile, g.MIG, share)
+			cost += price
 		}
 		listed++
 	}

@@ -9,12 +9,15 @@ import (
 	"math"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 )
 
 // Prices are the hourly prices of one GPU by model, as NVML names models
-// ("Tesla T4", "NVIDIA A100-SXM4-80GB").
+// ("Tesla T4", "NVIDIA A100-SXM4-80GB"), and of one MIG instance by model
+// and profile ("NVIDIA H200 1g.18gb": a key whose last word is a MIG
+// profile), with the optional energy factors.
 type Prices struct {
 	Currency string
 	// Default prices a model nothing else matches, and GPUs counted
@@ -23,6 +26,45 @@ type Prices struct {
 	Default *float64
 	exact   map[string]float64
 	globs   []glob // longest pattern first
+	// The keys that name a MIG profile, apart: only they price an
+	// instance-hour, and they never price a whole GPU.
+	profileExact map[string]float64
+	profileGlobs []glob
+	// PricePerKWh and CO2KgPerKWh turn energy into money and CO2 (nil
+	// without them).
+	PricePerKWh, CO2KgPerKWh *float64
+}
+
+// migProfile is the last word of a models key that names a MIG profile, as
+// nvidia-smi spells it: "1g.18gb", "3g.71gb", "7g.141gb", with an optional
+// "+me"-style suffix ("1g.10gb+me").
+var migProfile = regexp.MustCompile(`^[0-9]+g\.[0-9]+gb(\+[a-z]+)?$`)
+
+// namesProfile reports whether a models key's last word is a MIG profile.
+func namesProfile(key string) bool {
+	i := strings.LastIndexByte(key, ' ')
+	return i > 0 && migProfile.MatchString(key[i+1:])
+}
+
+// ProfilePrice returns the hourly price of one MIG instance of profile on
+// a GPU of model: the key "<model> <profile>" exactly, else the longest
+// profile key whose glob matches it. Only keys naming a profile are tried;
+// ok is false when none matches (the instance is then priced as its share
+// of the GPU: Price(model) × share).
+func (p *Prices) ProfilePrice(model, profile string) (price float64, ok bool) {
+	if profile == "" {
+		return 0, false
+	}
+	name := model + " " + profile
+	if v, ok := p.profileExact[name]; ok {
+		return v, true
+	}
+	for _, g := range p.profileGlobs {
+		if m, _ := path.Match(g.pattern, name); m {
+			return g.price, true
+		}
+	}
+	return 0, false
 }
 
 type glob struct {
@@ -30,9 +72,23 @@ type glob struct {
 	price   float64
 }
 
-// Price returns the hourly price of one GPU of model: an exact name wins,
-// then the longest matching glob (path.Match; ties in byte order), then the
-// default. ok is false when nothing prices it.
+// EntryPrice returns the hourly price of one GPU entry of a task: a MIG
+// instance (mig) of profile at its profile's price, else any entry at
+// Price(model) × share. ok is false when nothing prices it.
+func (p *Prices) EntryPrice(model, profile string, mig bool, share float64) (price float64, ok bool) {
+	if mig {
+		if v, ok := p.ProfilePrice(model, profile); ok {
+			return v, true
+		}
+	}
+	v, ok := p.Price(model)
+	return v * share, ok
+}
+
+// Price returns the hourly price of one GPU of model among the keys that
+// name no MIG profile: an exact name wins, then the longest matching glob
+// (path.Match; ties in byte order), then the default. ok is false when
+// nothing prices it.
 func (p *Prices) Price(model string) (price float64, ok bool) {
 	if model != "" {
 		if v, ok := p.exact[model]; ok {
@@ -55,15 +111,20 @@ type pricesFile struct {
 	Currency *string             `json:"currency"`
 	Default  *float64            `json:"default"`
 	Models   map[string]*float64 `json:"models"`
+	Energy   *struct {
+		PricePerKWh *float64 `json:"price_per_kwh"`
+		CO2KgPerKWh *float64 `json:"co2_kg_per_kwh"`
+	} `json:"energy"`
 }
 
 // ErrBadPrices classifies every error about a prices file's content.
 var ErrBadPrices = errors.New("bad prices file")
 
 // ParsePrices reads a prices file's JSON: {"currency": "CNY", "default":
-// 2.0, "models": {"Tesla T4": 2.0, "NVIDIA A100*": 12.0}}. Unknown fields,
-// negative or missing prices and malformed globs are errors naming the
-// field.
+// 2.0, "models": {"Tesla T4": 2.0, "NVIDIA A100*": 12.0, "NVIDIA H200
+// 1g.18gb": 2.5}, "energy": {"price_per_kwh": 0.8, "co2_kg_per_kwh":
+// 0.55}}. Unknown fields, negative or missing prices and malformed globs
+// are errors naming the field.
 func ParsePrices(r io.Reader) (*Prices, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
@@ -74,7 +135,23 @@ func ParsePrices(r io.Reader) (*Prices, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: more than one JSON value", ErrBadPrices)
 	}
-	p := &Prices{exact: map[string]float64{}}
+	p := &Prices{exact: map[string]float64{}, profileExact: map[string]float64{}}
+	if e := f.Energy; e != nil {
+		for _, x := range []struct {
+			field string
+			v     *float64
+			dst   **float64
+		}{{"energy.price_per_kwh", e.PricePerKWh, &p.PricePerKWh}, {"energy.co2_kg_per_kwh", e.CO2KgPerKWh, &p.CO2KgPerKWh}} {
+			if x.v == nil {
+				continue
+			}
+			if err := checkPrice(x.field, *x.v); err != nil {
+				return nil, err
+			}
+			v := *x.v
+			*x.dst = &v
+		}
+	}
 	if f.Currency != nil {
 		p.Currency = strings.TrimSpace(*f.Currency)
 	}
@@ -96,22 +173,28 @@ func ParsePrices(r io.Reader) (*Prices, error) {
 		if err := checkPrice(field, *v); err != nil {
 			return nil, err
 		}
+		exact, globs := p.exact, &p.globs
+		if namesProfile(name) {
+			exact, globs = p.profileExact, &p.profileGlobs
+		}
 		if !strings.ContainsAny(name, `*?[\`) {
-			p.exact[name] = *v
+			exact[name] = *v
 			continue
 		}
 		if _, err := path.Match(name, ""); err != nil {
 			return nil, fmt.Errorf("%w: %s: not a valid glob: %w", ErrBadPrices, field, err)
 		}
-		p.globs = append(p.globs, glob{name, *v})
+		*globs = append(*globs, glob{name, *v})
 	}
-	sort.Slice(p.globs, func(i, j int) bool {
-		a, b := p.globs[i].pattern, p.globs[j].pattern
-		if len(a) != len(b) {
-			return len(a) > len(b)
-		}
-		return a < b
-	})
+	for _, g := range [][]glob{p.globs, p.profileGlobs} {
+		sort.Slice(g, func(i, j int) bool {
+			a, b := g[i].pattern, g[j].pattern
+			if len(a) != len(b) {
+				return len(a) > len(b)
+			}
+			return a < b
+		})
+	}
 	return p, nil
 }
 

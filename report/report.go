@@ -80,27 +80,45 @@ type TaskSums struct {
 	// submit_time whose start is inside the window (QueueWaitTasks of
 	// them); QueueWaitMax is the longest of those waits (0 when none).
 	QueueWaitSeconds, QueueWaitTasks, QueueWaitMax int64
-	// GPUSeconds is Σ gpu_count × seconds counted in the window, and
-	// FailedGPUSeconds the same for failed tasks: the GPU-hours of section
-	// 5 (meaningless in groups by model, which take them from GPUSums).
-	GPUSeconds, FailedGPUSeconds int64
+	// UnlistedGPUSeconds is Σ GPUs counted but not listed (device nodes:
+	// share 1, no model) × seconds counted in the window, and
+	// FailedUnlistedGPUSeconds the same for failed tasks. The listed GPUs'
+	// are in GPUSums. (Meaningless in groups by model, where a task is in
+	// the group of each of its models: the report takes them from the sums
+	// without model.)
+	UnlistedGPUSeconds, FailedUnlistedGPUSeconds int64
 }
 
 // GPUSums are the sums over the GPUs the tasks listed (registration's
-// gpus), for one group: the query's keys plus project, owner and model.
-// GPUs counted but not listed (device nodes) are not in them: they are the
-// difference between the tasks' GPUSeconds and these, and take the model
-// "" (the default price).
+// gpus), for one group: the query's keys plus project, owner and model,
+// and apart by MIG profile (whole GPUs, and MIG instances of each
+// profile, which are priced differently). GPUs counted but not listed
+// (device nodes) are not in them: they are TaskSums' unlisted GPUs, and
+// take the model "" (the default price). Every GPU's seconds are weighted
+// by its share (the fraction of the physical GPU the task held).
 type GPUSums struct {
-	Key              map[string]string
-	GPUSeconds       int64   // Σ GPUs × seconds counted in the window
-	FailedGPUSeconds int64   // the same for failed tasks
-	IdleGPUSeconds   float64 // Σ per GPU of seconds × idle_share
+	Key map[string]string
+	// MIG says these are MIG instances, of Profile ("1g.18gb"; "" for
+	// whole GPUs and for instances whose profile was not reported).
+	MIG     bool
+	Profile string
+	// InstanceSeconds is Σ seconds counted in the window, unweighted: the
+	// instance-hours a profile price applies to.
+	InstanceSeconds  int64
+	GPUSeconds       float64 // Σ share × seconds counted in the window
+	FailedGPUSeconds float64 // the same for failed tasks
+	IdleGPUSeconds   float64 // Σ per GPU of share × seconds × idle_share
 	// IdleOKGPUSeconds is IdleGPUSeconds over tasks that did not fail
 	// (waste_share counts a failed task's hours once, as failed).
 	IdleOKGPUSeconds float64
-	UtilWeighted     float64 // Σ per sampled GPU of seconds × util_mean
-	UtilSeconds      int64   // Σ per sampled GPU of seconds
+	UtilWeighted     float64 // Σ per sampled GPU of share × seconds × util_mean
+	UtilSeconds      float64 // Σ per sampled GPU of share × seconds
+	// EnergyJoules is Σ over the GPUs of completed tasks that reported
+	// energy_joules of it, each × the part of the task's end_time −
+	// start_time inside the window; EnergyGPUs counts those GPUs (0: no
+	// energy reported, energy_kwh is null).
+	EnergyJoules float64
+	EnergyGPUs   int64
 }
 
 // MetricSums are one group's sums of one completion metric over the
@@ -150,6 +168,13 @@ type Figures struct {
 	// UnpricedGPUHours are GPU-hours no price matched (they cost 0); null
 	// without prices.
 	UnpricedGPUHours *float64 `json:"unpriced_gpu_hours"`
+	// EnergyKWh is the energy the row's completed tasks' GPUs reported,
+	// clipped to the window (null when none reported any); EnergyCost
+	// (not part of Cost) and CO2Kg are it × the prices file's factors
+	// (null without the factor).
+	EnergyKWh  *float64 `json:"energy_kwh"`
+	EnergyCost *float64 `json:"energy_cost"`
+	CO2Kg      *float64 `json:"co2_kg"`
 	// Metrics has one entry per metric the query asked for (absent when it
 	// asked for none, so that a report without metrics is unchanged).
 	Metrics map[string]MetricMean `json:"metrics,omitempty"`
@@ -188,10 +213,12 @@ type Report struct {
 // acc accumulates one row's sums before they become Figures.
 type acc struct {
 	t                         TaskSums
-	gpuSec, failedSec         int64
+	gpuSec, failedSec         float64
 	idleSec, idleOKSec, utilW float64
-	utilSec                   int64
+	utilSec                   float64
 	cost, unpricedSec         float64
+	energyJ                   float64
+	energyGPUs                int64
 	metrics                   map[string]*MetricSums
 }
 
@@ -221,24 +248,40 @@ func (a *acc) addTasks(t TaskSums) {
 	a.t.QueueWaitMax = max(a.t.QueueWaitMax, t.QueueWaitMax)
 }
 
-// addGPUs adds the listed GPUs' idle time, utilisation and cost (their
-// GPU-seconds are the caller's to add: task-level outside rows by model).
+// addGPUs adds the listed GPUs' GPU-hours, idle time, utilisation, energy
+// and cost. A MIG instance is priced per instance-hour by a key naming its
+// profile, else as its share of the GPU (price(model) × share × hours);
+// a whole GPU, shared or not, at price(model) × share × hours.
 func (a *acc) addGPUs(g GPUSums, p *Prices) {
+	a.gpuSec += g.GPUSeconds
+	a.failedSec += g.FailedGPUSeconds
 	a.idleSec += g.IdleGPUSeconds
 	a.idleOKSec += g.IdleOKGPUSeconds
 	a.utilW += g.UtilWeighted
 	a.utilSec += g.UtilSeconds
-	if p != nil {
-		if price, ok := p.Price(g.Key["model"]); ok {
-			a.cost += price * float64(g.GPUSeconds)
-		} else {
-			a.unpricedSec += float64(g.GPUSeconds)
+	a.energyJ += g.EnergyJoules
+	a.energyGPUs += g.EnergyGPUs
+	if p == nil {
+		return
+	}
+	if g.MIG {
+		if price, ok := p.ProfilePrice(g.Key["model"], g.Profile); ok {
+			a.cost += price * float64(g.InstanceSeconds)
+			return
 		}
+	}
+	if price, ok := p.Price(g.Key["model"]); ok {
+		a.cost += price * g.GPUSeconds
+	} else {
+		a.unpricedSec += g.GPUSeconds
 	}
 }
 
-// addUnlisted prices GPU-seconds of GPUs counted without a model.
-func (a *acc) addUnlisted(gpuSec int64, p *Prices) {
+// addUnlisted adds the GPU-seconds of GPUs counted without being listed
+// (no model, share 1) and prices them.
+func (a *acc) addUnlisted(gpuSec, failedSec int64, p *Prices) {
+	a.gpuSec += float64(gpuSec)
+	a.failedSec += float64(failedSec)
 	if p == nil {
 		return
 	}
@@ -252,15 +295,16 @@ func (a *acc) addUnlisted(gpuSec int64, p *Prices) {
 // figures rounds every hour figure to the microhour and every share to
 // 1e-9: sums of floats may differ in their last bits between stores (they
 // add in different orders), and the two must print the same report.
-func (a *acc) figures(priced bool, metrics []string) Figures {
+func (a *acc) figures(p *Prices, metrics []string) Figures {
+	priced := p != nil
 	f := Figures{
 		Tasks:               a.t.Tasks,
 		CompletedTasks:      a.t.Completed,
 		FailedTasks:         a.t.Failed,
 		GateFailedTasks:     a.t.GateFailed,
 		OpenTasks:           a.t.Open,
-		GPUHours:            hours(float64(a.gpuSec)),
-		FailedGPUHours:      hours(float64(a.failedSec)),
+		GPUHours:            hours(a.gpuSec),
+		FailedGPUHours:      hours(a.failedSec),
 		IdleGPUHours:        hours(a.idleSec),
 		DurationEstHours:    hours(float64(a.t.EstSeconds)),
 		DurationActualHours: hours(a.t.ActualSeconds),
@@ -271,17 +315,30 @@ func (a *acc) figures(priced bool, metrics []string) Figures {
 		f.QueueWaitMeanSeconds, f.QueueWaitMaxSeconds = &mean, &longest
 	}
 	if a.utilSec > 0 {
-		u := round(a.utilW/float64(a.utilSec), 1e6)
+		u := round(a.utilW/a.utilSec, 1e6)
 		f.UtilMean = &u
 	}
 	if a.gpuSec > 0 {
-		w := round((float64(a.failedSec)+a.idleOKSec)/float64(a.gpuSec), 1e9)
+		w := round((a.failedSec+a.idleOKSec)/a.gpuSec, 1e9)
 		f.WasteShare = &w
 	}
 	if priced {
 		c := round(a.cost/3600, 1e6)
 		u := hours(a.unpricedSec)
 		f.Cost, f.UnpricedGPUHours = &c, &u
+	}
+	if a.energyGPUs > 0 {
+		kwh := a.energyJ / 3.6e6
+		e := round(kwh, 1e6)
+		f.EnergyKWh = &e
+		if priced && p.PricePerKWh != nil {
+			c := round(kwh**p.PricePerKWh, 1e6)
+			f.EnergyCost = &c
+		}
+		if priced && p.CO2KgPerKWh != nil {
+			c := round(kwh**p.CO2KgPerKWh, 1e6)
+			f.CO2Kg = &c
+		}
 	}
 	if len(metrics) > 0 {
 		f.Metrics = make(map[string]MetricMean, len(metrics))
@@ -355,28 +412,20 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		}
 		return a
 	}
-	// GPUs counted but not listed: per group of the base keys, the tasks'
-	// GPU-seconds less the listed GPUs' (never below 0: a registration
-	// may list more GPUs than its gpu_count).
-	type residual struct {
-		key             map[string]string
-		gpuSec, failSec int64
-	}
-	unlisted := map[string]*residual{}
-	groupCols := append(slices.Clone(base), "project", "owner")
+	// GPUs counted but not listed (device nodes) come from the task sums
+	// without model (a task by model is in the group of each of its
+	// models); they are the row of the empty model.
 	var total acc
 	for _, t := range baseTasks {
 		if !in(t.Key) {
 			continue
 		}
 		total.addTasks(t)
-		total.gpuSec += t.GPUSeconds
-		total.failedSec += t.FailedGPUSeconds
-		unlisted[rowID(groupCols, t.Key)] = &residual{t.Key, t.GPUSeconds, t.FailedGPUSeconds}
-		if !byModel {
-			a := row(t.Key)
-			a.gpuSec += t.GPUSeconds
-			a.failedSec += t.FailedGPUSeconds
+		if t.UnlistedGPUSeconds > 0 {
+			key := maps.Clone(t.Key)
+			key["model"] = ""
+			row(key).addUnlisted(t.UnlistedGPUSeconds, t.FailedUnlistedGPUSeconds, q.Prices)
+			total.addUnlisted(t.UnlistedGPUSeconds, t.FailedUnlistedGPUSeconds, q.Prices)
 		}
 	}
 	for _, t := range tasks {
@@ -388,31 +437,8 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		if !in(g.Key) {
 			continue
 		}
-		a := row(g.Key)
-		a.addGPUs(g, q.Prices)
+		row(g.Key).addGPUs(g, q.Prices)
 		total.addGPUs(g, q.Prices)
-		if byModel {
-			a.gpuSec += g.GPUSeconds
-			a.failedSec += g.FailedGPUSeconds
-		}
-		if u := unlisted[rowID(groupCols, g.Key)]; u != nil {
-			u.gpuSec -= g.GPUSeconds
-			u.failSec -= g.FailedGPUSeconds
-		}
-	}
-	for _, u := range unlisted {
-		if u.gpuSec <= 0 {
-			continue
-		}
-		key := maps.Clone(u.key)
-		key["model"] = ""
-		a := row(key)
-		a.addUnlisted(u.gpuSec, q.Prices)
-		total.addUnlisted(u.gpuSec, q.Prices)
-		if byModel {
-			a.gpuSec += u.gpuSec
-			a.failedSec += max(u.failSec, 0)
-		}
 	}
 
 	// Metrics: rows by model take a task once per model, the total once
@@ -441,13 +467,12 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	}
 
 	r := &Report{From: q.From.UTC(), To: q.To.UTC(), By: by, Metrics: q.Metrics, Rows: []Row{}}
-	priced := q.Prices != nil
-	if priced {
+	if q.Prices != nil {
 		c := q.Prices.Currency
 		r.Currency = &c
 	}
 	for id, a := range rows {
-		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: a.figures(priced, q.Metrics)})
+		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: a.figures(q.Prices, q.Metrics)})
 	}
 	slices.SortFunc(r.Rows, func(a, b Row) int {
 		switch {
@@ -458,7 +483,7 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		}
 		return strings.Compare(rowID(by, a.Key), rowID(by, b.Key))
 	})
-	r.Total = total.figures(priced, q.Metrics)
+	r.Total = total.figures(q.Prices, q.Metrics)
 	if err := addBudgets(ctx, src, q, r); err != nil {
 		return nil, err
 	}

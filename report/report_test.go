@@ -3,10 +3,12 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,10 +225,10 @@ var nov = Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Da
 func TestComputeMergesScopesAndOrders(t *testing.T) {
 	src := &fakeSource{
 		tasks: []TaskSums{
-			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1, GPUSeconds: 3600},
-			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2, GPUSeconds: 7200},
-			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1, GPUSeconds: 3600, FailedGPUSeconds: 3600},
-			{Key: key("project", "secret", "owner", "x"), Tasks: 9, GPUSeconds: 999999},
+			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1},
+			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2},
+			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1},
+			{Key: key("project", "secret", "owner", "x"), Tasks: 9, UnlistedGPUSeconds: 999999},
 		},
 		gpus: []GPUSums{
 			{Key: key("project", "b", "owner", "x", "model", "T4"), GPUSeconds: 3600, UtilWeighted: 3600 * 40, UtilSeconds: 3600},
@@ -272,7 +274,7 @@ func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 		},
 		// One task: 4 GPUs for an hour, two listed (T4 and A100), two
 		// counted from device nodes.
-		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, GPUSeconds: 4 * 3600}},
+		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, UnlistedGPUSeconds: 2 * 3600}},
 		gpus: []GPUSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), GPUSeconds: 3600},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
@@ -414,7 +416,8 @@ func meanText(m MetricMean) string {
 // The writers, on the fixture's hand-computed reports (testdata/README.md):
 // the CSV and table files are what a user gets. -update rewrites them.
 func TestWriters(t *testing.T) {
-	for _, name := range []string{"november-by-project", "november-by-model", "november-by-project-metrics", "november-by-model-metrics"} {
+	for _, name := range []string{"november-by-project", "november-by-model", "november-by-project-metrics", "november-by-model-metrics",
+		"december-mig-by-project", "december-mig-by-model"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		if err != nil {
 			t.Fatal(err)
@@ -460,7 +463,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	WriteCSV(&csv, r)
 	WriteTable(&table, r)
 	WriteJSON(&js, r)
-	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds\np,,2,0,0,0,1,1.25,0,0,,,0,0,,\n"; csv.String() != want {
+	if want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,energy_kwh\np,,2,0,0,0,1,1.25,0,0,,,0,0,,,\n"; csv.String() != want {
 		t.Errorf("CSV:\n%s\nwant:\n%s", csv.String(), want)
 	}
 	if strings.Contains(table.String(), "cost") || strings.Contains(table.String(), "unpriced") ||
@@ -533,4 +536,89 @@ func FuzzParseDate(f *testing.F) {
 			t.Fatalf("ParseDate(%q) = %v, not UTC", in, got)
 		}
 	})
+}
+
+// A models key whose last word is a MIG profile prices one instance-hour
+// and nothing else: an instance tries only those keys (exact, then the
+// longest glob), else it costs its share of price(model), where price(model)
+// comes from the keys naming no profile; a whole GPU never takes a profile
+// key. The energy factors are optional, each checked like a price.
+func TestProfilePrices(t *testing.T) {
+	p, err := ParsePrices(strings.NewReader(`{"default": 1, "models": {"NVIDIA H200*": 21, "NVIDIA H200 1g.18gb": 2.5,
+		"NVIDIA H200* 3g.71gb": 8, "NVIDIA H* 3g.71gb": 9, "* 1g.10gb+me": 1.5, "NVIDIA A100 1g": 7},
+		"energy": {"price_per_kwh": 0.8}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		model, profile string
+		mig            bool
+		share, want    float64
+		ok             bool
+	}{
+		{"NVIDIA H200", "1g.18gb", true, 1.0 / 7, 2.5, true},         // exact profile key
+		{"NVIDIA H200", "3g.71gb", true, 3.0 / 7, 8, true},           // the longer of two globs
+		{"NVIDIA H100 80GB HBM3", "3g.71gb", true, 3.0 / 7, 9, true}, // the other glob
+		{"NVIDIA A100-SXM4-40GB", "1g.10gb+me", true, 1.0 / 7, 1.5, true},
+		{"NVIDIA H200", "2g.35gb", true, 2.0 / 7, 21 * 2.0 / 7, true}, // no profile key: share of the GPU's glob
+		{"NVIDIA H200", "", true, 2.0 / 7, 21 * 2.0 / 7, true},        // a profile not reported
+		{"NVIDIA H200", "", false, 1, 21, true},                       // a whole GPU: never a profile key
+		{"NVIDIA H200", "", false, 0.25, 21 * 0.25, true},             // time-sliced
+		{"Tesla T4", "", false, 0.5, 0.5, true},                       // the default × share
+		{"NVIDIA A100 1g", "", false, 1, 7, true},                     // "1g" is not a profile: a model key
+	} {
+		if got, ok := p.EntryPrice(c.model, c.profile, c.mig, c.share); ok != c.ok || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("EntryPrice(%q, %q, mig %v, share %g) = %g, %v; want %g", c.model, c.profile, c.mig, c.share, got, ok, c.want)
+		}
+	}
+	if v, ok := p.Price("NVIDIA H200 1g.18gb"); !ok || v != 21 {
+		t.Errorf("Price of a model named like a profile key = %g, %v; want the whole GPU's glob 21", v, ok)
+	}
+	if *p.PricePerKWh != 0.8 || p.CO2KgPerKWh != nil {
+		t.Errorf("energy factors %v %v", p.PricePerKWh, p.CO2KgPerKWh)
+	}
+	for in, want := range map[string]string{
+		`{"energy": {"price_per_kwh": -1}}`:     "energy.price_per_kwh: a price is a number of at least 0",
+		`{"energy": {"co2_kg_per_kwh": "0.5"}}`: "cannot unmarshal string",
+		`{"energy": {"kwh": 1}}`:                `unknown field "kwh"`,
+		`{"energy": 0.8}`:                       "cannot unmarshal number",
+	} {
+		if _, err := ParsePrices(strings.NewReader(in)); err == nil || !errors.Is(err, ErrBadPrices) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParsePrices(%s) = %v, want an error saying %q", in, err, want)
+		}
+	}
+}
+
+// TestCSVTextCells: a key cell a spreadsheet would run as a formula gets a
+// leading ' (OWASP's rule); other text and the figures are written as they
+// are, and the table keeps the original text.
+func TestCSVTextCells(t *testing.T) {
+	rep := &Report{By: []string{"model"}, From: time.Unix(0, 0).UTC(), To: time.Unix(3600, 0).UTC()}
+	for _, m := range []string{"=cmd|' /C calc'!A0", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "NVIDIA A100", "a=b", ""} {
+		rep.Rows = append(rep.Rows, Row{Key: map[string]string{"model": m}, Figures: Figures{GPUHours: 1.5}})
+	}
+	var b strings.Builder
+	if err := WriteCSV(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"'=cmd|' /C calc'!A0", "'+1", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "NVIDIA A100", "a=b", ""}
+	for i, w := range want {
+		if got := rows[i+1][0]; got != w {
+			t.Errorf("model cell %d: %q, want %q", i, got, w)
+		}
+		if rows[i+1][1] == "" || strings.HasPrefix(rows[i+1][1], "'") {
+			t.Errorf("a figure cell was touched: %q", rows[i+1])
+		}
+	}
+	var tb strings.Builder
+	if err := WriteTable(&tb, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tb.String(), "=cmd|' /C calc'!A0") || strings.Contains(tb.String(), "'=cmd") {
+		t.Errorf("the table does not show the original text:\n%s", tb.String())
+	}
 }

@@ -34,14 +34,19 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// columns are the figures' names in CSV and table order: then, per
-// metric, its mean and its task count.
+// columns are the figures' names in CSV and table order: energy_kwh
+// always; cost, energy_cost and co2_kg only with prices (their factors are
+// the prices file's); then, per metric, its mean and its task count.
 func columns(priced bool, metrics []string) []string {
 	c := []string{"tasks", "completed_tasks", "failed_tasks", "gate_failed_tasks", "open_tasks", "gpu_hours",
 		"failed_gpu_hours", "idle_gpu_hours", "util_mean", "waste_share",
 		"duration_est_hours", "duration_actual_hours", "queue_wait_mean_seconds", "queue_wait_max_seconds"}
 	if priced {
 		c = append(c, "cost")
+	}
+	c = append(c, "energy_kwh")
+	if priced {
+		c = append(c, "energy_cost", "co2_kg")
 	}
 	for _, m := range metrics {
 		c = append(c, "metric_"+m+"_mean", "metric_"+m+"_tasks")
@@ -80,6 +85,10 @@ func (f Figures) values(priced bool, table bool, metrics []string) []string {
 	if priced {
 		v = append(v, opt(f.Cost))
 	}
+	v = append(v, opt(f.EnergyKWh))
+	if priced {
+		v = append(v, opt(f.EnergyCost), opt(f.CO2Kg))
+	}
 	for _, name := range metrics {
 		m := f.Metrics[name]
 		v = append(v, opt(m.Mean), strconv.FormatInt(m.Tasks, 10))
@@ -92,24 +101,46 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 // WriteCSV writes a header line and one line per row (no total): the key
 // columns in the order of By, then the figures; an empty cell is a null.
-// No cost column without prices.
+// No cost, energy_cost or co2_kg column without prices. Key cells are text
+// a spreadsheet must not run: see csvText. Figures stay numbers.
 func WriteCSV(w io.Writer, r *Report) error {
 	priced := r.Currency != nil
 	cw := csv.NewWriter(w)
-	if err := cw.Write(append(append([]string{}, r.By...), columns(priced, r.Metrics)...)); err != nil {
+	budgeted := r.budgeted()
+	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
+	if budgeted {
+		head = append(head, budgetColumns...)
+	}
+	if err := cw.Write(head); err != nil {
 		return err
 	}
 	for _, row := range r.Rows {
-		rec := make([]string, 0, len(r.By)+12+2*len(r.Metrics))
+		rec := make([]string, 0, len(head))
 		for _, k := range r.By {
-			rec = append(rec, row.Key[k])
+			rec = append(rec, csvText(row.Key[k]))
 		}
-		if err := cw.Write(append(rec, row.values(priced, false, r.Metrics)...)); err != nil {
+		rec = append(rec, row.values(priced, false, r.Metrics)...)
+		if budgeted {
+			rec = append(rec, row.Budget.values()...)
+		}
+		if err := cw.Write(rec); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// csvText neutralises a text cell against CSV injection (OWASP): a cell
+// that starts with =, +, -, @, a tab or a carriage return is what a
+// spreadsheet reads as a formula, so it is written with a leading '. GPU
+// model names are free text from NVML, and reach the CSV as keys. Only CSV
+// is touched: the table, JSON and the page show the text as it is.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 // WriteTable writes an aligned table for a terminal: the window, one line
@@ -167,4 +198,32 @@ func share(x *float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(*x*100, 'f', 1, 64) + " %"
+}
+
+// budgetColumns are the CSV's columns of a row's budget, after the
+// figures, in a report where some row has one.
+var budgetColumns = []string{"budget_kind", "budget_limit", "budget_used", "budget_used_share", "budget_forecast", "budget_forecast_share"}
+
+// budgeted says whether some row has a budget.
+func (r *Report) budgeted() bool {
+	for _, row := range r.Rows {
+		if row.Budget != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// values are the budget's CSV cells; empty for a row without one.
+func (b *BudgetFigures) values() []string {
+	if b == nil {
+		return make([]string, len(budgetColumns))
+	}
+	opt := func(x *float64) string {
+		if x == nil {
+			return ""
+		}
+		return num(*x)
+	}
+	return []string{b.Kind, num(b.Limit), num(b.Used), opt(b.UsedShare), num(b.Forecast), opt(b.ForecastShare)}
 }

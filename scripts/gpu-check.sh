@@ -79,6 +79,11 @@ for line in sys.stdin:
 	fi
 }
 
+# payload prints the payload of each spool entry (JSON lines): the object
+# after "payload": up to the last "}" followed by a key, as the entry's
+# later fields are all scalars.
+payload() { sed -n 's/.*"payload":\({.*}\),"[a-z_]*":.*/\1/p'; }
+
 step "driver"
 echo "kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -152,10 +157,10 @@ grep -E 'level=(WARN|ERROR)' "$WORK/task.err" | grep -v 'registration\|completio
 echo "-- labels file at the end:"
 cat "$WORK/task.labels" 2>/dev/null || fail "no labels file"
 echo "-- registration, as it would be sent:"
-PADDLE_SPOOL_PATH="$WORK/spool.db" "$ENTRYPOINT" spool list 2>/dev/null | sed -n 's/.*"payload":\(.*\),"queued_at".*/\1/p' | pretty
+PADDLE_SPOOL_PATH="$WORK/spool.db" "$ENTRYPOINT" spool list 2>/dev/null | payload | pretty
 echo "-- completion, as it would be sent:"
 completion=$(PADDLE_SPOOL_PATH="$WORK/spool.db" "$ENTRYPOINT" spool list --completions 2>/dev/null |
-	sed -n 's/.*"payload":\(.*\),"queued_at".*/\1/p')
+	payload)
 if [ -z "$completion" ]; then
 	fail "no completion in the spool: $(tail -5 "$WORK/task.err")"
 else

@@ -142,16 +142,16 @@ func (b *batcher) commit(batch []*batchReq) {
 }
 
 func (b *batcher) savepoint(ctx context.Context, tx *sql.Tx, req *batchReq) (bool, error) {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT reg"); err != nil {
+	if _, err := b.s.exec(ctx, tx, stmtSavepoint); err != nil {
 		return false, fmt.Errorf("store: %s: %w", req.what, err)
 	}
 	wrote, err := req.op(ctx, tx)
 	if err != nil {
-		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO reg"); rbErr != nil {
+		if _, rbErr := b.s.exec(ctx, tx, stmtRollbackTo); rbErr != nil {
 			return false, fmt.Errorf("store: %s: %w (and rolling back: %v)", req.what, err, rbErr)
 		}
 	}
-	if _, relErr := tx.ExecContext(ctx, "RELEASE reg"); relErr != nil && err == nil {
+	if _, relErr := b.s.exec(ctx, tx, stmtReleaseSavepoint); relErr != nil && err == nil {
 		return false, fmt.Errorf("store: %s: %w", req.what, relErr)
 	}
 	return wrote && err == nil, err

@@ -20,7 +20,7 @@ type WriteStatement struct {
 func WriteStatementsForTest(s *Store) []WriteStatement {
 	var out []WriteStatement
 	for name, st := range writeStatements {
-		if st.postgresOnly && s.dialect != Postgres {
+		if (st.postgresOnly && s.dialect != Postgres) || (st.sqliteOnly && s.dialect != SQLite) {
 			continue
 		}
 		idx := st.sqliteIndex

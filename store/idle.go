@@ -174,7 +174,3 @@ func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskK
 	}
 	return out, nil
 }
-
-// migUUIDColumn is the task_gpus column of a MIG instance's UUID (”
-// for a whole GPU) once the schema has one; until then every GPU is whole.
-const migUUIDColumn = "''"

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
@@ -300,6 +301,46 @@ func deref(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// TestMigrateSharesFromVersion7: a database of the schema before GPU
+// shares, with a completed task of two listed GPUs and one counted from a
+// device node, upgrades in place: every GPU has share 1 and holds its GPU
+// whole, the unlisted GPU is counted (3 GPU-hours for its hour), and on
+// the upgraded schema a shared task after a whole-GPU one ends its claim.
+func TestMigrateSharesFromVersion7(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO tasks (id, task_id, task_name, project, owner, start_time, gpu_count, registration, registered_at, end_time, duration_seconds, exit_code)
+				VALUES (1000, 'a', 'train', 'p', 'o', 1000, 3, '{}', 1, 4600, 3600, 0)`,
+			`INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, task_start, task_end) VALUES (1000, 0, 0, 'GPU-a', 'Tesla T4', 1000, 4600)`,
+			`INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, task_start, task_end) VALUES (1000, 1, 1, 'GPU-b', 'Tesla T4', 1000, 4600)`,
+		} {
+			if _, err := store.DBForTest(old).Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		old.Close()
+		s := open(t, dsn)
+		task, err := s.Task(ctx, "a", "", nil)
+		if err != nil || task == nil || len(task.GPUs) != 2 || task.GPUs[0].Share != 1 || task.GPUs[1].Share != 1 || task.GPUs[0].MIG != nil {
+			t.Fatalf("after the upgrade: %+v, %v", task, err)
+		}
+		w := report.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
+		rep, err := report.Compute(ctx, s, report.Query{Window: w})
+		if err != nil || rep.Total.GPUHours != 3 {
+			t.Fatalf("GPU-hours after the upgrade: %+v, %v; want 3 (2 listed + 1 device node, 1 h)", rep, err)
+		}
+		mustRegister(t, s, reg("open", "p", "o", 5000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4"}))
+		mustRegister(t, s, reg("next", "p", "o", 6000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4", Share: 0.5}))
+		if task, err = s.Task(ctx, "open", "", nil); err != nil || task.GPUs[0].ClaimEnded == nil || *task.GPUs[0].ClaimEnded != 6000 {
+			t.Fatalf("a shared task after a whole-GPU one on the upgraded schema: %+v, %v", task, err)
+		}
+	})
 }
 
 // TestMigrateSubmitTimeFromVersion5: a database of the schema before

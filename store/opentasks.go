@@ -35,10 +35,20 @@ type OpenTask struct {
 	GPUs      []OpenGPU
 }
 
-// OpenGPU is a GPU an open task claims: it has a UUID and no newer task
-// took it over.
+// OpenGPU is a GPU (instance) an open task claims: it has a UUID and no
+// newer task took it over. For a MIG instance UUID is the parent's and
+// GPUInstanceID is set.
 type OpenGPU struct {
 	UUID, Model string
+	// GPUInstanceID is the MIG GPU instance id (nil for a whole GPU), and
+	// Profile its profile ("1g.18gb"; "" for a whole GPU).
+	GPUInstanceID *int64
+	Profile       string
+	// Share is the fraction of the physical GPU the task holds; Shared
+	// says it holds less than its whole instance (a time-sliced or MPS
+	// GPU, whose claim only an unshared one ends).
+	Share  float64
+	Shared bool
 	// LatestUtilMean is the newest sampled heartbeat's mean utilisation
 	// (percent) of this GPU; nil without one.
 	LatestUtilMean *float64
@@ -94,7 +104,8 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	gq := `SELECT g.task_key, g.uuid, g.model, g.latest_util_mean FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+	gq := `SELECT g.task_key, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.exclusive, g.latest_util_mean
+		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
 		AND g.uuid <> '' AND g.claim_ended IS NULL
 		ORDER BY g.task_key, g.position`
@@ -106,9 +117,11 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 	for grows.Next() {
 		var key int64
 		var g OpenGPU
-		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.LatestUtilMean); err != nil {
+		var exclusive int64
+		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &exclusive, &g.LatestUtilMean); err != nil {
 			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 		}
+		g.Shared = exclusive == 0
 		if i, ok := index[key]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}
@@ -174,7 +187,7 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 	if len(tasks) == 0 {
 		return tasks, nil
 	}
-	grows, err := s.r.QueryContext(ctx, s.bind(`SELECT g.task_key, g.model, `+shareColumn+` FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+	grows, err := s.r.QueryContext(ctx, s.bind(`SELECT g.task_key, g.model, g.share, g.gpu_instance_id IS NOT NULL, g.mig_profile FROM task_gpus g JOIN tasks t ON t.id = g.task_key
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
 		ORDER BY g.task_key, g.position`), seenSince, seenSince, seenSince)
 	if err != nil {
@@ -184,7 +197,7 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 	for grows.Next() {
 		var id int64
 		var g report.RunningGPU
-		if err := grows.Scan(&id, &g.Model, &g.Share); err != nil {
+		if err := grows.Scan(&id, &g.Model, &g.Share, &g.MIG, &g.Profile); err != nil {
 			return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
 		}
 		if i, ok := index[id]; ok {
@@ -196,7 +209,3 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 	}
 	return tasks, nil
 }
-
-// shareColumn is the share of a task_gpus row (the fraction of the GPU
-// the task holds) once the schema has one; until then every GPU is whole.
-const shareColumn = "CAST(1 AS DOUBLE PRECISION)"

@@ -262,8 +262,6 @@ func scanTasks(rows *sql.Rows) ([]Task, error) {
 			if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
 				t.State = "failed"
 			}
-			gs := float64(t.GPUCount) * c.DurationSeconds
-			t.Efficiency.GPUSeconds = &gs
 		}
 		t.GPUs = []TaskGPU{}
 		tasks = append(tasks, t)
@@ -291,7 +289,9 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		in = "SELECT CAST(json_array_elements_text(?::json) AS BIGINT)"
 	}
 	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_key, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
-		memory_used_peak_bytes, idle_share, claim_ended, latest_samples, latest_util_mean FROM task_gpus WHERE task_key IN (`+in+`) ORDER BY task_key, position`), string(b))
+		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
+		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean
+		FROM task_gpus WHERE task_key IN (`+in+`) ORDER BY task_key, position`), string(b))
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
@@ -299,9 +299,20 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 	for rows.Next() {
 		var key int64
 		var g TaskGPU
+		var m MIG
+		var gi, estimated sql.NullInt64
 		if err := rows.Scan(&key, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
-			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.LatestSamples, &g.LatestUtilMean); err != nil {
+			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.Share, &m.UUID, &gi, &m.ComputeInstanceID, &m.Profile,
+			&m.Slices, &m.TotalSlices, &g.EnergyJoules, &estimated, &g.LatestSamples, &g.LatestUtilMean); err != nil {
 			return fmt.Errorf("store: gpus: %w", err)
+		}
+		if gi.Valid {
+			m.GPUInstanceID = gi.Int64
+			g.MIG = &m
+		}
+		if estimated.Valid {
+			e := estimated.Int64 == 1
+			g.EnergyEstimated = &e
 		}
 		if t := byKey[key]; t != nil {
 			t.GPUs = append(t.GPUs, g)
@@ -311,7 +322,18 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
 	for i := range tasks {
-		tasks[i].Efficiency.UtilMean, tasks[i].Efficiency.IdleShare = meanOfSampled(tasks[i].GPUs)
+		t := &tasks[i]
+		t.Efficiency.UtilMean, t.Efficiency.IdleShare = meanOfSampled(t.GPUs)
+		if t.Completion != nil {
+			// The GPUs at their share (a MIG instance, a time-sliced GPU),
+			// those counted but not listed whole: the report's GPU-hours.
+			w := float64(max(t.GPUCount-int64(len(t.GPUs)), 0))
+			for _, g := range t.GPUs {
+				w += g.Share
+			}
+			gs := w * t.Completion.DurationSeconds
+			t.Efficiency.GPUSeconds = &gs
+		}
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ const spanSQL = `span AS (
 )`
 
 const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
-      tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.duration_est, tk.duration_seconds, tk.end_time,
+      tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.gpu_unlisted, tk.duration_est, tk.duration_seconds, tk.end_time,
       tk.start_time, tk.submit_time,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
@@ -121,8 +121,8 @@ SELECT ` + list + `,
     AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
     AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
-  CAST(SUM(sp.gpu_count * sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.gpu_count * sp.sec) AS BIGINT),
+  CAST(SUM(sp.gpu_unlisted * sp.sec) AS BIGINT),
+  CAST(SUM(sp.failed * sp.gpu_unlisted * sp.sec) AS BIGINT),
   CAST(SUM(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
   CAST(SUM(CASE WHEN ` + queued + ` THEN 1 ELSE 0 END) AS BIGINT),
   CAST(MAX(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)
@@ -144,7 +144,7 @@ GROUP BY ` + list
 		var actual sql.NullFloat64
 		var longest sql.NullInt64
 		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
-			&t.GPUSeconds, &t.FailedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest)
+			&t.UnlistedGPUSeconds, &t.FailedUnlistedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
@@ -161,7 +161,11 @@ GROUP BY ` + list
 
 // ReportGPUs implements report.Source: sums over the GPUs the tasks listed
 // (with their models and the completion's summaries), grouped by keys,
-// project, owner and model.
+// project, owner and model, and apart for MIG instances by profile. Hours
+// are weighted by each GPU's share; energy is the completed tasks' own,
+// each task's clipped to the window in proportion to the part of
+// end_time − start_time inside it (all of it for a task that lasted no
+// time).
 func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) ([]report.GPUSums, error) {
 	cols, err := groupColumns(keys, true)
 	if err != nil {
@@ -174,15 +178,20 @@ func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) 
 			sel[i] = "g.model"
 		}
 	}
-	list := strings.Join(sel, ", ")
+	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
 	q := "WITH " + spanSQL + `
 SELECT ` + list + `,
   CAST(SUM(sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.sec) AS BIGINT),
-  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL THEN sp.sec * g.idle_share ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN sp.sec * g.idle_share ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec * g.util_mean ELSE 0 END),
-  CAST(SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN sp.sec ELSE 0 END) AS BIGINT)
+  SUM(g.share * sp.sec),
+  SUM(sp.failed * g.share * sp.sec),
+  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL THEN g.share * sp.sec * g.idle_share ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN g.share * sp.sec * g.idle_share ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN g.share * sp.sec * g.util_mean ELSE 0 END),
+  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN g.share * sp.sec ELSE 0 END),
+  SUM(CASE WHEN sp.completed = 1 AND g.energy_joules IS NOT NULL THEN
+    CASE WHEN sp.end_time > sp.start_time THEN g.energy_joules * sp.sec / (sp.end_time - sp.start_time) ELSE g.energy_joules END
+    ELSE 0 END),
+  CAST(SUM(CASE WHEN sp.completed = 1 AND g.energy_joules IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT)
 FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
 	rows, err := s.reportQuery(ctx, q, w, "")
@@ -194,16 +203,21 @@ GROUP BY ` + list
 	for rows.Next() {
 		vals := make([]string, len(cols))
 		var g report.GPUSums
-		dest := make([]any, 0, len(cols)+6)
+		dest := make([]any, 0, len(cols)+12)
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
-		var idle, idleOK, util sql.NullFloat64
-		dest = append(dest, &g.GPUSeconds, &g.FailedGPUSeconds, &idle, &idleOK, &util, &g.UtilSeconds)
+		var mig int64
+		var gpuSec, failedSec, idle, idleOK, util, utilSec, energy sql.NullFloat64
+		dest = append(dest, &mig, &g.Profile, &g.InstanceSeconds, &gpuSec, &failedSec, &idle, &idleOK, &util, &utilSec,
+			&energy, &g.EnergyGPUs)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
-		g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted = idle.Float64, idleOK.Float64, util.Float64
+		g.MIG = mig == 1
+		g.GPUSeconds, g.FailedGPUSeconds = gpuSec.Float64, failedSec.Float64
+		g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted, g.UtilSeconds = idle.Float64, idleOK.Float64, util.Float64, utilSec.Float64
+		g.EnergyJoules = energy.Float64
 		g.Key = keyMap(cols, vals)
 		out = append(out, g)
 	}

@@ -39,9 +39,11 @@ type fixtureEvent struct {
 		SubmitTime  *int64 `json:"submit_time"`
 		DurationEst *int64 `json:"duration_est"`
 		GPUs        []struct {
-			Index int64  `json:"index"`
-			UUID  string `json:"uuid"`
-			Name  string `json:"name"`
+			Index int64      `json:"index"`
+			UUID  string     `json:"uuid"`
+			Name  string     `json:"name"`
+			Share float64    `json:"share"`
+			MIG   *store.MIG `json:"mig"`
 		} `json:"gpus"`
 	} `json:"register"`
 	Complete  json.RawMessage `json:"complete"`
@@ -55,7 +57,13 @@ type fixtureEvent struct {
 // heartbeats through the store's write methods, in order.
 func loadFixture(t testing.TB, s *store.Store) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, "fixture.json"))
+	loadFixtureFile(t, s, "fixture.json")
+}
+
+// loadFixtureFile is loadFixture of the fixture file name.
+func loadFixtureFile(t testing.TB, s *store.Store, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +87,7 @@ func loadFixture(t testing.TB, s *store.Store) {
 				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
 				StartTime: r.StartTime, SubmitTime: r.SubmitTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
 			for _, g := range r.GPUs {
-				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name})
+				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name, Share: g.Share, MIG: g.MIG})
 			}
 			if _, err := s.Register(ctx, reg); err != nil {
 				t.Fatalf("register %s: %v", r.TaskID, err)
@@ -129,6 +137,51 @@ func TestReportFixture(t *testing.T) {
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			r, err := report.Compute(ctx, s, report.Query{Window: november, By: c.by, Prices: prices, Metrics: c.metrics})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := report.WriteJSON(&got, r); err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(fixtureDir, c.golden))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("by %v: the report differs from %s:\n%s", c.by, c.golden, got.String())
+			}
+		}
+	})
+}
+
+var december = report.Window{
+	From: time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
+	To:   time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+}
+
+// The MIG, shared-GPU and energy fixture (fixture-mig.json): GPU-hours
+// weighted by share, MIG instances priced by profile or by share, energy
+// clipped to the window and priced, all computed by hand in
+// report/testdata/README.md, byte for byte and so the same on both stores.
+func TestReportFixtureMIG(t *testing.T) {
+	prices, err := report.LoadPrices(filepath.Join(fixtureDir, "prices-mig.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		loadFixtureFile(t, s, "fixture-mig.json")
+		for _, c := range []struct {
+			by     []string
+			golden string
+		}{
+			{[]string{"project"}, "december-mig-by-project.json"},
+			{[]string{"model"}, "december-mig-by-model.json"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			r, err := report.Compute(ctx, s, report.Query{Window: december, By: c.by, Prices: prices})
 			cancel()
 			if err != nil {
 				t.Fatal(err)
@@ -242,6 +295,67 @@ func TestReportBudgets(t *testing.T) {
 					t.Errorf("%v %v: row %v has a budget", q.By, q.Window, row.Key)
 				}
 			}
+		}
+	})
+}
+
+// Queue wait by priority, on both stores: the wait (start − submit) counts
+// for tasks with a submit_time that started inside the window [1000, 5000).
+//
+//	h1 high  submit  400 start 1000: 600    h2 high submit 1000 start 4000: 3000
+//	h3 high  submit  100 start  900: started before the window (its
+//	         heartbeat at 1500 makes it a task of the window): not counted
+//	h4 high  submit 4000 start 5000: at the window's end, not a task of it
+//	l1 low   submit 1000 start 1000: 0      l2 low  no submit_time
+//	n1 none  no submit_time, start 3000
+//
+// high: mean (600 + 3000) / 2 = 1800, max 3000; low: 0 / 0; the row
+// without a priority (n1) null / null; total (600 + 3000 + 0) / 3 = 1200,
+// max 3000.
+func TestReportQueueWaitByPriority(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		for _, c := range []struct {
+			id, priority  string
+			submit, start int64
+		}{
+			{"h1", "high", 400, 1000}, {"h2", "high", 1000, 4000}, {"h3", "high", 100, 900},
+			{"h4", "high", 4000, 5000}, {"l1", "low", 1000, 1000}, {"l2", "low", 0, 2000}, {"n1", "", 0, 3000},
+		} {
+			r := reg(c.id, "search", "ann", c.start)
+			r.Priority = c.priority
+			if c.submit > 0 {
+				r.SubmitTime = &c.submit
+			}
+			mustRegister(t, s, r)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Heartbeat(ctx, "h3", 1500, nil); err != nil {
+			t.Fatal(err)
+		}
+		w := report.Window{From: time.Unix(1000, 0), To: time.Unix(5000, 0)}
+		r, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"priority"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		show := func(f report.Figures) string {
+			v := func(x *float64) string {
+				if x == nil {
+					return "null"
+				}
+				return fmt.Sprint(*x)
+			}
+			return v(f.QueueWaitMeanSeconds) + "/" + v(f.QueueWaitMaxSeconds)
+		}
+		got := map[string]string{"total": show(r.Total), "tasks": fmt.Sprint(r.Total.Tasks)}
+		for _, row := range r.Rows {
+			got["priority="+row.Key["priority"]] = show(row.Figures)
+		}
+		want := map[string]string{"priority=high": "1800/3000", "priority=low": "0/0", "priority=": "null/null", "total": "1200/3000",
+			"tasks": "6"} // h1 h2 h3 l1 l2 n1
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("queue wait by priority: %v, want %v", got, want)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 // stmt is one statement of the write path (a registration, a completion, a
@@ -20,8 +21,8 @@ type stmt struct {
 	sqliteIndex, postgresIndex string
 	// example is a set of arguments of the right types, for EXPLAIN.
 	example []any
-	// postgresOnly: SQLite never runs it.
-	postgresOnly bool
+	// postgresOnly, sqliteOnly: the other store never runs it.
+	postgresOnly, sqliteOnly bool
 }
 
 // SQL of the write path, ? placeholders (bind numbers them for PostgreSQL).
@@ -31,6 +32,11 @@ type stmt struct {
 // (SQLite: the rowid, INTEGER PRIMARY KEY), and its GPUs are (task_key,
 // position).
 var (
+	// The batcher's savepoints (SQLite only: batch.go).
+	stmtSavepoint        = &stmt{sql: "SAVEPOINT reg", sqliteOnly: true}
+	stmtRollbackTo       = &stmt{sql: "ROLLBACK TO reg", sqliteOnly: true}
+	stmtReleaseSavepoint = &stmt{sql: "RELEASE reg", sqliteOnly: true}
+
 	// lockTask: PostgreSQL only (see Store.lockTask).
 	stmtLockTask = &stmt{sql: "SELECT pg_advisory_xact_lock(hashtext(?))", example: []any{"t"}, postgresOnly: true}
 
@@ -49,51 +55,54 @@ var (
 
 	stmtInsertTask = &stmt{sql: `INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
 		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
-		hostname, start_time, gpu_count, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, project, owner) DO NOTHING RETURNING id`,
 		// SQLite's plan of the upsert looks up task_gpus' foreign key to
 		// the new row by task_gpus' primary key.
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "tasks_identity",
-		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), nil,
+		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), int64(0), nil,
 			"{}", "{}", int64(1), nil, "", int64(1)}}
 	stmtInsertProjectOwner = &stmt{sql: "INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT (project, owner) DO NOTHING",
 		postgresIndex: "project_owners_pkey", example: []any{"p", "o"}}
-	stmtInsertGPU = &stmt{sql: `INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, memory_total, task_start)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		example: []any{int64(1), int64(0), int64(0), "GPU-1", "m", int64(1), int64(1)}}
+	stmtInsertGPU = &stmt{sql: `INSERT INTO task_gpus (task_key, position, gpu_index, uuid, model, memory_total, task_start,
+		share, exclusive, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile, mig_slices, mig_total_slices)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		example: []any{int64(1), int64(0), int64(0), "GPU-1", "m", int64(1), int64(1), 0.5, int64(0), "MIG-1", int64(1), int64(0),
+			"1g.18gb", int64(1), int64(7)}}
 	// endOlderClaims ends the claims of open tasks that started before the
 	// new one on this UUID, for a sender that sees every task (an admin,
 	// or no tokens file). "uuid <> ''", "claim_ended IS NULL" and
 	// "task_end IS NULL" are written out so that SQLite may use the
 	// partial index: it does only when the query's WHERE implies the
 	// index's.
+	// Only the claims that collide with the new one end (claimCollides).
 	stmtEndOlderClaims = &stmt{sql: `UPDATE task_gpus SET claim_ended = ?
 		WHERE uuid = ? AND uuid <> '' AND claim_ended IS NULL AND task_end IS NULL
-		AND task_start < ? AND task_key <> ?`,
+		AND task_start < ? AND task_key <> ? AND ` + claimCollides,
 		sqliteIndex: "task_gpus_open_claims", postgresIndex: "task_gpus_open_claims",
-		example: []any{int64(1), "GPU-1", int64(1), int64(1)}}
+		example: []any{int64(1), "GPU-1", int64(1), int64(1), int64(-1), int64(1), int64(-1), int64(-1), int64(1)}}
 	// olderClaims: the same claims, listed, for a scoped sender to decide
 	// on each (claimTask).
 	stmtOlderClaims = &stmt{sql: `SELECT task_key, position FROM task_gpus
 		WHERE uuid = ? AND uuid <> '' AND claim_ended IS NULL AND task_end IS NULL
-		AND task_start < ? AND task_key <> ?`,
+		AND task_start < ? AND task_key <> ? AND ` + claimCollides,
 		sqliteIndex: "task_gpus_open_claims", postgresIndex: "task_gpus_open_claims",
-		example: []any{"GPU-1", int64(1), int64(1)}}
+		example: []any{"GPU-1", int64(1), int64(1), int64(3), int64(0), int64(3), int64(3), int64(0)}}
 	// claimTask: whose claim it is, and whether it is live.
 	stmtClaimTask = &stmt{sql: "SELECT project, owner, seen_at, end_time IS NOT NULL FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
 	// laterClaim: the first start after the new task's on this UUID (a
 	// sender that sees every task).
 	stmtLaterClaim = &stmt{sql: `SELECT MIN(task_start) FROM task_gpus
-		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ?`,
+		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ? AND ` + claimCollides,
 		sqliteIndex: "task_gpus_uuid_start", postgresIndex: "task_gpus_uuid_start",
-		example: []any{"GPU-1", int64(1), int64(1)}}
+		example: []any{"GPU-1", int64(1), int64(1), int64(3), int64(0), int64(3), int64(3), int64(0)}}
 	// laterClaims: those starts in order, for a scoped sender.
 	stmtLaterClaims = &stmt{sql: `SELECT task_key, task_start FROM task_gpus
-		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ? ORDER BY task_start`,
+		WHERE uuid = ? AND uuid <> '' AND task_start > ? AND task_key <> ? AND ` + claimCollides + ` ORDER BY task_start`,
 		sqliteIndex: "task_gpus_uuid_start", postgresIndex: "task_gpus_uuid_start",
-		example: []any{"GPU-1", int64(1), int64(1)}}
+		example: []any{"GPU-1", int64(1), int64(1), int64(-1), int64(1), int64(-1), int64(-1), int64(1)}}
 	stmtEndClaim = &stmt{sql: "UPDATE task_gpus SET claim_ended = ? WHERE task_key = ? AND position = ?",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
 		example: []any{int64(1), int64(1), int64(0)}}
@@ -121,15 +130,21 @@ var (
 	stmtCompleteGPUs = &stmt{sql: "UPDATE task_gpus SET task_end = ? WHERE task_key = ?",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
 		example: []any{int64(1), int64(1)}}
-	// GPU summaries: matched by UUID, or by position for a GPU without one.
+	// GPU summaries: matched by the MIG instance's UUID (two instances of
+	// one parent share the parent's), by UUID, or by position for a GPU
+	// without one.
+	stmtGPUSummaryByMIG = &stmt{sql: `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?,
+		memory_used_peak_bytes = ?, idle_share = ?, energy_joules = ?, energy_estimated = ? WHERE task_key = ? AND mig_uuid = ?`,
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
+		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, 1.5, int64(1), int64(1), "MIG-1"}}
 	stmtGPUSummaryByUUID = &stmt{sql: `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?,
-		memory_used_peak_bytes = ?, idle_share = ? WHERE task_key = ? AND uuid = ?`,
+		memory_used_peak_bytes = ?, idle_share = ?, energy_joules = ?, energy_estimated = ? WHERE task_key = ? AND uuid = ?`,
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
-		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, int64(1), "GPU-1"}}
+		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, 1.5, int64(1), int64(1), "GPU-1"}}
 	stmtGPUSummaryByPosition = &stmt{sql: `UPDATE task_gpus SET samples = ?, util_mean = ?, util_p95 = ?,
-		memory_used_peak_bytes = ?, idle_share = ? WHERE task_key = ? AND position = ? AND uuid = ''`,
+		memory_used_peak_bytes = ?, idle_share = ?, energy_joules = ?, energy_estimated = ? WHERE task_key = ? AND position = ? AND uuid = ''`,
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
-		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, int64(1), int64(0)}}
+		example: []any{int64(1), 1.5, 1.5, int64(1), 0.5, 1.5, int64(1), int64(1), int64(0)}}
 
 	// heartbeat: last_seen forward only; seen_at is the server's receipt.
 	stmtHeartbeat = &stmt{sql: `UPDATE tasks SET
@@ -142,7 +157,7 @@ var (
 	// A heartbeat with GPU samples (idle.go).
 	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
-	stmtSampledGPUs = &stmt{sql: "SELECT position, uuid, " + migUUIDColumn + " FROM task_gpus WHERE task_key = ? AND uuid <> '' ORDER BY position",
+	stmtSampledGPUs = &stmt{sql: "SELECT position, uuid, mig_uuid FROM task_gpus WHERE task_key = ? AND uuid <> '' ORDER BY position",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
 	stmtLatestSample = &stmt{sql: "UPDATE task_gpus SET latest_samples = ?, latest_util_mean = ? WHERE task_key = ? AND position = ?",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey",
@@ -152,9 +167,30 @@ var (
 		example: []any{int64(1), int64(60), int64(1), int64(1)}}
 )
 
+// claimCollides is the rule of "one GPU instance runs one task" on another
+// claim of the same UUID (a task_gpus row), for a new claim given by five
+// arguments: its GPU instance id (-1 for a whole GPU), whether it holds
+// its whole instance (1: exclusive; shared GPUs 0), the instance id twice
+// more and exclusive again. The two claims collide (the older ends) when
+//   - the new one is a whole GPU held exclusively: any claim on it;
+//   - the new one is a shared whole GPU: an exclusive whole-GPU claim or any
+//     MIG claim (the GPU was re-partitioned), never another shared one;
+//   - the new one is a MIG instance: any whole-GPU claim on its parent, and
+//     on its own instance any claim if it is exclusive, else exclusive
+//     ones; other instances of the parent are left alone.
+//
+// The rule is symmetric, so it serves both directions (older claims that
+// end, and a later claim that ends a late registration's own). It filters
+// the rows of the index range (uuid, task_start), never choosing another.
+const claimCollides = `((? < 0 AND (? = 1 OR gpu_instance_id IS NOT NULL OR exclusive = 1))
+		OR (? >= 0 AND (gpu_instance_id IS NULL OR (gpu_instance_id = ? AND (? = 1 OR exclusive = 1)))))`
+
 // writeStatements is every statement of the write path, by name (the plan
 // tests' subtests).
 var writeStatements = map[string]*stmt{
+	"savepoint":                 stmtSavepoint,
+	"rollback to savepoint":     stmtRollbackTo,
+	"release savepoint":         stmtReleaseSavepoint,
 	"lock task":                 stmtLockTask,
 	"same task id":              stmtSameID,
 	"open tasks of token":       stmtOpenOfToken,
@@ -174,6 +210,7 @@ var writeStatements = map[string]*stmt{
 	"stored pending completion": stmtStoredPending,
 	"complete task":             stmtCompleteTask,
 	"complete GPUs":             stmtCompleteGPUs,
+	"GPU summary by MIG UUID":   stmtGPUSummaryByMIG,
 	"GPU summary by UUID":       stmtGPUSummaryByUUID,
 	"GPU summary by position":   stmtGPUSummaryByPosition,
 	"heartbeat":                 stmtHeartbeat,
@@ -192,15 +229,64 @@ type querier interface {
 
 // exec runs a write statement.
 func (s *Store) exec(ctx context.Context, q querier, st *stmt, args ...any) (sql.Result, error) {
+	if ps := s.prepared(ctx, q, st); ps != nil {
+		return ps.ExecContext(ctx, args...)
+	}
 	return q.ExecContext(ctx, s.bind(st.sql), args...)
 }
 
 // queryRow runs a write path's read.
 func (s *Store) queryRow(ctx context.Context, q querier, st *stmt, args ...any) *sql.Row {
+	if ps := s.prepared(ctx, q, st); ps != nil {
+		return ps.QueryRowContext(ctx, args...)
+	}
 	return q.QueryRowContext(ctx, s.bind(st.sql), args...)
 }
 
 // query runs a write path's read of several rows.
 func (s *Store) query(ctx context.Context, q querier, st *stmt, args ...any) (*sql.Rows, error) {
+	if ps := s.prepared(ctx, q, st); ps != nil {
+		return ps.QueryContext(ctx, args...)
+	}
 	return q.QueryContext(ctx, s.bind(st.sql), args...)
+}
+
+// prepared returns st prepared on SQLite's writer connection, for the
+// transaction q, or nil to run it unprepared. SQLite compiles a statement's
+// text on every call otherwise (a third of a registration's CPU); the
+// writer is one connection, so each statement is compiled once, at Open
+// (prepareWrites). pgx keeps its own cache of prepared statements per
+// connection.
+func (s *Store) prepared(ctx context.Context, q querier, st *stmt) *sql.Stmt {
+	tx, ok := q.(*sql.Tx)
+	if !ok || s.prep == nil {
+		return nil
+	}
+	ps := s.prep[st]
+	if ps == nil {
+		return nil
+	}
+	return tx.StmtContext(ctx, ps)
+}
+
+// prepareWrites prepares the write statements on SQLite's writer
+// connection. It runs in Open, before any write: the writer is the one
+// connection, which a transaction would hold.
+func (s *Store) prepareWrites(ctx context.Context) error {
+	prep := map[*stmt]*sql.Stmt{}
+	for name, st := range writeStatements {
+		if st.postgresOnly {
+			continue
+		}
+		ps, err := s.w.PrepareContext(ctx, st.sql)
+		if err != nil {
+			for _, p := range prep {
+				p.Close()
+			}
+			return fmt.Errorf("store: preparing %s: %w", name, err)
+		}
+		prep[st] = ps
+	}
+	s.prep = prep
+	return nil
 }

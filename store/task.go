@@ -77,12 +77,41 @@ type Registration struct {
 	From Sender
 }
 
-// RegisteredGPU is one entry of a registration's gpus list.
+// RegisteredGPU is one entry of a registration's gpus list. For a MIG
+// instance UUID and Model are the parent GPU's (dcgm-exporter labels MIG
+// series with the parent's UUID) and MIG says which instance.
 type RegisteredGPU struct {
 	Index       int64
 	UUID        string
 	Model       string
 	MemoryTotal int64
+	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
+	// the registration's share, else slices / total_slices for MIG, else 1.
+	Share float64
+	MIG   *MIG
+}
+
+// MIG identifies a MIG instance of its parent GPU, as the entrypoint's
+// probe reports it (nvidia-smi's names).
+type MIG struct {
+	UUID              string `json:"uuid"`
+	GPUInstanceID     int64  `json:"gpu_instance_id"`
+	ComputeInstanceID *int64 `json:"compute_instance_id"`
+	Profile           string `json:"profile"`
+	Slices            *int64 `json:"slices"`
+	TotalSlices       *int64 `json:"total_slices"`
+}
+
+// wholeInstance reports whether a claim with share holds all of its GPU
+// instance: a whole GPU at share 1, or a MIG instance at (at least) its
+// slices' share of the parent. Only such a claim ends older claims on the
+// same instance whatever their share.
+func wholeInstance(share float64, m *MIG) bool {
+	const eps = 1e-9
+	if m == nil || m.Slices == nil || m.TotalSlices == nil || *m.TotalSlices <= 0 {
+		return share >= 1-eps
+	}
+	return share >= float64(*m.Slices)/float64(*m.TotalSlices)-eps
 }
 
 // Completion is the body of POST /v1/task/complete (the fields the monitor
@@ -109,14 +138,21 @@ type Gate struct {
 	Reason string `json:"reason"`
 }
 
-// GPUUsage is the completion's summary of one GPU's samples.
+// GPUUsage is the completion's summary of one GPU's samples. A MIG entry
+// has the parent's UUID and the instance's MIGUUID.
 type GPUUsage struct {
 	UUID                string   `json:"uuid"`
+	MIGUUID             string   `json:"mig_uuid"`
 	Samples             int64    `json:"samples"`
 	UtilMean            *float64 `json:"util_mean"`
 	UtilP95             *float64 `json:"util_p95"`
 	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
 	IdleShare           *float64 `json:"idle_share"`
+	// EnergyJoules is the GPU's energy over the task (null when the GPU
+	// could not tell); EnergyEstimated is true when it is the parent's
+	// energy × share (MIG and shared GPUs).
+	EnergyJoules    *float64 `json:"energy_joules"`
+	EnergyEstimated *bool    `json:"energy_estimated"`
 }
 
 // Task is one stored task as the API shows it.
@@ -178,12 +214,18 @@ type TaskGPU struct {
 	UtilP95             *float64 `json:"util_p95"`
 	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
 	IdleShare           *float64 `json:"idle_share"`
+	// Share is the fraction of the physical GPU the task held; MIG the
+	// instance (null for a whole GPU).
+	Share           float64  `json:"share"`
+	MIG             *MIG     `json:"mig"`
+	EnergyJoules    *float64 `json:"energy_joules"`
+	EnergyEstimated *bool    `json:"energy_estimated"`
 	// LatestSamples and LatestUtilMean are the newest sampled heartbeat's
 	// interval for this GPU (null before one came).
 	LatestSamples  *int64   `json:"latest_samples"`
 	LatestUtilMean *float64 `json:"latest_util_mean"`
-	// ClaimEnded is when a newer task registered this GPU's UUID while
-	// this task had no completion (one GPU runs one task).
+	// ClaimEnded is when a newer task took over this GPU (instance) while
+	// this task had no completion (one GPU instance runs one task).
 	ClaimEnded *int64 `json:"claim_ended"`
 }
 
@@ -200,7 +242,9 @@ type TaskCompletion struct {
 
 // Efficiency summarises a completed task's GPUs.
 type Efficiency struct {
-	// GPUSeconds is gpu_count × duration_seconds (null while running).
+	// GPUSeconds is Σ over the GPUs of share × duration_seconds, GPUs
+	// counted but not listed at 1 (gpu_count × duration_seconds for whole
+	// GPUs; null while running).
 	GPUSeconds *float64 `json:"gpu_seconds"`
 	// UtilMean is the mean of the sampled GPUs' util_mean (null when none
 	// was sampled); IdleShare likewise of their idle_share.

@@ -126,7 +126,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	err = s.queryRow(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
-		r.Hostname, r.StartTime, r.GPUCount, r.DurationEst, string(labels), string(r.Body), now, r.SubmitTime, r.From.Token, now).Scan(&key)
+		r.Hostname, r.StartTime, r.GPUCount, max(r.GPUCount-int64(len(r.GPUs)), 0), r.DurationEst, string(labels), string(r.Body), now, r.SubmitTime, r.From.Token, now).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ErrConflict
 	}
@@ -137,11 +137,23 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		if _, err := s.exec(ctx, tx, stmtInsertGPU, key, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime); err != nil {
+		share := g.share()
+		exclusive := int64(0)
+		if wholeInstance(share, g.MIG) {
+			exclusive = 1
+		}
+		var migUUID, profile string
+		var gi, ci, slices, total *int64
+		if m := g.MIG; m != nil {
+			migUUID, profile = m.UUID, m.Profile
+			gi, ci, slices, total = &m.GPUInstanceID, m.ComputeInstanceID, m.Slices, m.TotalSlices
+		}
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, key, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime,
+			share, exclusive, migUUID, gi, ci, profile, slices, total); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
 		if g.UUID != "" {
-			if err := s.claim(ctx, tx, r, key, i, g.UUID, now); err != nil {
+			if err := s.claim(ctx, tx, r, key, i, g.UUID, now, gi, exclusive); err != nil {
 				return false, err
 			}
 		}
@@ -155,7 +167,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 // checkOpenBound refuses a new open task or pending completion of a sender
 // that already has MaxOpenPerToken of them: its tasks without a completion
 // seen (by the server's receipt time) within OpenTTL, and its pending
-// completions. Without a tokens file every sender is the token ''.
+// completions. Without a tokens file every sender is the token ”.
 func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now int64) error {
 	if from.Unbounded || s.maxOpen < 0 {
 		return nil
@@ -176,12 +188,15 @@ func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now
 	return nil
 }
 
-// claim applies "one GPU runs one task" for the new task's GPU at position
-// i: open tasks that started earlier on this UUID lose their claim at the
-// new task's start, and if a later task already claims it (this
-// registration came late, from a spool), the new task's own claim ended
-// when that one started. Both are ranges of task_gpus' own indexes (its
-// copy of each task's start and end), whatever the number of open tasks.
+// claim applies "one GPU instance runs one task" for the new task's GPU at
+// position i (on GPU instance gi, nil for a whole GPU; exclusive 1 when it
+// holds its whole instance): open tasks that started earlier on the same
+// instance lose their claim at the new task's start, and if a later task
+// already claims it (this registration came late, from a spool), the new
+// task's own claim ended when that one started. Which claims collide is
+// claimCollides' rule (statements.go). Both are ranges of task_gpus' own
+// indexes (its copy of each task's start and end), whatever the number of
+// open tasks.
 //
 // Across scopes a live task keeps its claim: another task's claim is ended,
 // or lets it end this one's, only when it is within the sender's scope or
@@ -189,13 +204,14 @@ func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now
 // completed); otherwise both claims stand, and OpenTasks serves both until
 // the older one is not seen for the grace. A sender that sees every task
 // (nil scope) runs the two range statements alone.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int64, i int, uuid string, now int64) error {
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int64, i int, uuid string, now int64, gi *int64, exclusive int64) error {
+	c := claimArgs(gi, exclusive)
 	if r.From.Scope == nil {
-		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, r.StartTime, uuid, r.StartTime, key); err != nil {
+		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, append([]any{r.StartTime, uuid, r.StartTime, key}, c...)...); err != nil {
 			return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 		}
 		var later sql.NullInt64
-		if err := s.queryRow(ctx, tx, stmtLaterClaim, uuid, r.StartTime, key).Scan(&later); err != nil {
+		if err := s.queryRow(ctx, tx, stmtLaterClaim, append([]any{uuid, r.StartTime, key}, c...)...).Scan(&later); err != nil {
 			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 		}
 		if later.Valid {
@@ -219,7 +235,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 	}
 	type claimRef struct{ key, position int64 }
 	var older []claimRef
-	rows, err := s.query(ctx, tx, stmtOlderClaims, uuid, r.StartTime, key)
+	rows, err := s.query(ctx, tx, stmtOlderClaims, append([]any{uuid, r.StartTime, key}, c...)...)
 	if err != nil {
 		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
 	}
@@ -248,7 +264,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 	}
 	type laterRef struct{ key, start int64 }
 	var later []laterRef
-	rows, err = s.query(ctx, tx, stmtLaterClaims, uuid, r.StartTime, key)
+	rows, err = s.query(ctx, tx, stmtLaterClaims, append([]any{uuid, r.StartTime, key}, c...)...)
 	if err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
@@ -277,6 +293,29 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 		}
 	}
 	return nil
+}
+
+// claimArgs are the arguments of the claim statements' collision rule
+// (claimCollides) for a new claim on GPU instance gi (nil: a whole GPU)
+// that holds its whole instance when exclusive is 1.
+func claimArgs(gi *int64, exclusive int64) []any {
+	g := int64(-1)
+	if gi != nil {
+		g = *gi
+	}
+	return []any{g, exclusive, g, g, exclusive}
+}
+
+// share is the entry's share as the store keeps it: the registration's,
+// else slices / total_slices for MIG, else 1.
+func (g RegisteredGPU) share() float64 {
+	if g.Share > 0 {
+		return g.Share
+	}
+	if m := g.MIG; m != nil && m.Slices != nil && m.TotalSlices != nil && *m.TotalSlices > 0 && *m.Slices > 0 {
+		return float64(*m.Slices) / float64(*m.TotalSlices)
+	}
+	return 1
 }
 
 // joinPending applies the earliest completion that came before this
@@ -423,7 +462,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body 
 }
 
 // scopeKey is how a pending completion records its sender's scope: the
-// JSON of the patterns, '' for every task.
+// JSON of the patterns, ” for every task.
 func scopeKey(scope *access.Scope) (string, error) {
 	if scope == nil {
 		return "", nil
@@ -487,10 +526,24 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *C
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	for i, g := range c.GPUs {
-		st, args := stmtGPUSummaryByUUID, []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, key}
-		if g.UUID != "" {
-			args = append(args, g.UUID)
-		} else {
+		var estimated *int64
+		if g.EnergyEstimated != nil {
+			e := int64(0)
+			if *g.EnergyEstimated {
+				e = 1
+			}
+			estimated = &e
+		}
+		args := []any{g.Samples, g.UtilMean, g.UtilP95, g.MemoryUsedPeakBytes, g.IdleShare, g.EnergyJoules, estimated, key}
+		var st *stmt
+		switch {
+		case g.MIGUUID != "":
+			// Two instances of one parent share its UUID: the instance's
+			// own UUID tells them apart.
+			st, args = stmtGPUSummaryByMIG, append(args, g.MIGUUID)
+		case g.UUID != "":
+			st, args = stmtGPUSummaryByUUID, append(args, g.UUID)
+		default:
 			st, args = stmtGPUSummaryByPosition, append(args, i)
 		}
 		if _, err := s.exec(ctx, tx, st, args...); err != nil {

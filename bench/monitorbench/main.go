@@ -47,6 +47,7 @@ type options struct {
 	n         int
 	rounds    int
 	scenarios string
+	keep      bool
 }
 
 // env is what a scenario runs against: one store kind.
@@ -90,6 +91,7 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "markdown file whose monitorbench section to replace (e.g. docs/benchmarks.md)")
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
+	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite databases (their directory is printed), to look into them after the run")
 	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics", "scenarios to run, comma-separated")
 	flag.Parse()
 	if *floorServe != "" {
@@ -118,7 +120,11 @@ func benchmark(o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "monitorbench: keeping", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
 	started := time.Now()
 
 	n := 0

@@ -43,6 +43,14 @@ func TestBudgetsReport(t *testing.T) {
 				t.Errorf("report --budgets --format table: exit %d %s; no %q in\n%s", r.code, r.stderr, want, r.stdout)
 			}
 		}
+		// The CSV ends each row with its budget.
+		r = runMonitor(t, append(append([]string{"report"}, window...), "--budgets", budgets, "--format", "csv")...)
+		lines := strings.Split(r.stdout, "\n")
+		if r.code != 0 || len(lines) < 4 || !strings.HasSuffix(lines[0], ",budget_kind,budget_limit,budget_used,budget_used_share,budget_forecast,budget_forecast_share") ||
+			!strings.HasSuffix(lines[1], ",cost,500,401,0.802,401,0.802") || !strings.HasPrefix(lines[1], "search,") ||
+			!strings.HasSuffix(lines[3], ",gpu_hours,10,12.5,1.25,12.5,1.25") || !strings.HasPrefix(lines[3], "nlp,") {
+			t.Errorf("report --budgets --format csv: exit %d %s\n%s", r.code, r.stderr, r.stdout)
+		}
 		// GET /v1/report of serve --budgets: the same bytes.
 		if a := s.do(t, get("/v1/report?from=2025-11-01&to=2025-12-01", "")); a.Status != 200 || string(a.Body) != golden {
 			t.Errorf("GET /v1/report with budgets: %d\n%s", a.Status, a.Body)

@@ -114,13 +114,23 @@ func TestDocsReportExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	examples := reportExamples(t, append(docs, "../../README.md")...)
-	prices := fixtureFile(t, "prices.json")
-	storetest.Each(t, func(t *testing.T, db string) {
-		s := startServer(t, db)
+	// The examples of --month 2025-12 run against the MIG fixture (its own
+	// database, with its prices), the others against November's.
+	storetest.Each(t, func(t *testing.T, novDB string) {
+		s := startServer(t, novDB)
 		postFixture(t, s, "")
+		decDB := storetest.SQLiteDSN(t)
+		if strings.HasPrefix(novDB, "postgres") {
+			decDB = storetest.PostgresDSN(t)
+		}
+		postFixtureFile(t, startServer(t, decDB), "", "fixture-mig.json")
 		ran := 0
 		for _, b := range examples {
 			args := shellWords(b.command)[1:]
+			db, prices := novDB, fixtureFile(t, "prices.json")
+			if strings.Contains(b.command, "--month 2025-12") {
+				db, prices = decDB, fixtureFile(t, "prices-mig.json")
+			}
 			for j := range args {
 				switch args[j] {
 				case "--db":
@@ -139,8 +149,8 @@ func TestDocsReportExamples(t *testing.T) {
 			}
 			ran++
 		}
-		if ran < 3 {
-			t.Errorf("ran %d report examples of the docs, want the three that show their output (docs/cost.md, README.md)", ran)
+		if ran < 4 {
+			t.Errorf("ran %d report examples of the docs, want the four that show their output (docs/cost.md, README.md)", ran)
 		}
 	})
 }

@@ -53,10 +53,16 @@ func readFixture(t *testing.T, name string) string {
 // checked against docs/openapi.yaml.
 func postFixture(t *testing.T, s *server, token string) {
 	t.Helper()
+	postFixtureFile(t, s, token, "fixture.json")
+}
+
+// postFixtureFile is postFixture of the fixture file name.
+func postFixtureFile(t *testing.T, s *server, token, name string) {
+	t.Helper()
 	var f struct {
 		Events []map[string]json.RawMessage `json:"events"`
 	}
-	if err := json.Unmarshal([]byte(readFixture(t, "fixture.json")), &f); err != nil {
+	if err := json.Unmarshal([]byte(readFixture(t, name)), &f); err != nil {
 		t.Fatal(err)
 	}
 	paths := map[string]string{"register": "/v1/task/register", "complete": "/v1/task/complete", "heartbeat": "/v1/task/heartbeat"}
@@ -154,7 +160,7 @@ func TestReportFixture(t *testing.T) {
 		// Prices without a default: T4 at 0.35; the other 46.5 GPU-hours are unpriced.
 		r = runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-12-01", "--format", "table",
 			"--prices", fixtureFile(t, "prices-nodefault.json"))
-		if r.code != 0 || !strings.Contains(r.stdout, "cost in USD") || !strings.Contains(r.stdout, " 11.375\n") ||
+		if r.code != 0 || !strings.Contains(r.stdout, "cost in USD") || !strings.Contains(r.stdout, " 11.375 ") ||
 			!strings.Contains(r.stdout, "46.5 GPU-hours matched no price and no default") {
 			t.Errorf("report with prices lacking a default: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
@@ -162,11 +168,68 @@ func TestReportFixture(t *testing.T) {
 		// × 2 GPUs and t11's 24 h: 28 GPU-hours. t01 has a submit_time but
 		// started on October 31: its wait is not November 1's (null).
 		r = runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-11-02T00:00:00Z", "--format", "csv", "--by", "project,owner")
-		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds\n" +
-			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,\n" +
-			"search,ann@example.com,1,1,0,0,0,4,0,0.5,60,0.125,4,4,,\n"
+		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,energy_kwh\n" +
+			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,,\n" +
+			"search,ann@example.com,1,1,0,0,0,4,0,0.5,60,0.125,4,4,,,\n"
 		if r.code != 0 || r.stdout != want {
 			t.Errorf("report of November 1: exit %d %s\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+		}
+	})
+}
+
+// MIG instances, time-sliced GPUs and energy (fixture-mig.json, every
+// figure computed by hand in report/testdata/README.md): `paddle-monitor
+// report` and GET /v1/report print the goldens byte for byte on SQLite and
+// PostgreSQL; without prices energy_kwh stays and energy_cost, co2_kg are
+// null.
+func TestReportFixtureMIG(t *testing.T) {
+	prices := fixtureFile(t, "prices-mig.json")
+	storetest.Each(t, func(t *testing.T, db string) {
+		s := startServer(t, db, "--prices", prices)
+		postFixtureFile(t, s, "", "fixture-mig.json")
+		window := []string{"--db", db, "--from", "2025-12-01", "--to", "2026-01-01", "--prices", prices}
+		for _, c := range []struct {
+			args   []string
+			golden string
+		}{
+			{[]string{"--format", "json"}, "december-mig-by-project.json"},
+			{[]string{"--format", "csv"}, "december-mig-by-project.csv"},
+			{nil, "december-mig-by-project.txt"},
+			{[]string{"--by", "model", "--format", "json"}, "december-mig-by-model.json"},
+			{[]string{"--by", "model", "--format", "csv"}, "december-mig-by-model.csv"},
+			{[]string{"--by", "model"}, "december-mig-by-model.txt"},
+		} {
+			r := runMonitor(t, append(append([]string{"report"}, window...), c.args...)...)
+			if r.code != 0 || r.stdout != readFixture(t, c.golden) {
+				t.Errorf("report %v: exit %d, stderr %s\nstdout:\n%s\nwant %s", c.args, r.code, r.stderr, r.stdout, c.golden)
+			}
+		}
+		for query, golden := range map[string]string{
+			"from=2025-12-01&to=2026-01-01":                     "december-mig-by-project.json",
+			"from=2025-12-01&to=2026-01-01&by=model&format=csv": "december-mig-by-model.csv",
+		} {
+			a := s.do(t, get("/v1/report?"+query, ""))
+			if a.Status != 200 || string(a.Body) != readFixture(t, golden) {
+				t.Errorf("GET /v1/report?%s: %d\n%s\nwant %s", query, a.Status, a.Body, golden)
+			}
+		}
+		// The page shows the energy beside the GPU-hours: kWh, its cost and
+		// CO2 (the prices file has both factors); "–" where none was reported.
+		page := string(s.do(t, request{Method: "GET", Path: "/?month=2025-12", NoSpecCheck: true}).Body)
+		for _, want := range []string{"<th>Energy (kWh)</th><th>Energy cost (CNY)</th><th>CO₂ (kg)</th>",
+			`<td class="key">llm</td><td>13.0</td><td>217.50</td>`, "<td>3.70</td><td>2.96</td><td>2.04</td>",
+			`<td class="key">nlp</td>`, "<td>–</td><td></td><td>–</td>", "<td>5.70</td><td>4.56</td><td>3.13</td>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page of December lacks %s:\n%s", want, page)
+			}
+		}
+		r := runMonitor(t, "report", "--db", db, "--from", "2025-12-01", "--to", "2026-01-01", "--format", "csv")
+		want := "project,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,energy_kwh\n" +
+			"llm,3,3,1,0,0,13,10,0,,0.769230769,0,0,,,3.7\n" +
+			"vision,3,2,0,0,1,7,0,1,60,0.142857143,0,0,,,2\n" +
+			"nlp,1,1,0,0,0,2,0,0,,0,0,0,,,\n"
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("report without prices: exit %d %s\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
 		}
 	})
 }
@@ -222,7 +285,7 @@ func TestMetricsOpenTasksPromtool(t *testing.T) {
 			t.Errorf("open task %s is not on /metrics", id)
 		}
 	}
-	if !strings.Contains(body, `paddle_task_gpu_info{UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`) {
+	if !strings.Contains(body, `paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`) {
 		t.Errorf("t04's GPU is not on /metrics:\n%s", body)
 	}
 	if strings.Contains(body, "t01-midnight") {

@@ -5,9 +5,11 @@ package main
 // them.
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -233,4 +235,69 @@ func TestOneScopeWithoutTokens(t *testing.T) {
 	if !strings.Contains(string(b), "GPU-1") || strings.Contains(string(b), "GPU-2") {
 		t.Errorf("GPUs of task one: %s", b)
 	}
+}
+
+// TestCSVNeutralised: GPU model names are free text from NVML; in the
+// report's CSV a cell that would start a spreadsheet formula (=, +, -, @)
+// gets a leading ', the figures stay numbers, and JSON keeps the original.
+func TestCSVNeutralised(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn)
+		const start = int64(1794700000) // 2026-11-14
+		models := []string{"=cmd|' /C calc'!A0", "@SUM(1+1)", "-1+1", "+1", "NVIDIA H100 80GB HBM3"}
+		for i, m := range models {
+			id := fmt.Sprintf("csv-%d", i)
+			body := fmt.Sprintf(`{"schema_version":1,"task_id":%q,"task_name":"train","project":"search_rank","owner":"ann","start_time":%d,
+				"hostname":"node-1","labels":{},"gpu_count":1,"gpus":[{"index":0,"uuid":"GPU-%s","name":%q,"memory_total_bytes":1,"share":1}]}`,
+				id, start, id, m)
+			expect(t, s.do(t, registerReq(body, "")), 201, "")
+			expectStatus(t, s.do(t, post("/v1/task/complete", teamComplete(id, start, 0), "")), "completed")
+		}
+		q := "/v1/report?from=2026-11-01&to=2026-12-01&by=model"
+		a := s.do(t, get(q+"&format=csv", ""))
+		if a.Status != 200 {
+			t.Fatalf("CSV: %d %s", a.Status, a.Body)
+		}
+		rows, err := csv.NewReader(strings.NewReader(string(a.Body))).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]string{}
+		for _, r := range rows[1:] {
+			got[r[0]] = r
+		}
+		for _, m := range models {
+			want := m
+			if strings.ContainsRune("=+-@", rune(m[0])) {
+				want = "'" + m
+			}
+			r, ok := got[want]
+			if !ok {
+				t.Errorf("the CSV has no cell %q:\n%s", want, a.Body)
+				continue
+			}
+			// gpu_hours: one hour, a number.
+			if i := slices.Index(rows[0], "gpu_hours"); i < 0 || r[i] != "1" {
+				t.Errorf("row %q: gpu_hours %q, want the number 1 (header %v)", want, r[i], rows[0])
+			}
+		}
+		// JSON shows the original text.
+		var rep struct {
+			Rows []struct {
+				Key map[string]string `json:"key"`
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal(s.do(t, get(q, "")).Body, &rep); err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, r := range rep.Rows {
+			keys = append(keys, r.Key["model"])
+		}
+		for _, m := range models {
+			if !slices.Contains(keys, m) {
+				t.Errorf("JSON lacks model %q: %v", m, keys)
+			}
+		}
+	})
 }

@@ -391,3 +391,43 @@ func TestSpoolConcurrentStartsLeaveWriteAheadEntries(t *testing.T) {
 		t.Errorf("delivered %v, want both", got)
 	}
 }
+
+// Without a token an entry records "none"; with a token file that cannot
+// be read safely (a directory here), "unusable": nobody knows its token,
+// so only the operator's spool flush --legacy sends it.
+func TestSpoolFingerprintNoneAndUnusable(t *testing.T) {
+	down := regDownURL(t)
+	k := regTask(t, down, 300*time.Millisecond)
+	k.Setenv("PADDLE_TASK_ID", "no-token")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	k.Setenv("PADDLE_TASK_ID", "bad-token")
+	k.Setenv("PADDLE_MONITOR_TOKEN_FILE", t.TempDir())
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	got := map[string]string{}
+	for _, e := range listFull(t, k) {
+		got[e.TaskID] = e.Fingerprint
+	}
+	if got["no-token"] != "none" || got["bad-token"] != "unusable" {
+		t.Errorf("fingerprints %v, want no-token none, bad-token unusable", got)
+	}
+	m := newRegMonitor(t, "200")
+	c := *k
+	c.Env = slices.Clone(k.Env)
+	c.Setenv("PADDLE_MONITOR_URL", m.URL)
+	c.Setenv("PADDLE_MONITOR_TOKEN_FILE", "")
+	line, r := flushLine(t, &c, nil)
+	if r.Code != 0 || line["delivered"] != 1.0 || line["foreign"] != 1.0 {
+		t.Fatalf("flush: exit %d %s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	line, r = flushLine(t, &c, nil, "--legacy")
+	if r.Code != 0 || line["delivered"] != 1.0 || line["foreign"] != 0.0 {
+		t.Fatalf("flush --legacy: exit %d %s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if d := m.Delivered(); !slices.Equal(d, []string{"no-token", "bad-token"}) {
+		t.Errorf("delivered %v", d)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // ownTokenTTL is how long the fingerprint of the process's own token is
@@ -51,10 +52,13 @@ func (t *tokens) ownFingerprint() string {
 	return t.fp
 }
 
-// Sendable is the spool's Options.Sendable.
+// Sendable is the spool's Options.Sendable. Entries of the previous
+// format, and those written when the token file could not be read (whose
+// token nobody knows), are the operator's: spool flush --legacy sends them
+// with the token it was given.
 func (t *tokens) Sendable(fp string) bool {
 	switch {
-	case fp == "":
+	case fp == "" || fp == spool.FingerprintUnusable:
 		return t.legacy
 	case t.dir[fp] != nil:
 		return true

@@ -88,6 +88,11 @@ func TestTaskIdentityPerScope(t *testing.T) {
 			s.do(t, post("/v1/task/complete", teamComplete("never2", start, 9), b)), "never2")
 		sameAnswer(t, "B heartbeats A's id", s.do(t, post("/v1/task/heartbeat", `{"task_id":"pod-h"}`, b)), "pod-h",
 			s.do(t, post("/v1/task/heartbeat", `{"task_id":"never3"}`, b)), "never3")
+		sampled := func(id string) string {
+			return fmt.Sprintf(`{"task_id":%q,"time":%d,"interval_seconds":60,"gpus":[{"uuid":"GPU-pod-h","samples":6,"util_mean":0}]}`, id, start+600)
+		}
+		sameAnswer(t, "B's heartbeat with GPU samples for A's id", s.do(t, post("/v1/task/heartbeat", sampled("pod-h"), b)), "pod-h",
+			s.do(t, post("/v1/task/heartbeat", sampled("never5"), b)), "never5")
 		sameAnswer(t, "B reads A's id", s.do(t, get("/v1/tasks/pod-r?project=search_rank", b)), "pod-r",
 			s.do(t, get("/v1/tasks/never4?project=search_rank", b)), "never4")
 
@@ -95,7 +100,8 @@ func TestTaskIdentityPerScope(t *testing.T) {
 		// B's completion and heartbeat moved nothing of A's.
 		for _, id := range []string{"pod-a", "pod-c", "pod-h", "pod-r"} {
 			ta := taskOf(t, s, "/v1/tasks/"+id, a)
-			if ta["project"] != "search_rank" || ta["last_seen"] != nil || ta["completion"] != nil || ta["same_task_id"] != nil {
+			if ta["project"] != "search_rank" || ta["last_seen"] != nil || ta["completion"] != nil || ta["same_task_id"] != nil ||
+				ta["idle_since"] != nil {
 				t.Errorf("A's task %s after B's probes: %v", id, ta)
 			}
 		}

@@ -140,6 +140,9 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrConflict):
 		a.fail(w, http.StatusConflict, "task "+reg.TaskID+" is already registered with a different body (the first is kept)")
 	case errors.Is(err, store.ErrTooManyOpen):
+		// A place frees when a task completes or leaves --open-ttl: the
+		// entrypoint's spool retries later (past its start's budget).
+		w.Header().Set("Retry-After", "60")
 		a.fail(w, http.StatusTooManyRequests, tooManyOpen(from, err))
 	case err != nil:
 		a.storeFailed(w, "register", err)
@@ -185,6 +188,9 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrConflict):
 		a.fail(w, http.StatusConflict, "task "+c.TaskID+" already has a different completion (the first is kept)")
 	case errors.Is(err, store.ErrTooManyOpen):
+		// A place frees when a task completes or leaves --open-ttl: the
+		// entrypoint's spool retries later (past its start's budget).
+		w.Header().Set("Retry-After", "60")
 		a.fail(w, http.StatusTooManyRequests, tooManyOpen(from, err))
 	case err != nil:
 		a.storeFailed(w, "complete", err)

@@ -44,11 +44,8 @@ type OpenGPU struct {
 	// Profile its profile ("1g.18gb"; "" for a whole GPU).
 	GPUInstanceID *int64
 	Profile       string
-	// Share is the fraction of the physical GPU the task holds; Shared
-	// says it holds less than its whole instance (a time-sliced or MPS
-	// GPU, whose claim only an unshared one ends).
-	Share  float64
-	Shared bool
+	// Share is the fraction of the physical GPU the task holds.
+	Share float64
 	// LatestUtilMean is the newest sampled heartbeat's mean utilisation
 	// (percent) of this GPU; nil without one.
 	LatestUtilMean *float64
@@ -104,7 +101,7 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	gq := `SELECT g.task_key, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.exclusive, g.latest_util_mean
+	gq := `SELECT g.task_key, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.latest_util_mean
 		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
 		AND g.uuid <> '' AND g.claim_ended IS NULL
@@ -117,11 +114,9 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 	for grows.Next() {
 		var key int64
 		var g OpenGPU
-		var exclusive int64
-		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &exclusive, &g.LatestUtilMean); err != nil {
+		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &g.LatestUtilMean); err != nil {
 			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 		}
-		g.Shared = exclusive == 0
 		if i, ok := index[key]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}

@@ -46,16 +46,20 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       CASE WHEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) < :t
            THEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) ELSE :t END AS e1`
 
-// modelsSQL lists the models each spanned task has GPUs of: the listed
-// GPUs' models, and the empty model for GPUs counted without being listed
-// (device nodes) or for a task without GPUs.
-const modelsSQL = `, models AS (
-  SELECT DISTINCT g.task_key, g.model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
-  UNION
-  SELECT sp.id, '' FROM span sp
-  WHERE sp.gpu_count > (SELECT COUNT(*) FROM task_gpus g WHERE g.task_key = sp.id)
-     OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id))
-)`
+// spanModels is span with a row per model each task has GPUs of (and the
+// column model): the listed GPUs' models, each once (the first GPU of a
+// task with that model stands for it), and the empty model for GPUs
+// counted without being listed (device nodes) or for a task without GPUs.
+// One pass over span and the tasks' GPUs by index: no DISTINCT, no join
+// back to span (both sorted every row of a month's GPUs).
+const spanModels = `(
+  SELECT sp.*, g.model AS model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
+  WHERE NOT EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND g2.model = g.model)
+  UNION ALL
+  SELECT sp.*, '' AS model FROM span sp
+  WHERE (sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id)))
+    AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')
+) sp`
 
 // groupColumns returns the GROUP BY columns of a report: its keys, then
 // project and owner (the reader's scope is applied on those), then model
@@ -90,9 +94,7 @@ func taskGroups(keys []string) (cols, sel []string, with, from string, err error
 	for i, c := range cols {
 		sel[i] = "sp." + c
 		if c == "model" {
-			with += modelsSQL
-			from = "span sp JOIN models m ON m.task_key = sp.id"
-			sel[i] = "m.model"
+			from = spanModels
 		}
 	}
 	return cols, sel, with, from, nil

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -13,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
 var (
@@ -119,106 +115,27 @@ func firstLine(s string) string {
 // day (inside --open-ttl), each on a node of its own.
 func loadOpenTasks(ctx context.Context, dsn string, n int) error {
 	now := time.Now().Unix()
-	taskCols := []string{"task_id", "task_name", "project", "owner", "priority", "env", "hostname", "start_time",
-		"gpu_count", "registration", "registered_at"}
-	gpuCols := []string{"task_id", "position", "gpu_index", "uuid", "model", "memory_total", "task_start"}
-	task := func(i int) []any {
-		start := now - int64(i%86400)
-		return []any{fmt.Sprintf("open-%06d", i), "train", fmt.Sprintf("project-%02d", i%50), fmt.Sprintf("user%03d@example.com", i%500),
-			"normal", "prod", fmt.Sprintf("node-%05d", i), start, int64(metricsGPUs), "{}", start}
-	}
-	claims, err := hasClaimColumns(ctx, dsn)
+	b, err := openBulk(ctx, dsn)
 	if err != nil {
 		return err
 	}
-	if !claims {
-		gpuCols = gpuCols[:len(gpuCols)-1]
-	}
-	gpu := func(i, g int, start any) []any {
-		row := []any{fmt.Sprintf("open-%06d", i), int64(g), int64(g), fmt.Sprintf("GPU-%08d-%d", i, g), "NVIDIA A100-SXM4-80GB",
-			int64(85899345920), start}
-		if !claims {
-			row = row[:len(row)-1]
-		}
-		return row
-	}
-	if store.IsPostgresDSN(dsn) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		var tasks, gpus [][]any
-		for i := range n {
-			t := task(i)
-			tasks = append(tasks, t)
-			for g := range metricsGPUs {
-				gpus = append(gpus, gpu(i, g, t[7]))
-			}
-		}
-		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskCols, pgx.CopyFromRows(tasks)); err != nil {
-			return err
-		}
-		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"task_gpus"}, gpuCols, pgx.CopyFromRows(gpus)); err != nil {
-			return err
-		}
-		_, err = conn.Exec(ctx, "ANALYZE tasks; ANALYZE task_gpus")
-		return err
-	}
-	db, err := sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	ins := func(table string, cols []string) (*sql.Stmt, error) {
-		return tx.PrepareContext(ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") VALUES (?"+strings.Repeat(", ?", len(cols)-1)+")")
-	}
-	ti, err := ins("tasks", taskCols)
-	if err != nil {
-		return err
-	}
-	gi, err := ins("task_gpus", gpuCols)
-	if err != nil {
-		return err
-	}
+	defer b.close()
 	for i := range n {
-		t := task(i)
-		if _, err := ti.ExecContext(ctx, t...); err != nil {
+		start := now - int64(i%86400)
+		id := fmt.Sprintf("open-%06d", i)
+		if err := b.add("tasks", map[string]any{"id": int64(i) + 1, "task_id": id, "task_name": "train",
+			"project": fmt.Sprintf("project-%02d", i%50), "owner": fmt.Sprintf("user%03d@example.com", i%500),
+			"priority": "normal", "env": "prod", "hostname": fmt.Sprintf("node-%05d", i), "start_time": start,
+			"gpu_count": int64(metricsGPUs), "registration": "{}", "registered_at": start, "seen_at": start}); err != nil {
 			return err
 		}
 		for g := range metricsGPUs {
-			if _, err := gi.ExecContext(ctx, gpu(i, g, t[7])...); err != nil {
+			if err := b.add("task_gpus", map[string]any{"task_id": id, "task_key": int64(i) + 1, "position": int64(g),
+				"gpu_index": int64(g), "uuid": fmt.Sprintf("GPU-%08d-%d", i, g), "model": "NVIDIA A100-SXM4-80GB",
+				"memory_total": int64(85899345920), "task_start": start}); err != nil {
 				return err
 			}
 		}
 	}
-	return tx.Commit()
-}
-
-// hasClaimColumns tells whether task_gpus has its task's start and end
-// (migration 4), so that the benchmark also loads a store of an older
-// paddle-monitor (the "before" figures).
-func hasClaimColumns(ctx context.Context, dsn string) (bool, error) {
-	var has bool
-	if store.IsPostgresDSN(dsn) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return false, err
-		}
-		defer conn.Close(ctx)
-		err = conn.QueryRow(ctx, "SELECT COUNT(*) = 1 FROM information_schema.columns WHERE table_name = 'task_gpus' AND column_name = 'task_start'").Scan(&has)
-		return has, err
-	}
-	db, err := sql.Open("sqlite", "file:"+dsn)
-	if err != nil {
-		return false, err
-	}
-	defer db.Close()
-	err = db.QueryRowContext(ctx, "SELECT COUNT(*) = 1 FROM pragma_table_info('task_gpus') WHERE name = 'task_start'").Scan(&has)
-	return has, err
+	return b.finish()
 }

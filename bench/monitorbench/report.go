@@ -41,6 +41,7 @@ var (
 // benchTask is one generated task.
 type benchTask struct {
 	id, project, owner, host string
+	key                      int64 // tasks.id (schema 7 on)
 	start, gpus, est         int64
 	end, lastSeen            *int64
 	dur                      float64
@@ -55,6 +56,7 @@ func genTasks(n int, visit func(t *benchTask) error) error {
 	for i := range n {
 		t := &benchTask{
 			id:      fmt.Sprintf("bench-%07d", i),
+			key:     int64(i) + 1,
 			project: fmt.Sprintf("project-%02d", rng.IntN(50)),
 			owner:   fmt.Sprintf("user%03d@example.com", rng.IntN(500)),
 			host:    fmt.Sprintf("node-%03d", rng.IntN(200)),
@@ -109,11 +111,7 @@ func (e *env) loadBulk() (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d tasks on %s\n", *reportTasks, e.store)
 	started := time.Now()
-	if store.IsPostgresDSN(dsn) {
-		e.bulkRows, err = loadPostgres(ctx, dsn, *reportTasks)
-	} else {
-		e.bulkRows, err = loadSQLite(ctx, dsn, *reportTasks)
-	}
+	e.bulkRows, err = loadTasks(ctx, dsn, *reportTasks)
 	if err != nil {
 		return "", fmt.Errorf("bulk load: %w", err)
 	}
@@ -177,55 +175,36 @@ func runReport(e *env) ([][]string, error) {
 	}}, nil
 }
 
-// loadSQLite writes the tasks in one transaction with prepared statements.
-func loadSQLite(ctx context.Context, path string, n int) (int, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)")
+// loadTasks writes the tasks in one transaction (SQLite) or with COPY
+// (PostgreSQL).
+func loadTasks(ctx context.Context, dsn string, n int) (int, error) {
+	b, err := openBulk(ctx, dsn)
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	task, err := tx.PrepareContext(ctx, `INSERT INTO tasks (task_id, task_name, project, owner, hostname, start_time,
-		gpu_count, duration_est, registration, registered_at, last_seen, end_time, duration_seconds, exit_code, completion, completed_at)
-		VALUES (?, 'train', ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return 0, err
-	}
-	var n4 int
-	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info('task_gpus') WHERE name = 'task_start'").Scan(&n4); err != nil {
-		return 0, err
-	}
-	claims := n4 == 1
-	gpuSQL := `INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, samples, util_mean, idle_share) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	if claims {
-		gpuSQL = `INSERT INTO task_gpus (task_id, position, gpu_index, uuid, model, samples, util_mean, idle_share, task_start, task_end)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	}
-	gpu, err := tx.PrepareContext(ctx, gpuSQL)
-	if err != nil {
-		return 0, err
-	}
+	defer b.close()
 	rows := 0
 	err = genTasks(n, func(t *benchTask) error {
 		var completion any
 		if t.end != nil {
 			completion = "{}"
 		}
-		if _, err := task.ExecContext(ctx, t.id, t.project, t.owner, t.host, t.start, t.gpus, t.est, t.start,
-			t.lastSeen, t.end, nullIfOpen(t), t.exit, completion, t.end); err != nil {
+		key := t.key
+		seen := t.start
+		if t.lastSeen != nil && *t.lastSeen > seen {
+			seen = *t.lastSeen
+		}
+		if err := b.add("tasks", map[string]any{"id": key, "task_id": t.id, "task_name": "train", "project": t.project,
+			"owner": t.owner, "hostname": t.host, "start_time": t.start, "gpu_count": t.gpus, "duration_est": t.est,
+			"registration": "{}", "registered_at": t.start, "last_seen": t.lastSeen, "seen_at": seen, "end_time": t.end,
+			"duration_seconds": nullIfOpen(t), "exit_code": t.exit, "completion": completion, "completed_at": t.end}); err != nil {
 			return err
 		}
 		for i, m := range t.models {
 			samples, util, idle := sampled(t, i)
-			args := []any{t.id, i, i, gpuUUID(t, i), m, samples, util, idle}
-			if claims {
-				args = append(args, t.start, t.end)
-			}
-			if _, err := gpu.ExecContext(ctx, args...); err != nil {
+			if err := b.add("task_gpus", map[string]any{"task_id": t.id, "task_key": key, "position": int64(i),
+				"gpu_index": int64(i), "uuid": gpuUUID(t, i), "model": m, "samples": samples, "util_mean": util,
+				"idle_share": idle, "task_start": t.start, "task_end": t.end}); err != nil {
 				return err
 			}
 			rows++
@@ -235,58 +214,140 @@ func loadSQLite(ctx context.Context, path string, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return rows, tx.Commit()
+	return rows, b.finish()
 }
 
-// loadPostgres writes the tasks with COPY.
-func loadPostgres(ctx context.Context, dsn string, n int) (int, error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return 0, err
+// bulk writes rows of named columns into a store's tables, fast: one
+// transaction of prepared INSERTs on SQLite (synchronous off: a benchmark's
+// fixture), COPY on PostgreSQL (then ANALYZE, what autovacuum does soon
+// after a large load). A row names every column any schema version has;
+// only those the store's tables have are written, so that the benchmark
+// also loads the store of an older paddle-monitor (the "before" figures).
+type bulk struct {
+	ctx    context.Context
+	pg     *pgx.Conn
+	db     *sql.DB
+	tx     *sql.Tx
+	have   map[string]map[string]bool // table → its columns
+	cols   map[string][]string        // table → the columns written, in order
+	order  []string                   // tables in the order of their first row
+	stmts  map[string]*sql.Stmt
+	copied map[string][][]any
+}
+
+func openBulk(ctx context.Context, dsn string) (*bulk, error) {
+	b := &bulk{ctx: ctx, have: map[string]map[string]bool{}, cols: map[string][]string{}, stmts: map[string]*sql.Stmt{},
+		copied: map[string][][]any{}}
+	var err error
+	if store.IsPostgresDSN(dsn) {
+		b.pg, err = pgx.Connect(ctx, dsn)
+		return b, err
 	}
-	defer conn.Close(ctx)
-	var claims bool
-	if err := conn.QueryRow(ctx, "SELECT COUNT(*) = 1 FROM information_schema.columns WHERE table_name = 'task_gpus' AND column_name = 'task_start'").Scan(&claims); err != nil {
-		return 0, err
+	if b.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"); err != nil {
+		return nil, err
 	}
-	var tasks, gpus [][]any
-	err = genTasks(n, func(t *benchTask) error {
-		var completion any
-		if t.end != nil {
-			completion = "{}"
+	b.tx, err = b.db.BeginTx(ctx, nil)
+	return b, err
+}
+
+func (b *bulk) columns(table string) (map[string]bool, error) {
+	if c, ok := b.have[table]; ok {
+		return c, nil
+	}
+	c := map[string]bool{}
+	var names []string
+	if b.pg != nil {
+		rows, err := b.pg.Query(b.ctx, "SELECT column_name FROM information_schema.columns WHERE table_name = $1", table)
+		if err != nil {
+			return nil, err
 		}
-		tasks = append(tasks, []any{t.id, "train", t.project, t.owner, t.host, t.start, t.gpus, t.est, "{}", t.start,
-			t.lastSeen, t.end, nullIfOpen(t), t.exit, completion, t.end})
-		for i, m := range t.models {
-			samples, util, idle := sampled(t, i)
-			row := []any{t.id, int64(i), int64(i), gpuUUID(t, i), m, samples, util, idle}
-			if claims {
-				row = append(row, t.start, t.end)
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return nil, err
 			}
-			gpus = append(gpus, row)
+			names = append(names, n)
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
+		rows.Close()
+	} else {
+		rows, err := b.tx.QueryContext(b.ctx, "SELECT name FROM pragma_table_info(?)", table)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return nil, err
+			}
+			names = append(names, n)
+		}
+		rows.Close()
 	}
-	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"tasks"}, []string{"task_id", "task_name", "project", "owner",
-		"hostname", "start_time", "gpu_count", "duration_est", "registration", "registered_at", "last_seen", "end_time",
-		"duration_seconds", "exit_code", "completion", "completed_at"}, pgx.CopyFromRows(tasks)); err != nil {
-		return 0, err
+	for _, n := range names {
+		c[n] = true
 	}
-	gpuCols := []string{"task_id", "position", "gpu_index", "uuid", "model", "samples", "util_mean", "idle_share"}
-	if claims {
-		gpuCols = append(gpuCols, "task_start", "task_end")
+	b.have[table] = c
+	return c, nil
+}
+
+func (b *bulk) add(table string, row map[string]any) error {
+	cols, ok := b.cols[table]
+	if !ok {
+		have, err := b.columns(table)
+		if err != nil {
+			return err
+		}
+		for k := range row {
+			if have[k] {
+				cols = append(cols, k)
+			}
+		}
+		sort.Strings(cols)
+		b.cols[table] = cols
+		b.order = append(b.order, table)
+		if b.tx != nil {
+			st, err := b.tx.PrepareContext(b.ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") VALUES (?"+
+				strings.Repeat(", ?", len(cols)-1)+")")
+			if err != nil {
+				return err
+			}
+			b.stmts[table] = st
+		}
 	}
-	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"task_gpus"}, gpuCols, pgx.CopyFromRows(gpus)); err != nil {
-		return 0, err
+	vals := make([]any, len(cols))
+	for i, c := range cols {
+		vals[i] = row[c]
 	}
-	// What autovacuum does soon after a large load; the planner needs it.
-	if _, err := conn.Exec(ctx, "ANALYZE tasks; ANALYZE task_gpus"); err != nil {
-		return 0, err
+	if b.tx != nil {
+		_, err := b.stmts[table].ExecContext(b.ctx, vals...)
+		return err
 	}
-	return len(gpus), nil
+	b.copied[table] = append(b.copied[table], vals)
+	return nil
+}
+
+func (b *bulk) finish() error {
+	if b.tx != nil {
+		return b.tx.Commit()
+	}
+	for _, table := range b.order {
+		if _, err := b.pg.CopyFrom(b.ctx, pgx.Identifier{table}, b.cols[table], pgx.CopyFromRows(b.copied[table])); err != nil {
+			return fmt.Errorf("COPY %s: %w", table, err)
+		}
+		delete(b.copied, table)
+	}
+	_, err := b.pg.Exec(b.ctx, "ANALYZE")
+	return err
+}
+
+func (b *bulk) close() {
+	if b.tx != nil {
+		b.tx.Rollback()
+		b.db.Close()
+	}
+	if b.pg != nil {
+		b.pg.Close(b.ctx)
+	}
 }
 
 // gpuUUID is the UUID of the task's GPU i: GPUs of its node, 8 a node, so

@@ -147,8 +147,8 @@ func TestOpenBound(t *testing.T) {
 		}
 		ans := s.do(t, registerReq(teamReg("o-3", "search_rank", "ann@example.com", now-60, "GPU-o3"), a))
 		expect(t, ans, 429, "token search has reached its bound of open tasks (--max-open-per-token")
-		if !strings.Contains(ans.Error(t), "the bound is 3") {
-			t.Errorf("429 %q does not give the bound", ans.Error(t))
+		if !strings.Contains(ans.Error(t), "the bound is 3") || ans.Header.Get("Retry-After") != "60" {
+			t.Errorf("429 %q (Retry-After %q) does not give the bound, or no Retry-After: 60", ans.Error(t), ans.Header.Get("Retry-After"))
 		}
 		// The same body of a stored task is still 200, and another token
 		// is not affected.

@@ -5,6 +5,7 @@ package main
 // them.
 
 import (
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -300,4 +301,30 @@ func TestCSVNeutralised(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCursorTellsNothingElse: a page's next_cursor holds only what its last
+// row shows the reader (start_time, task_id, project, owner), never a
+// storage key whose sequence would count other teams' registrations.
+func TestCursorTellsNothingElse(t *testing.T) {
+	s := startServer(t, storetest.SQLiteDSN(t), "--tokens", teamTokens(t))
+	const start = int64(1794700000)
+	expect(t, s.do(t, registerReq(teamReg("a-1", "search_rank", "ann@example.com", start, "GPU-c1"), "s-secret")), 201, "")
+	for i := range 20 {
+		expect(t, s.do(t, registerReq(teamReg(fmt.Sprintf("b-%d", i), "ads_ctr", "bob", start, fmt.Sprintf("GPU-cb%d", i)), "ads-secret")), 201, "")
+	}
+	expect(t, s.do(t, registerReq(teamReg("a-2", "search_rank", "ann@example.com", start+1, "GPU-c2"), "s-secret")), 201, "")
+	m := taskOf(t, s, "/v1/tasks?limit=1", "s-secret")
+	next, _ := m["next_cursor"].(string)
+	raw, err := base64.RawURLEncoding.DecodeString(next)
+	if err != nil {
+		t.Fatalf("next_cursor %q: %v", next, err)
+	}
+	if want := fmt.Sprintf(`[%d,"a-2","search_rank","ann@example.com"]`, start+1); string(raw) != want {
+		t.Errorf("next_cursor holds %s, want %s", raw, want)
+	}
+	m = taskOf(t, s, "/v1/tasks?limit=1&cursor="+next, "s-secret")
+	if got := m["tasks"].([]any)[0].(map[string]any)["task_id"]; got != "a-1" || m["next_cursor"] != nil {
+		t.Errorf("the second page: %v", m)
+	}
 }

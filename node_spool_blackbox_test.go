@@ -431,3 +431,49 @@ func TestSpoolFingerprintNoneAndUnusable(t *testing.T) {
 		t.Errorf("delivered %v", d)
 	}
 }
+
+// Supervise mode's completions carry their token's fingerprint too: a
+// supervised vision task that ended during an outage leaves its
+// registration and completion; a search start sends neither; the node
+// drainer's --token-dir sends both, in order, under the vision token.
+func TestSpoolCompletionsSentOnlyWithTheirToken(t *testing.T) {
+	m := startTeamMonitor(t)
+	spoolPath := filepath.Join(t.TempDir(), "spool-1000.db")
+	v := supTask(t, "/bin/true")
+	v.Setenv("PADDLE_SPOOL_PATH", spoolPath)
+	v.Setenv("PADDLE_MONITOR_URL", regDownURL(t))
+	v.Setenv("PADDLE_MONITOR_TOKEN_FILE", tokenFile(t, visionSecret))
+	v.Setenv("PADDLE_PROJECT", "vision_ocr")
+	v.Setenv("PADDLE_TASK_ID", "vision-sup")
+	v.Setenv("PADDLE_COMPLETE_BUDGET", "500ms")
+	if r := v.Run(); r.Code != 0 {
+		t.Fatalf("supervised vision task: exit %d\n%s", r.Code, r.Stderr)
+	}
+	comps := listFull(t, v, "--completions")
+	if len(comps) != 1 || comps[0].Fingerprint != fingerprint(visionSecret) {
+		t.Fatalf("completions %+v, want vision-sup's, fingerprinted", comps)
+	}
+	if keys := bucketKeys(t, spoolPath); keys["completions"] != 0 || keys["completions_by_token"] != 1 {
+		t.Errorf("buckets %v: the completion belongs in completions_by_token", keys)
+	}
+	s := teamStart(t, spoolPath, m.URL, searchSecret, "search_rank", "search-b")
+	if r := s.Run(); r.Code != 0 {
+		t.Fatalf("search start: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if got := m.tasks(t); !slices.Equal(got, []string{"search-b"}) {
+		t.Fatalf("monitor has %v, want only search-b", got)
+	}
+	if st := spoolStats(t, s); st["pending"] != 1 || st["completions_pending"] != 1 || st["dead"]+st["completions_dead"] != 0 {
+		t.Errorf("stats %v: the vision entries must stay pending, untouched", st)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "vision"), []byte(visionSecret), 0o600)
+	os.WriteFile(filepath.Join(dir, ".hidden"), []byte(searchSecret), 0o600)
+	line, r := flushLine(t, s, map[string]string{"PADDLE_MONITOR_URL": m.URL, "PADDLE_SPOOL_TOKEN_DIR": dir})
+	if r.Code != 0 || line["delivered"] != 2.0 || line["pending"] != 0.0 {
+		t.Fatalf("spool flush with PADDLE_SPOOL_TOKEN_DIR: exit %d %s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if got := m.tasks(t); !slices.Equal(got, []string{"search-b", "vision-sup"}) {
+		t.Errorf("monitor has %v", got)
+	}
+}

@@ -29,7 +29,7 @@ const defaultFlushInterval = 30 * time.Second
 var spoolFlags = map[string][]string{
 	"list":    {"dead", "completions"},
 	"stats":   nil,
-	"flush":   {"all", "watch", "interval"},
+	"flush":   {"all", "watch", "interval", "token-dir", "legacy"},
 	"requeue": nil,
 	"purge":   {"dead"},
 }
@@ -44,6 +44,8 @@ func spoolCmd(args, environ []string) int {
 	watch := flags.Bool("watch", false, "flush: keep draining every --interval until SIGTERM or SIGINT")
 	interval := flags.Duration("interval", defaultFlushInterval, "flush --watch: time between passes")
 	completions := flags.Bool("completions", false, "list: completions (supervise mode) instead of registrations")
+	tokenDir := flags.String("token-dir", lookupEnv(environ, "PADDLE_SPOOL_TOKEN_DIR"), "flush: a directory of monitor tokens, one per file (PADDLE_SPOOL_TOKEN_DIR): each entry is sent with the token it was written for")
+	legacy := flags.Bool("legacy", false, "flush: also send the entries of the previous format (no token fingerprint), with the token of PADDLE_MONITOR_TOKEN_FILE")
 	if err := flags.Parse(args); err != nil {
 		return flagError(err, func(w io.Writer) { spoolHelp(w, flags, args) })
 	}
@@ -56,7 +58,7 @@ func spoolCmd(args, environ []string) int {
 	if !ok {
 		return usage(fmt.Errorf("spool: unknown subcommand %q (list, stats, flush, requeue, purge)", sub))
 	}
-	for _, name := range []string{"dead", "all", "watch", "interval", "completions"} {
+	for _, name := range []string{"dead", "all", "watch", "interval", "completions", "token-dir", "legacy"} {
 		if flags.Changed(name) && !slices.Contains(allowed, name) {
 			return usage(fmt.Errorf("spool %s does not take --%s", sub, name))
 		}
@@ -92,7 +94,7 @@ func spoolCmd(args, environ []string) int {
 	reportSettings(log, cfg)
 	ctx, stop := signalContext()
 	defer stop()
-	code := spoolSub(ctx, cfg, log, sub, *dead, *completions, *all, *watch, *interval)
+	code := spoolSub(ctx, cfg, log, sub, *dead, *completions, flushOptions{all: *all, watch: *watch, interval: *interval, tokenDir: *tokenDir, legacy: *legacy})
 	// A signal ends every command but the drainer's watch (whose normal
 	// end it is) with 128+N: a transaction it cut short was rolled back.
 	if s, ok := context.Cause(ctx).(stopSignal); ok && !(sub == "flush" && *watch) {
@@ -102,9 +104,18 @@ func spoolCmd(args, environ []string) int {
 	return code
 }
 
+// flushOptions are spool flush's own flags.
+type flushOptions struct {
+	all, watch bool
+	interval   time.Duration
+	tokenDir   string // "": none
+	legacy     bool
+}
+
 // spoolSub runs one spool subcommand and returns its exit status.
-func spoolSub(ctx context.Context, cfg config.Config, log *slog.Logger, sub string, dead, completions, all, watch bool, interval time.Duration) int {
-	s := newSpool(cfg, log)
+func spoolSub(ctx context.Context, cfg config.Config, log *slog.Logger, sub string, dead, completions bool, fo flushOptions) int {
+	// foreign and the fingerprints are those of the command's own token.
+	s := newSpool(cfg, log, newTokens(newClient(cfg, log)).Sendable)
 	out := json.NewEncoder(os.Stdout)
 
 	if spool.IsAside(cfg.SpoolPath) && (sub == "list" || sub == "stats") {
@@ -152,7 +163,7 @@ func spoolSub(ctx context.Context, cfg config.Config, log *slog.Logger, sub stri
 		}
 		out.Encode(map[string]int{"purged": n})
 	case "flush":
-		return flushCmd(ctx, cfg, log, out, all, watch, interval)
+		return flushCmd(ctx, cfg, log, out, fo)
 	}
 	return 0
 }
@@ -165,45 +176,68 @@ type flushResult struct {
 	// Pending is what is left after the pass; null when it could not be
 	// counted (the file is locked or unreadable): never a reassuring 0.
 	Pending *int `json:"pending"`
+	// Foreign counts the pending entries this flush may not send: another
+	// token's (one --token-dir does not hold), or of the previous format
+	// without --legacy. They are left as they are; exit 0 does not wait
+	// for them.
+	Foreign int `json:"foreign"`
+	// Legacy counts the pending entries of the previous format.
+	Legacy int `json:"legacy,omitempty"`
 	// Locked: another process held the file's lock past the timeout.
 	Locked bool   `json:"locked,omitempty"`
 	Error  string `json:"error,omitempty"`
 }
 
 // flushCmd drains the spool file (or, with all, every per-UID spool file of
-// its directory) to the configured monitor. Without watch it makes one pass
-// and exits 0 when nothing is left pending; with watch it makes a pass every
-// interval until SIGTERM or SIGINT, and then exits 0.
-func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *json.Encoder, all, watch bool, interval time.Duration) int {
-	r := newRegistrar(cfg, log)
-	r.Backoff = watch // an operator's one-off flush tries every entry now
+// its directory) to the configured monitor, each entry with the token it
+// was written for: the own token, one of the token directory (re-read at
+// every pass), and with legacy the own token for the previous format too.
+// Without watch it makes one pass and exits 0 when nothing it may send is
+// left pending; with watch it makes a pass every interval until SIGTERM or
+// SIGINT, and then exits 0.
+func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *json.Encoder, fo flushOptions) int {
+	own := newClient(cfg, log)
 	wasFailing := false
 	for {
+		t := newTokens(own)
+		t.legacy, t.watch = fo.legacy, fo.watch
+		if fo.tokenDir != "" {
+			dir, err := readTokenDir(fo.tokenDir, own)
+			if err != nil {
+				log.Error("spool flush: token directory unreadable", "err", err)
+				if !fo.watch {
+					return exitIncomplete
+				}
+			}
+			t.dir = dir
+		}
+		r := newRegistrarWith(cfg, log, t)
+		r.Backoff = fo.watch // an operator's one-off flush tries every entry now
 		paths := []string{cfg.SpoolPath}
-		if all {
+		if fo.all {
 			var err error
 			paths, err = spool.Files(filepath.Dir(cfg.SpoolPath))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				log.Error("spool directory unreadable", "dir", filepath.Dir(cfg.SpoolPath), "err", err)
-				if !watch {
+				if !fo.watch {
 					return exitIncomplete
 				}
 			}
 		}
 		complete, failing, lastErr := true, false, ""
 		for _, path := range paths {
-			res := flushFile(ctx, cfg, r, path, log)
+			res := flushFile(ctx, cfg, r, t, path, log)
 			if res.Pending == nil || *res.Pending > 0 || res.Error != "" {
 				complete = false
 			}
 			if res.Error != "" {
 				failing, lastErr = true, res.Error
 			}
-			if !watch || res.Delivered+res.Dead > 0 {
+			if !fo.watch || res.Delivered+res.Dead > 0 {
 				out.Encode(res)
 			}
 		}
-		if !watch {
+		if !fo.watch {
 			if complete {
 				return 0
 			}
@@ -211,33 +245,38 @@ func flushCmd(ctx context.Context, cfg config.Config, log *slog.Logger, out *jso
 			return exitIncomplete
 		}
 		if failing && !wasFailing {
-			log.Warn("spool flush: entries left pending; trying again every interval", "interval", interval, "err", lastErr)
+			log.Warn("spool flush: entries left pending; trying again every interval", "interval", fo.interval, "err", lastErr)
 		}
 		wasFailing = failing
-		t := time.NewTimer(interval)
+		tm := time.NewTimer(fo.interval)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			tm.Stop()
 			log.Info("spool flush: stopped by a signal")
 			return 0
-		case <-t.C:
+		case <-tm.C:
 		}
 	}
 }
 
 // flushFile makes one pass over one spool file.
-func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, path string, log *slog.Logger) flushResult {
+func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, t *tokens, path string, log *slog.Logger) flushResult {
 	if spool.IsAside(path) {
-		return drainAside(ctx, r, path, log)
+		return drainAside(ctx, r, t, path, log)
 	}
 	c := cfg
 	c.SpoolPath = path
-	s := newSpool(c, log)
+	s := newSpool(c, log, t.Sendable)
+	if s != nil && !t.watch {
+		// An operator's one-off flush: the entries of a supervisor
+		// killed a moment ago are sent now, not after their hold.
+		s = s.IgnoringHolds()
+	}
 	r.Queue = s
 	res := flushResult{Spool: path}
 	fr, err := r.Flush(ctx, 0)
 	if err == nil && fr.Stopped == nil {
-		fr, err = flushCompletions(ctx, r.Client, s, 0, fr, log)
+		fr, err = flushCompletions(ctx, r, s, 0, fr, log)
 	}
 	res.Delivered, res.Dead = fr.Delivered, fr.Dead
 	switch {
@@ -263,9 +302,11 @@ func flushFile(ctx context.Context, cfg config.Config, r *register.Registrar, pa
 	if cst, err := s.CompletionStats(sctx); err == nil {
 		pending += cst.Pending
 	}
-	res.Pending = &pending
-	if fr.Delivered+fr.Dead > 0 {
-		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", st.Pending)
+	// What is left that this flush may send; the others are foreign.
+	pending -= st.Foreign
+	res.Pending, res.Foreign, res.Legacy = &pending, st.Foreign, st.Legacy
+	if fr.Delivered+fr.Dead > 0 || st.Foreign > 0 {
+		log.Info("spool flush", "spool", path, "delivered", fr.Delivered, "dead", fr.Dead, "pending", pending, "foreign", st.Foreign)
 	}
 	return res
 }
@@ -305,7 +346,7 @@ func asideCmd(log *slog.Logger, out *json.Encoder, path, sub string, dead bool) 
 // or refused for good, it is renamed to <name>.drained, which no drainer
 // reads again. Entries are sent with their own task ids, so one already
 // delivered from the fresh spool is answered 409.
-func drainAside(ctx context.Context, r *register.Registrar, path string, log *slog.Logger) flushResult {
+func drainAside(ctx context.Context, r *register.Registrar, t *tokens, path string, log *slog.Logger) flushResult {
 	res := flushResult{Spool: path}
 	pending, _, err := spool.Salvaged(path)
 	if err != nil && len(pending) == 0 {
@@ -316,6 +357,10 @@ func drainAside(ctx context.Context, r *register.Registrar, path string, log *sl
 	for _, e := range pending {
 		if ctx.Err() != nil {
 			left++
+			continue
+		}
+		if !t.Sendable(e.Fingerprint) {
+			res.Foreign++ // another token's: never sent with ours
 			continue
 		}
 		switch serr := r.SendStored(ctx, e.Payload); {

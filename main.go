@@ -73,7 +73,7 @@ func dispatch(args, environ []string) int {
 		case "labels":
 			return exitOnEarlySignal(labelsCmd(args, environ))
 		case "spool":
-			return spoolCmd(args, environ)
+			return exitOnEarlySignal(spoolCmd(args, environ))
 		case "version":
 			return exitOnEarlySignal(printVersion(rest[1:]))
 		}
@@ -182,8 +182,11 @@ func registerTask(ctx context.Context, cfg config.Config, set *labels.Set, inv g
 	r.OutageHold = cfg.OutageHold
 	if r.Register(ctx, set.TaskID, register.Body(set, inv)) == register.Delivered && ctx.Err() == nil {
 		if q, ok := r.Queue.(*spool.Spool); ok {
-			flushCompletions(ctx, r.Client, q, backlogPerStart, register.FlushResult{}, log)
+			flushCompletions(ctx, r, q, backlogPerStart, register.FlushResult{}, log)
 		}
+	}
+	if ctx.Err() == nil {
+		logLegacy(ctx, r.Queue, log)
 	}
 }
 
@@ -229,8 +232,9 @@ func probePath(cfg config.Config) string {
 	return ""
 }
 
-// newSpool returns the configured spool, or nil when it is off.
-func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
+// newSpool returns the configured spool, or nil when it is off. sendable
+// is its Options.Sendable: which tokens' entries this process may send.
+func newSpool(cfg config.Config, log *slog.Logger, sendable func(string) bool) *spool.Spool {
 	if cfg.SpoolPath == "" {
 		return nil
 	}
@@ -240,15 +244,16 @@ func newSpool(cfg config.Config, log *slog.Logger) *spool.Spool {
 		MaxAge:      cfg.SpoolNodeMaxAge,
 		AddLimit:    ownBound(cfg.SpoolMax, config.DefaultSpoolMax),
 		AddMaxAge:   ownBound(cfg.SpoolMaxAge, config.DefaultSpoolMaxAge),
+		Sendable:    sendable,
 		LockTimeout: spoolLockTimeout,
 		Logger:      log,
 	})
 }
 
-// newRegistrar returns a registrar for the configured monitor and spool. A
-// CA file that cannot be used is logged; the client then fails every
-// attempt, so registrations are spooled, never sent unverified.
-func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
+// newClient returns the client of the configured monitor. A CA file that
+// cannot be used is logged; the client then fails every attempt, so
+// registrations are spooled, never sent unverified.
+func newClient(cfg config.Config, log *slog.Logger) *register.Client {
 	client, err := register.NewClient(register.ClientConfig{
 		URL:       cfg.MonitorURL,
 		TokenFile: cfg.MonitorTokenFile,
@@ -256,15 +261,37 @@ func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
 		UserAgent: "paddle-entrypoint/" + version,
 		Logger:    log,
 	})
-	if err != nil {
+	if err != nil && cfg.MonitorURL != "" {
 		level := slog.LevelError
 		if errors.Is(err, register.ErrBadURL) {
 			level = slog.LevelWarn // the task's own setting, not a broken installation
 		}
 		log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
 	}
-	r := &register.Registrar{Client: client, Logger: log, Check: payloadCheck(cfg, log)}
-	if q := newSpool(cfg, log); q != nil {
+	return client
+}
+
+// logLegacy says, once per start, how many spooled entries of the previous
+// format (no token fingerprint) wait for `spool flush --legacy`.
+func logLegacy(ctx context.Context, q register.Queue, log *slog.Logger) {
+	s, ok := q.(*spool.Spool)
+	if !ok {
+		return
+	}
+	if n, err := s.LegacyPending(ctx); err == nil && n > 0 {
+		log.Warn("spool: entries of the previous format (no token fingerprint) wait for `spool flush --legacy`", "count", n, "spool", s.Path())
+	}
+}
+
+// newRegistrar returns a registrar for the configured monitor and spool,
+// which sends only the entries written for its own token.
+func newRegistrar(cfg config.Config, log *slog.Logger) *register.Registrar {
+	return newRegistrarWith(cfg, log, newTokens(newClient(cfg, log)))
+}
+
+func newRegistrarWith(cfg config.Config, log *slog.Logger, t *tokens) *register.Registrar {
+	r := &register.Registrar{Client: t.own, ClientFor: t.ClientFor, Logger: log, Check: payloadCheck(cfg, log)}
+	if q := newSpool(cfg, log, t.Sendable); q != nil {
 		r.Queue = q
 	}
 	return r

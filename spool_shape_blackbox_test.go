@@ -145,8 +145,10 @@ func TestSpoolCommandsFinishOnAnyShape(t *testing.T) {
 				t.Errorf("spool list: %d entries, want %d", len(es), len(ids))
 			}
 			// Bury them all again through the binary: the monitor refuses.
+			// The fixture is of the previous format (no fingerprint):
+			// only flush --legacy sends it.
 			m.SetScript("403")
-			if r := spoolRun(k, "flush"); r.Code != 0 {
+			if r := spoolRun(k, "flush", "--legacy"); r.Code != 0 {
 				t.Fatalf("spool flush against a refusing monitor: exit %d\n%s", r.Code, r.Stderr)
 			}
 			checkBolt(t, k.SpoolPath())
@@ -155,7 +157,7 @@ func TestSpoolCommandsFinishOnAnyShape(t *testing.T) {
 				t.Fatalf("second requeue: exit %d\n%s", r.Code, r.Stderr)
 			}
 			m.SetScript("200")
-			if r := spoolRun(k, "flush"); r.Code != 0 {
+			if r := spoolRun(k, "flush", "--legacy"); r.Code != 0 {
 				t.Fatalf("spool flush: exit %d\n%s", r.Code, r.Stderr)
 			}
 			checkBolt(t, k.SpoolPath())
@@ -179,7 +181,7 @@ func TestSpoolCommandsFinishOnAnyShape(t *testing.T) {
 func TestSpoolCommandsAnswerSignals(t *testing.T) {
 	m := newRegMonitor(t, "hang")
 	t.Run("waiting for the lock", func(t *testing.T) {
-		for _, sub := range [][]string{{"requeue"}, {"purge", "--dead"}, {"flush"}, {"list"}, {"stats"}} {
+		for _, sub := range [][]string{{"requeue"}, {"purge", "--dead"}, {"flush", "--legacy"}, {"list"}, {"stats"}} {
 			for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 				k := newTask(t, append([]string{"spool"}, sub...)...)
 				k.Setenv("PADDLE_MONITOR_URL", m.URL)
@@ -204,7 +206,7 @@ func TestSpoolCommandsAnswerSignals(t *testing.T) {
 	t.Run("working through a large spool", func(t *testing.T) {
 		const n = 10000
 		for _, delay := range []time.Duration{0, 20 * time.Millisecond, 60 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond} {
-			for _, sub := range [][]string{{"requeue"}, {"list", "--dead"}, {"flush"}} {
+			for _, sub := range [][]string{{"requeue"}, {"list", "--dead"}, {"flush", "--legacy"}} {
 				k := newTask(t, append([]string{"spool"}, sub...)...)
 				k.Setenv("PADDLE_MONITOR_URL", m.URL)
 				sh := deadShape(n, 400)

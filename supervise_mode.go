@@ -79,9 +79,10 @@ type taskReport struct {
 func (r *taskReport) Started(time.Time) {
 	if r.cfg.MonitorURL != "" {
 		r.registrar = newRegistrar(r.cfg, r.log)
-		r.completer = &register.Completer{Client: r.registrar.Client, Logger: r.log}
+		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Logger: r.log}
 		if q, ok := r.registrar.Queue.(*spool.Spool); ok {
 			r.completer.Queue = q
+			logLegacy(context.Background(), q, r.log)
 		}
 		// Its own context: Finish ends it, within the completion budget.
 		r.reg = r.registrar.RegisterAlongside(context.Background(), r.set.TaskID, register.Body(r.set, r.inv), r.drain)
@@ -213,8 +214,8 @@ func finisher(cfg config.Config, set *labels.Set, written bool, log *slog.Logger
 // flushCompletions sends spooled completions whose registration is no
 // longer pending, at most limit (0: all), adding to what a registration
 // flush did (res).
-func flushCompletions(ctx context.Context, client *register.Client, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
-	c := &register.Completer{Client: client, Queue: q, Logger: log}
+func flushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
+	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Queue: q, Logger: log}
 	cr, err := c.Flush(ctx, limit)
 	if err != nil {
 		log.Warn("spooled completions not sent: spool unusable", "err", err)

@@ -623,11 +623,15 @@ func TestTrustDrainerFIFOSwap(t *testing.T) {
 }
 
 // plant writes entries into a spool file as any program could: through
-// the spool package, with whatever task id and payload it likes.
+// the spool package, with whatever task id and payload it likes, as
+// written for no token (as the tests' starts write theirs).
 func plant(t *testing.T, path string, entries ...spool.Entry) {
 	t.Helper()
 	s := spool.New(spool.Options{Path: path})
 	for _, e := range entries {
+		if e.Fingerprint == "" {
+			e.Fingerprint = spool.FingerprintNone
+		}
 		if _, err := s.Enqueue(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
@@ -995,7 +999,8 @@ func TestTrustDrainerDeliversAside(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != filepath.Base(aside) {
 		t.Fatalf("spool list renamed or created files: %v", ents)
 	}
-	d := newTask(t, "spool", "flush", "--all")
+	// The fixture is of the previous format (no fingerprint): --legacy.
+	d := newTask(t, "spool", "flush", "--all", "--legacy")
 	d.Setenv("PADDLE_SPOOL_PATH", filepath.Join(dir, "spool-0.db"))
 	d.Setenv("PADDLE_MONITOR_URL", m.URL)
 	r := d.Run()

@@ -56,7 +56,7 @@ var (
 		[]string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}, nil)
 	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share",
 		"The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.",
-		[]string{"task_id", "UUID", "GPU_I_ID"}, nil)
+		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
 	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent",
 		"Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.",
 		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
@@ -104,9 +104,6 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	// identity), so their series differ too.
 	type series struct{ taskID, project, owner, uuid, gi string }
 	served := map[series]bool{}
-	// paddle_task_gpu_share has no project and owner: two tasks of other
-	// scopes under one task_id on one GPU get one share series (the first).
-	shared := map[series]bool{}
 	now := c.now().Unix()
 	for _, t := range tasks {
 		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
@@ -135,10 +132,9 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 			served[k] = true
 			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
-			if ks := (series{taskID: t.TaskID, uuid: g.UUID, gi: gi}); !shared[ks] {
-				shared[ks] = true
-				ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, g.UUID, gi)
-			}
+			// With project and owner, another scope's task under the
+			// same id on the same GPU cannot set this task's share.
+			ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, t.Project, t.Owner, g.UUID, gi)
 			if g.LatestUtilMean != nil {
 				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
 					t.TaskID, t.Project, t.Owner, g.UUID, gi)

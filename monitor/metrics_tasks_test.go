@@ -56,9 +56,9 @@ paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-bbbb",gpu_model="Tes
 paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-bbbb",gpu_model="Tesla T4",hostname="node1",owner="bob",project="vision",task_id="b2"} 1
 # HELP paddle_task_gpu_share The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.
 # TYPE paddle_task_gpu_share gauge
-paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-aaaa",task_id="a1"} 1
-paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",task_id="a1"} 1
-paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",task_id="b2"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-aaaa",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",owner="ann@example.com",project="search",task_id="a1"} 1
+paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-bbbb",owner="bob",project="vision",task_id="b2"} 1
 # HELP paddle_task_info A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).
 # TYPE paddle_task_info gauge
 paddle_task_info{env="prod",hostname="node1",k8s_pod_uid="3f1c2a9e-5b7d-4e0f-9a1b-2c3d4e5f6a7b",owner="ann@example.com",pipeline="ranker",priority="high",project="search",step="train",task_id="a1",task_name="train"} 1
@@ -119,9 +119,9 @@ func TestMetricsFixture(t *testing.T) {
 			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",gpu_model="NVIDIA H100 80GB HBM3",hostname="node4",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
 			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
 			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",gpu_model="Tesla T4",hostname="node5",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
-			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",task_id="t04-open-heartbeat"} 1`,
-			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",task_id="t05-open-silent"} 1`,
-			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-4444aaaa-0000-0000-0000-000000000001",owner="cho",project="vision",task_id="t04-open-heartbeat"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000001",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-5555aaaa-0000-0000-0000-000000000002",owner="cho",project="vision",task_id="t05-open-silent"} 1`,
 			`paddle_task_info{env="",hostname="node4",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t04-open-heartbeat",task_name="finetune-vit"} 1`,
 			`paddle_task_info{env="",hostname="node5",k8s_pod_uid="",owner="cho",pipeline="",priority="",project="vision",step="",task_id="t05-open-silent",task_name="finetune-vit"} 1`,
 			`paddle_task_start_time_seconds{owner="cho",project="vision",task_id="t04-open-heartbeat"} 1.7635968e+09`,

@@ -11,6 +11,13 @@ import (
 // to a minute and the monitor is not hammered during a long outage.
 var AlongsideRetry = RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.3}
 
+// alongsideHold is how long a registration running alongside the command
+// keeps its write-ahead entry from other processes; it is renewed after
+// every failed attempt (at most AlongsideRetry.Max apart) and released
+// when the registration stops trying, so an entry of a supervisor that was
+// killed is anyone's again within it.
+const alongsideHold = 3 * time.Minute
+
 // Backlog drain while the command runs: a few older entries at a time, at
 // a low rate, so a node's backlog drains without a burst.
 const (
@@ -109,11 +116,16 @@ func (a *Alongside) StopDrain(ctx context.Context) {
 func (a *Alongside) run(ctx context.Context) {
 	g := &registration{r: a.r, taskID: a.taskID, body: a.body, log: a.r.logger().With("task_id", a.taskID)}
 	start := time.Now()
+	g.hold = start.Add(alongsideHold)
 	if a.r.Queue != nil {
 		g.enqueue(ctx, "")
 	}
 	close(a.ahead)
 	out := a.register(ctx, g)
+	if out == Spooled {
+		// Not trying any more: a later start or the drainer may send it now.
+		a.holdEntry(context.WithoutCancel(ctx), g, time.Time{})
+	}
 	attrs := []any{"outcome", out.String(), "attempts", g.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
 	if g.lastErr != nil && out != Delivered {
 		attrs = append(attrs, "err", a.r.Client.Redact(g.lastErr.Error()))
@@ -164,6 +176,7 @@ func (a *Alongside) register(ctx context.Context, g *registration) Outcome {
 			return g.kept()
 		}
 		g.remember(ctx, err)
+		a.holdEntry(ctx, g, time.Now().Add(alongsideHold))
 		if closed(a.hurry) {
 			return g.kept()
 		}
@@ -178,6 +191,20 @@ func (a *Alongside) register(ctx context.Context, g *registration) Outcome {
 			t.Stop()
 			return g.kept()
 		}
+	}
+}
+
+// holdEntry renews (or, with a zero time, releases) the hold on the
+// registration's spool entry.
+func (a *Alongside) holdEntry(ctx context.Context, g *registration, until time.Time) {
+	h, ok := a.r.Queue.(holder)
+	if !ok || !g.spooled {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, afterDeliveryTimeout)
+	defer cancel()
+	if err := h.Hold(hctx, g.id, until); err != nil {
+		g.log.Debug("spool: hold not recorded", "err", err)
 	}
 }
 

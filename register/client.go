@@ -3,8 +3,10 @@ package register
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // Path is the monitor API's registration endpoint, below the base URL.
@@ -63,9 +66,47 @@ type Client struct {
 	broken    error // non-nil: every attempt fails with it
 	log       *slog.Logger
 
+	// fixed, when set, is the token every attempt sends instead of the
+	// file's (WithToken: a drainer's token of another team).
+	fixed *string
+
 	mu          sync.Mutex
 	tokens      []*redactor // every token sent, to redact from stored text
 	tokenWarned bool
+}
+
+// WithToken returns a client like c (same monitor, transport and CA) that
+// sends tok instead of reading the token file: a node drainer's client for
+// the entries written for tok.
+func (c *Client) WithToken(tok string) *Client {
+	n := &Client{base: c.base, endpoint: c.endpoint, userAgent: c.userAgent, http: c.http, broken: c.broken, log: c.log, fixed: &tok}
+	if tok != "" {
+		n.tokens = []*redactor{newRedactor(tok)}
+	}
+	return n
+}
+
+// Fingerprint names the token the client's next attempt sends, as a spool
+// entry records it: the first 16 hex digits of the token's SHA-256,
+// spool.FingerprintNone when it sends none (no file configured, the file
+// missing, or empty), spool.FingerprintUnusable when the file cannot be
+// read safely. The token file is read afresh, as at every attempt.
+func (c *Client) Fingerprint() string {
+	tok, err := c.token()
+	switch {
+	case err != nil:
+		return spool.FingerprintUnusable
+	case tok == "":
+		return spool.FingerprintNone
+	}
+	return Fingerprint(tok)
+}
+
+// Fingerprint is the fingerprint of token tok: the first 16 hex digits of
+// its SHA-256 (what the monitor's tokens file holds for it).
+func Fingerprint(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:8])
 }
 
 // NewClient returns a client. A URL that can never work (ErrBadURL), or a
@@ -220,6 +261,9 @@ func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte)
 // at the next attempt. "" means no Authorization header: no file configured,
 // unreadable (warned once), empty, or unusable in a header.
 func (c *Client) token() (string, error) {
+	if c.fixed != nil {
+		return *c.fixed, nil
+	}
 	if c.tokenFile == "" {
 		return "", nil
 	}

@@ -98,6 +98,17 @@ type Completer struct {
 	Queue  CompletionQueue // nil: spool off
 	Logger *slog.Logger
 	Retry  RetryPolicy // zero: DefaultRetry
+	// ClientFor: as Registrar.ClientFor, for spooled completions.
+	ClientFor func(fp string) *Client
+}
+
+func (c *Completer) clientFor(fp string) *Client {
+	if c.ClientFor != nil {
+		if cl := c.ClientFor(fp); cl != nil {
+			return cl
+		}
+	}
+	return c.Client
 }
 
 // Complete spools taskID's completion (write-ahead: before anything else,
@@ -115,7 +126,11 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 	if c.Queue != nil {
 		now := time.Now()
 		var err error
-		id, err = c.Queue.EnqueueCompletion(ctx, spool.Entry{Version: spool.RecordVersion, TaskID: taskID, Payload: body, QueuedAt: now})
+		e := spool.Entry{Version: spool.RecordVersion, TaskID: taskID, Payload: body, QueuedAt: now, Fingerprint: c.Client.Fingerprint()}
+		if d, ok := ctx.Deadline(); ok {
+			e.HeldUntil = d // this supervisor's own until its budget ends
+		}
+		id, err = c.Queue.EnqueueCompletion(ctx, e)
 		if err != nil {
 			log.Warn("completion not written to the spool; sending it without a copy", "err", err)
 		}
@@ -125,8 +140,18 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 	if spooled {
 		kept = Spooled
 	}
+	// Not delivered by this supervisor: a later start or spool flush may
+	// send it at once (while the budget lasts; after it the hold is over).
+	release := func() {
+		if h, ok := c.Queue.(interface {
+			HoldCompletion(context.Context, uint64, time.Time) error
+		}); ok && spooled && ctx.Err() == nil {
+			h.HoldCompletion(ctx, id, time.Time{})
+		}
+	}
 	if afterSpool != nil && !afterSpool(ctx) {
 		log.Info("completion", "outcome", kept.String(), "attempts", 0, "why", "registration not delivered yet; a later start or spool flush sends both, in order")
+		release()
 		return kept
 	}
 	b := c.Retry.backOff()
@@ -175,6 +200,9 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 			attrs = append(attrs, "err", c.Client.Redact(err.Error()))
 		}
 		log.Info("completion", attrs...)
+		if out == Spooled {
+			release()
+		}
 		return out
 	}
 }
@@ -211,8 +239,9 @@ func (c *Completer) Flush(ctx context.Context, limit int) (FlushResult, error) {
 			res.Dead++
 			continue
 		}
+		cl := c.clientFor(e.Fingerprint)
 		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-		sendErr := c.Client.SendCompletion(actx, key, e.Payload)
+		sendErr := cl.SendCompletion(actx, key, e.Payload)
 		cancel()
 		switch classify(sendErr) {
 		case delivered:

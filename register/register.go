@@ -90,6 +90,27 @@ type Registrar struct {
 	// returns its task id, the Idempotency-Key it is sent with; an error
 	// moves the entry to the dead letters with the reason. nil: TaskIDOf.
 	Check func(payload []byte) (taskID string, err error)
+	// ClientFor returns the client that sends a spooled entry written for
+	// the token with fingerprint fp (a node drainer holds several); nil,
+	// or a nil answer: Client. The queue hands out only entries this
+	// process may send (spool.Options.Sendable), so none is ever sent
+	// under another token.
+	ClientFor func(fp string) *Client
+}
+
+// holder is the spool's Hold (*spool.Spool has it): the writer of an entry
+// keeps other processes off it while it is still trying it itself.
+type holder interface {
+	Hold(ctx context.Context, id uint64, until time.Time) error
+}
+
+func (r *Registrar) clientFor(fp string) *Client {
+	if r.ClientFor != nil {
+		if c := r.ClientFor(fp); c != nil {
+			return c
+		}
+	}
+	return r.Client
 }
 
 // TaskIDOf returns the task_id of a registration body: the only key a
@@ -144,9 +165,15 @@ func (o Outcome) String() string {
 func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Outcome {
 	start := time.Now()
 	reg := &registration{r: r, taskID: taskID, body: body, log: r.logger().With("task_id", taskID)}
+	if d, ok := ctx.Deadline(); ok {
+		reg.hold = d // after the budget the start has exec'd: the entry is anyone's
+	}
 	rctx, cancel := reg.shortContext(ctx)
 	out := reg.run(rctx)
 	cancel()
+	if out == Spooled {
+		reg.release(ctx)
+	}
 	attrs := []any{"outcome", out.String(), "attempts", reg.attempts, "elapsed", time.Since(start).Round(time.Millisecond)}
 	if reg.lastErr != nil && out != Delivered {
 		attrs = append(attrs, "err", r.Client.Redact(reg.lastErr.Error()))
@@ -182,7 +209,11 @@ type registration struct {
 	lastErr  error
 	id       uint64 // the spool entry, once spooled
 	spooled  bool
-	noSpool  bool // the spool failed for good in this process
+	// hold is how long the entry is kept from other processes when it is
+	// written (until the budget's end, or a while when the registration
+	// runs alongside the command and renews it).
+	hold    time.Time
+	noSpool bool // the spool failed for good in this process
 	// lastTried: the try just made was the last one the budget holds.
 	lastTried bool
 	// Outage memory (outage.go): a known outage makes the start short;
@@ -288,6 +319,8 @@ func (g *registration) enqueue(ctx context.Context, lastErr string) {
 		Attempts:    g.attempts,
 		LastError:   lastErr,
 		LastAttempt: now,
+		Fingerprint: g.r.Client.Fingerprint(),
+		HeldUntil:   g.hold,
 	})
 	switch {
 	case err == nil:
@@ -330,6 +363,27 @@ func (g *registration) stop(ctx context.Context) Outcome {
 	return g.kept()
 }
 
+// release lets other processes send the spooled entry now that this one
+// stopped trying it: within the budget, or shortly after a signal (at the
+// budget's end the hold has run out by itself).
+func (g *registration) release(ctx context.Context) {
+	h, ok := g.r.Queue.(holder)
+	if !ok || !g.spooled {
+		return
+	}
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			return
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), signalSpoolTimeout)
+		defer cancel()
+	}
+	if err := h.Hold(ctx, g.id, time.Time{}); err != nil {
+		g.log.Debug("spool: hold not released", "err", err)
+	}
+}
+
 // kept is the outcome of a registration that was not delivered.
 func (g *registration) kept() Outcome {
 	if g.spooled {
@@ -354,6 +408,7 @@ func (g *registration) bury(ctx context.Context, err error) {
 		serr = q.BuryNew(ctx, spool.Entry{
 			Version: spool.RecordVersion, TaskID: g.taskID, Payload: g.body,
 			QueuedAt: now, Attempts: g.attempts, LastError: answer, LastAttempt: now,
+			Fingerprint: g.r.Client.Fingerprint(),
 		}, answer)
 	}
 	if serr != nil {
@@ -495,8 +550,9 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		res.Dead++
 		return done, nil
 	}
+	cl := r.clientFor(e.Fingerprint)
 	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	sendErr := r.Client.Send(actx, key, e.Payload)
+	sendErr := cl.Send(actx, key, e.Payload)
 	cancel()
 	var ae *AnswerError
 	answered := errors.As(sendErr, &ae)
@@ -508,7 +564,7 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		res.Delivered++
 		return done, nil
 	case c == permanent, answered && e.Attempts+1 >= PoisonAttempts && time.Since(e.QueuedAt) >= PoisonAge:
-		answer := r.Client.Redact(sendErr.Error())
+		answer := cl.Redact(sendErr.Error())
 		if c != permanent {
 			answer = fmt.Sprintf("gave up after %d attempts over %v: %s", e.Attempts+1, time.Since(e.QueuedAt).Round(time.Hour), answer)
 		}
@@ -521,7 +577,7 @@ func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 	}
 	res.Failed++
 	res.Stopped = sendErr
-	text := r.Client.Redact(sendErr.Error())
+	text := cl.Redact(sendErr.Error())
 	log.Debug("spooled registration not delivered; it stays pending", "err", text)
 	if ctx.Err() == nil {
 		if err := r.Queue.Attempted(ctx, e.ID, text); err != nil {

@@ -189,7 +189,7 @@ func BenchmarkRequeue10000(b *testing.B) {
 				keys = append(keys, clone(k))
 			}
 			for _, k := range keys {
-				if err := bury(bk, k, bk.pending.Get(k), "403", time.Now()); err != nil {
+				if err := bury(bk, bk.pending, k, bk.pending.Get(k), "403", time.Now()); err != nil {
 					return err
 				}
 			}

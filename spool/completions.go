@@ -1,7 +1,9 @@
 package spool
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,10 +17,17 @@ import (
 // registration is not pending, so the monitor always hears of a task's
 // start before its end. Salvage of a corrupt file carries registrations
 // over, not completions.
+//
+// Completions with a fingerprint live in buckets of their own too
+// (completions_by_token, completions_dead_by_token), which the versions
+// that read only completions never see; their ids come from the
+// completions bucket's sequence.
 var (
-	bucketCompletions     = []byte("completions")
-	bucketCompletionsDead = []byte("completions_dead")
-	keyCompletionsDropped = []byte("completions_dropped")
+	bucketCompletions      = []byte("completions")
+	bucketCompletionsDead  = []byte("completions_dead")
+	bucketCompletionsT     = []byte("completions_by_token")
+	bucketCompletionsDeadT = []byte("completions_dead_by_token")
+	keyCompletionsDropped  = []byte("completions_dropped")
 )
 
 // CompletionStats counts a spool's completions.
@@ -54,10 +63,14 @@ func (s *Spool) EnqueueCompletion(ctx context.Context, e Entry) (uint64, error) 
 			if err != nil {
 				return err
 			}
-			if err := c.pending.Put(itob(id), v); err != nil {
+			dst := c.pending
+			if e.Fingerprint != "" {
+				dst = c.pendingT
+			}
+			if err := dst.Put(itob(id), v); err != nil {
 				return err
 			}
-			dropped, err = trim(c.pending, c.meta, keyCompletionsDropped, s.opt.MaxEntries)
+			dropped, err = trim(dst, c.meta, keyCompletionsDropped, s.opt.MaxEntries)
 			return err
 		})
 	})
@@ -71,6 +84,9 @@ func (s *Spool) EnqueueCompletion(ctx context.Context, e Entry) (uint64, error) 
 // answered 2xx/409. An id that is no longer pending is not an error.
 func (s *Spool) DeleteCompletion(ctx context.Context, id uint64) error {
 	return s.updateCompletions(ctx, func(c completions) error {
+		if err := c.pendingT.Delete(itob(id)); err != nil {
+			return err
+		}
 		return c.pending.Delete(itob(id))
 	})
 }
@@ -79,7 +95,7 @@ func (s *Spool) DeleteCompletion(ctx context.Context, id uint64) error {
 func (s *Spool) AttemptedCompletion(ctx context.Context, id uint64, lastErr string) error {
 	now := s.opt.Now()
 	return s.updateCompletions(ctx, func(c completions) error {
-		v := c.pending.Get(itob(id))
+		bk, _, v := c.find(id)
 		e, ok := decode(itob(id), v)
 		if v == nil || !ok {
 			return nil
@@ -88,7 +104,7 @@ func (s *Spool) AttemptedCompletion(ctx context.Context, id uint64, lastErr stri
 		if err != nil {
 			return nil
 		}
-		return c.pending.Put(itob(id), nv)
+		return bk.Put(itob(id), nv)
 	})
 }
 
@@ -97,7 +113,7 @@ func (s *Spool) AttemptedCompletion(ctx context.Context, id uint64, lastErr stri
 func (s *Spool) BuryCompletion(ctx context.Context, id uint64, answer string) error {
 	now := s.opt.Now()
 	return s.updateCompletions(ctx, func(c completions) error {
-		v := c.pending.Get(itob(id))
+		bk, dead, v := c.find(id)
 		if v == nil {
 			return nil
 		}
@@ -105,20 +121,21 @@ func (s *Spool) BuryCompletion(ctx context.Context, id uint64, answer string) er
 		if err != nil {
 			nv = v
 		}
-		if err := c.dead.Put(itob(id), nv); err != nil {
+		if err := dead.Put(itob(id), nv); err != nil {
 			return err
 		}
-		if err := c.pending.Delete(itob(id)); err != nil {
+		if err := bk.Delete(itob(id)); err != nil {
 			return err
 		}
-		_, err = trim(c.dead, c.meta, keyCompletionsDropped, s.opt.MaxEntries)
+		_, err = trim(dead, c.meta, keyCompletionsDropped, s.opt.MaxEntries)
 		return err
 	})
 }
 
 // ReadyCompletions returns up to n pending completions (n <= 0: all),
-// oldest first, whose task's registration is not pending: those that may be
-// sent now. Undecodable records are skipped (they stay for an operator).
+// oldest first, whose task's registration is not pending, that this
+// process may send (Options.Sendable) and that nobody holds: those that may
+// be sent now. Undecodable records are skipped (they stay for an operator).
 func (s *Spool) ReadyCompletions(ctx context.Context, n int) ([]Entry, error) {
 	if s.missing() {
 		return nil, nil
@@ -126,19 +143,18 @@ func (s *Spool) ReadyCompletions(ctx context.Context, n int) ([]Entry, error) {
 	var out []Entry
 	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
 		out = nil
+		now := s.opt.Now()
 		return db.View(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketCompletions)
-			if c == nil {
-				return nil
-			}
 			registering := pendingTasks(tx)
-			cur := c.Cursor()
-			for k, v := cur.First(); k != nil && (n <= 0 || len(out) < n); k, v = cur.Next() {
-				if e, ok := decode(k, v); ok && !registering[e.TaskID] {
+			return walkMerged(tx, [][]byte{bucketCompletions, bucketCompletionsT}, func(_, k, v []byte) bool {
+				if n > 0 && len(out) >= n {
+					return false
+				}
+				if e, ok := decode(k, v); ok && !registering[e.TaskID] && s.sendable(e.Fingerprint) && (s.opt.IgnoreHolds || !now.Before(e.HeldUntil)) {
 					out = append(out, e)
 				}
-			}
-			return nil
+				return true
+			})
 		})
 	})
 	return out, err
@@ -167,11 +183,15 @@ func (s *Spool) CompletionStats(ctx context.Context) (CompletionStats, error) {
 	var st CompletionStats
 	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
 		return db.View(func(tx *bolt.Tx) error {
-			if bk := tx.Bucket(bucketCompletions); bk != nil {
-				st.Pending = bk.Stats().KeyN
+			for _, name := range [][]byte{bucketCompletions, bucketCompletionsT} {
+				if bk := tx.Bucket(name); bk != nil {
+					st.Pending += bk.Stats().KeyN
+				}
 			}
-			if bk := tx.Bucket(bucketCompletionsDead); bk != nil {
-				st.Dead = bk.Stats().KeyN
+			for _, name := range [][]byte{bucketCompletionsDead, bucketCompletionsDeadT} {
+				if bk := tx.Bucket(name); bk != nil {
+					st.Dead += bk.Stats().KeyN
+				}
 			}
 			if bk := tx.Bucket(bucketMeta); bk != nil {
 				st.Dropped = int(btoi(bk.Get(keyCompletionsDropped)))
@@ -185,32 +205,78 @@ func (s *Spool) CompletionStats(ctx context.Context) (CompletionStats, error) {
 // ListCompletions returns every pending completion, or every dead one; a
 // record it cannot decode is left out.
 func (s *Spool) ListCompletions(ctx context.Context, dead bool) ([]Entry, error) {
-	name := bucketCompletions
 	if dead {
-		name = bucketCompletionsDead
+		return s.listBuckets(ctx, [][]byte{bucketCompletionsDead, bucketCompletionsDeadT}, false)
 	}
-	return s.listBucket(ctx, name, false)
+	return s.listBuckets(ctx, [][]byte{bucketCompletions, bucketCompletionsT}, false)
 }
 
 // pendingTasks returns the task ids of the pending registrations. It reads
 // only each record's task_id; MaxEntries bounds the walk.
 func pendingTasks(tx *bolt.Tx) map[string]bool {
 	ids := map[string]bool{}
-	p := tx.Bucket(bucketPending)
-	if p == nil {
-		return ids
-	}
-	p.ForEach(func(k, v []byte) error {
-		if e, ok := decodeLenient(k, v); ok && e.TaskID != "" {
-			ids[e.TaskID] = true
+	for _, name := range [][]byte{bucketPending, bucketPendingT} {
+		p := tx.Bucket(name)
+		if p == nil {
+			continue
 		}
-		return nil
-	})
+		p.ForEach(func(k, v []byte) error {
+			if e, ok := decodeLenient(k, v); ok && e.TaskID != "" {
+				ids[e.TaskID] = true
+			}
+			return nil
+		})
+	}
 	return ids
+}
+
+// foreign counts the pending registrations and completions this process
+// may not send, and those of the previous format.
+func (s *Spool) foreign(tx *bolt.Tx) (foreign, legacy int) {
+	for _, name := range [][]byte{bucketPending, bucketCompletions, bucketPendingT, bucketCompletionsT} {
+		bk := tx.Bucket(name)
+		if bk == nil {
+			continue
+		}
+		old := bytes.Equal(name, bucketPending) || bytes.Equal(name, bucketCompletions)
+		if old {
+			legacy += bk.Stats().KeyN
+		}
+		if s.opt.Sendable == nil {
+			continue
+		}
+		bk.ForEach(func(_, v []byte) error {
+			var r struct {
+				Fingerprint string `json:"fingerprint"`
+			}
+			json.Unmarshal(v, &r)
+			if old {
+				r.Fingerprint = ""
+			}
+			if !s.opt.Sendable(r.Fingerprint) {
+				foreign++
+			}
+			return nil
+		})
+	}
+	return foreign, legacy
 }
 
 type completions struct {
 	pending, dead, meta *bolt.Bucket
+	pendingT, deadT     *bolt.Bucket
+}
+
+// find returns the pending completions bucket holding id, its family's
+// dead letters, and the record.
+func (c completions) find(id uint64) (pending, dead *bolt.Bucket, v []byte) {
+	if v := c.pendingT.Get(itob(id)); v != nil {
+		return c.pendingT, c.deadT, v
+	}
+	if v := c.pending.Get(itob(id)); v != nil {
+		return c.pending, c.dead, v
+	}
+	return nil, nil, nil
 }
 
 func completionBuckets(tx *bolt.Tx) (completions, error) {
@@ -220,6 +286,12 @@ func completionBuckets(tx *bolt.Tx) (completions, error) {
 		return c, err
 	}
 	if c.dead, err = tx.CreateBucketIfNotExists(bucketCompletionsDead); err != nil {
+		return c, err
+	}
+	if c.pendingT, err = tx.CreateBucketIfNotExists(bucketCompletionsT); err != nil {
+		return c, err
+	}
+	if c.deadT, err = tx.CreateBucketIfNotExists(bucketCompletionsDeadT); err != nil {
 		return c, err
 	}
 	c.meta, err = tx.CreateBucketIfNotExists(bucketMeta)
@@ -239,5 +311,46 @@ func (s *Spool) updateCompletions(ctx context.Context, fn func(completions) erro
 			}
 			return fn(c)
 		})
+	})
+}
+
+// LegacyPending counts the pending registrations and completions of the
+// previous format (no fingerprint): those only `spool flush --legacy`
+// sends. A missing file has none.
+func (s *Spool) LegacyPending(ctx context.Context) (int, error) {
+	if s.missing() {
+		return 0, nil
+	}
+	n := 0
+	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
+		n = 0
+		return db.View(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketPending, bucketCompletions} {
+				if bk := tx.Bucket(name); bk != nil {
+					n += bk.Stats().KeyN
+				}
+			}
+			return nil
+		})
+	})
+	return n, err
+}
+
+// HoldCompletion is Hold for pending completion id.
+func (s *Spool) HoldCompletion(ctx context.Context, id uint64, until time.Time) error {
+	return s.updateCompletions(ctx, func(c completions) error {
+		bk, _, v := c.find(id)
+		if v == nil {
+			return nil
+		}
+		var val any
+		if !until.IsZero() {
+			val = until
+		}
+		nv, err := patch(v, map[string]any{"held_until": val})
+		if err != nil {
+			return nil
+		}
+		return bk.Put(itob(id), nv)
 	})
 }

@@ -476,8 +476,8 @@ func (s *Spool) restore(db *bolt.DB, sv *salvage) {
 			}
 			for _, x := range []struct {
 				recs [][]byte
-				dst  *bolt.Bucket
-			}{{sv.pending, b.pending}, {sv.dead, b.dead}} {
+				dst  func(fp string) *bolt.Bucket
+			}{{sv.pending, b.pendingFor}, {sv.dead, b.deadFor}} {
 				for _, v := range x.recs {
 					seq, err := b.pending.NextSequence()
 					if err != nil {
@@ -486,7 +486,10 @@ func (s *Spool) restore(db *bolt.DB, sv *salvage) {
 					if nv, err := patch(v, map[string]any{"id": seq}); err == nil {
 						v = nv
 					}
-					if err := x.dst.Put(itob(seq), v); err != nil {
+					// Back into the bucket of its format: an entry with a
+					// fingerprint never lands where older versions read.
+					e, _ := decodeLenient(nil, v)
+					if err := x.dst(e.Fingerprint).Put(itob(seq), v); err != nil {
 						return err
 					}
 				}

@@ -25,6 +25,7 @@ func FuzzOperations(f *testing.F) {
 	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 3, 4, 0, 5})
 	f.Add([]byte{0x40, 0x40, 0x41, 0x41, 0x42, 0x42, 0x80, 0x81, 0x82, 3, 3, 5, 5, 4})
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6, 0x46, 0x45, 0x44, 0x43})
+	f.Add([]byte{0x20, 0x21, 0x61, 0x61, 0x61, 0x61, 0x61, 0x61, 0x23, 0x25, 0x22, 0x24, 0x21, 0x01, 0x03}) // by token
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 64 {
 			ops = ops[:64]
@@ -35,18 +36,22 @@ func FuzzOperations(f *testing.F) {
 		for i, op := range ops {
 			pad := [4]int{10, 900, 5000, 12000}[op>>6]
 			id := fmt.Sprintf("t%d", i)
-			kind := (op & 0x3f) % 7
+			kind := (op & 0x1f) % 7
+			fp := "" // the previous format's buckets, or the by-token ones
+			if op&0x20 != 0 {
+				fp = "aaaa"
+			}
 			done := make(chan error, 1)
 			go func() {
 				var err error
 				switch kind {
 				case 0:
-					_, err = s.Enqueue(ctx, Entry{TaskID: id, Payload: body(id, pad)})
+					_, err = s.Enqueue(ctx, Entry{TaskID: id, Payload: body(id, pad), Fingerprint: fp})
 					if err == nil {
 						added++
 					}
 				case 1:
-					if err = s.BuryNew(ctx, Entry{TaskID: id, Payload: body(id, pad)}, "403"); err == nil {
+					if err = s.BuryNew(ctx, Entry{TaskID: id, Payload: body(id, pad), Fingerprint: fp}, "403"); err == nil {
 						added++
 					}
 				case 2:
@@ -89,8 +94,8 @@ func FuzzOperations(f *testing.F) {
 			}
 			checkFile(t, s.Path())
 			st := stats(t, s)
-			if st.Pending > 7 || st.Dead > 7 {
-				t.Fatalf("after op %d: %+v, past the bound of 7", i, st)
+			if st.Pending > 14 || st.Dead > 14 {
+				t.Fatalf("after op %d: %+v, past the bound of 7 per bucket", i, st)
 			}
 			if got := st.Pending + st.Dead + st.Dropped + st.DeadDropped; got != added-gone {
 				t.Fatalf("after op %d (%d) of %v: %+v accounts for %d entries, want %d", i, kind, ops, st, got, added-gone)

@@ -13,18 +13,35 @@ import (
 
 // The file's layout. Keys of pending and dead are 8-byte big-endian ids from
 // the pending bucket's sequence, so a cursor walks them oldest first and an
-// id stays unique when an entry moves between the two.
+// id stays unique when an entry moves between the two. Entries that carry
+// the fingerprint of the token they were written for live in buckets of
+// their own (pending_by_token, dead_by_token), which entrypoints of older
+// versions never read: they would send them under whatever token they
+// hold. Their ids come from the same sequence, so an id names one entry
+// whichever bucket holds it.
 var (
 	bucketPending  = []byte("pending")
 	bucketDead     = []byte("dead")
+	bucketPendingT = []byte("pending_by_token")
+	bucketDeadT    = []byte("dead_by_token")
 	bucketMeta     = []byte("meta")
 	keyDropped     = []byte("dropped")
 	keyDeadDropped = []byte("dead_dropped")
 )
 
+// Fingerprints that stand for no token.
+const (
+	// FingerprintNone: the entry was written without a token.
+	FingerprintNone = "none"
+	// FingerprintUnusable: the token file could not be read safely.
+	FingerprintUnusable = "unusable"
+)
+
 type buckets struct {
-	pending, dead, meta *bolt.Bucket
-	err                 error
+	pending, dead   *bolt.Bucket // the previous format's, no fingerprint
+	pendingT, deadT *bolt.Bucket // with a fingerprint
+	meta            *bolt.Bucket
+	err             error
 }
 
 func createBuckets(tx *bolt.Tx) buckets {
@@ -32,13 +49,47 @@ func createBuckets(tx *bolt.Tx) buckets {
 	for _, x := range []struct {
 		dst  **bolt.Bucket
 		name []byte
-	}{{&b.pending, bucketPending}, {&b.dead, bucketDead}, {&b.meta, bucketMeta}} {
+	}{{&b.pending, bucketPending}, {&b.dead, bucketDead}, {&b.pendingT, bucketPendingT}, {&b.deadT, bucketDeadT}, {&b.meta, bucketMeta}} {
 		*x.dst, b.err = tx.CreateBucketIfNotExists(x.name)
 		if b.err != nil {
 			return b
 		}
 	}
 	return b
+}
+
+// pendingFor and deadFor are the buckets an entry with fingerprint fp
+// belongs in.
+func (b buckets) pendingFor(fp string) *bolt.Bucket {
+	if fp == "" {
+		return b.pending
+	}
+	return b.pendingT
+}
+
+func (b buckets) deadFor(fp string) *bolt.Bucket {
+	if fp == "" {
+		return b.dead
+	}
+	return b.deadT
+}
+
+// findPending returns the pending bucket holding id, and its record.
+func (b buckets) findPending(id uint64) (*bolt.Bucket, []byte) {
+	for _, bk := range []*bolt.Bucket{b.pendingT, b.pending} {
+		if v := bk.Get(itob(id)); v != nil {
+			return bk, v
+		}
+	}
+	return nil, nil
+}
+
+// deadOf is the dead-letter bucket of the family the pending bucket bk is in.
+func (b buckets) deadOf(bk *bolt.Bucket) *bolt.Bucket {
+	if bk == b.pendingT {
+		return b.deadT
+	}
+	return b.dead
 }
 
 // changes counts what the bounds did during one operation, logged once it
@@ -171,8 +222,9 @@ func patch(v []byte, set map[string]any) ([]byte, error) {
 	return marshal(m)
 }
 
-// bury moves the pending record under k to the dead letters with answer.
-func bury(b buckets, k, v []byte, answer string, now time.Time) error {
+// bury moves the record under k of the pending bucket src to its family's
+// dead letters with answer.
+func bury(b buckets, src *bolt.Bucket, k, v []byte, answer string, now time.Time) error {
 	dk := k
 	nv, err := patch(v, map[string]any{"answer": answer, "dead_at": now})
 	if _, ok := decode(k, v); !ok || err != nil {
@@ -191,10 +243,10 @@ func bury(b buckets, k, v []byte, answer string, now time.Time) error {
 			return err
 		}
 	}
-	if err := b.dead.Put(dk, nv); err != nil {
+	if err := b.deadOf(src).Put(dk, nv); err != nil {
 		return err
 	}
-	return b.pending.Delete(k)
+	return src.Delete(k)
 }
 
 // ageClock is when an entry's age starts: first queued, or last requeued.
@@ -223,12 +275,21 @@ func (s *Spool) expire(b buckets, now time.Time, ch *changes) error {
 	if s.opt.MaxAge <= 0 {
 		return nil
 	}
+	for _, bk := range []*bolt.Bucket{b.pending, b.pendingT} {
+		if err := s.expireBucket(b, bk, now, ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Spool) expireBucket(b buckets, bk *bolt.Bucket, now time.Time, ch *changes) error {
 	type move struct {
 		k      []byte
 		answer string
 	}
 	var moves []move
-	c := b.pending.Cursor()
+	c := bk.Cursor()
 	for k, v := c.First(); k != nil && len(moves) < maxMoves; k, v = c.Next() {
 		e, ok := decode(k, v)
 		if !ok {
@@ -244,7 +305,7 @@ func (s *Spool) expire(b buckets, now time.Time, ch *changes) error {
 		moves = append(moves, move{clone(k), AnswerExpired})
 	}
 	for _, m := range moves {
-		if err := bury(b, m.k, b.pending.Get(m.k), m.answer, now); err != nil {
+		if err := bury(b, bk, m.k, bk.Get(m.k), m.answer, now); err != nil {
 			return err
 		}
 		if m.answer == AnswerExpired {
@@ -283,14 +344,18 @@ func atLeast(bk *bolt.Bucket, n int) bool {
 // bound drops the oldest pending entries and dead letters past MaxEntries,
 // and counts them.
 func (s *Spool) bound(b buckets, ch *changes) error {
-	n, err := trim(b.pending, b.meta, keyDropped, s.opt.MaxEntries)
-	if err != nil {
-		return err
+	for _, x := range []struct {
+		bk      *bolt.Bucket
+		counter []byte
+		n       *int
+	}{{b.pending, keyDropped, &ch.dropped}, {b.pendingT, keyDropped, &ch.dropped}, {b.dead, keyDeadDropped, &ch.deadDropped}, {b.deadT, keyDeadDropped, &ch.deadDropped}} {
+		n, err := trim(x.bk, b.meta, x.counter, s.opt.MaxEntries)
+		if err != nil {
+			return err
+		}
+		*x.n += n
 	}
-	ch.dropped += n
-	n, err = trim(b.dead, b.meta, keyDeadDropped, s.opt.MaxEntries)
-	ch.deadDropped += n
-	return err
+	return nil
 }
 
 // trim drops the oldest keys of bk past max and counts them under counter.

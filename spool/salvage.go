@@ -193,9 +193,9 @@ func salvageBytes(data []byte) *salvage {
 				return
 			}
 			switch string(top.key) {
-			case string(bucketPending):
+			case string(bucketPending), string(bucketPendingT):
 				r.bucket(top.value, func(e leafElem) { keep(&pending, e.key, e.value) })
-			case string(bucketDead):
+			case string(bucketDead), string(bucketDeadT):
 				r.bucket(top.value, func(e leafElem) { keep(&dead, e.key, e.value) })
 			case string(bucketMeta):
 				r.bucket(top.value, func(e leafElem) {

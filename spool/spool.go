@@ -40,6 +40,7 @@
 package spool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,6 +107,16 @@ type Entry struct {
 	// ExpiresAt is the bound the task that added the entry set on its own
 	// entry (Options.AddMaxAge); zero: only the node's MaxAge applies.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Fingerprint names the token the entry was written for: the first
+	// 16 hex digits of its SHA-256, FingerprintNone or
+	// FingerprintUnusable; empty in entries of the previous format. Only
+	// a process holding that token sends the entry (Options.Sendable).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// HeldUntil: the process that wrote the entry ahead of its own
+	// delivery is still trying it until then; nobody else hands it out
+	// before, so two processes never race on one entry (a delivered task
+	// could become a dead letter of the other's).
+	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
 // Stats counts a spool's entries.
@@ -117,6 +128,13 @@ type Stats struct {
 	Dropped int `json:"dropped"`
 	// DeadDropped counts dead letters dropped to keep at most MaxEntries.
 	DeadDropped int `json:"dead_dropped"`
+	// Foreign counts the pending registrations and completions this
+	// process may not send (Options.Sendable): another token's, or of the
+	// previous format.
+	Foreign int `json:"foreign"`
+	// Legacy counts the pending registrations and completions of the
+	// previous format (no fingerprint), sent only by spool flush --legacy.
+	Legacy int `json:"legacy"`
 }
 
 // Options configure a spool.
@@ -132,8 +150,16 @@ type Options struct {
 	// entry is not added (it is counted as dropped) when AddLimit entries
 	// are pending already; an entry added expires AddMaxAge after it was
 	// queued. <= 0: no bound of its own.
-	AddLimit    int
-	AddMaxAge   time.Duration
+	AddLimit  int
+	AddMaxAge time.Duration
+	// Sendable reports whether this process may send an entry written for
+	// the token with fingerprint fp ("" for the previous format): Oldest
+	// and ReadyCompletions hand out only those, and Stats counts the
+	// others as foreign. nil: every entry.
+	Sendable func(fp string) bool
+	// IgnoreHolds: Oldest and ReadyCompletions hand out held entries too
+	// (an operator's one-off spool flush, after a supervisor was killed).
+	IgnoreHolds bool
 	LockTimeout time.Duration    // upper bound on waiting for the file lock; ctx may cut it shorter; 0: DefaultLockTimeout
 	Logger      *slog.Logger     // nil: discard
 	Now         func() time.Time // nil: time.Now
@@ -167,7 +193,8 @@ func (s *Spool) Path() string { return s.opt.Path }
 
 // Enqueue adds e as pending and returns its id. The id, record version and
 // any dead-letter fields of e are set by the spool; a zero QueuedAt is set
-// to now. e needs a task id and a payload that is a JSON object.
+// to now. e needs a task id and a payload that is a JSON object. An entry
+// with a fingerprint goes to the buckets older versions never read.
 func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 	if err := checkNew(e); err != nil {
 		return 0, err
@@ -192,14 +219,14 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 			if err := s.expire(b, now, &ch); err != nil {
 				return err
 			}
-			if s.opt.AddLimit > 0 && atLeast(b.pending, s.opt.AddLimit) {
+			if s.opt.AddLimit > 0 && atLeast(b.pendingFor(e.Fingerprint), s.opt.AddLimit) {
 				// The task's own bound: its entry gives way, never
 				// the entries other tasks left.
 				ch.notAdded++
 				return b.meta.Put(keyDropped, itob(btoi(b.meta.Get(keyDropped))+1))
 			}
 			var err error
-			if id, err = b.put(b.pending, e); err != nil {
+			if id, err = b.put(b.pendingFor(e.Fingerprint), e); err != nil {
 				return err
 			}
 			return s.bound(b, &ch)
@@ -221,7 +248,7 @@ func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 func (s *Spool) Attempted(ctx context.Context, id uint64, lastErr string) error {
 	now := s.opt.Now()
 	return s.update(ctx, func(b buckets, _ *changes) error {
-		v := b.pending.Get(itob(id))
+		bk, v := b.findPending(id)
 		if v == nil {
 			return nil
 		}
@@ -237,7 +264,28 @@ func (s *Spool) Attempted(ctx context.Context, id uint64, lastErr string) error 
 		if err != nil {
 			return nil
 		}
-		return b.pending.Put(itob(id), nv)
+		return bk.Put(itob(id), nv)
+	})
+}
+
+// Hold keeps pending entry id from being handed out to other processes
+// until until (a zero time releases it): the writer of a write-ahead
+// entry renews it while it keeps trying, and releases it when it stops.
+func (s *Spool) Hold(ctx context.Context, id uint64, until time.Time) error {
+	return s.update(ctx, func(b buckets, _ *changes) error {
+		bk, v := b.findPending(id)
+		if v == nil {
+			return nil
+		}
+		var val any
+		if !until.IsZero() {
+			val = until
+		}
+		nv, err := patch(v, map[string]any{"held_until": val})
+		if err != nil {
+			return nil
+		}
+		return bk.Put(itob(id), nv)
 	})
 }
 
@@ -255,8 +303,10 @@ func (s *Spool) DeleteMany(ctx context.Context, ids []uint64) error {
 	}
 	return s.update(ctx, func(b buckets, _ *changes) error {
 		for _, id := range ids {
-			if err := b.pending.Delete(itob(id)); err != nil {
-				return err
+			for _, bk := range []*bolt.Bucket{b.pendingT, b.pending} {
+				if err := bk.Delete(itob(id)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -268,11 +318,11 @@ func (s *Spool) DeleteMany(ctx context.Context, ids []uint64) error {
 func (s *Spool) Bury(ctx context.Context, id uint64, answer string) error {
 	now := s.opt.Now()
 	return s.update(ctx, func(b buckets, ch *changes) error {
-		v := b.pending.Get(itob(id))
+		bk, v := b.findPending(id)
 		if v == nil {
 			return nil
 		}
-		if err := bury(b, itob(id), v, answer, now); err != nil {
+		if err := bury(b, bk, itob(id), v, answer, now); err != nil {
 			return err
 		}
 		return s.bound(b, ch)
@@ -298,7 +348,7 @@ func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error {
 			if b.err != nil {
 				return b.err
 			}
-			if _, err := b.put(b.dead, e); err != nil {
+			if _, err := b.put(b.deadFor(e.Fingerprint), e); err != nil {
 				return err
 			}
 			return s.bound(b, &ch)
@@ -310,10 +360,12 @@ func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error {
 	return err
 }
 
-// Oldest returns up to n pending entries, oldest first (n <= 0: all). On
-// the way it moves entries past MaxAge and undecodable records to the dead
-// letters (a write only when there is something to move). A record of a
-// newer version is returned with what this version understands of it.
+// Oldest returns up to n pending entries this process may send
+// (Options.Sendable) and nobody holds (Entry.HeldUntil), oldest first, of
+// both formats (n <= 0: all). On the way it moves entries past MaxAge and
+// undecodable records to the dead letters (a write only when there is
+// something to move). A record of a newer version is returned with what
+// this version understands of it.
 func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 	if s.missing() {
 		return nil, nil
@@ -323,25 +375,27 @@ func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 	var ch changes
 	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
 		out, ch = nil, changes{}
-		var expired, undecodable [][]byte
+		type move struct {
+			bucket []byte
+			k      []byte
+		}
+		var expired, undecodable []move
 		err := db.View(func(tx *bolt.Tx) error {
-			p := tx.Bucket(bucketPending)
-			if p == nil {
-				return nil
-			}
-			c := p.Cursor()
-			for k, v := c.First(); k != nil && (n <= 0 || len(out) < n) && len(expired)+len(undecodable) < maxMoves; k, v = c.Next() {
+			return walkMerged(tx, [][]byte{bucketPending, bucketPendingT}, func(name, k, v []byte) bool {
+				if n > 0 && len(out) >= n || len(expired)+len(undecodable) >= maxMoves {
+					return false
+				}
 				e, ok := decode(k, v)
 				switch {
 				case !ok:
-					undecodable = append(undecodable, clone(k))
+					undecodable = append(undecodable, move{name, clone(k)})
 				case s.isExpired(e, now):
-					expired = append(expired, clone(k))
-				default:
+					expired = append(expired, move{name, clone(k)})
+				case s.sendable(e.Fingerprint) && (s.opt.IgnoreHolds || !now.Before(e.HeldUntil)):
 					out = append(out, e)
 				}
-			}
-			return nil
+				return true
+			})
 		})
 		if err != nil || len(expired)+len(undecodable) == 0 && !s.overBound(db) {
 			return err
@@ -351,20 +405,19 @@ func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 			if b.err != nil {
 				return b.err
 			}
-			for _, k := range expired {
-				if v := b.pending.Get(k); v != nil {
-					if err := bury(b, k, v, AnswerExpired, now); err != nil {
-						return err
+			for _, x := range []struct {
+				moves  []move
+				answer string
+				n      *int
+			}{{expired, AnswerExpired, &ch.expired}, {undecodable, AnswerUndecodable, &ch.undecodable}} {
+				for _, m := range x.moves {
+					bk := tx.Bucket(m.bucket)
+					if v := bk.Get(m.k); v != nil {
+						if err := bury(b, bk, m.k, v, x.answer, now); err != nil {
+							return err
+						}
+						*x.n++
 					}
-					ch.expired++
-				}
-			}
-			for _, k := range undecodable {
-				if v := b.pending.Get(k); v != nil {
-					if err := bury(b, k, v, AnswerUndecodable, now); err != nil {
-						return err
-					}
-					ch.undecodable++
 				}
 			}
 			return s.bound(b, &ch)
@@ -377,23 +430,63 @@ func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
 	return out, nil
 }
 
-// overBound reports, cheaply, whether the pending bucket may hold more
+// sendable reports whether this process may send an entry written for fp.
+func (s *Spool) sendable(fp string) bool {
+	return s.opt.Sendable == nil || s.opt.Sendable(fp)
+}
+
+// walkMerged walks the named buckets together in key order (ids are
+// unique across them, so this is oldest first), until fn returns false.
+func walkMerged(tx *bolt.Tx, names [][]byte, fn func(name, k, v []byte) bool) error {
+	type cur struct {
+		name []byte
+		c    *bolt.Cursor
+		k, v []byte
+	}
+	var curs []*cur
+	for _, name := range names {
+		if bk := tx.Bucket(name); bk != nil {
+			c := &cur{name: name, c: bk.Cursor()}
+			c.k, c.v = c.c.First()
+			curs = append(curs, c)
+		}
+	}
+	for {
+		var next *cur
+		for _, c := range curs {
+			if c.k != nil && (next == nil || bytes.Compare(c.k, next.k) < 0) {
+				next = c
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		if !fn(next.name, next.k, next.v) {
+			return nil
+		}
+		next.k, next.v = next.c.Next()
+	}
+}
+
+// overBound reports, cheaply, whether a pending bucket may hold more
 // than MaxEntries: a node's drainer started with a lower --spool-max
 // applies it even when nothing else changes.
 func (s *Spool) overBound(db *bolt.DB) bool {
 	over := false
 	db.View(func(tx *bolt.Tx) error {
-		p := tx.Bucket(bucketPending)
-		if p == nil || s.opt.MaxEntries <= 0 {
-			return nil
+		for _, name := range [][]byte{bucketPending, bucketPendingT} {
+			p := tx.Bucket(name)
+			if p == nil || s.opt.MaxEntries <= 0 {
+				continue
+			}
+			c := p.Cursor()
+			first, _ := c.First()
+			if first == nil {
+				continue // Last is asked only of a bucket with a key (trim)
+			}
+			last, _ := c.Last()
+			over = over || len(first) != 8 || len(last) != 8 || btoi(last)-btoi(first) >= uint64(s.opt.MaxEntries)
 		}
-		c := p.Cursor()
-		first, _ := c.First()
-		if first == nil {
-			return nil // Last is asked only of a bucket with a key (trim)
-		}
-		last, _ := c.Last()
-		over = len(first) != 8 || len(last) != 8 || btoi(last)-btoi(first) >= uint64(s.opt.MaxEntries)
 		return nil
 	})
 	return over
@@ -403,17 +496,16 @@ func (s *Spool) overBound(db *bolt.DB) bool {
 // oldest first. It only reads: a record it cannot decode is listed with the
 // answer "undecodable record" and its bytes in the payload.
 func (s *Spool) List(ctx context.Context, dead bool) ([]Entry, error) {
-	name := bucketPending
 	if dead {
-		name = bucketDead
+		return s.listBuckets(ctx, [][]byte{bucketDead, bucketDeadT}, true)
 	}
-	return s.listBucket(ctx, name, true)
+	return s.listBuckets(ctx, [][]byte{bucketPending, bucketPendingT}, true)
 }
 
-// listBucket returns the entries of one bucket, oldest first. A record it
-// cannot decode is listed as undecodable when keepUndecodable is true, and
-// left out otherwise.
-func (s *Spool) listBucket(ctx context.Context, name []byte, keepUndecodable bool) ([]Entry, error) {
+// listBuckets returns the entries of the named buckets, oldest first. A
+// record it cannot decode is listed as undecodable when keepUndecodable is
+// true, and left out otherwise.
+func (s *Spool) listBuckets(ctx context.Context, names [][]byte, keepUndecodable bool) ([]Entry, error) {
 	if s.missing() {
 		return nil, nil
 	}
@@ -421,13 +513,10 @@ func (s *Spool) listBucket(ctx context.Context, name []byte, keepUndecodable boo
 	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
 		out = nil
 		return db.View(func(tx *bolt.Tx) error {
-			bk := tx.Bucket(name)
-			if bk == nil {
-				return nil
-			}
-			return bk.ForEach(func(k, v []byte) error {
-				if err := stopped(ctx, len(out)); err != nil {
-					return err
+			var err error
+			werr := walkMerged(tx, names, func(_, k, v []byte) bool {
+				if err = stopped(ctx, len(out)); err != nil {
+					return false
 				}
 				e, ok := decodeLenient(k, v)
 				switch {
@@ -435,11 +524,15 @@ func (s *Spool) listBucket(ctx context.Context, name []byte, keepUndecodable boo
 				case keepUndecodable:
 					e = undecodableEntry(k, v, time.Time{})
 				default:
-					return nil
+					return true
 				}
 				out = append(out, e)
-				return nil
+				return true
 			})
+			if err != nil {
+				return err
+			}
+			return werr
 		})
 	})
 	return out, err
@@ -454,12 +547,17 @@ func (s *Spool) Stats(ctx context.Context) (Stats, error) {
 	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
 		st = Stats{}
 		return db.View(func(tx *bolt.Tx) error {
-			if bk := tx.Bucket(bucketPending); bk != nil {
-				st.Pending = bk.Stats().KeyN
+			for _, name := range [][]byte{bucketPending, bucketPendingT} {
+				if bk := tx.Bucket(name); bk != nil {
+					st.Pending += bk.Stats().KeyN
+				}
 			}
-			if bk := tx.Bucket(bucketDead); bk != nil {
-				st.Dead = bk.Stats().KeyN
+			for _, name := range [][]byte{bucketDead, bucketDeadT} {
+				if bk := tx.Bucket(name); bk != nil {
+					st.Dead += bk.Stats().KeyN
+				}
 			}
+			st.Foreign, st.Legacy = s.foreign(tx)
 			if bk := tx.Bucket(bucketMeta); bk != nil {
 				st.Dropped = int(btoi(bk.Get(keyDropped)))
 				st.DeadDropped = int(btoi(bk.Get(keyDeadDropped)))
@@ -490,47 +588,50 @@ func (s *Spool) Requeue(ctx context.Context) (int, error) {
 			if b.err != nil {
 				return b.err
 			}
-			var keys [][]byte
-			c := b.dead.Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				if err := stopped(ctx, len(keys)+kept); err != nil {
-					return err // rolled back: the file is as it was
+			for _, fam := range []struct{ dead, pending *bolt.Bucket }{{b.dead, b.pending}, {b.deadT, b.pendingT}} {
+				var keys [][]byte
+				c := fam.dead.Cursor()
+				for k, v := c.First(); k != nil; k, v = c.Next() {
+					if err := stopped(ctx, len(keys)+kept); err != nil {
+						return err // rolled back: the file is as it was
+					}
+					if _, ok := decode(k, v); !ok {
+						kept++
+						continue
+					}
+					keys = append(keys, clone(k))
 				}
-				if _, ok := decode(k, v); !ok {
-					kept++
-					continue
+				for i, k := range keys {
+					if err := stopped(ctx, i); err != nil {
+						return err
+					}
+					nv, err := patch(fam.dead.Get(k), map[string]any{
+						"attempts":    0,
+						"answer":      nil,
+						"dead_at":     nil,
+						"expires_at":  nil,
+						"held_until":  nil,
+						"requeued_at": now,
+					})
+					if err != nil {
+						kept++
+						continue
+					}
+					seq, err := b.pending.NextSequence()
+					if err != nil {
+						return err
+					}
+					if nv, err = patch(nv, map[string]any{"id": seq}); err != nil {
+						return err
+					}
+					if err := fam.pending.Put(itob(seq), nv); err != nil {
+						return err
+					}
+					if err := fam.dead.Delete(k); err != nil {
+						return err
+					}
+					moved++
 				}
-				keys = append(keys, clone(k))
-			}
-			for i, k := range keys {
-				if err := stopped(ctx, i); err != nil {
-					return err
-				}
-				nv, err := patch(b.dead.Get(k), map[string]any{
-					"attempts":    0,
-					"answer":      nil,
-					"dead_at":     nil,
-					"expires_at":  nil,
-					"requeued_at": now,
-				})
-				if err != nil {
-					kept++
-					continue
-				}
-				seq, err := b.pending.NextSequence()
-				if err != nil {
-					return err
-				}
-				if nv, err = patch(nv, map[string]any{"id": seq}); err != nil {
-					return err
-				}
-				if err := b.pending.Put(itob(seq), nv); err != nil {
-					return err
-				}
-				if err := b.dead.Delete(k); err != nil {
-					return err
-				}
-				moved++
 			}
 			return s.bound(b, &ch)
 		})
@@ -554,16 +655,20 @@ func (s *Spool) PurgeDead(ctx context.Context) (int, error) {
 	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
 		n = 0
 		return db.Update(func(tx *bolt.Tx) error {
-			bk := tx.Bucket(bucketDead)
-			if bk == nil {
-				return nil
+			for _, name := range [][]byte{bucketDead, bucketDeadT} {
+				bk := tx.Bucket(name)
+				if bk == nil {
+					continue
+				}
+				n += bk.Stats().KeyN // nothing written yet in this transaction
+				if err := tx.DeleteBucket(name); err != nil {
+					return err
+				}
+				if _, err := tx.CreateBucket(name); err != nil {
+					return err
+				}
 			}
-			n = bk.Stats().KeyN // nothing written yet in this transaction
-			if err := tx.DeleteBucket(bucketDead); err != nil {
-				return err
-			}
-			_, err := tx.CreateBucket(bucketDead)
-			return err
+			return nil
 		})
 	})
 	if err != nil {
@@ -648,4 +753,11 @@ func checkNew(e Entry) error {
 		return fmt.Errorf("spool: entry for task %q: payload is not a JSON object", e.TaskID)
 	}
 	return nil
+}
+
+// IgnoringHolds returns the same spool with Options.IgnoreHolds set.
+func (s *Spool) IgnoringHolds() *Spool {
+	opt := s.opt
+	opt.IgnoreHolds = true
+	return &Spool{opt: opt, log: s.log}
 }

@@ -233,7 +233,7 @@ func TestSpoolBoundedDropsOldest(t *testing.T) {
 	if got := strings.Join(taskIDs(es), ""); got != "cde" {
 		t.Errorf("pending = %q, want cde (oldest dropped)", got)
 	}
-	if st := stats(t, s); st != (Stats{Pending: 3, Dropped: 2}) {
+	if st := stats(t, s); st != (Stats{Pending: 3, Dropped: 2, Legacy: 3}) {
 		t.Errorf("stats = %+v, want 3 pending, 2 dropped", st)
 	}
 	if !strings.Contains(lb.String(), "oldest pending entries dropped") {
@@ -246,7 +246,7 @@ func TestSpoolBoundedDropsOldest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st := stats(t, s); st != (Stats{Pending: 3, Dead: 3, Dropped: 2, DeadDropped: 1}) {
+	if st := stats(t, s); st != (Stats{Pending: 3, Dead: 3, Dropped: 2, DeadDropped: 1, Legacy: 3}) {
 		t.Errorf("stats = %+v, want 3 pending, 3 dead, 2 dropped, 1 dead dropped", st)
 	}
 }

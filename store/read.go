@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -130,11 +129,13 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		add("t.start_time < ?", *f.To)
 	}
 	if f.Cursor != "" {
-		start, id, key, err := decodeCursor(f.Cursor)
+		c, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		add("(t.start_time < ? OR (t.start_time = ? AND (t.task_id < ? OR (t.task_id = ? AND t.id < ?))))", start, start, id, id, key)
+		add(`(t.start_time < ? OR (t.start_time = ? AND (t.task_id < ? OR (t.task_id = ? AND
+			(t.project < ? OR (t.project = ? AND t.owner < ?))))))`,
+			c.Start, c.Start, c.TaskID, c.TaskID, c.Project, c.Project, c.Owner)
 	}
 	if scope != nil {
 		pairs, err := s.scopePairs(ctx, scope)
@@ -158,7 +159,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY t.start_time DESC, t.task_id DESC, t.id DESC LIMIT ?"
+	q += " ORDER BY t.start_time DESC, t.task_id DESC, t.project DESC, t.owner DESC LIMIT ?"
 	args = append(args, limit+1)
 	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
 	if err != nil {
@@ -171,7 +172,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 	if len(tasks) > limit {
 		tasks = tasks[:limit]
 		last := tasks[limit-1]
-		next = encodeCursor(last.StartTime, last.TaskID, last.key)
+		next = encodeCursor(cursor{last.StartTime, last.TaskID, last.Project, last.Owner})
 	}
 	if err := s.loadGPUs(ctx, tasks); err != nil {
 		return nil, "", err
@@ -202,27 +203,33 @@ func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]strin
 	return out, rows.Err()
 }
 
-// A cursor is the last row's start_time, key and task_id (several tasks
-// may share a task_id, so the key breaks the tie).
-func encodeCursor(start int64, id string, key int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(start, 10) + "/" + strconv.FormatInt(key, 10) + "/" + id))
+// cursor is where a page ended: the last row's start_time and identity
+// (task_id, project, owner: several tasks may share a task_id). It holds
+// nothing but what that row shows its reader: not the row's key, whose
+// sequence would tell how many tasks others registered meanwhile.
+type cursor struct {
+	Start                  int64
+	TaskID, Project, Owner string
 }
 
-func decodeCursor(c string) (start int64, id string, key int64, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
+func encodeCursor(c cursor) string {
+	b, _ := json.Marshal([]any{c.Start, c.TaskID, c.Project, c.Owner})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return 0, "", 0, ErrBadCursor
+		return cursor{}, ErrBadCursor
 	}
-	parts := strings.SplitN(string(b), "/", 3)
-	if len(parts) != 3 || parts[2] == "" {
-		return 0, "", 0, ErrBadCursor
+	var v []json.RawMessage
+	var c cursor
+	if json.Unmarshal(b, &v) != nil || len(v) != 4 || json.Unmarshal(v[0], &c.Start) != nil ||
+		json.Unmarshal(v[1], &c.TaskID) != nil || json.Unmarshal(v[2], &c.Project) != nil ||
+		json.Unmarshal(v[3], &c.Owner) != nil || c.TaskID == "" {
+		return cursor{}, ErrBadCursor
 	}
-	start, err1 := strconv.ParseInt(parts[0], 10, 64)
-	key, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, "", 0, ErrBadCursor
-	}
-	return start, parts[2], key, nil
+	return c, nil
 }
 
 func scanTasks(rows *sql.Rows) ([]Task, error) {

@@ -112,3 +112,37 @@ func TestClaimsAcrossScopes(t *testing.T) {
 		}
 	})
 }
+
+// TestSameIDSameGPUOnMetrics: another team registers a team's task id and
+// its GPU, with an older start and a share of 0.01. /metrics still answers
+// (every per-task series carries project and owner, so the two tasks'
+// series differ) and each claim keeps its own share: the other team cannot
+// set what the recording rules count for this team's task.
+func TestSameIDSameGPUOnMetrics(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, "--tokens", teamTokens(t))
+		start := time.Now().Unix() - 600
+		expect(t, s.do(t, registerReq(teamReg("pod", "search_rank", "ann@example.com", start, "GPU-S"), "s-secret")), 201, "")
+		squat := strings.Replace(teamReg("pod", "ads_ctr", "bob", start-60, "GPU-S"), `"share":1`, `"share":0.01`, 1)
+		expect(t, s.do(t, registerReq(squat, "ads-secret")), 201, "")
+		a := s.do(t, get("/metrics", ""))
+		if a.Status != 200 {
+			t.Fatalf("/metrics: %d %s", a.Status, a.Body)
+		}
+		body := string(a.Body)
+		for _, want := range []string{
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-S",owner="ann@example.com",project="search_rank",task_id="pod"} 1`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-S",owner="bob",project="ads_ctr",task_id="pod"} 0.01`,
+			`paddle_task_start_time_seconds{owner="ann@example.com",project="search_rank",task_id="pod"} `,
+			`paddle_task_start_time_seconds{owner="bob",project="ads_ctr",task_id="pod"} `,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		if n := strings.Count(body, `paddle_task_gpu_info{`); n != 2 {
+			t.Errorf("%d paddle_task_gpu_info series, want both claims", n)
+		}
+		promtoolCheck(t, body)
+	})
+}

@@ -107,7 +107,7 @@ func testGPUInstanceClaims(t *testing.T, scoped bool) {
 		for i := 0; i < 7; i++ {
 			want = append(want,
 				fmt.Sprintf(`paddle_task_gpu_info{GPU_I_ID="%d",GPU_I_PROFILE="1g.18gb",UUID="GPU-p",gpu_model="NVIDIA H200",hostname="node-1",owner="ann",project="vision",task_id="mig-%d"} 1`, 7+i, i),
-				fmt.Sprintf(`paddle_task_gpu_share{GPU_I_ID="%d",UUID="GPU-p",task_id="mig-%d"} 0.14285714285714285`, 7+i, i))
+				fmt.Sprintf(`paddle_task_gpu_share{GPU_I_ID="%d",UUID="GPU-p",owner="ann",project="vision",task_id="mig-%d"} 0.14285714285714285`, 7+i, i))
 		}
 		sort.Strings(want)
 		if got := gpuLines(t, s); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -146,7 +146,7 @@ func testGPUInstanceClaims(t *testing.T, scoped bool) {
 		}
 		lines := gpuLines(t, s)
 		for i := 0; i < 4; i++ {
-			w := fmt.Sprintf(`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-ts",task_id="ts-%d"} 0.25`, i)
+			w := fmt.Sprintf(`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-ts",owner="ann",project="vision",task_id="ts-%d"} 0.25`, i)
 			if !contains(lines, w) {
 				t.Errorf("time-sliced ts-%d is not on /metrics (%s):\n%s", i, w, strings.Join(lines, "\n"))
 			}
@@ -178,9 +178,9 @@ func testGPUInstanceClaims(t *testing.T, scoped bool) {
 		lines = gpuLines(t, s)
 		for _, w := range []string{
 			`paddle_task_gpu_info{GPU_I_ID="",GPU_I_PROFILE="",UUID="GPU-r",gpu_model="NVIDIA H200",hostname="node-1",owner="ann",project="vision",task_id="r-shared"} 1`,
-			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-r",task_id="r-shared"} 0.5`,
-			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-ts",task_id="ts-after"} 0.5`,
-			`paddle_task_gpu_share{GPU_I_ID="7",UUID="GPU-p",task_id="mig-0-next"} 0.14285714285714285`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-r",owner="ann",project="vision",task_id="r-shared"} 0.5`,
+			`paddle_task_gpu_share{GPU_I_ID="",UUID="GPU-ts",owner="ann",project="vision",task_id="ts-after"} 0.5`,
+			`paddle_task_gpu_share{GPU_I_ID="7",UUID="GPU-p",owner="ann",project="vision",task_id="mig-0-next"} 0.14285714285714285`,
 		} {
 			if !contains(lines, w) {
 				t.Errorf("/metrics lacks %s", w)

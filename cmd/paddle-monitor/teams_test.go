@@ -5,6 +5,7 @@ package main
 // them.
 
 import (
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -87,6 +88,11 @@ func TestTaskIdentityPerScope(t *testing.T) {
 			s.do(t, post("/v1/task/complete", teamComplete("never2", start, 9), b)), "never2")
 		sameAnswer(t, "B heartbeats A's id", s.do(t, post("/v1/task/heartbeat", `{"task_id":"pod-h"}`, b)), "pod-h",
 			s.do(t, post("/v1/task/heartbeat", `{"task_id":"never3"}`, b)), "never3")
+		sampled := func(id string) string {
+			return fmt.Sprintf(`{"task_id":%q,"time":%d,"interval_seconds":60,"gpus":[{"uuid":"GPU-pod-h","samples":6,"util_mean":0}]}`, id, start+600)
+		}
+		sameAnswer(t, "B's heartbeat with GPU samples for A's id", s.do(t, post("/v1/task/heartbeat", sampled("pod-h"), b)), "pod-h",
+			s.do(t, post("/v1/task/heartbeat", sampled("never5"), b)), "never5")
 		sameAnswer(t, "B reads A's id", s.do(t, get("/v1/tasks/pod-r?project=search_rank", b)), "pod-r",
 			s.do(t, get("/v1/tasks/never4?project=search_rank", b)), "never4")
 
@@ -94,7 +100,8 @@ func TestTaskIdentityPerScope(t *testing.T) {
 		// B's completion and heartbeat moved nothing of A's.
 		for _, id := range []string{"pod-a", "pod-c", "pod-h", "pod-r"} {
 			ta := taskOf(t, s, "/v1/tasks/"+id, a)
-			if ta["project"] != "search_rank" || ta["last_seen"] != nil || ta["completion"] != nil || ta["same_task_id"] != nil {
+			if ta["project"] != "search_rank" || ta["last_seen"] != nil || ta["completion"] != nil || ta["same_task_id"] != nil ||
+				ta["idle_since"] != nil {
 				t.Errorf("A's task %s after B's probes: %v", id, ta)
 			}
 		}
@@ -300,4 +307,30 @@ func TestCSVNeutralised(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCursorTellsNothingElse: a page's next_cursor holds only what its last
+// row shows the reader (start_time, task_id, project, owner), never a
+// storage key whose sequence would count other teams' registrations.
+func TestCursorTellsNothingElse(t *testing.T) {
+	s := startServer(t, storetest.SQLiteDSN(t), "--tokens", teamTokens(t))
+	const start = int64(1794700000)
+	expect(t, s.do(t, registerReq(teamReg("a-1", "search_rank", "ann@example.com", start, "GPU-c1"), "s-secret")), 201, "")
+	for i := range 20 {
+		expect(t, s.do(t, registerReq(teamReg(fmt.Sprintf("b-%d", i), "ads_ctr", "bob", start, fmt.Sprintf("GPU-cb%d", i)), "ads-secret")), 201, "")
+	}
+	expect(t, s.do(t, registerReq(teamReg("a-2", "search_rank", "ann@example.com", start+1, "GPU-c2"), "s-secret")), 201, "")
+	m := taskOf(t, s, "/v1/tasks?limit=1", "s-secret")
+	next, _ := m["next_cursor"].(string)
+	raw, err := base64.RawURLEncoding.DecodeString(next)
+	if err != nil {
+		t.Fatalf("next_cursor %q: %v", next, err)
+	}
+	if want := fmt.Sprintf(`[%d,"a-2","search_rank","ann@example.com"]`, start+1); string(raw) != want {
+		t.Errorf("next_cursor holds %s, want %s", raw, want)
+	}
+	m = taskOf(t, s, "/v1/tasks?limit=1&cursor="+next, "s-secret")
+	if got := m["tasks"].([]any)[0].(map[string]any)["task_id"]; got != "a-1" || m["next_cursor"] != nil {
+		t.Errorf("the second page: %v", m)
+	}
 }

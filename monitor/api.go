@@ -100,6 +100,9 @@ type API struct {
 	allowed   map[string][]string // path → methods, for 405's Allow
 	slots     chan struct{}       // one per write in flight
 	skewed    *hostSet            // hosts whose skewed clock was logged
+	metrics   http.Handler        // the Registry's exposition
+	tasks     *TaskCollector      // written beside it (ServeTasks), or nil
+	gathered  http.Handler        // Registry and tasks gathered, for protobuf
 }
 
 // New builds the API with every route of this package mounted.
@@ -142,7 +145,7 @@ func New(cfg Config) *API {
 	a.route("GET /v1/tasks/{task_id}", a.read(a.getTask))
 	a.route("GET /healthz", a.healthz)
 	if cfg.Registry != nil {
-		metrics := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})
+		a.metrics = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})
 		a.route("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			if cfg.MetricsAuth {
 				tok, status, msg := a.authenticate(r)
@@ -154,7 +157,7 @@ func New(cfg Config) *API {
 					return
 				}
 			}
-			metrics.ServeHTTP(w, r)
+			a.serveMetrics(w, r)
 		})
 	}
 	// Unknown paths: JSON 404 (the mux's own answer is plain text).

@@ -48,33 +48,46 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 }
 
 var (
-	taskInfoDesc = prometheus.NewDesc("paddle_task_info",
-		"A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series).",
-		[]string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}, nil)
-	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info",
-		"A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info.",
-		[]string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}, nil)
-	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share",
-		"The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.",
-		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
-	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent",
-		"Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples.",
-		[]string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}, nil)
-	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds",
-		"How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle).",
-		[]string{"task_id", "task_name", "project", "owner", "hostname"}, nil)
+	taskInfoDesc = prometheus.NewDesc("paddle_task_info", helpTaskInfo,
+		taskInfoLabels, nil)
+	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info", helpTaskGPUInfo,
+		taskGPUInfoLabels, nil)
+	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share", helpTaskGPUShare,
+		taskGPULabels, nil)
+	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent", helpTaskGPUUtil,
+		taskGPULabels, nil)
+	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds", helpTaskIdle,
+		taskIdleLabels, nil)
+	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds", helpTaskStart,
+		taskIdentityLabels, nil)
+	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds", helpTaskEstimate,
+		taskIdentityLabels, nil)
+	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error", helpTaskScrapeError,
+		nil, nil)
+)
+
+// The families' help and label names, shared by the collector's Descs and
+// the text writer (metrics_text.go).
+const (
+	helpTaskInfo        = "A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series)."
+	helpTaskGPUInfo     = "A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info."
+	helpTaskGPUShare    = "The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU."
+	helpTaskGPUUtil     = "Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples."
+	helpTaskIdle        = "How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle)."
+	helpTaskStart       = "When an open task started (Unix seconds, its registration's start_time)."
+	helpTaskEstimate    = "How long an open task said it would run (its registration's duration_est)."
+	helpTaskScrapeError = "1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0."
+)
+
+var (
+	taskInfoLabels    = []string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}
+	taskGPUInfoLabels = []string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}
+	taskGPULabels     = []string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}
+	taskIdleLabels    = []string{"task_id", "task_name", "project", "owner", "hostname"}
 	// project and owner are labels of every per-task series: tasks of
 	// scopes no one token sees together may share a task_id (MONITOR.md
 	// 11), and two series of the same labels would fail the scrape.
-	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds",
-		"When an open task started (Unix seconds, its registration's start_time).",
-		[]string{"task_id", "project", "owner"}, nil)
-	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds",
-		"How long an open task said it would run (its registration's duration_est).",
-		[]string{"task_id", "project", "owner"}, nil)
-	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error",
-		"1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0.",
-		nil, nil)
+	taskIdentityLabels = []string{"task_id", "project", "owner"}
 )
 
 // Describe implements prometheus.Collector.

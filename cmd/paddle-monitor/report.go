@@ -98,9 +98,9 @@ func badQuery(err error, prefix string) error {
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
 	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log})
-	if err := reg.Register(monitor.NewTaskCollector(st, c.openTTL, nil)); err != nil {
-		return err
-	}
+	// The open tasks are written on /metrics directly (the same bytes as
+	// the collector gathered, without a const metric per series).
+	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil))
 	return reg.Register(monitor.NewProjectCollector(st, prices, budgets, nil, log))
 }
 

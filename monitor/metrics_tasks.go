@@ -31,6 +31,10 @@ type OpenTasks interface {
 // (start or heartbeat) for TTL leave /metrics; they stay in the store. A
 // store that fails is reported as paddle_monitor_task_scrape_error 1 rather
 // than failing the whole scrape.
+//
+// The monitor's /metrics does not gather it: API.ServeTasks writes the same
+// bytes directly (TaskText); Collect serves registries (tests, protobuf
+// scrapes).
 type TaskCollector struct {
 	src     OpenTasks
 	ttl     time.Duration

@@ -154,6 +154,21 @@ var (
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
 		example: []any{int64(1), int64(1), int64(1), int64(1), int64(1)}}
 
+	// heartbeatTaskID: a heartbeat of a sender that sees every task (nil
+	// scope) is this one statement, every open task under the task_id at
+	// once (MONITOR.md section 11: a heartbeat updates each); on
+	// PostgreSQL in autocommit, one round trip.
+	stmtHeartbeatTaskID = &stmt{sql: `UPDATE tasks SET
+		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END,
+		seen_at = CASE WHEN seen_at < ? THEN ? ELSE seen_at END
+		WHERE task_id = ? AND end_time IS NULL`,
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity",
+		example: []any{int64(1), int64(1), int64(1), int64(1), "t"}}
+	// taskIDStored: after a heartbeat that updated nothing, whether the
+	// task_id names a (completed) task, answered 200, or none, 404.
+	stmtTaskIDStored = &stmt{sql: "SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE task_id = ? LIMIT 1) t",
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t"}}
+
 	// A heartbeat with GPU samples (idle.go).
 	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
@@ -214,6 +229,8 @@ var writeStatements = map[string]*stmt{
 	"GPU summary by UUID":       stmtGPUSummaryByUUID,
 	"GPU summary by position":   stmtGPUSummaryByPosition,
 	"heartbeat":                 stmtHeartbeat,
+	"heartbeat by task id":      stmtHeartbeatTaskID,
+	"task id stored":            stmtTaskIDStored,
 	"sampled heartbeat's task":  stmtSampledTask,
 	"sampled heartbeat's GPUs":  stmtSampledGPUs,
 	"latest GPU sample":         stmtLatestSample,

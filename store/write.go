@@ -564,6 +564,9 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *C
 // statements outside a transaction, as a heartbeat never races with
 // anything it could corrupt (it only moves last_seen and seen_at forward).
 func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
+	if scope == nil {
+		return s.heartbeatAll(ctx, taskID, at)
+	}
 	op := func(ctx context.Context, read, write querier) (bool, error) {
 		same, err := s.visible(ctx, read, taskID, scope)
 		if err != nil {
@@ -587,6 +590,44 @@ func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *a
 		})
 	}
 	_, err := op(ctx, s.r, s.w)
+	return err
+}
+
+// heartbeatAll is Heartbeat for a sender that sees every task: one
+// statement updates every open task under taskID. Only when it updated
+// none does a second one tell a completed task (nothing to do, no error)
+// from no task (ErrNotFound). On SQLite the statement runs in the
+// batcher's group commit without a savepoint (a failing statement undoes
+// itself); on PostgreSQL in autocommit: one round trip, one commit.
+func (s *Store) heartbeatAll(ctx context.Context, taskID string, at int64) error {
+	op := func(ctx context.Context, q querier) (bool, error) {
+		now := s.now().Unix()
+		res, err := s.exec(ctx, q, stmtHeartbeatTaskID, at, at, now, now, taskID)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+		var stored int64
+		if err := s.queryRow(ctx, q, stmtTaskIDStored, taskID).Scan(&stored); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if stored == 0 {
+			return false, ErrNotFound
+		}
+		return false, nil // completed: answered and ignored
+	}
+	if s.batch != nil {
+		return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx)
+		})
+	}
+	_, err := op(ctx, s.w)
 	return err
 }
 

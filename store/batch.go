@@ -156,3 +156,193 @@ func (b *batcher) savepoint(ctx context.Context, tx *sql.Tx, req *batchReq) (boo
 	}
 	return wrote && err == nil, err
 }
+
+// hbBatcher groups concurrent heartbeats on PostgreSQL (senders that see
+// every task): one pipeline of statements (stmtHeartbeatTaskID, one per
+// task_id), so one round trip and one commit (one WAL flush), updates the
+// tasks of every heartbeat waiting, and each caller is answered after
+// that commit. A heartbeat alone is a statement of a few
+// microseconds and a commit; fifty clients would otherwise spend the two
+// cores on commits. Heartbeats are sharded by task_id over lanes, each
+// with one statement in flight at a time: the tasks of two statements in
+// flight never overlap, so two batches never wait for each other's row
+// locks (no deadlock), and the heartbeats of one task are applied in
+// order of arrival at their lane.
+type hbBatcher struct {
+	s     *Store
+	lanes []chan *hbReq
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+type hbReq struct {
+	ctx    context.Context
+	taskID string
+	at     int64
+	err    error
+	done   chan struct{}
+}
+
+// hbLanes: statements in flight at once (PostgreSQL runs them on as many
+// connections of the pool).
+const hbLanes = 1
+
+func newHBBatcher(s *Store) *hbBatcher {
+	b := &hbBatcher{s: s, quit: make(chan struct{})}
+	for range hbLanes {
+		ch := make(chan *hbReq)
+		b.lanes = append(b.lanes, ch)
+		b.wg.Add(1)
+		go b.loop(ch)
+	}
+	return b
+}
+
+// run queues a heartbeat and waits for its batch's commit: nil, ErrNotFound
+// (no task under the id) or the statement's error.
+func (b *hbBatcher) run(ctx context.Context, taskID string, at int64) error {
+	req := &hbReq{ctx: ctx, taskID: taskID, at: at, done: make(chan struct{})}
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(taskID); i++ {
+		h = (h ^ uint32(taskID[i])) * 16777619
+	}
+	select {
+	case b.lanes[h%uint32(len(b.lanes))] <- req:
+	case <-ctx.Done():
+		return fmt.Errorf("store: heartbeat %s: %w", taskID, ctx.Err())
+	case <-b.quit:
+		return fmt.Errorf("store: heartbeat %s: the store is closed", taskID)
+	}
+	<-req.done
+	return req.err
+}
+
+func (b *hbBatcher) close() {
+	b.once.Do(func() { close(b.quit) })
+	b.wg.Wait()
+}
+
+func (b *hbBatcher) loop(reqs chan *hbReq) {
+	defer b.wg.Done()
+	for {
+		var batch []*hbReq
+		select {
+		case req := <-reqs:
+			batch = append(batch, req)
+		case <-b.quit:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case req := <-reqs:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		b.commit(batch)
+		for _, req := range batch {
+			close(req.done)
+		}
+	}
+}
+
+// commit applies a batch of heartbeats in one pipeline. Several
+// heartbeats of one task_id are one statement of it, at their latest time
+// (the last-seen time only moves forward, so that is what applying each
+// would leave).
+func (b *hbBatcher) commit(batch []*hbReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	at := map[string]int64{}
+	var ids []string
+	for _, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			req.err = fmt.Errorf("store: heartbeat %s: %w", req.taskID, err)
+			continue
+		}
+		if t, ok := at[req.taskID]; !ok {
+			ids = append(ids, req.taskID)
+			at[req.taskID] = req.at
+		} else if req.at > t {
+			at[req.taskID] = req.at
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ats := make([]int64, len(ids))
+	for i, id := range ids {
+		ats[i] = at[id]
+	}
+	fail := func(err error) {
+		for _, req := range batch {
+			if req.err == nil {
+				req.err = fmt.Errorf("store: heartbeat %s: %w", req.taskID, err)
+			}
+		}
+	}
+	now := b.s.now().Unix()
+	args := make([][]any, len(ids))
+	for i, id := range ids {
+		args[i] = []any{ats[i], ats[i], now, now, id}
+	}
+	n, err := b.s.pipeline(ctx, stmtHeartbeatTaskID, args)
+	if err != nil {
+		fail(err)
+		return
+	}
+	updated := map[string]bool{}
+	for i, id := range ids {
+		updated[id] = n[i] > 0
+	}
+	var missing []string
+	for _, id := range ids {
+		if !updated[id] {
+			missing = append(missing, id)
+		}
+	}
+	stored := map[string]bool{}
+	if len(missing) > 0 {
+		// Completed (200, nothing to do) or unknown (404).
+		if stored, err = b.s.taskIDs(ctx, stmtTaskIDsStored, missing); err != nil {
+			fail(err)
+			return
+		}
+	}
+	for _, req := range batch {
+		if req.err == nil && !updated[req.taskID] && !stored[req.taskID] {
+			req.err = ErrNotFound
+		}
+	}
+}
+
+// taskIDs runs st, a statement whose rows are task_ids, and returns them
+// as a set. It reads every row and closes them before returning: with
+// PostgreSQL's implicit transaction the commit (and its error, if any)
+// comes after the rows.
+func (s *Store) taskIDs(ctx context.Context, st *stmt, args ...any) (map[string]bool, error) {
+	rows, err := s.query(ctx, s.w, st, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

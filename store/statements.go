@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // stmt is one statement of the write path (a registration, a completion, a
@@ -157,17 +160,27 @@ var (
 	// heartbeatTaskID: a heartbeat of a sender that sees every task (nil
 	// scope) is this one statement, every open task under the task_id at
 	// once (MONITOR.md section 11: a heartbeat updates each); on
-	// PostgreSQL in autocommit, one round trip.
+	// PostgreSQL the heartbeats waiting together are these statements in
+	// one pipeline (hbBatcher, batch.go). "end_time IS NULL" is written
+	// inside a CASE so that no planner may take it for the predicate of
+	// a partial index of open tasks: on a table without fresh statistics
+	// (a monitor's first minutes) PostgreSQL otherwise reads every open
+	// task through tasks_open_token; only tasks_identity can serve it.
 	stmtHeartbeatTaskID = &stmt{sql: `UPDATE tasks SET
 		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END,
 		seen_at = CASE WHEN seen_at < ? THEN ? ELSE seen_at END
-		WHERE task_id = ? AND end_time IS NULL`,
+		WHERE task_id = ? AND CASE WHEN end_time IS NULL THEN 1 END = 1`,
 		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity",
 		example: []any{int64(1), int64(1), int64(1), int64(1), "t"}}
 	// taskIDStored: after a heartbeat that updated nothing, whether the
 	// task_id names a (completed) task, answered 200, or none, 404.
 	stmtTaskIDStored = &stmt{sql: "SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE task_id = ? LIMIT 1) t",
 		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t"}}
+
+	// taskIDsStored: of the task_ids a batch updated nothing for, those
+	// that name a (completed) task.
+	stmtTaskIDsStored = &stmt{sql: "SELECT DISTINCT task_id FROM tasks WHERE task_id = ANY(?::text[])",
+		postgresIndex: "tasks_identity", postgresOnly: true, example: []any{[]string{"t", "u"}}}
 
 	// A heartbeat with GPU samples (idle.go).
 	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since FROM tasks WHERE id = ?",
@@ -231,6 +244,7 @@ var writeStatements = map[string]*stmt{
 	"heartbeat":                 stmtHeartbeat,
 	"heartbeat by task id":      stmtHeartbeatTaskID,
 	"task id stored":            stmtTaskIDStored,
+	"task ids stored":           stmtTaskIDsStored,
 	"sampled heartbeat's task":  stmtSampledTask,
 	"sampled heartbeat's GPUs":  stmtSampledGPUs,
 	"latest GPU sample":         stmtLatestSample,
@@ -306,4 +320,44 @@ func (s *Store) prepareWrites(ctx context.Context) error {
 	}
 	s.prep = prep
 	return nil
+}
+
+// pipeline runs st once per set of arguments on one PostgreSQL
+// connection, all in one round trip and one implicit transaction (one
+// commit, after the last; none of them is kept when one fails), and
+// returns the rows each changed. It returns after the commit.
+func (s *Store) pipeline(ctx context.Context, st *stmt, args [][]any) ([]int64, error) {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	q := s.bind(st.sql)
+	out := make([]int64, 0, len(args))
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("not a pgx connection: %T", dc)
+		}
+		var b pgx.Batch
+		for _, a := range args {
+			b.Queue(q, a...)
+		}
+		br := c.Conn().SendBatch(ctx, &b)
+		for range args {
+			tag, err := br.Exec()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			out = append(out, tag.RowsAffected())
+		}
+		// Close reads up to the end of the implicit transaction: its
+		// commit, or the commit's error.
+		return br.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -60,6 +60,9 @@ type Store struct {
 	// batch groups concurrent writes into one commit (SQLite only; nil on
 	// PostgreSQL, where writers run in parallel).
 	batch *batcher
+	// hb groups concurrent heartbeats into one statement (PostgreSQL
+	// only; nil on SQLite, where batch does).
+	hb *hbBatcher
 	// prep holds the write statements prepared on SQLite's writer
 	// connection (see prepared); read-only after Open.
 	prep map[*stmt]*sql.Stmt
@@ -194,6 +197,8 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 			}
 		}
 		s.batch = newBatcher(s)
+	} else {
+		s.hb = newHBBatcher(s)
 	}
 	return s, nil
 }
@@ -213,6 +218,9 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	if s.batch != nil {
 		s.batch.close()
+	}
+	if s.hb != nil {
+		s.hb.close()
 	}
 	var err error
 	for _, ps := range s.prep {

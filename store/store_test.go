@@ -183,6 +183,52 @@ func TestHeartbeatForwardOnly(t *testing.T) {
 	})
 }
 
+// TestHeartbeatsTogether: heartbeats that arrive together (one group
+// commit on SQLite, one pipeline on PostgreSQL) keep each one's answer:
+// every open task under an id is updated to the latest time, a completed
+// task's heartbeat is nil and changes nothing, an unknown id is
+// ErrNotFound.
+func TestHeartbeatsTogether(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		for _, p := range []string{"a", "b"} {
+			r := reg("t1", p, "ann", 1000)
+			r.From = store.Sender{Scope: &access.Scope{Projects: []string{p}}}
+			mustRegister(t, s, r)
+		}
+		mustRegister(t, s, reg("done", "a", "ann", 1000))
+		c, b := completion("done", 0, 1100)
+		mustComplete(t, s, c, b)
+		var wg sync.WaitGroup
+		errs := make([]error, 150)
+		for i := range 50 {
+			wg.Add(3)
+			go func() { defer wg.Done(); errs[3*i] = s.Heartbeat(ctx, "t1", int64(2000+i), nil) }()
+			go func() { defer wg.Done(); errs[3*i+1] = s.Heartbeat(ctx, "done", int64(2000+i), nil) }()
+			go func() { defer wg.Done(); errs[3*i+2] = s.Heartbeat(ctx, "nope", int64(2000+i), nil) }()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if i%3 == 2 {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("unknown: %v", err)
+				}
+			} else if err != nil {
+				t.Fatalf("heartbeat %d: %v", i, err)
+			}
+		}
+		for _, p := range []string{"a", "b"} {
+			got, _ := s.Task(ctx, "t1", p, nil)
+			if got.LastSeen == nil || *got.LastSeen != 2049 {
+				t.Fatalf("t1 of %s: last_seen %v, want 2049", p, got.LastSeen)
+			}
+		}
+		if got, _ := s.Task(ctx, "done", "", nil); got.LastSeen != nil && *got.LastSeen >= 2000 {
+			t.Fatalf("completed task moved: last_seen %d", *got.LastSeen)
+		}
+	})
+}
+
 func TestTasksFiltersPagesScope(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)

@@ -598,7 +598,8 @@ func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *a
 // none does a second one tell a completed task (nothing to do, no error)
 // from no task (ErrNotFound). On SQLite the statement runs in the
 // batcher's group commit without a savepoint (a failing statement undoes
-// itself); on PostgreSQL in autocommit: one round trip, one commit.
+// itself); on PostgreSQL the heartbeats waiting together are one
+// statement in autocommit (hbBatcher): one round trip, one commit.
 func (s *Store) heartbeatAll(ctx context.Context, taskID string, at int64) error {
 	op := func(ctx context.Context, q querier) (bool, error) {
 		now := s.now().Unix()
@@ -622,13 +623,12 @@ func (s *Store) heartbeatAll(ctx context.Context, taskID string, at int64) error
 		}
 		return false, nil // completed: answered and ignored
 	}
-	if s.batch != nil {
-		return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
-			return op(ctx, tx)
-		})
+	if s.hb != nil {
+		return s.hb.run(ctx, taskID, at)
 	}
-	_, err := op(ctx, s.w)
-	return err
+	return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return op(ctx, tx)
+	})
 }
 
 func nonNil(m map[string]string) map[string]string {

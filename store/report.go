@@ -13,7 +13,8 @@ import (
 )
 
 // The report's SQL. Both stores run the same statements (only the
-// placeholders differ), so they answer the same sums. Times are Unix
+// placeholders and fence differ; PostgreSQL runs them with
+// pgReportSettings), so they answer the same sums. Times are Unix
 // seconds; :f and :t are the window's ends.
 //
 // span selects the tasks whose counted interval overlaps the window and

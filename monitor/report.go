@@ -80,13 +80,23 @@ func (c *challengeWriter) WriteHeader(code int) {
 
 func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
+// reportScope is the report's Scope for a reader's scope: nil for a nil
+// one (no tokens file, or an admin token: every task), so that the store
+// groups the report by its keys alone, not by project and owner too.
+func reportScope(scope *access.Scope) func(project, owner string) bool {
+	if scope == nil {
+		return nil
+	}
+	return scope.Allows
+}
+
 // query reads a report's parameters: from and to (together; RFC 3339,
 // YYYY-MM-DD or YYYY-MM), else month (YYYY-MM), else this month; by
 // (comma-separated keys, default project); metric (repeated: completion
 // metrics to show the mean of).
 func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
 	v := r.URL.Query()
-	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: scope.Allows}
+	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: reportScope(scope)}
 	var err error
 	q.Window, err = report.WindowParams{From: v.Get("from"), To: v.Get("to"), Month: v.Get("month"),
 		FromName: "from", ToName: "to", MonthName: "month"}.Select(h.cfg.Now())

@@ -144,6 +144,26 @@ type Source interface {
 	ReportMetric(ctx context.Context, w Window, keys []string, metric string) ([]MetricSums, error)
 }
 
+// Sums are a report's task and GPU sums as a SumSource computes them in
+// one call: Tasks and GPUs grouped like ReportTasks and ReportGPUs (several
+// entries may share a key: the report adds them up), and, when the keys
+// hold model, Base: the task sums by the keys without model, each task
+// once (the total, and the GPUs counted without being listed).
+type Sums struct {
+	Tasks []TaskSums
+	GPUs  []GPUSums
+	Base  []TaskSums
+}
+
+// SumSource is a Source that computes a report's sums in fewer passes
+// than ReportTasks and ReportGPUs asked one after the other. With scoped
+// false (the reader sees every task) the groups are the keys alone, not
+// the keys plus project and owner, which the scope needs.
+type SumSource interface {
+	Source
+	ReportSums(ctx context.Context, w Window, keys []string, scoped bool) (Sums, error)
+}
+
 // Figures are one row's (or the total's) numbers, as section 5 of the
 // monitor's contract names them.
 type Figures struct {
@@ -377,23 +397,35 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		return q.Scope == nil || q.Scope(key["project"], key["owner"])
 	}
 
-	tasks, err := src.ReportTasks(ctx, q.Window, by)
-	if err != nil {
-		return nil, fmt.Errorf("report: task sums: %w", err)
-	}
-	gpus, err := src.ReportGPUs(ctx, q.Window, by)
-	if err != nil {
-		return nil, fmt.Errorf("report: GPU sums: %w", err)
-	}
 	// With the key model a task counts in the row of each of its models;
 	// the total counts it once, and GPU-hours come from sums that leave
 	// model out.
 	byModel := slices.Contains(by, "model")
 	base := slices.DeleteFunc(slices.Clone(by), func(k string) bool { return k == "model" })
-	baseTasks := tasks
-	if byModel {
-		if baseTasks, err = src.ReportTasks(ctx, q.Window, base); err != nil {
+	var tasks, baseTasks []TaskSums
+	var gpus []GPUSums
+	if ss, ok := src.(SumSource); ok {
+		sums, err := ss.ReportSums(ctx, q.Window, by, q.Scope != nil)
+		if err != nil {
+			return nil, fmt.Errorf("report: sums: %w", err)
+		}
+		tasks, gpus, baseTasks = sums.Tasks, sums.GPUs, sums.Base
+		if !byModel {
+			baseTasks = tasks
+		}
+	} else {
+		var err error
+		if tasks, err = src.ReportTasks(ctx, q.Window, by); err != nil {
 			return nil, fmt.Errorf("report: task sums: %w", err)
+		}
+		if gpus, err = src.ReportGPUs(ctx, q.Window, by); err != nil {
+			return nil, fmt.Errorf("report: GPU sums: %w", err)
+		}
+		baseTasks = tasks
+		if byModel {
+			if baseTasks, err = src.ReportTasks(ctx, q.Window, base); err != nil {
+				return nil, fmt.Errorf("report: task sums: %w", err)
+			}
 		}
 	}
 

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -11,7 +13,8 @@ import (
 )
 
 // The report's SQL. Both stores run the same statements (only the
-// placeholders differ), so they answer the same sums. Times are Unix
+// placeholders and fence differ; PostgreSQL runs them with
+// pgReportSettings), so they answer the same sums. Times are Unix
 // seconds; :f and :t are the window's ends.
 //
 // span selects the tasks whose counted interval overlaps the window and
@@ -173,60 +176,7 @@ func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) 
 	if err != nil {
 		return nil, err
 	}
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = "sp." + c
-		if c == "model" {
-			sel[i] = "g.model"
-		}
-	}
-	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
-	q := "WITH " + spanSQL + `
-SELECT ` + list + `,
-  CAST(SUM(sp.sec) AS BIGINT),
-  SUM(g.share * sp.sec),
-  SUM(sp.failed * g.share * sp.sec),
-  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL THEN g.share * sp.sec * g.idle_share ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.idle_share IS NOT NULL AND sp.failed = 0 THEN g.share * sp.sec * g.idle_share ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN g.share * sp.sec * g.util_mean ELSE 0 END),
-  SUM(CASE WHEN g.samples > 0 AND g.util_mean IS NOT NULL THEN g.share * sp.sec ELSE 0 END),
-  SUM(CASE WHEN sp.completed = 1 AND g.energy_joules IS NOT NULL THEN
-    CASE WHEN sp.end_time > sp.start_time THEN g.energy_joules * sp.sec / (sp.end_time - sp.start_time) ELSE g.energy_joules END
-    ELSE 0 END),
-  CAST(SUM(CASE WHEN sp.completed = 1 AND g.energy_joules IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT)
-FROM span sp JOIN task_gpus g ON g.task_key = sp.id
-GROUP BY ` + list
-	rows, err := s.reportQuery(ctx, q, w, "")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []report.GPUSums
-	for rows.Next() {
-		vals := make([]string, len(cols))
-		var g report.GPUSums
-		dest := make([]any, 0, len(cols)+12)
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		var mig int64
-		var gpuSec, failedSec, idle, idleOK, util, utilSec, energy sql.NullFloat64
-		dest = append(dest, &mig, &g.Profile, &g.InstanceSeconds, &gpuSec, &failedSec, &idle, &idleOK, &util, &utilSec,
-			&energy, &g.EnergyGPUs)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("store: report: %w", err)
-		}
-		g.MIG = mig == 1
-		g.GPUSeconds, g.FailedGPUSeconds = gpuSec.Float64, failedSec.Float64
-		g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted, g.UtilSeconds = idle.Float64, idleOK.Float64, util.Float64, utilSec.Float64
-		g.EnergyJoules = energy.Float64
-		g.Key = keyMap(cols, vals)
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: report: %w", err)
-	}
-	return out, nil
+	return s.gpuSums(ctx, w, cols)
 }
 
 // metricValue is, per dialect, the SQL of one task's value of the metric
@@ -310,8 +260,9 @@ func keyMap(cols, vals []string) map[string]string {
 }
 
 // reportQuery binds the window to every :f and :t of q, and metric to
-// every :k, in order, and runs it on the read pool.
-func (s *Store) reportQuery(ctx context.Context, q string, w report.Window, metric string) (*sql.Rows, error) {
+// every :k, in order, and runs it on the read pool (on PostgreSQL in a
+// read-only transaction with pgReportSettings).
+func (s *Store) reportQuery(ctx context.Context, q string, w report.Window, metric string) (*reportRows, error) {
 	var b strings.Builder
 	var args []any
 	for {
@@ -336,9 +287,354 @@ func (s *Store) reportQuery(ctx context.Context, q string, w report.Window, metr
 		}
 		q = q[i+2:]
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(b.String()), args...)
+	if s.dialect != Postgres {
+		rows, err := s.r.QueryContext(ctx, s.bind(b.String()), args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: report: %w", err)
+		}
+		return &reportRows{Rows: rows}, nil
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("store: report: %w", err)
 	}
-	return rows, nil
+	if _, err := tx.ExecContext(ctx, pgReportSettings); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("store: report: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, s.bind(b.String()), args...)
+	if err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("store: report: %w", err)
+	}
+	return &reportRows{Rows: rows, tx: tx}, nil
+}
+
+// pgReportSettings are PostgreSQL's settings for the report's statements,
+// local to the read-only transaction each runs in. The planner cannot know
+// that the span's second set (completed tasks that started before the
+// window and ended after its start: end_time > f AND start_time < f) is a
+// few hundred tasks: it multiplies the two conditions' shares and expects
+// a quarter of the table (219,713 of 1,000,000 tasks for 530 in the
+// benchmark's month). Over-costed so, every statement was JIT-compiled
+// (0.74 s of a 1.9 s statement by model, more than it ran), and the GPUs
+// were joined by hashing the whole task_gpus table (2 million rows, 0.5 s,
+// spilled to disk) where an index lookup per spanned task on task_gpus'
+// primary key (task_key, position) takes what the month has. So: no JIT,
+// and the join by nested loop on that index (hash and merge joins off);
+// EXPLAIN ANALYZE of the month by model: 1.9 s before, 0.5 s after.
+const pgReportSettings = `SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true),
+  set_config('enable_mergejoin', 'off', true)`
+
+// reportRows are a report statement's rows; Close ends the transaction
+// they were read in, if any (PostgreSQL's, for pgReportSettings).
+type reportRows struct {
+	*sql.Rows
+	tx *sql.Tx
+}
+
+func (r *reportRows) Close() error {
+	err := r.Rows.Close()
+	if r.tx != nil {
+		err = errors.Join(err, r.tx.Rollback())
+		r.tx = nil
+	}
+	return err
+}
+
+// groupCols returns the GROUP BY columns of ReportSums: its keys, then
+// project and owner when scoped (the reader's scope is applied on those),
+// then model when gpu is set, each once.
+func groupCols(keys []string, scoped, gpu bool) ([]string, error) {
+	var cols []string
+	for _, k := range keys {
+		if !slices.Contains(report.Keys, k) {
+			return nil, fmt.Errorf("store: report key %q is not a column", k)
+		}
+		if !slices.Contains(cols, k) {
+			cols = append(cols, k)
+		}
+	}
+	for _, k := range []string{"project", "owner", "model"} {
+		if ((k == "model" && gpu) || (k != "model" && scoped)) && !slices.Contains(cols, k) {
+			cols = append(cols, k)
+		}
+	}
+	return cols, nil
+}
+
+// taskSumsSQL are the task-level sums of ReportTasks' groups over the rows
+// of sp, as a SELECT list. first is the column that says which rows stand
+// for their task ("" when every row is one task): rows by GPU count their
+// task once per model, on the task's first GPU of that model.
+func taskSumsSQL(first string) string {
+	n, and := "1", ""
+	count := "COUNT(*)"
+	if first != "" {
+		n, and = first, first+" = 1 AND "
+		count = "SUM(" + first + ")"
+	}
+	return `CAST(` + count + ` AS BIGINT), CAST(SUM(` + n + ` * sp.completed) AS BIGINT), CAST(SUM(` + n + ` * sp.failed) AS BIGINT),
+  CAST(SUM(` + n + ` * sp.gate_failed) AS BIGINT), CAST(SUM(` + n + ` * (1 - sp.completed)) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + and + `sp.completed = 1 AND sp.duration_est IS NOT NULL
+    AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
+  SUM(CASE WHEN ` + and + `sp.completed = 1 AND sp.duration_est IS NOT NULL
+    AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
+  CAST(SUM(` + n + ` * sp.gpu_unlisted * sp.sec) AS BIGINT),
+  CAST(SUM(` + n + ` * sp.failed * sp.gpu_unlisted * sp.sec) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + and + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
+  CAST(SUM(CASE WHEN ` + and + queued + ` THEN 1 ELSE 0 END) AS BIGINT),
+  CAST(MAX(CASE WHEN ` + and + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)`
+}
+
+// gpuSumsSQL are ReportGPUs' sums over the GPU rows of sp (the span's
+// columns and the GPU's, g the prefix of the GPU's), as a SELECT list.
+func gpuSumsSQL(g string) string {
+	return `CAST(SUM(sp.sec) AS BIGINT),
+  SUM(` + g + `share * sp.sec),
+  SUM(sp.failed * ` + g + `share * sp.sec),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL AND sp.failed = 0 THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `util_mean ELSE 0 END),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec ELSE 0 END),
+  SUM(CASE WHEN sp.completed = 1 AND ` + g + `energy_joules IS NOT NULL THEN
+    CASE WHEN sp.end_time > sp.start_time THEN ` + g + `energy_joules * sp.sec / (sp.end_time - sp.start_time) ELSE ` + g + `energy_joules END
+    ELSE 0 END),
+  CAST(SUM(CASE WHEN sp.completed = 1 AND ` + g + `energy_joules IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT)`
+}
+
+// taskScan returns the scan destinations of taskSumsSQL's columns into t;
+// done completes t once the row is scanned.
+func taskScan(t *report.TaskSums) (dest []any, done func()) {
+	var actual sql.NullFloat64
+	var longest sql.NullInt64
+	return []any{&t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
+			&t.UnlistedGPUSeconds, &t.FailedUnlistedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest},
+		func() { t.ActualSeconds, t.QueueWaitMax = actual.Float64, longest.Int64 }
+}
+
+// gpuScan is taskScan for gpuSumsSQL's columns (MIG and Profile first).
+func gpuScan(g *report.GPUSums) (dest []any, done func()) {
+	var mig int64
+	var gpuSec, failedSec, idle, idleOK, util, utilSec, energy sql.NullFloat64
+	return []any{&mig, &g.Profile, &g.InstanceSeconds, &gpuSec, &failedSec, &idle, &idleOK, &util, &utilSec,
+			&energy, &g.EnergyGPUs},
+		func() {
+			g.MIG = mig == 1
+			g.GPUSeconds, g.FailedGPUSeconds = gpuSec.Float64, failedSec.Float64
+			g.IdleGPUSeconds, g.IdleOKGPUSeconds, g.UtilWeighted, g.UtilSeconds = idle.Float64, idleOK.Float64, util.Float64, utilSec.Float64
+			g.EnergyJoules = energy.Float64
+		}
+}
+
+// unlistedOnly is the SQL condition of a spanned task that stands in the
+// row of the empty model without a listed GPU of that model: it counts
+// GPUs without listing them (device nodes), or no GPU at all, and lists
+// none with the empty model (one that does is in that row by its GPU).
+// Both lookups are on task_gpus' primary key (task_key, position), and
+// only for the tasks the first test lets through.
+const unlistedOnly = `(sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id)))
+    AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')`
+
+// fence, at the end of a subquery, keeps the planner from merging it into
+// the query around it, so that a column computed by a correlated subquery
+// (modelSums' first, baseSums' unlisted_only) is computed once per row:
+// merged, SQLite copies the subquery into every expression that names the
+// column (EXPLAIN QUERY PLAN listed it twelve times). A LIMIT that limits
+// nothing in SQLite, an OFFSET 0 in PostgreSQL (which takes no LIMIT -1).
+var fence = map[Dialect]string{SQLite: "LIMIT -1", Postgres: "OFFSET 0"}
+
+// ReportSums implements report.SumSource. Without the key model it is
+// ReportTasks and ReportGPUs, grouped by the keys alone when scoped is
+// false. With model it is two passes over the window's tasks, where
+// ReportTasks by model, ReportGPUs and ReportTasks without model were
+// three (and the first of them two joins):
+//   - the task sums without model (Base), apart for the tasks that stand
+//     in the row of the empty model without a GPU of it (unlistedOnly),
+//     whose sums are also the task sums of that row;
+//   - one join of the tasks with their GPUs (span's indexes, then
+//     task_gpus' primary key (task_key, position)) that sums the GPUs and,
+//     on each task's first GPU of a model (no earlier position with that
+//     model: a lookup on the same primary key), the task once per model.
+func (s *Store) ReportSums(ctx context.Context, w report.Window, keys []string, scoped bool) (report.Sums, error) {
+	var sums report.Sums
+	cols, err := groupCols(keys, scoped, false)
+	if err != nil {
+		return sums, err
+	}
+	if !slices.Contains(keys, "model") {
+		if sums.Tasks, err = s.taskSums(ctx, w, cols); err != nil {
+			return sums, err
+		}
+		gcols, err := groupCols(keys, scoped, true)
+		if err != nil {
+			return sums, err
+		}
+		sums.GPUs, err = s.gpuSums(ctx, w, gcols)
+		return sums, err
+	}
+	base := slices.DeleteFunc(slices.Clone(cols), func(c string) bool { return c == "model" })
+	if sums.Base, sums.Tasks, err = s.baseSums(ctx, w, base); err != nil {
+		return sums, err
+	}
+	tasks, gpus, err := s.modelSums(ctx, w, cols)
+	if err != nil {
+		return sums, err
+	}
+	sums.Tasks = append(sums.Tasks, tasks...)
+	sums.GPUs = gpus
+	return sums, nil
+}
+
+// taskSums is ReportTasks without model, grouped by cols: one pass over
+// span (its three indexes, spanSQL).
+func (s *Store) taskSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, error) {
+	sel := prefixed("sp.", cols)
+	q := "WITH " + spanSQL + `
+SELECT ` + strings.Join(append(sel, taskSumsSQL("")), ", ") + `
+FROM span sp`
+	if len(sel) > 0 {
+		q += `
+GROUP BY ` + strings.Join(sel, ", ")
+	}
+	var out []report.TaskSums
+	err := s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+		out = append(out, report.TaskSums{})
+		t := &out[len(out)-1]
+		dest, done := taskScan(t)
+		return dest, func() { done(); t.Key = keyMap(cols, vals) }
+	})
+	return out, err
+}
+
+// gpuSums is ReportGPUs grouped by cols (model among them): span's
+// indexes, then task_gpus' primary key (task_key, position).
+func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {
+	sel := prefixed("sp.", cols)
+	for i, c := range cols {
+		if c == "model" {
+			sel[i] = "g.model"
+		}
+	}
+	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
+	q := "WITH " + spanSQL + `
+SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
+FROM span sp JOIN task_gpus g ON g.task_key = sp.id
+GROUP BY ` + list
+	var out []report.GPUSums
+	err := s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+		out = append(out, report.GPUSums{})
+		g := &out[len(out)-1]
+		dest, done := gpuScan(g)
+		return dest, func() { done(); g.Key = keyMap(cols, vals) }
+	})
+	return out, err
+}
+
+// baseSums are the task sums grouped by cols (no model) and apart for the
+// tasks of unlistedOnly: all of them are the sums without model, and
+// those of unlistedOnly, keyed with the empty model, the task sums of
+// that row. One pass over span (its three indexes); unlistedOnly's
+// lookups on task_gpus' primary key.
+func (s *Store) baseSums(ctx context.Context, w report.Window, cols []string) (base, empty []report.TaskSums, err error) {
+	sel := prefixed("sp.", cols)
+	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
+	q := "WITH " + spanSQL + `
+SELECT ` + list + `, ` + taskSumsSQL("") + `
+FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + fence[s.dialect] + `) sp
+GROUP BY ` + list
+	var only []int64
+	err = s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+		base = append(base, report.TaskSums{})
+		only = append(only, 0)
+		t := &base[len(base)-1]
+		dest, done := taskScan(t)
+		return append([]any{&only[len(only)-1]}, dest...), func() { done(); t.Key = keyMap(cols, vals) }
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, t := range base {
+		if only[i] == 1 {
+			e := t
+			e.Key = maps.Clone(t.Key)
+			e.Key["model"] = ""
+			empty = append(empty, e)
+		}
+	}
+	return base, empty, nil
+}
+
+// modelSums are the GPU sums and the task sums by model of the tasks'
+// listed GPUs, grouped by cols (model among them), MIG and profile, in one
+// join (span's indexes, then task_gpus' primary key (task_key, position));
+// a task counts once per model, on its first GPU of that model (the
+// NOT EXISTS of an earlier position with the model, on the same key).
+func (s *Store) modelSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, []report.GPUSums, error) {
+	sel := prefixed("sp.", cols)
+	list := strings.Join(append(sel, "CASE WHEN sp.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "sp.mig_profile"), ", ")
+	q := "WITH " + spanSQL + `
+SELECT ` + list + `, ` + gpuSumsSQL("sp.") + `,
+  ` + taskSumsSQL("sp.first") + `
+FROM (
+  SELECT sp.*, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
+    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND g2.model = g.model)
+      THEN 0 ELSE 1 END AS first
+  FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + fence[s.dialect] + `
+) sp
+GROUP BY ` + list
+	var tasks []report.TaskSums
+	var gpus []report.GPUSums
+	err := s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+		tasks, gpus = append(tasks, report.TaskSums{}), append(gpus, report.GPUSums{})
+		t, g := &tasks[len(tasks)-1], &gpus[len(gpus)-1]
+		gdest, gdone := gpuScan(g)
+		tdest, tdone := taskScan(t)
+		return append(gdest, tdest...), func() {
+			gdone()
+			tdone()
+			g.Key = keyMap(cols, vals)
+			t.Key = g.Key
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return tasks, gpus, nil
+}
+
+func prefixed(p string, cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = p + c
+	}
+	return out
+}
+
+// scanReport runs q and scans each row: its first n columns are the
+// group's key values, the rest go to the destinations row returns (it is
+// called once per row, with the values the key columns will hold once the
+// row is scanned; done runs then).
+func (s *Store) scanReport(ctx context.Context, q string, w report.Window, n int, row func(vals []string) (dest []any, done func())) error {
+	rows, err := s.reportQuery(ctx, q, w, "")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		vals := make([]string, n)
+		dest := make([]any, 0, n+24)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		more, done := row(vals)
+		if err := rows.Scan(append(dest, more...)...); err != nil {
+			return fmt.Errorf("store: report: %w", err)
+		}
+		done()
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: report: %w", err)
+	}
+	return nil
 }

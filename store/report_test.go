@@ -359,3 +359,72 @@ func TestReportQueueWaitByPriority(t *testing.T) {
 		}
 	})
 }
+
+// separateQueries is the store seen as a plain report.Source: Compute
+// asks ReportTasks and ReportGPUs apart (and ReportTasks again without
+// model), as it did before ReportSums.
+type separateQueries struct{ s *store.Store }
+
+func (q separateQueries) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
+	return q.s.ReportTasks(ctx, w, keys)
+}
+
+func (q separateQueries) ReportGPUs(ctx context.Context, w report.Window, keys []string) ([]report.GPUSums, error) {
+	return q.s.ReportGPUs(ctx, w, keys)
+}
+
+func (q separateQueries) ReportMetric(ctx context.Context, w report.Window, keys []string, metric string) ([]report.MetricSums, error) {
+	return q.s.ReportMetric(ctx, w, keys, metric)
+}
+
+// ReportSums' passes answer the reports of the separate queries byte for
+// byte, for every key alone, model with another key, with and without a
+// scope (unscoped, the groups leave project and owner out), on both
+// fixtures and both stores.
+func TestReportSumsEqualsSeparateQueries(t *testing.T) {
+	for _, fx := range []struct {
+		file, prices string
+		w            report.Window
+	}{
+		{"fixture.json", "prices.json", november},
+		{"fixture-mig.json", "prices-mig.json", december},
+	} {
+		t.Run(fx.file, func(t *testing.T) {
+			prices, err := report.LoadPrices(filepath.Join(fixtureDir, fx.prices))
+			if err != nil {
+				t.Fatal(err)
+			}
+			storetest.Each(t, func(t *testing.T, dsn string) {
+				s := storetest.Open(t, dsn)
+				loadFixtureFile(t, s, fx.file)
+				bys := [][]string{{"model", "project"}, {"owner", "model"}, {"project", "owner"}}
+				for _, k := range report.Keys {
+					bys = append(bys, []string{k})
+				}
+				all := func(string, string) bool { return true }
+				some := func(project, _ string) bool { return project < "m" }
+				run := func(src report.Source, by []string, scope func(string, string) bool) string {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					r, err := report.Compute(ctx, src, report.Query{Window: fx.w, By: by, Prices: prices, Scope: scope})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var b bytes.Buffer
+					if err := report.WriteJSON(&b, r); err != nil {
+						t.Fatal(err)
+					}
+					return b.String()
+				}
+				for _, by := range bys {
+					for _, scope := range []func(string, string) bool{nil, all, some} {
+						want := run(separateQueries{s}, by, scope)
+						if got := run(s, by, scope); got != want {
+							t.Errorf("by %v (scope %v): ReportSums answers\n%s\nthe separate queries\n%s", by, scope != nil, got, want)
+						}
+					}
+				}
+			})
+		})
+	}
+}

@@ -24,21 +24,6 @@ import (
 
 const deployPrometheus = "../../deploy/prometheus"
 
-// tool returns the path of a program of a Debian package, skipping the test
-// when it is missing, unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI) makes that a
-// failure.
-func tool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", name, err)
-		}
-		t.Skipf("%s not installed (Debian package %s)", name, pkg)
-	}
-	return p
-}
-
 // prometheusDir copies the shipped configuration and the rules it loads
 // into a new directory, as they would lie in /etc/prometheus, with the
 // monitor's token file beside them; edit rewrites the configuration's text.
@@ -64,8 +49,8 @@ func prometheusDir(t *testing.T, token string, edit func(string) string) (dir st
 }
 
 func TestPrometheusConfig(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
-	prometheus := tool(t, "prometheus", "prometheus")
+	promtool := lookTool(t, "promtool", "prometheus")
+	prometheus := lookTool(t, "prometheus", "prometheus")
 
 	// As shipped: promtool accepts it and the rules it names.
 	dir := prometheusDir(t, "a-secret", nil)

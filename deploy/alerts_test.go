@@ -16,20 +16,7 @@ import (
 
 const alertsFile = "prometheus/paddle-alerts.yml"
 
-// amtool returns the path of amtool (Debian package
-// prometheus-alertmanager), skipping the test when it is not installed,
-// unless PADDLE_TEST_REQUIRE_TOOLS=1.
-func amtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("amtool")
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("amtool is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", err)
-		}
-		t.Skip("amtool not installed (Debian package prometheus-alertmanager)")
-	}
-	return p
-}
+func amtool(t *testing.T) string { return tool(t, "amtool", "prometheus-alertmanager") }
 
 // The alerts load. Two rules share the name PaddleTaskGPUIdle and its
 // labels on purpose (whole GPUs and MIG instances raise the same alert),
@@ -56,30 +43,10 @@ func TestPromtoolTestAlerts(t *testing.T) {
 // Without the reduction over replicas the idle alert comes out twice: the
 // unit tests above catch it.
 func TestPromtoolAlertsNeedTheReduction(t *testing.T) {
-	tool := promtool(t)
-	b, err := os.ReadFile(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	naive := strings.Replace(string(b), "max by (task_id, task_name, project, owner, hostname) (paddle_task_idle_seconds) >= 1800",
-		"paddle_task_idle_seconds >= 1800", 1)
-	if naive == string(b) {
-		t.Fatal("the idle alert's expression is not what this test expects")
-	}
-	tests, err := os.ReadFile("prometheus/paddle-alerts.test.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(dir+"/paddle-alerts.yml", []byte(naive), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dir+"/t.yml", tests, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(tool, "test", "rules", "t.yml")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err == nil {
+	out, err := naiveRulesTest(t, alertsFile, "prometheus/paddle-alerts.test.yml",
+		"max by (task_id, task_name, project, owner, hostname) (paddle_task_idle_seconds) >= 1800",
+		"paddle_task_idle_seconds >= 1800")
+	if err == nil {
 		t.Fatalf("the alert without the reduction passed the unit tests:\n%s", out)
 	}
 }

@@ -27,18 +27,39 @@ import (
 
 const rulesFile = "prometheus/paddle-rules.yml"
 
-// promtool returns the path of promtool, skipping the test when it is not
-// installed, unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI) makes that a failure.
-func promtool(t *testing.T) string {
+// promtool returns the path of promtool (tool, alerts_e2e_test.go).
+func promtool(t *testing.T) string { return tool(t, "promtool", "prometheus") }
+
+// naiveRulesTest runs the unit tests of testsFile against a copy of the
+// rule file ruleFile in which old is replaced by new (a rule without one
+// of its reductions), and returns promtool's output and error: the caller
+// expects them to fail, so that the shipped tests are shown to prove
+// something.
+func naiveRulesTest(t *testing.T, ruleFile, testsFile, old, new string) ([]byte, error) {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
+	tool := promtool(t)
+	rules, err := os.ReadFile(ruleFile)
 	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("promtool is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", err)
-		}
-		t.Skip("promtool not installed (Debian package prometheus)")
+		t.Fatal(err)
 	}
-	return p
+	tests, err := os.ReadFile(testsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	naive := strings.Replace(string(rules), old, new, 1)
+	if naive == string(rules) {
+		t.Fatalf("%s no longer holds %q, where this test expects it", ruleFile, old)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(ruleFile)), []byte(naive), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t.yml"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tool, "test", "rules", "t.yml")
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
@@ -71,29 +92,8 @@ func TestPromtoolTestRules(t *testing.T) {
 // same test data on a rule that joins the raw info series must fail with
 // many-to-many matching, so the unit test above proves something.
 func TestPromtoolRulesNeedTheReduction(t *testing.T) {
-	tool := promtool(t)
-	rules, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests, err := os.ReadFile("prometheus/paddle-rules.test.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	naive := strings.Replace(string(rules), "          uuid:paddle_task_gpu_info:one\n", "          paddle_task_gpu_info\n", 1)
-	if naive == string(rules) {
-		t.Fatal("the join of the info series is not where this test expects it")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "paddle-rules.yml"), []byte(naive), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "t.yml"), tests, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(tool, "test", "rules", "t.yml")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	out, err := naiveRulesTest(t, rulesFile, "prometheus/paddle-rules.test.yml",
+		"          uuid:paddle_task_gpu_info:one\n", "          paddle_task_gpu_info\n")
 	if err == nil {
 		t.Fatalf("the naive join passed the unit tests:\n%s", out)
 	}
@@ -103,29 +103,8 @@ func TestPromtoolRulesNeedTheReduction(t *testing.T) {
 // monitor replicas serving one task make the join fail, so the unit test
 // of the pod-UID reduction proves something.
 func TestPromtoolQueueWaitNeedsTheReduction(t *testing.T) {
-	tool := promtool(t)
-	rules, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests, err := os.ReadFile("prometheus/paddle-rules.test.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	naive := strings.Replace(string(rules), "            k8s_pod_uid:paddle_task_info:one\n", "            paddle_task_info\n", 1)
-	if naive == string(rules) {
-		t.Fatal("the join of the info series is not where this test expects it")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "paddle-rules.yml"), []byte(naive), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "t.yml"), tests, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(tool, "test", "rules", "t.yml")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
+	out, err := naiveRulesTest(t, rulesFile, "prometheus/paddle-rules.test.yml",
+		"            k8s_pod_uid:paddle_task_info:one\n", "            paddle_task_info\n")
 	if err == nil || !strings.Contains(string(out), "k8s_pod_uid:paddle_queue_wait_seconds") {
 		t.Fatalf("the naive join passed the queue wait tests (or failed elsewhere):\n%s", out)
 	}

@@ -72,24 +72,33 @@ func (b *batcher) close() {
 	<-b.done
 }
 
+// gather waits for a request, then takes every one already waiting, up to
+// maxBatch: the next batch, or false once quit is closed.
+func gather[T any](reqs <-chan T, quit <-chan struct{}) ([]T, bool) {
+	var batch []T
+	select {
+	case req := <-reqs:
+		batch = append(batch, req)
+	case <-quit:
+		return nil, false
+	}
+	for len(batch) < maxBatch {
+		select {
+		case req := <-reqs:
+			batch = append(batch, req)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
 func (b *batcher) loop() {
 	defer close(b.done)
 	for {
-		var batch []*batchReq
-		select {
-		case req := <-b.reqs:
-			batch = append(batch, req)
-		case <-b.quit:
+		batch, ok := gather(b.reqs, b.quit)
+		if !ok {
 			return
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case req := <-b.reqs:
-				batch = append(batch, req)
-			default:
-				break more
-			}
 		}
 		b.commit(batch)
 		for _, req := range batch {
@@ -226,21 +235,9 @@ func (b *hbBatcher) close() {
 func (b *hbBatcher) loop(reqs chan *hbReq) {
 	defer b.wg.Done()
 	for {
-		var batch []*hbReq
-		select {
-		case req := <-reqs:
-			batch = append(batch, req)
-		case <-b.quit:
+		batch, ok := gather(reqs, b.quit)
+		if !ok {
 			return
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case req := <-reqs:
-				batch = append(batch, req)
-			default:
-				break more
-			}
 		}
 		b.commit(batch)
 		for _, req := range batch {

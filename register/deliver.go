@@ -106,7 +106,7 @@ func EntrypointPolicy(e spool.Entry, err error, now time.Time) Decision {
 	return Decision{Action: KeepStop}
 }
 
-// ReportPolicy is the node agent's table for its reports (docs/node.md):
+// ReportPolicy is the node agent's table for its reports:
 // 2xx/409 removes; 400 and 413 bury, as does any other answer the
 // entrypoint's table calls permanent; 401 and 403 keep the report (the
 // token file is read again before the next pass); 408, 429, 5xx and

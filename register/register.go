@@ -1,5 +1,8 @@
-// Package register delivers a task's registration to the monitor API, and
-// spools what it cannot deliver within the budget.
+// Package register delivers a task's registration and completion to the
+// monitor API, and spools what it cannot deliver within the budget. One
+// delivery engine (Deliverer, deliver.go) sends every kind's spooled
+// entries, with the status policy apart from the transport; Registrar and
+// Completer use it, and the node agent uses it for its reports.
 //
 // Guarantees: Register returns by its context's deadline (the budget) and,
 // when the context is cancelled by a signal, within signalSpoolTimeout of

@@ -1,10 +1,15 @@
-// Package spool keeps registrations that could not be delivered yet in a
-// bbolt file, so that a later start or a node-level drainer sends them.
+// Package spool keeps entries that could not be delivered yet in a bbolt
+// file, so that a later start, a node-level drainer or the next pass of a
+// node agent sends them: the tasks' registrations and completions, and any
+// kind a program names (the node agent's reports, in a file of its own).
+// Every kind is one Queue (Spool.Queue, kind.go), oldest first, with the
+// same guarantees; the Spool's own Enqueue, Oldest, ... are the
+// registrations' queue.
 //
-// Guarantees:
+// Guarantees, for every kind:
 //
 //   - At-least-once. An entry leaves the pending bucket only when its
-//     caller deletes it (which the registration code does only after the
+//     caller deletes it (which the delivery code does only after the
 //     monitor answered 2xx or 409), buries it as a dead letter, or when
 //     the bounds below drop or expire it. Two processes may send the same
 //     entry; the task id, sent as the Idempotency-Key, makes that harmless.
@@ -12,9 +17,10 @@
 //     fsync: a process killed at any moment leaves each entry either fully
 //     written or absent, and a file that opens.
 //   - Bounded. At most Options.MaxEntries pending entries (and as many dead
-//     letters): past that the oldest are dropped and counted. Pending
-//     entries older than Options.MaxAge move to the dead letters with the
-//     answer "expired".
+//     letters) per kind: past that the oldest are dropped and counted.
+//     Pending entries older than Options.MaxAge move to the dead letters
+//     with the answer "expired" (a kind made with Kind.DropExpired drops
+//     and counts them instead).
 //   - Shared safely. The file is opened for each operation and closed
 //     after it, so its lock is never held across a network call; the lock
 //     is waited for at most Options.LockTimeout (or the context's deadline),
@@ -35,7 +41,8 @@
 //     dead letters with the answer "undecodable record" rather than lost.
 //
 // Reading a spool file that does not exist (Oldest, List, Stats) returns
-// nothing and creates nothing: only Enqueue and BuryNew create the file
+// nothing and creates nothing: only Enqueue and BuryNew (and
+// RecordOutage) create the file
 // (mode 0600, and its directory, 0700, when the directory is missing).
 package spool
 

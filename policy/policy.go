@@ -151,13 +151,9 @@ type rule struct {
 // Load reads and checks the policy file at path. Every error names the file
 // and the problem.
 func Load(name string) (*Policy, error) {
-	data, err := mountfile.Read(name, MaxFileSize)
+	data, err := mountfile.ReadAs("policy file", name, MaxFileSize)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is named once, below
-		}
-		return nil, fmt.Errorf("policy file %s: %w", name, err)
+		return nil, err
 	}
 	p, err := Parse(data)
 	if err != nil {

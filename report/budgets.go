@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // Budget kinds.
@@ -172,9 +173,9 @@ func ParseBudgets(r io.Reader) (*Budgets, error) {
 // prices in force (nil: none; pricesName is their file, for the error): a
 // cost budget needs prices of the same currency. Errors name the files.
 func LoadBudgets(name string, prices *Prices, pricesName string) (*Budgets, error) {
-	raw, err := os.ReadFile(name)
+	raw, err := mountfile.ReadAs("budgets file", name, mountfile.MaxMonitorFile)
 	if err != nil {
-		return nil, fmt.Errorf("budgets file: %w", err)
+		return nil, err
 	}
 	b, err := ParseBudgets(bytes.NewReader(raw))
 	if err != nil {

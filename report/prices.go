@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // Prices are the hourly prices of one GPU by model, as NVML names models
@@ -207,9 +208,9 @@ func checkPrice(field string, v float64) error {
 
 // LoadPrices reads the prices file at name; errors name the file.
 func LoadPrices(name string) (*Prices, error) {
-	b, err := os.ReadFile(name)
+	b, err := mountfile.ReadAs("prices file", name, mountfile.MaxMonitorFile)
 	if err != nil {
-		return nil, fmt.Errorf("prices file: %w", err)
+		return nil, err
 	}
 	p, err := ParsePrices(bytes.NewReader(b))
 	if err != nil {

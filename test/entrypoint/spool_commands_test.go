@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of `paddle-entrypoint spool list|stats|flush|requeue|purge`
 // (section 6 of the contract). Pending entries are made the way a node

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of what supervise mode reports at the command's end: a
 // crashing GPU sampler, and a supervisor killed right after the command

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of what a platform engineer tries first: --version and
 // --help, a script without a "#!" line, a monitor URL that can never work or

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of registration (section 5 of the contract) and of the
 // spool as a start uses it (section 6): the built entrypoint against a

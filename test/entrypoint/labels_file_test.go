@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the labels file on a node shared by several users
 // (ENTRYPOINT.md section 13): the entrypoint, often root, never writes

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of one node spool shared by teams whose containers run
 // as the same UID (ENTRYPOINT.md section 13): each entry records the

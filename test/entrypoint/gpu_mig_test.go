@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of MIG instances, shared GPUs and energy (section 12 of
 // the contract): the built entrypoint and probe against the fake

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // scripts/gpu-check.sh, run against the fake NVML library (no GPU here):
 // it must run every step and print what each saw, so that on the day a GPU

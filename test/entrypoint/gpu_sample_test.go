@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the GPU sampling mode (section 10 of the contract): the
 // built probe's "sample" mode against the fake libnvidia-ml.so.1, alone and

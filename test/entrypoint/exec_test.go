@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of run mode: labels, labels file, exec fidelity, exit
 // codes, logs. Other parts (GPUs, registration, policy) have their own files.

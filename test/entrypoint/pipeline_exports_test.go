@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the task identity exports (docs/pipelines.md): the
 // pipeline and Kubernetes keys in the labels file and the registration

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the quality gate and the textfile's life in supervise
 // mode (docs/pipelines.md).

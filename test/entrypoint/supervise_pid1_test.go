@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Supervise mode as PID 1 of a PID namespace (unshare, as root): the exit
 // and signal matrices of tini and dumb-init, signal forwarding from outside

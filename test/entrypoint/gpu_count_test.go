@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the GPU count (section 7 of the contract): the built
 // entrypoint runs the built probe beside it, which loads a fake

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the trust boundaries: what a hostile neighbour on the
 // node, a strange file or a bad answer of the monitor can do to the spool,

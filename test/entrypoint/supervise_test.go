@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of supervise mode (docs/supervise.md): the command as a
 // child of the entrypoint, what it inherits, exit statuses, signals,

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the built binaries. TestMain builds the entrypoint (as
 // `make build` does: static, cgo-free), the GPU probe beside it, and the

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the spool commands on spools of every size and shape
 // (ENTRYPOINT.md section 13): they finish, and a SIGTERM or SIGINT ends

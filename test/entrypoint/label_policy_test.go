@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of labels an administrator can trust: the policy file
 // (section 9 of the contract), the sensitive-data guard (section 3) and

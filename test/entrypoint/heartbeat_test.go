@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of the heartbeat's GPU samples (docs/supervise.md): with
 // sampling on, each heartbeat says how busy each GPU was over its own

@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of a SIGTERM at the very start (ENTRYPOINT.md section
 // 13): at any moment after the program's own start, in both modes and as

@@ -10,15 +10,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // bin holds the paths of the executables built for the tests.
@@ -32,6 +32,12 @@ var bin struct {
 }
 
 func TestMain(m *testing.M) {
+	// The tests name files relative to the repository root
+	// (docs/openapi.yaml, testdata/, scripts/).
+	if err := harness.ChdirRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	dir, err := os.MkdirTemp("", "paddle-entrypoint-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -56,25 +62,18 @@ func buildAll(dir string) error {
 	bin.sigcatch = filepath.Join(dir, "sigcatch")
 	steps := []*exec.Cmd{
 		goBuild(bin.entrypoint, ".", "0"),
-		exec.Command("gcc", "-O2", "-o", bin.report, "testdata/childreport/childreport.c"),
-		exec.Command("gcc", "-O2", "-o", bin.sigwrap, "testdata/sigwrap/sigwrap.c"),
-		exec.Command("gcc", "-O2", "-o", bin.sigcatch, "testdata/sigcatch/sigcatch.c"),
+		harness.CC(bin.report, "testdata/childreport/childreport.c"),
+		harness.CC(bin.sigwrap, "testdata/sigwrap/sigwrap.c"),
+		harness.CC(bin.sigcatch, "testdata/sigcatch/sigcatch.c"),
 	}
 	if _, err := os.Stat("cmd/paddle-gpu-probe/main.go"); err == nil {
 		steps = append(steps, goBuild(bin.probe, "./cmd/paddle-gpu-probe", "1"))
 	}
-	for _, c := range steps {
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v\n%s", strings.Join(c.Args, " "), err, out)
-		}
-	}
-	return nil
+	return harness.Run(steps...)
 }
 
 func goBuild(out, pkg, cgo string) *exec.Cmd {
-	c := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-	c.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
-	return c
+	return harness.GoBuild(out, pkg, cgo == "1")
 }
 
 // result is what one run of the entrypoint showed.
@@ -158,19 +157,7 @@ func (k *task) Run() result {
 	return r
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}
+func exitCode(err error) int { return harness.ExitCode(err) }
 
 // report is what testdata/childreport printed from inside the exec'd command.
 type report struct {

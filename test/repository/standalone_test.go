@@ -1,3 +1,5 @@
+// Package repository holds the tests of the repository as a whole (what
+// every file may point to), run from its root.
 package repository
 
 import (
@@ -9,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // outsidePath matches a reference to the material the project was written
@@ -20,6 +24,9 @@ var outsidePath = regexp.MustCompile(`(\.\./|/work/)` + `shared\b|\bshared/(spec
 // TestRepositoryStandsAlone: no file of the repository (docs, README,
 // Makefile, Dockerfile, scripts, code, tests) points outside it.
 func TestRepositoryStandsAlone(t *testing.T) {
+	if err := harness.ChdirRoot(); err != nil {
+		t.Fatal(err)
+	}
 	files := repositoryFiles(t)
 	if len(files) < 20 {
 		t.Fatalf("found only %d files; is this the repository root?", len(files))

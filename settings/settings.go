@@ -37,6 +37,33 @@ import (
 // ErrUsage marks a malformed flag: the caller's mistake, exit status 2.
 var ErrUsage = errors.New("usage error")
 
+// FlagError is a malformed flag; errors.Is(err, ErrUsage) holds.
+type FlagError struct {
+	Flag string // without dashes
+	Err  error  // the rule broken
+}
+
+func (e *FlagError) Error() string        { return fmt.Sprintf("%v: --%s: %v", ErrUsage, e.Flag, e.Err) }
+func (e *FlagError) Unwrap() error        { return e.Err }
+func (e *FlagError) Is(target error) bool { return target == ErrUsage }
+
+// EnvError is a malformed environment value under Refuse. It names the
+// variable and the value, unless the setting is a secret.
+type EnvError struct {
+	Var, Value string
+	Secret     bool
+	Err        error // the rule broken
+}
+
+func (e *EnvError) Error() string {
+	if e.Secret {
+		return e.Var + ": malformed (the value is a secret, not shown)"
+	}
+	return fmt.Sprintf("%s=%q: %v", e.Var, e.Value, e.Err)
+}
+
+func (e *EnvError) Unwrap() error { return e.Err }
+
 // Policy is what a malformed environment value does.
 type Policy int
 
@@ -107,7 +134,7 @@ func (t Table[T]) Resolve(dst *T, fs *pflag.FlagSet, lookup func(string) (string
 		if v != "" {
 			if err := e.Parse(dst, v); err != nil {
 				if t.Policy == Refuse {
-					return warnings, fmt.Errorf("%s: %w", from, err)
+					return warnings, &EnvError{Var: from, Value: v, Secret: e.Secret, Err: err}
 				}
 				warnings = append(warnings, fmt.Sprintf("%s: %v; using the default %q", from, err, e.Default))
 				e.Parse(dst, e.Default)
@@ -115,7 +142,7 @@ func (t Table[T]) Resolve(dst *T, fs *pflag.FlagSet, lookup func(string) (string
 		}
 		if fs != nil && fs.Changed(e.Flag) {
 			if err := e.Parse(dst, fs.Lookup(e.Flag).Value.String()); err != nil {
-				return warnings, fmt.Errorf("%w: --%s: %v", ErrUsage, e.Flag, err)
+				return warnings, &FlagError{Flag: e.Flag, Err: err}
 			}
 		}
 	}
@@ -180,6 +207,10 @@ type text struct{ s, kind string }
 func (v *text) String() string     { return v.s }
 func (v *text) Set(s string) error { v.s = s; return nil }
 func (v *text) Type() string       { return v.kind }
+
+// IsBoolFlag makes --help show a "bool" setting as pflag shows its own
+// (--name[=true|false]).
+func (v *text) IsBoolFlag() bool { return v.kind == "bool" }
 
 // Bool reads a switch: on, 1, true, yes or off, 0, false, no, in any case.
 func Bool(s string) (bool, error) {

@@ -67,7 +67,7 @@ func TestResolve(t *testing.T) {
 		{name: "flag wins", args: []string{"--name=f", "--on"}, env: []string{"T_NAME=e", "T_ON=0"}, want: conf{Name: "f", On: true, Wait: 5 * time.Second}},
 		{name: "bad env falls back", env: []string{"T_WAIT=soon", "T_ON=maybe"}, want: conf{Name: "anon", Wait: 5 * time.Second},
 			warnings: []string{`T_ON: "maybe" is not one of on, off, 1, 0; using the default "off"`, `T_WAIT: "soon" is not a non-negative duration such as 5s; using the default "5s"`}},
-		{name: "bad env refused", policy: Refuse, env: []string{"T_WAIT=soon"}, err: `T_WAIT: "soon" is not a non-negative duration such as 5s`},
+		{name: "bad env refused", policy: Refuse, env: []string{"T_WAIT=soon"}, err: `T_WAIT="soon": "soon" is not a non-negative duration such as 5s`},
 		{name: "bad flag", args: []string{"--wait=-1s"}, err: `usage error: --wait: "-1s" is not a non-negative duration such as 5s`, usage: true},
 		{name: "bad flag refused", policy: Refuse, args: []string{"--on=maybe"}, err: `usage error: --on: "maybe" is not one of on, off, 1, 0`, usage: true},
 		{name: "secret file", env: []string{"T_DSN_FILE=" + secret}, want: conf{Name: "anon", Wait: 5 * time.Second, DSN: "postgres://u:p@h/db"}},

@@ -1,4 +1,10 @@
-package main
+// Package logging is the entrypoint's logger (docs/contract.md, section 8,
+// Logs): one line per event on stderr, text prefixed with
+// "paddle-entrypoint: " so that its lines are told apart from the
+// training's own output, or JSON with a "logger" field; times in UTC. It
+// also takes over the standard library's "log" output, so that nothing
+// unprefixed reaches stderr.
+package logging
 
 import (
 	"bytes"
@@ -8,8 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/config"
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
 )
 
@@ -17,12 +21,12 @@ import (
 // apart from the training's own output on the same stderr.
 const logPrefix = "paddle-entrypoint: "
 
-// newLogger returns the structured logger of section 8 of the contract: one
-// line per event on w, text (with logPrefix) or JSON (with a "logger" field).
-func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel, ReplaceAttr: utcTime}
+// New returns the structured logger: one line per event on w, text (with
+// logPrefix) or, when format is "json", JSON (with a "logger" field).
+func New(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}
 	var h slog.Handler
-	if cfg.LogFormat == "json" {
+	if format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	} else {
 		h = slog.NewTextHandler(&prefixWriter{w: w, prefix: []byte(logPrefix)}, opts)
@@ -59,33 +63,20 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// reportSettings logs the environment settings that fell back to defaults.
-func reportSettings(log *slog.Logger, cfg config.Config) {
-	for _, w := range cfg.Warnings {
+// Settings logs the environment settings that fell back to defaults
+// (config.Config's Warnings).
+func Settings(log *slog.Logger, warnings []string) {
+	for _, w := range warnings {
 		log.Warn("setting ignored", "problem", w)
 	}
 }
 
-// labelAttrs returns the labels as one "labels" group, in file order: a
-// label is the task's to name (PADDLE_LABEL_LEVEL), so it must not sit
-// beside the record's own level, logger, msg and time, where a parser
-// would keep the last of two equal keys. JSON nests the group; text writes
-// labels.<key>.
-func labelAttrs(s *labels.Set) slog.Attr {
-	pairs := s.Pairs()
-	attrs := make([]any, 0, len(pairs))
-	for _, p := range pairs {
-		attrs = append(attrs, slog.String(p.Key, p.Value))
-	}
-	return slog.Group("labels", attrs...)
-}
-
-// routeStdLog sends what other packages print through the standard "log"
+// RouteStdLog sends what other packages print through the standard "log"
 // package (net/http's transport: "Unsolicited response received on idle
 // HTTP channel ...") to log as one warning per line, URL userinfo
 // redacted, so nothing unprefixed or un-JSON reaches stderr. The standard
 // logger is the process's; this is its one configuration.
-func routeStdLog(log *slog.Logger) {
+func RouteStdLog(log *slog.Logger) {
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(stdlogWriter{log})
 }

@@ -3,13 +3,10 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
-	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/otelresource"
 	"github.com/paddle-entrypoint/paddle-entrypoint/textfile"
 )
@@ -17,20 +14,20 @@ import (
 // commandEnv is the command's environment: the caller's, plus
 // PADDLE_TASK_ID and, unless PADDLE_OTEL=off, the task's identity merged
 // into OTEL_RESOURCE_ATTRIBUTES (the caller's attributes win).
-func commandEnv(cfg config.Config, environ []string, set *labels.Set) []string {
-	env := command.Env(environ, set.TaskID)
-	if !cfg.OTel {
+func (t *Task) commandEnv() []string {
+	env := command.Env(t.environ, t.set.TaskID)
+	if !t.cfg.OTel {
 		return env
 	}
-	caller := lookupEnv(environ, otelresource.Var)
-	return command.Setenv(env, otelresource.Var, otelresource.Merge(caller, otelresource.Attributes(set)))
+	caller := lookupEnv(t.environ, otelresource.Var)
+	return command.Setenv(env, otelresource.Var, otelresource.Merge(caller, otelresource.Attributes(t.set)))
 }
 
-// checkGate parses the quality gate before anything starts: a malformed
-// PADDLE_GATE, or a gate where nothing is left to evaluate it (exec mode),
-// is a usage error, never a surprise after hours of training. It returns
-// nil when no gate is configured.
-func checkGate(cfg config.Config, supervised bool) (*gate.Gate, error) {
+// CheckGate parses the quality gate before anything starts: a malformed
+// PADDLE_GATE, or a gate where nothing is left to evaluate it (a mode that
+// does not outlive the command: exec), is a usage error, never a surprise
+// after hours of training. It returns nil when no gate is configured.
+func CheckGate(cfg *config.Config) (*gate.Gate, error) {
 	// PADDLE_GATE_FILE alone does nothing: a template can set it for
 	// every step and PADDLE_GATE only on the one to gate.
 	if cfg.Gate == "" {
@@ -44,23 +41,28 @@ func checkGate(cfg config.Config, supervised bool) (*gate.Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PADDLE_GATE: %w", err)
 	}
-	if !supervised {
+	if !modeOf(cfg).outlivesCommand() {
 		return nil, errors.New("PADDLE_GATE needs supervise mode (PADDLE_ENTRYPOINT_MODE=supervise): in exec mode nothing is left to evaluate it after the command")
 	}
 	return g, nil
 }
 
+// gate is the task's quality gate (nil: none), checked before the start.
+func (t *Task) gate() (*gate.Gate, error) { return CheckGate(t.cfg) }
+
 // writeTextfile writes the task's node_exporter textfile when
 // PADDLE_TEXTFILE_DIR is set: first removing other tasks' files that claim
-// this task's GPUs (unless PADDLE_GPU_SHARED=1). In exec mode nothing is
-// left to remove the file at the end, so it is written only for a task with
-// GPUs (the next task on them replaces it). It reports whether a file was
-// written; every failure is a warning.
-func writeTextfile(cfg config.Config, set *labels.Set, inv gpu.Inventory, supervised bool, log *slog.Logger) bool {
+// this task's GPUs (unless PADDLE_GPU_SHARED=1). Where the mode does not
+// outlive the command (exec) nothing is left to remove the file at the end,
+// so it is written only for a task with GPUs (the next task on them
+// replaces it). It reports whether a file was written; every failure is a
+// warning.
+func (t *Task) writeTextfile() bool {
+	cfg, set, inv, log := t.cfg, t.set, t.inv, t.log
 	if cfg.TextfileDir == "" {
 		return false
 	}
-	if !supervised && set.GPUCount == 0 {
+	if !t.mode.outlivesCommand() && set.GPUCount == 0 {
 		log.Debug("no GPU: no textfile in exec mode (nothing would remove it)")
 		return false
 	}
@@ -93,7 +95,8 @@ func writeTextfile(cfg config.Config, set *labels.Set, inv gpu.Inventory, superv
 // its file is missing or unusable — and, for the completion, the gate's
 // verdict and the metrics (nil when the gate was not evaluated: a command
 // that failed is not gated, its own status stands).
-func finishTask(cfg config.Config, g *gate.Gate, set *labels.Set, written bool, code int, log *slog.Logger) (int, *gate.Result, map[string]float64) {
+func (t *Task) finishTask(g *gate.Gate, written bool, code int) (int, *gate.Result, map[string]float64) {
+	cfg, set, log := t.cfg, t.set, t.log
 	if written {
 		if err := textfile.Remove(cfg.TextfileDir, set.TaskID); err != nil {
 			log.Warn("textfile not removed", "err", err)

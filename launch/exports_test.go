@@ -2,6 +2,8 @@ package launch
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/logging"
 )
 
 // finishTask decides the supervisor's exit status from the command's and
@@ -81,4 +84,14 @@ func TestFinishTask(t *testing.T) {
 	if _, err := os.Stat(prom); !os.IsNotExist(err) {
 		t.Errorf("textfile not removed: %v", err)
 	}
+}
+
+// finishTask and newLogger take the arguments the functions of the same
+// names took in package main, where this test was written.
+func finishTask(cfg config.Config, g *gate.Gate, set *labels.Set, written bool, code int, log *slog.Logger) (int, *gate.Result, map[string]float64) {
+	return (&Task{cfg: &cfg, set: set, log: log}).finishTask(g, written, code)
+}
+
+func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
+	return logging.New(w, cfg.LogLevel, cfg.LogFormat)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/drain"
+	"github.com/paddle-entrypoint/paddle-entrypoint/earlysignal"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
@@ -17,38 +19,62 @@ import (
 // sends while the command runs.
 const drainBatch = 5
 
-// clearInheritedMask re-executes a supervisor started with blocked signals
-// (see supervise.ClearInheritedMask); it returns when none were blocked.
-func clearInheritedMask(environ []string, log *slog.Logger) {
-	if err := supervise.ClearInheritedMask(environ); err != nil {
-		log.Warn("signals blocked by the caller stay blocked for the command", "err", err)
-	}
+// superviseMode runs the command as a child and reports how it ended
+// (docs/supervise.md): the reaper waits for every child, the forwarder
+// passes signals on, the hooks (taskReport) register, beat and complete.
+type superviseMode struct {
+	reaper *supervise.Reaper
+	fwd    *supervise.Signals
 }
 
-// superviseCommand runs the command as a child (supervise mode) once the
-// labels file is written, and returns its exit status. A terminating
-// signal received before it starts ends the start with 128+N, with nothing
-// registered: the command never ran.
-func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervise.Signals, set *labels.Set, inv gpu.Inventory, cmd supervise.Command,
-	stopSignals func() (int, bool), finish func(context.Context, int, *register.Completion) int, log *slog.Logger) int {
+// catchers starts the supervisor: a supervisor started with blocked
+// signals is re-executed with them unblocked first (see
+// supervise.ClearInheritedMask), then the reaper catches SIGCHLD (the GPU
+// probe's start waits for it) and the forwarder every signal.
+func (m *superviseMode) catchers(t *Task) (before, then func()) {
+	if err := supervise.ClearInheritedMask(t.environ); err != nil {
+		t.log.Warn("signals blocked by the caller stay blocked for the command", "err", err)
+	}
+	m.reaper = supervise.NewReaper(t.log)
+	m.fwd = supervise.NewSignals()
+	// The terminating signals stay on earlysignal's channel, which the
+	// forwarder reads once the command runs: a second channel asking for
+	// them next to it is what let a SIGTERM through to the Go runtime's
+	// exit 2 as PID 1 (docs/supervise.md).
+	m.fwd.Also(earlysignal.Channel())
+	return m.reaper.Catch, m.fwd.Catch
+}
+
+func (m *superviseMode) gpuOptions(o gpu.Options) gpu.Options {
+	o.Children = m.reaper
+	return o
+}
+
+func (m *superviseMode) outlivesCommand() bool { return true }
+
+// run runs the command as a child once the labels file is written, and
+// returns its exit status. A terminating signal received before it starts
+// ends the start with 128+N, with nothing registered: the command never ran.
+func (m *superviseMode) run(_ context.Context, t *Task, cmd Command, r run) int {
+	cfg, log := t.cfg, t.log
 	// The forwarder takes every signal over before the start's own catching
 	// ends: none has its default action between the two.
-	fwd.Caught()
-	if status, stopped := stopSignals(); stopped {
+	m.fwd.Caught()
+	if status, stopped := r.stopSignals(); stopped {
 		log.Warn("stopped by a signal before the command started; nothing registered", "exit", status)
 		return status
 	}
-	rep := &taskReport{cfg: cfg, set: set, inv: inv, finish: finish, log: log,
-		sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: probePath(cfg),
-			GPUs: inv.Devices, Environ: cmd.Env, Logger: log, Children: reaper}}
-	t := supervise.Task{Command: cmd, Signals: fwd, EndBudget: cfg.CompleteBudget, Log: log,
-		OnStart: rep, OnBeat: rep, OnEnd: rep}
+	rep := &taskReport{cfg: cfg, set: t.set, inv: t.inv, node: t.node(), finish: t.finisher(r.textfile), log: log,
+		sampling: gpu.SamplerOptions{Interval: cfg.GPUSample, Probe: t.probePath(),
+			GPUs: t.inv.Devices, Environ: cmd.Env, Logger: log, Children: m.reaper}}
+	st := supervise.Task{Command: supervise.Command{Path: cmd.Path, Argv: cmd.Argv, Env: cmd.Env, Group: cfg.SignalGroup},
+		Signals: m.fwd, EndBudget: cfg.CompleteBudget, Log: log, OnStart: rep, OnBeat: rep, OnEnd: rep}
 	if cfg.MonitorURL != "" {
-		t.Heartbeat = cfg.Heartbeat
+		st.Heartbeat = cfg.Heartbeat
 	} else {
 		log.Debug("no PADDLE_MONITOR_URL: nothing sent, nothing spooled")
 	}
-	return supervise.Run(reaper, t)
+	return supervise.Run(m.reaper, st)
 }
 
 // taskReport is what a supervised task reports, wired into supervise.Run's
@@ -56,9 +82,10 @@ func superviseCommand(cfg config.Config, reaper *supervise.Reaper, fwd *supervis
 // sampler, on each tick a heartbeat, at the end the completion. Run calls
 // the hooks one at a time, in that order (see package supervise).
 type taskReport struct {
-	cfg      config.Config
+	cfg      *config.Config
 	set      *labels.Set
 	inv      gpu.Inventory
+	node     drain.Node
 	sampling gpu.SamplerOptions
 	// finish runs once the command has ended, before the completion is
 	// written: it may fill the completion's gate and metrics, remove files
@@ -78,11 +105,11 @@ type taskReport struct {
 // time to the command: it runs once the command has started.
 func (r *taskReport) Started(time.Time) {
 	if r.cfg.MonitorURL != "" {
-		r.registrar = newRegistrar(r.cfg, r.log)
+		r.registrar = r.node.Registrar()
 		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Logger: r.log}
 		if q, ok := r.registrar.Queue.(*spool.Spool); ok {
 			r.completer.Queue = q
-			logLegacy(context.Background(), q, r.log)
+			drain.LogLegacy(context.Background(), q, r.log)
 		}
 		// Its own context: Finish ends it, within the completion budget.
 		r.reg = r.registrar.RegisterAlongside(context.Background(), r.set.TaskID, register.Body(r.set, r.inv), r.drain)
@@ -180,55 +207,42 @@ func completion(set *labels.Set, inv gpu.Inventory, e supervise.End) register.Co
 		Signal:          e.Signal,
 		GPUCount:        set.GPUCount,
 	}
-	// gpu_seconds: Σ share × duration over the task's GPUs, those counted
-	// from device nodes (no key, no entry in gpus) included.
-	shares := 0.0
 	for _, d := range inv.Devices {
+		if d.Key() != "" {
+			c.GPUs = append(c.GPUs, gpu.SummaryOf(d))
+		}
+	}
+	c.GPUSeconds = gpuShares(inv.Devices, set.GPUCount) * dur
+	return c
+}
+
+// gpuShares is how many whole GPUs a task held: the share of each device
+// (a share outside (0, 1] counts as a whole GPU), plus one for each GPU
+// counted beyond the devices (counted from device nodes: no key, no
+// share). gpu_seconds is gpuShares × the duration (docs/contract.md,
+// section 12).
+func gpuShares(devices []gpu.Device, count int) float64 {
+	shares := 0.0
+	for _, d := range devices {
 		share := d.Share
 		if share <= 0 || share > 1 {
 			share = 1
 		}
 		shares += share
-		if d.Key() != "" {
-			c.GPUs = append(c.GPUs, gpu.SummaryOf(d))
-		}
 	}
-	if extra := set.GPUCount - len(inv.Devices); extra > 0 {
+	if extra := count - len(devices); extra > 0 {
 		shares += float64(extra)
 	}
-	c.GPUSeconds = shares * dur
-	return c
+	return shares
 }
 
 // finisher is the end of a supervised task before its completion: the
 // textfile removed, the quality gate evaluated (exports.go).
-func finisher(cfg config.Config, set *labels.Set, written bool, log *slog.Logger) func(context.Context, int, *register.Completion) int {
-	g, _ := checkGate(cfg, true) // checked before the start
+func (t *Task) finisher(written bool) func(context.Context, int, *register.Completion) int {
+	g, _ := t.gate() // checked before the start
 	return func(_ context.Context, code int, c *register.Completion) int {
-		status, verdict, metrics := finishTask(cfg, g, set, written, code, log)
+		status, verdict, metrics := t.finishTask(g, written, code)
 		c.Gate, c.Metrics = verdict, metrics
 		return status
 	}
-}
-
-// flushCompletions sends spooled completions whose registration is no
-// longer pending, at most limit (0: all), adding to what a registration
-// flush did (res).
-func flushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
-	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Queue: q, Logger: log}
-	cr, err := c.Flush(ctx, limit)
-	if err != nil {
-		log.Warn("spooled completions not sent: spool unusable", "err", err)
-	}
-	if cr.Delivered+cr.Dead > 0 {
-		log.Info("spooled completions sent", "delivered", cr.Delivered, "dead", cr.Dead)
-	}
-	res.Delivered += cr.Delivered
-	res.Dead += cr.Dead
-	res.Failed += cr.Failed
-	res.Pending += cr.Pending
-	if cr.Stopped != nil {
-		res.Stopped = cr.Stopped
-	}
-	return res, err
 }

@@ -17,12 +17,21 @@ import (
 // spool subcommand) the node's spool settings and its own flags.
 
 // spoolSettings are the settings a spool command reads.
-var spoolSettings = []string{"spool-path", "spool-max", "spool-max-age",
-	"monitor-url", "monitor-token-file", "monitor-ca-file", "log-level", "log-format"}
+var spoolSettings = set("spool-path", "spool-max", "spool-max-age",
+	"monitor-url", "monitor-token-file", "monitor-ca-file", "log-level", "log-format")
 
 // labelsSettings are the settings `labels` reads: the labels' policy and
 // the GPU probe (the labels include the GPU count).
-var labelsSettings = []string{"labels-mode", "policy", "gpu-probe", "gpu-timeout", "log-level", "log-format"}
+var labelsSettings = set("labels-mode", "policy", "gpu-probe", "gpu-timeout", "log-level", "log-format")
+
+// set is a set of flag names.
+func set(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
 
 // printHelp writes mode's usage and the flags named by keep (every flag
 // when keep is nil) to w.
@@ -54,7 +63,7 @@ func runHelp(w io.Writer, flags *config.FlagSet) {
 func labelsHelp(w io.Writer, flags *config.FlagSet) {
 	printHelp(w, flags, "usage: paddle-entrypoint labels [flags]\n\n"+
 		"Print the labels a start with this environment would write, one key=value per line; exit 0, or 65 when they are rejected.",
-		func(name string) bool { return slices.Contains(labelsSettings, name) })
+		func(name string) bool { return labelsSettings[name] })
 }
 
 // spoolHelp is `paddle-entrypoint spool [SUBCOMMAND] --help`: the
@@ -82,7 +91,7 @@ func spoolHelp(w io.Writer, flags *config.FlagSet, args []string) {
 		}
 	}
 	printHelp(w, flags, head.String(), func(name string) bool {
-		if slices.Contains(spoolSettings, name) {
+		if spoolSettings[name] {
 			return true
 		}
 		for s, own := range drain.Flags {

@@ -3,11 +3,8 @@
 // task with the monitor (spooling what it cannot deliver), and execs the
 // training command. Monitoring never breaks training.
 //
-// This file is the whole program's shape: parse the flags, dispatch to a
-// mode, return its exit status. The run steps are package launch's, the
-// spool commands package drain's, the settings package config's, and the
-// signals, from the first init on, package earlysignal's
-// (docs/architecture.md).
+// This file parses, dispatches and returns exit statuses; the steps are in
+// launch, drain, config and earlysignal (docs/architecture.md).
 package main
 
 import (

@@ -1,7 +1,7 @@
 package entrypoint
 
-// Black-box tests of a SIGTERM at the very start (ENTRYPOINT.md section
-// 13): at any moment after the program's own start, in both modes and as
+// Black-box tests of a SIGTERM at the very start (docs/supervise.md):
+// at any moment after the program's own start, in both modes and as
 // PID 1 of a PID namespace, it ends the task with 143, never Go's exit 2,
 // never lost. The windows that remain are measured and logged (the figures
 // in docs/supervise.md come from TestEarlySignalWindows).

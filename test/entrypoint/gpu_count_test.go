@@ -1,6 +1,6 @@
 package entrypoint
 
-// Black-box tests of the GPU count (section 7 of the contract): the built
+// Black-box tests of the GPU count (docs/contract.md, section 7): the built
 // entrypoint runs the built probe beside it, which loads a fake
 // libnvidia-ml.so.1 (testdata/fakenvml) through LD_LIBRARY_PATH, as on a
 // node, with devices and failures chosen by FAKE_NVML_* variables.

@@ -1,6 +1,6 @@
 package entrypoint
 
-// Black-box tests of the GPU sampling mode (section 10 of the contract): the
+// Black-box tests of the GPU sampling mode (docs/contract.md, section 10): the
 // built probe's "sample" mode against the fake libnvidia-ml.so.1, alone and
 // under gpu.Sampler, as the supervisor runs it.
 

@@ -1,7 +1,7 @@
 package entrypoint
 
 // Black-box tests of labels an administrator can trust: the policy file
-// (section 9 of the contract), the sensitive-data guard (section 3) and
+// (docs/contract.md, section 9), the sensitive-data guard (section 3) and
 // least privilege, run against the built binary.
 
 import (

@@ -1,7 +1,7 @@
 package entrypoint
 
 // Black-box tests of the labels file on a node shared by several users
-// (ENTRYPOINT.md section 13): the entrypoint, often root, never writes
+// (docs/security.md, Teams sharing one node): the entrypoint, often root, never writes
 // through a link another user could have planted, whatever links, races
 // and renames are tried; the image's own root-owned link keeps working;
 // a refused link costs the labels file, never the task.

@@ -1,6 +1,6 @@
 package entrypoint
 
-// Black-box tests of registration (section 5 of the contract) and of the
+// Black-box tests of registration (docs/contract.md, section 5) and of the
 // spool as a start uses it (section 6): the built entrypoint against a
 // monitor the test runs on 127.0.0.1.
 

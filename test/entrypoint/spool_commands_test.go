@@ -1,7 +1,7 @@
 package entrypoint
 
 // Black-box tests of `paddle-entrypoint spool list|stats|flush|requeue|purge`
-// (section 6 of the contract). Pending entries are made the way a node
+// (docs/contract.md, section 6). Pending entries are made the way a node
 // makes them: by starts whose monitor was down.
 
 import (

@@ -1,7 +1,7 @@
 package entrypoint
 
 // Black-box tests of the spool commands on spools of every size and shape
-// (ENTRYPOINT.md section 13): they finish, and a SIGTERM or SIGINT ends
+// (docs/security.md, A shared spool directory): they finish, and a SIGTERM or SIGINT ends
 // them with 128+N within 3 s, leaving a file that passes bbolt's own
 // consistency check.
 

@@ -1,7 +1,7 @@
 package entrypoint
 
 // Black-box tests of one node spool shared by teams whose containers run
-// as the same UID (ENTRYPOINT.md section 13): each entry records the
+// as the same UID (docs/spool.md, One spool, several teams): each entry records the
 // fingerprint of the token it was written for, and is sent only with that
 // token, against a real paddle-monitor with a tokens file.
 

@@ -450,3 +450,29 @@ func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// A script without "#!" runs through /bin/sh, as execvp and the shell
+// entrypoint ran it; a binary the kernel cannot run stays 126.
+func TestScriptWithoutShebang(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "train")
+	if err := os.WriteFile(script, []byte("echo \"ran $0 with $1 $2, task $PADDLE_TASK_ID\"\nexit 7\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k := newTask(t, "train", "--lr", "0.1")
+	k.Setenv("PATH", dir+":/usr/bin:/bin")
+	k.Setenv("PADDLE_TASK_ID", "t-sh")
+	r := k.Run()
+	if want := "ran " + script + " with --lr 0.1, task t-sh\n"; r.Code != 7 || r.Stdout != want {
+		t.Errorf("exit %d, stdout %q; want 7 and %q\nstderr:\n%s", r.Code, r.Stdout, want, r.Stderr)
+	}
+
+	binary := filepath.Join(dir, "foreign")
+	if err := os.WriteFile(binary, []byte("\x7fELF\x02\x01\x01\x00\x00garbage for another machine"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = newTask(t, binary).Run()
+	if r.Code != 126 || !strings.Contains(r.Stderr, "exec format error") {
+		t.Errorf("binary: exit %d, stderr:\n%s\nwant 126 and exec format error", r.Code, r.Stderr)
+	}
+}

@@ -50,3 +50,32 @@ func TestHelpPerMode(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}, {"--version", "python", "x"}} {
+		r := newTask(t, args...).Run()
+		if r.Code != 0 || r.Stdout != "paddle-entrypoint version dev\n" || r.Stderr != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 0 and \"paddle-entrypoint version dev\\n\"", args, r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	r := newTask(t, "version", "extra").Run()
+	if r.Code != 2 || r.Stdout != "" || !strings.Contains(r.Stderr, `version takes no argument, got "extra"`) {
+		t.Errorf("version extra: exit %d, stdout %q, stderr %q; want a usage error (2)", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+func TestHelpShowsFlagTypes(t *testing.T) {
+	r := newTask(t, "--help").Run()
+	for _, want := range []string{
+		"--register-budget duration", "--gpu-timeout duration", "--outage-hold duration",
+		"--spool-max int", "(env PADDLE_REGISTER_BUDGET) (default 5s)", "(env PADDLE_SPOOL_MAX) (default 10000)",
+		"-v, --version",
+	} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("--help lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	if r.Code != 0 || strings.Contains(r.Stdout, "register-budget string") {
+		t.Errorf("exit %d; a duration shown as a string?\n%s", r.Code, r.Stdout)
+	}
+}

@@ -121,7 +121,7 @@ func ownBound[T comparable](v, def T) T {
 // longer pending, at most limit (0: all), adding to what a registration
 // flush did (res).
 func FlushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
-	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Queue: q, Logger: log}
+	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Check: r.Check, Queue: q.Completions(), Logger: log}
 	cr, err := c.Flush(ctx, limit)
 	if err != nil {
 		log.Warn("spooled completions not sent: spool unusable", "err", err)

@@ -106,9 +106,9 @@ type taskReport struct {
 func (r *taskReport) Started(time.Time) {
 	if r.cfg.MonitorURL != "" {
 		r.registrar = r.node.Registrar()
-		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Logger: r.log}
+		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Check: r.registrar.Check, Logger: r.log}
 		if q, ok := r.registrar.Queue.(*spool.Spool); ok {
-			r.completer.Queue = q
+			r.completer.Queue = q.Completions()
 			drain.LogLegacy(context.Background(), q, r.log)
 		}
 		// Its own context: Finish ends it, within the completion budget.

@@ -151,3 +151,22 @@ func FuzzBool(f *testing.F) {
 		}
 	})
 }
+
+// Under Refuse, a malformed secret is named but never shown, whether it
+// came from the variable or from VAR_FILE.
+func TestRefusedSecretNotShown(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "port")
+	os.WriteFile(file, []byte("hunter2\n"), 0o600)
+	tb := Table[conf]{Policy: Refuse, Entries: []Entry[conf]{
+		{Flag: "wait", Var: "T_PASS", Type: "duration", Default: "1s", Secret: true,
+			Parse: func(c *conf, s string) (err error) { c.Wait, err = Duration(s); return err }},
+	}}
+	for _, env := range [][]string{{"T_PASS=hunter2"}, {"T_PASS_FILE=" + file}} {
+		var c conf
+		_, err := tb.Resolve(&c, nil, Environ(env))
+		var ee *EnvError
+		if !errors.As(err, &ee) || strings.Contains(err.Error(), "hunter2") || !strings.HasPrefix(err.Error(), ee.Var+": ") {
+			t.Errorf("%v: error %v; want an EnvError naming the variable without the value", env, err)
+		}
+	}
+}

@@ -72,6 +72,9 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return &FieldError{"metrics", ruleNumbers}
 	}
+	if len(v) == 0 {
+		v = nil // as none: an empty object is not sent back
+	}
 	*m = v
 	return nil
 }

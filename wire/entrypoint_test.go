@@ -11,12 +11,14 @@ import (
 
 func readFile(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
+	b, err := readFileErr(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
+
+func readFileErr(name string) ([]byte, error) { return os.ReadFile("testdata/" + name) }
 
 func p64(v int64) *int64    { return &v }
 func pf(v float64) *float64 { return &v }
@@ -290,5 +292,29 @@ func TestNotAnObject(t *testing.T) {
 		if err == nil || err.Error() != tt.want || !errors.As(err, &be) {
 			t.Errorf("%q: error %v, want %q", tt.body, err, tt.want)
 		}
+	}
+}
+
+// TestNamesAreCaseSensitive: a key that names a field only when case is
+// ignored is a field this version does not know, ignored like the others
+// (encoding/json alone would take "Task_ID" for task_id), at any depth.
+func TestNamesAreCaseSensitive(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"tAsk_id":"a"}`, "field task_id: is required"},
+		{`{"task_id":"a","TASK_ID":"b"}`, ""},
+		{`{"task_id":"a","gpus":[{"UUID":"x","samples":1}]}`, "field gpus[0].uuid: is required"},
+		{`{"task_id":"a","gpus":[{"uuid":"x","ſamples":1}]}`, "field gpus[0].samples: is required"},
+		{`{"task_id":"a","time":5,"Time":"x"}`, ""},
+	}
+	for _, tt := range tests {
+		h, err := DecodeHeartbeat([]byte(tt.body))
+		checkErr(t, tt.body, err, tt.want)
+		if err == nil && h.TaskID != "a" {
+			t.Errorf("%s: task_id %q", tt.body, h.TaskID)
+		}
+	}
+	c, err := DecodeCompletion([]byte(`{"task_id":"a","end_time":5,"duration_seconds":1,"exit_code":0,"Gate":{"expr":"x"},"metrics":{"Acc":1}}`))
+	if err != nil || c.Gate != nil || c.Metrics["Acc"] != 1 {
+		t.Errorf("completion %+v, %v", c, err)
 	}
 }

@@ -74,11 +74,15 @@ func decode(body []byte, v any, what string) error {
 		return &BodyError{What: what}
 	}
 	d := json.NewDecoder(bytes.NewReader(body))
-	if err := d.Decode(v); err != nil {
-		return fieldOf("", err, what)
+	var raw json.RawMessage
+	if err := d.Decode(&raw); err != nil {
+		return &BodyError{What: what}
 	}
 	if d.More() {
 		return &BodyError{What: what, Several: true}
+	}
+	if err := json.Unmarshal(exactKeys(raw, reflect.TypeOf(v)), v); err != nil {
+		return fieldOf("", err, what)
 	}
 	return nil
 }
@@ -235,6 +239,10 @@ func (l *GPUs[T]) UnmarshalJSON(b []byte) error {
 	}
 	if len(raws) > MaxGPUList {
 		return &FieldError{path, fmt.Sprintf("must list at most %d GPUs", MaxGPUList)}
+	}
+	if len(raws) == 0 {
+		*l = nil // as no list: an empty one is not sent back
+		return nil
 	}
 	out := make(GPUs[T], len(raws))
 	for i, raw := range raws {

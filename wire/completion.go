@@ -116,6 +116,12 @@ func (c *Completion) Validate() error {
 	if err := name("signal", c.Signal, false, ""); err != nil {
 		return err
 	}
+	if err := integer("gpu_count", c.GPUCount, false, 0, MaxGPUCount); err != nil {
+		return err
+	}
+	if err := number("gpu_seconds", c.GPUSeconds, false, 0, MaxUnix*MaxGPUCount); err != nil {
+		return err
+	}
 	if c.Gate != nil {
 		if err := freeText("gate.expr", c.Gate.Expr, MaxGateTextBytes); err != nil {
 			return err

@@ -28,8 +28,8 @@ type Registration struct {
 	Priority      string `json:"priority,omitempty"`
 	Env           string `json:"env,omitempty"`
 	DurationEst   *int64 `json:"duration_est,omitempty"`
-	// TrainerID and TrainersNum are PaddlePaddle's; the monitor keeps
-	// them in the body only.
+	// TrainerID and TrainersNum are PaddlePaddle's (PADDLE_TRAINER_ID,
+	// PADDLE_TRAINERS_NUM); the monitor keeps them in the body only.
 	TrainerID     *int64              `json:"trainer_id,omitempty"`
 	TrainersNum   *int64              `json:"trainers_num,omitempty"`
 	Pipeline      string              `json:"pipeline,omitempty"`
@@ -160,6 +160,8 @@ func (r *Registration) Validate() error {
 		{"schema_version", r.SchemaVersion, 1, MaxID},
 		{"k8s_job_index", r.K8sJobIndex, 0, MaxID},
 		{"duration_est", r.DurationEst, 1, MaxDurationEst},
+		{"trainer_id", r.TrainerID, 0, MaxID},
+		{"trainers_num", r.TrainersNum, 0, MaxID},
 	} {
 		if err := integer(f.path, f.v, false, f.lo, f.hi); err != nil {
 			return err

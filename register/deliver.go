@@ -30,7 +30,7 @@ import (
 // payload the check refuses is never sent and becomes a dead letter.
 
 // Pending is a queue of spooled entries as the engine uses it.
-// *spool.Queue implements it (and *spool.Spool, for registrations).
+// *spool.Queue implements it.
 type Pending interface {
 	Oldest(ctx context.Context, n int) ([]spool.Entry, error)
 	Attempted(ctx context.Context, id uint64, lastErr string) error

@@ -66,8 +66,7 @@ const spoolReserve = 250 * time.Millisecond
 const flushBatch = 100
 
 // Queue is the spool as registration and completion use it: the engine's
-// Pending, and the write-ahead of a fresh entry. *spool.Queue implements it,
-// and *spool.Spool for registrations.
+// Pending, and the write-ahead of a fresh entry. *spool.Queue implements it.
 type Queue interface {
 	Pending
 	Enqueue(ctx context.Context, e spool.Entry) (uint64, error)
@@ -81,7 +80,10 @@ type Registrar struct {
 	Logger  *slog.Logger
 	Backlog int         // older pending entries sent per start after our own
 	Retry   RetryPolicy // zero: DefaultRetry
-	// OutageHold turns the outage memory on (exec mode): see outage.go.
+	// Outages is the outage memory's store (the spool file); nil: none.
+	// OutageHold turns the memory on (exec mode): see outage.go; a
+	// delivery clears its record whatever the hold.
+	Outages    Outages
 	OutageHold time.Duration
 	// Backoff: Flush skips entries whose own backoff since their last
 	// attempt has not passed (the node's drainer, which passes again and
@@ -100,7 +102,7 @@ type Registrar struct {
 	ClientFor func(fp string) *Client
 }
 
-// holder is the spool's Hold (*spool.Spool has it): the writer of an entry
+// holder is the queue's Hold (*spool.Queue has it): the writer of an entry
 // keeps other processes off it while it is still trying it itself.
 type holder interface {
 	Hold(ctx context.Context, id uint64, until time.Time) error

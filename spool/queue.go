@@ -36,6 +36,10 @@ func (s *Spool) Completions() *Queue { return s.Queue(Completions) }
 // Kind returns the queue's kind.
 func (q *Queue) Kind() Kind { return q.k }
 
+// Spool returns the spool file the queue is in (its other kinds, its
+// outage memory).
+func (q *Queue) Spool() *Spool { return q.s }
+
 // Path returns the spool file's path.
 func (q *Queue) Path() string { return q.s.opt.Path }
 

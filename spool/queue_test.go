@@ -97,7 +97,7 @@ func TestReportQueue(t *testing.T) {
 		ids = append(ids, id)
 	}
 	enqueue(t, s, "task-a")
-	if _, err := s.EnqueueCompletion(ctx, Entry{TaskID: "task-b", Payload: body("task-b", 1)}); err != nil {
+	if _, err := s.Completions().Enqueue(ctx, Entry{TaskID: "task-b", Payload: body("task-b", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{}
@@ -111,7 +111,7 @@ func TestReportQueue(t *testing.T) {
 	if got, _ := q.Oldest(ctx, 2); !slices.Equal(keys(got), want[:2]) {
 		t.Errorf("Oldest(2) = %q, want %q", keys(got), want[:2])
 	}
-	if regs, _ := s.Oldest(ctx, 0); !slices.Equal(keys(regs), []string{"task-a"}) {
+	if regs, _ := s.Registrations().Oldest(ctx, 0); !slices.Equal(keys(regs), []string{"task-a"}) {
 		t.Errorf("registrations = %q: the reports' kind leaked into them", keys(regs))
 	}
 	// The oldest is answered 400: a dead letter with the answer.
@@ -157,7 +157,7 @@ func TestReportQueue(t *testing.T) {
 	// The registration, queued at +5, expires at +16: into the dead
 	// letters, as registrations do, with nothing counted as dropped.
 	now = start.Add(16 * time.Minute)
-	if regs, err := s.Oldest(ctx, 0); err != nil || len(regs) != 0 {
+	if regs, err := s.Registrations().Oldest(ctx, 0); err != nil || len(regs) != 0 {
 		t.Fatalf("registrations at +16 = %q, %v", keys(regs), err)
 	}
 	if regs := stats(t, s); regs.Pending != 0 || regs.Dead != 1 || regs.Expired != 0 || regs.Dropped != 0 {

@@ -30,8 +30,27 @@ import (
 var Keys = []string{"project", "owner", "priority", "env", "pipeline", "step", "task_name", "hostname", "model"}
 
 // ErrBadQuery classifies every error about a report's parameters (dates,
-// keys, window), so that an HTTP handler can answer 400 for it.
+// keys, window), so that an HTTP handler can answer 400 for it. Each such
+// error is a *QueryError (errors.As) that is ErrBadQuery (errors.Is).
 var ErrBadQuery = errors.New("bad report query")
+
+// QueryError is a report parameter refused: Param is the parameter's name
+// as the caller spelled it ("from", "--from", "by", "metric"; "" for the
+// window as a whole) and Rule the sentence that says what is wrong,
+// beginning with the parameter's name, as a caller shows it after its
+// own prefix ("parameter " on HTTP).
+type QueryError struct{ Param, Rule string }
+
+func (e *QueryError) Error() string { return ErrBadQuery.Error() + ": " + e.Rule }
+
+// Unwrap makes every QueryError ErrBadQuery for errors.Is.
+func (e *QueryError) Unwrap() error { return ErrBadQuery }
+
+// badQuery is the QueryError of param with the rule formatted from format
+// and args.
+func badQuery(param, format string, args ...any) *QueryError {
+	return &QueryError{Param: param, Rule: fmt.Sprintf(format, args...)}
+}
 
 // Window is the half-open interval [From, To) a report counts.
 type Window struct {
@@ -539,10 +558,10 @@ func rowID(by []string, key map[string]string) string {
 // Check says whether the window is usable: both ends set, From before To.
 func (w Window) Check() error {
 	if w.From.IsZero() || w.To.IsZero() {
-		return fmt.Errorf("%w: the window needs both from and to", ErrBadQuery)
+		return badQuery("", "the window needs both from and to")
 	}
 	if !w.From.Before(w.To) {
-		return fmt.Errorf("%w: from (%s) must be before to (%s)", ErrBadQuery,
+		return badQuery("", "from (%s) must be before to (%s)",
 			w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -560,11 +579,11 @@ func ParseKeys(s string) ([]string, error) {
 		k = strings.TrimSpace(k)
 		switch {
 		case k == "":
-			return nil, fmt.Errorf("%w: by %q: an empty key (keys are comma-separated: %s)", ErrBadQuery, s, strings.Join(Keys, ", "))
+			return nil, badQuery("by", "by %q: an empty key (keys are comma-separated: %s)", s, strings.Join(Keys, ", "))
 		case !slices.Contains(Keys, k):
-			return nil, fmt.Errorf("%w: by: unknown key %q (allowed: %s)", ErrBadQuery, k, strings.Join(Keys, ", "))
+			return nil, badQuery("by", "by: unknown key %q (allowed: %s)", k, strings.Join(Keys, ", "))
 		case slices.Contains(out, k):
-			return nil, fmt.Errorf("%w: by: key %q given twice", ErrBadQuery, k)
+			return nil, badQuery("by", "by: key %q given twice", k)
 		}
 		out = append(out, k)
 	}
@@ -582,14 +601,14 @@ const maxMetrics = 64
 // metric and the rule.
 func ParseMetrics(names []string) ([]string, error) {
 	if len(names) > maxMetrics {
-		return nil, fmt.Errorf("%w: metric: %d metrics asked for, at most %d", ErrBadQuery, len(names), maxMetrics)
+		return nil, badQuery("metric", "metric: %d metrics asked for, at most %d", len(names), maxMetrics)
 	}
 	for i, n := range names {
 		if !labels.ValidName(n, "") {
-			return nil, fmt.Errorf("%w: metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", ErrBadQuery, n)
+			return nil, badQuery("metric", "metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", n)
 		}
 		if slices.Contains(names[:i], n) {
-			return nil, fmt.Errorf("%w: metric %q given twice", ErrBadQuery, n)
+			return nil, badQuery("metric", "metric %q given twice", n)
 		}
 	}
 	return names, nil
@@ -601,7 +620,7 @@ func ParseMetrics(names []string) ([]string, error) {
 // name, for the error.
 func ParseDate(name, s string) (time.Time, error) {
 	if s == "" {
-		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", ErrBadQuery, name)
+		return time.Time{}, badQuery(name, "%s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", name)
 	}
 	for _, layout := range []string{time.DateOnly, monthLayout} {
 		if t, err := time.Parse(layout, s); err == nil {
@@ -610,7 +629,7 @@ func ParseDate(name, s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", ErrBadQuery, name, s)
+		return time.Time{}, badQuery(name, "%s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", name, s)
 	}
 	return t.UTC(), nil
 }
@@ -622,7 +641,7 @@ const monthLayout = "2006-01"
 func ParseMonth(name, s string) (Window, error) {
 	t, err := time.Parse(monthLayout, s)
 	if err != nil {
-		return Window{}, fmt.Errorf("%w: %s: %q is not YYYY-MM (a month such as 2026-11)", ErrBadQuery, name, s)
+		return Window{}, badQuery(name, "%s: %q is not YYYY-MM (a month such as 2026-11)", name, s)
 	}
 	return Month(t), nil
 }
@@ -643,9 +662,9 @@ type WindowParams struct {
 func (p WindowParams) Select(now time.Time) (Window, error) {
 	switch {
 	case p.From != "" && p.To == "":
-		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.ToName, p.FromName)
+		return Window{}, badQuery(p.ToName, "%s is required with %s (the two go together)", p.ToName, p.FromName)
 	case p.To != "" && p.From == "":
-		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.FromName, p.ToName)
+		return Window{}, badQuery(p.FromName, "%s is required with %s (the two go together)", p.FromName, p.ToName)
 	case p.From != "":
 		var w Window
 		var err error

@@ -183,7 +183,7 @@ func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now
 		}
 	}
 	if open+pending >= s.maxOpen {
-		return fmt.Errorf("%w (%d open tasks and pending completions, the bound is %d)", ErrTooManyOpen, open+pending, s.maxOpen)
+		return &TooManyOpenError{Count: open + pending, Bound: s.maxOpen}
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,9 +87,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 }
 
 // badQuery is a usage error of the report's query, as report says it (its
-// parameter names after prefix) without report.ErrBadQuery's own words.
+// rule, naming the parameter after prefix) without report.ErrBadQuery's
+// own words.
 func badQuery(err error, prefix string) error {
-	return fmt.Errorf("%w: %s%s", errUsage, prefix, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+	if qe, ok := errors.AsType[*report.QueryError](err); ok {
+		return fmt.Errorf("%w: %s%s", errUsage, prefix, qe.Rule)
+	}
+	return fmt.Errorf("%w: %s%w", errUsage, prefix, err)
 }
 
 // mountReport adds what issue 12 serves to a monitor: GET /v1/report, the

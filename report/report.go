@@ -150,37 +150,31 @@ type MetricSums struct {
 	Tasks int64
 }
 
-// Source is what a report needs from a store. Both methods count the
-// window's part of every task as the package comment says and group by
-// keys plus project and owner (GPUSums by model too); they never return
+// Source is what a report needs from a store. Its sums count the window's
+// part of every task as the package comment says; they are grouped, never
 // every task.
 type Source interface {
-	ReportTasks(ctx context.Context, w Window, keys []string) ([]TaskSums, error)
-	ReportGPUs(ctx context.Context, w Window, keys []string) ([]GPUSums, error)
+	// ReportSums computes a report's task and GPU sums (Sums) grouped by
+	// keys, and by project and owner too when scoped (the reader's scope
+	// is applied on those; unscoped, the reader sees every task).
+	ReportSums(ctx context.Context, w Window, keys []string, scoped bool) (Sums, error)
 	// ReportMetric sums the completion metric named metric (a key of the
 	// completion's metrics object, dots and all) as MetricSums says,
-	// grouped like ReportTasks.
+	// grouped by keys, project and owner.
 	ReportMetric(ctx context.Context, w Window, keys []string, metric string) ([]MetricSums, error)
 }
 
-// Sums are a report's task and GPU sums as a SumSource computes them in
-// one call: Tasks and GPUs grouped like ReportTasks and ReportGPUs (several
-// entries may share a key: the report adds them up), and, when the keys
-// hold model, Base: the task sums by the keys without model, each task
-// once (the total, and the GPUs counted without being listed).
+// Sums are a report's task and GPU sums as ReportSums computes them:
+// Tasks (TaskSums) and GPUs (GPUSums, by model too) grouped by the keys
+// (several entries may share a key: the report adds them up), and, when
+// the keys hold model, Base: the task sums by the keys without model,
+// each task once (the total, and the GPUs counted without being listed).
+// By model, a task counts in Tasks once under every model it has GPUs of
+// (the empty model for GPUs without one, and for no GPU at all).
 type Sums struct {
 	Tasks []TaskSums
 	GPUs  []GPUSums
 	Base  []TaskSums
-}
-
-// SumSource is a Source that computes a report's sums in fewer passes
-// than ReportTasks and ReportGPUs asked one after the other. With scoped
-// false (the reader sees every task) the groups are the keys alone, not
-// the keys plus project and owner, which the scope needs.
-type SumSource interface {
-	Source
-	ReportSums(ctx context.Context, w Window, keys []string, scoped bool) (Sums, error)
 }
 
 // Figures are one row's (or the total's) numbers, as section 5 of the
@@ -421,31 +415,13 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	// model out.
 	byModel := slices.Contains(by, "model")
 	base := slices.DeleteFunc(slices.Clone(by), func(k string) bool { return k == "model" })
-	var tasks, baseTasks []TaskSums
-	var gpus []GPUSums
-	if ss, ok := src.(SumSource); ok {
-		sums, err := ss.ReportSums(ctx, q.Window, by, q.Scope != nil)
-		if err != nil {
-			return nil, fmt.Errorf("report: sums: %w", err)
-		}
-		tasks, gpus, baseTasks = sums.Tasks, sums.GPUs, sums.Base
-		if !byModel {
-			baseTasks = tasks
-		}
-	} else {
-		var err error
-		if tasks, err = src.ReportTasks(ctx, q.Window, by); err != nil {
-			return nil, fmt.Errorf("report: task sums: %w", err)
-		}
-		if gpus, err = src.ReportGPUs(ctx, q.Window, by); err != nil {
-			return nil, fmt.Errorf("report: GPU sums: %w", err)
-		}
+	sums, err := src.ReportSums(ctx, q.Window, by, q.Scope != nil)
+	if err != nil {
+		return nil, fmt.Errorf("report: sums: %w", err)
+	}
+	tasks, gpus, baseTasks := sums.Tasks, sums.GPUs, sums.Base
+	if !byModel {
 		baseTasks = tasks
-		if byModel {
-			if baseTasks, err = src.ReportTasks(ctx, q.Window, base); err != nil {
-				return nil, fmt.Errorf("report: task sums: %w", err)
-			}
-		}
 	}
 
 	rows := map[string]*acc{}

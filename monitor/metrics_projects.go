@@ -48,31 +48,22 @@ func NewProjectCollector(src report.Source, prices *report.Prices, budgets *repo
 	return &ProjectCollector{src: src, prices: prices, budgets: budgets, now: now, log: log, timeout: 30 * time.Second}
 }
 
+// The collector's Descs, from the families' declarations
+// (metrics_families.go).
 var (
-	projectGPUSecondsDesc = prometheus.NewDesc("paddle_project_month_gpu_seconds",
-		"GPU-seconds a project used in the current UTC month, as the report counts them (computed at most once a minute).",
-		[]string{"project"}, nil)
-	projectCostDesc = prometheus.NewDesc("paddle_project_month_cost",
-		"What a project's GPUs cost in the current UTC month, in the prices file's currency (computed at most once a minute).",
-		[]string{"project"}, nil)
-	budgetGPUSecondsDesc = prometheus.NewDesc("paddle_project_budget_gpu_seconds",
-		"A project's monthly GPU budget (monthly_gpu_hours of the budgets file, in GPU-seconds).",
-		[]string{"project"}, nil)
-	budgetCostDesc = prometheus.NewDesc("paddle_project_budget_cost",
-		"A project's monthly cost budget (monthly_cost of the budgets file, in its currency).",
-		[]string{"project"}, nil)
-	projectScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_project_scrape_error",
-		"1 if computing the project month series failed the last time (paddle_project_* series are then missing), else 0.",
-		nil, nil)
+	projectGPUSecondsDesc  = famProjectGPUSeconds.desc()
+	projectCostDesc        = famProjectCost.desc()
+	budgetGPUSecondsDesc   = famBudgetGPUSeconds.desc()
+	budgetCostDesc         = famBudgetCost.desc()
+	projectScrapeErrorDesc = famProjectScrapeError.desc()
 )
 
-// Describe implements prometheus.Collector.
+// Describe implements prometheus.Collector: the families of
+// projectFamilies.
 func (c *ProjectCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- projectGPUSecondsDesc
-	ch <- projectCostDesc
-	ch <- budgetGPUSecondsDesc
-	ch <- budgetCostDesc
-	ch <- projectScrapeErrorDesc
+	for _, f := range projectFamilies {
+		ch <- f.desc()
+	}
 }
 
 // Collect implements prometheus.Collector.

@@ -222,7 +222,8 @@ func TestServeTasksEqualsRegistered(t *testing.T) {
 	}
 }
 
-// 20,000 open tasks of 8 GPUs each, as MONITOR.md 7's goal counts them.
+// 20,000 open tasks of 8 GPUs each, as the goal of docs/benchmarks.md
+// counts them.
 func benchTasks() []store.OpenTask {
 	f := 42.5
 	tasks := make([]store.OpenTask, 20000)

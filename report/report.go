@@ -177,8 +177,8 @@ type Sums struct {
 	Base  []TaskSums
 }
 
-// Figures are one row's (or the total's) numbers, as section 5 of the
-// monitor's contract names them.
+// Figures are one row's (or the total's) numbers, as docs/cost.md (How
+// time is counted) names them.
 type Figures struct {
 	Tasks               int64    `json:"tasks"`
 	CompletedTasks      int64    `json:"completed_tasks"`

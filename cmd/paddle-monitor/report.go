@@ -96,7 +96,7 @@ func badQuery(err error, prefix string) error {
 	return fmt.Errorf("%w: %s%w", errUsage, prefix, err)
 }
 
-// mountReport adds what issue 12 serves to a monitor: GET /v1/report, the
+// mountReport adds the report's parts to a monitor: GET /v1/report, the
 // page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {

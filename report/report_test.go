@@ -280,7 +280,7 @@ func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
 		},
 	}
-	prices := &Prices{Currency: "USD", exact: map[string]float64{"T4": price}}
+	prices := &Prices{Currency: "USD", models: names[float64]{exact: map[string]float64{"T4": price}}}
 	r, err := Compute(context.Background(), src, Query{Window: nov, By: []string{"model"}, Prices: prices})
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,20 @@ type Family struct {
 	Labels []string
 }
 
-// desc is the family's Desc for a collector.
-func (f *Family) desc() *prometheus.Desc { return prometheus.NewDesc(f.Name, f.Help, f.Labels, nil) }
+// descs are the collectors' families' Descs, made once.
+var descs = func() map[*Family]*prometheus.Desc {
+	m := map[*Family]*prometheus.Desc{}
+	for _, f := range append(slices.Clone(taskFamilies), projectFamilies...) {
+		m[f] = prometheus.NewDesc(f.Name, f.Help, f.Labels, nil)
+	}
+	return m
+}()
+
+// metric is a series of the family (one of the collectors'): the label
+// values in the order of Labels.
+func (f *Family) metric(v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(descs[f], f.Type, v, labels...)
+}
 
 // counterVec is the family's counter vector (a counter family's).
 func (f *Family) counterVec() *prometheus.CounterVec {

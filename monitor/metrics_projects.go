@@ -48,21 +48,11 @@ func NewProjectCollector(src report.Source, prices *report.Prices, budgets *repo
 	return &ProjectCollector{src: src, prices: prices, budgets: budgets, now: now, log: log, timeout: 30 * time.Second}
 }
 
-// The collector's Descs, from the families' declarations
-// (metrics_families.go).
-var (
-	projectGPUSecondsDesc  = famProjectGPUSeconds.desc()
-	projectCostDesc        = famProjectCost.desc()
-	budgetGPUSecondsDesc   = famBudgetGPUSeconds.desc()
-	budgetCostDesc         = famBudgetCost.desc()
-	projectScrapeErrorDesc = famProjectScrapeError.desc()
-)
-
 // Describe implements prometheus.Collector: the families of
 // projectFamilies.
 func (c *ProjectCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range projectFamilies {
-		ch <- f.desc()
+		ch <- descs[f]
 	}
 }
 
@@ -85,25 +75,25 @@ func (c *ProjectCollector) compute(now time.Time) []prometheus.Metric {
 	rep, err := report.Compute(ctx, c.src, report.Query{Window: report.Month(now), By: []string{"project"}, Prices: c.prices, Now: now})
 	if err != nil {
 		c.log.Error("project month series: the report failed", "err", err)
-		return []prometheus.Metric{prometheus.MustNewConstMetric(projectScrapeErrorDesc, prometheus.GaugeValue, 1)}
+		return []prometheus.Metric{famProjectScrapeError.metric(1)}
 	}
-	out := []prometheus.Metric{prometheus.MustNewConstMetric(projectScrapeErrorDesc, prometheus.GaugeValue, 0)}
+	out := []prometheus.Metric{famProjectScrapeError.metric(0)}
 	seen := map[string]bool{}
 	emit := func(project string, gpuHours float64, cost *float64) {
 		seen[project] = true
-		out = append(out, prometheus.MustNewConstMetric(projectGPUSecondsDesc, prometheus.GaugeValue, math.Round(gpuHours*3600*100)/100, project))
+		out = append(out, famProjectGPUSeconds.metric(math.Round(gpuHours*3600*100)/100, project))
 		if c.prices != nil {
 			v := 0.0
 			if cost != nil {
 				v = *cost
 			}
-			out = append(out, prometheus.MustNewConstMetric(projectCostDesc, prometheus.GaugeValue, v, project))
+			out = append(out, famProjectCost.metric(v, project))
 		}
 		if l, ok := c.budgets.For(project); ok {
 			if l.Kind == report.BudgetCost {
-				out = append(out, prometheus.MustNewConstMetric(budgetCostDesc, prometheus.GaugeValue, l.Value, project))
+				out = append(out, famBudgetCost.metric(l.Value, project))
 			} else {
-				out = append(out, prometheus.MustNewConstMetric(budgetGPUSecondsDesc, prometheus.GaugeValue, l.Value*3600, project))
+				out = append(out, famBudgetGPUSeconds.metric(l.Value*3600, project))
 			}
 		}
 	}

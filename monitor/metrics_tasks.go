@@ -51,23 +51,10 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 	return &TaskCollector{src: src, ttl: ttl, now: now, timeout: 10 * time.Second}
 }
 
-// The collector's Descs, from the families' declarations
-// (metrics_families.go).
-var (
-	taskInfoDesc        = famTaskInfo.desc()
-	taskGPUInfoDesc     = famTaskGPUInfo.desc()
-	taskGPUShareDesc    = famTaskGPUShare.desc()
-	taskGPUUtilDesc     = famTaskGPUUtil.desc()
-	taskIdleDesc        = famTaskIdle.desc()
-	taskStartDesc       = famTaskStart.desc()
-	taskEstimateDesc    = famTaskEstimate.desc()
-	taskScrapeErrorDesc = famTaskScrapeError.desc()
-)
-
 // Describe implements prometheus.Collector: the families of taskFamilies.
 func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range taskFamilies {
-		ch <- f.desc()
+		ch <- descs[f]
 	}
 }
 
@@ -77,10 +64,10 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	tasks, err := c.src.OpenTasks(ctx, c.now().Add(-c.ttl).Unix(), 0)
 	if err != nil {
-		ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 1)
+		ch <- famTaskScrapeError.metric(1)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
+	ch <- famTaskScrapeError.metric(0)
 
 	// Tasks under one task_id differ in project or owner (the store's
 	// identity), so their series differ too.
@@ -88,14 +75,14 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	served := map[series]bool{}
 	now := c.now().Unix()
 	for _, t := range tasks {
-		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
+		ch <- famTaskInfo.metric(1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
-		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID, t.Project, t.Owner)
+		ch <- famTaskStart.metric(float64(t.StartTime), t.TaskID, t.Project, t.Owner)
 		if t.DurationEst != nil {
-			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
+			ch <- famTaskEstimate.metric(float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
 		}
 		if t.Sampled && !lost(t, now) {
-			ch <- prometheus.MustNewConstMetric(taskIdleDesc, prometheus.GaugeValue, idleSeconds(&t),
+			ch <- famTaskIdle.metric(idleSeconds(&t),
 				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
 		}
 		for _, g := range t.GPUs {
@@ -108,13 +95,13 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 				continue // a GPU (instance) listed twice by one task: one series
 			}
 			served[k] = true
-			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
+			ch <- famTaskGPUInfo.metric(1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
 			// With project and owner, another scope's task under the
 			// same id on the same GPU cannot set this task's share.
-			ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, t.Project, t.Owner, g.UUID, gi)
+			ch <- famTaskGPUShare.metric(g.Share, t.TaskID, t.Project, t.Owner, g.UUID, gi)
 			if g.LatestUtilMean != nil {
-				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
+				ch <- famTaskGPUUtil.metric(*g.LatestUtilMean,
 					t.TaskID, t.Project, t.Owner, g.UUID, gi)
 			}
 		}

@@ -52,66 +52,58 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 		}
 		return r.From.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
 	}
-	type claimRef struct{ key, position int64 }
-	var older []claimRef
-	rows, err := s.query(ctx, tx, stmtOlderClaims, append([]any{uuid, r.StartTime, key}, c...)...)
+	// Older claims: (task key, position).
+	older, err := s.pairs(ctx, tx, stmtOlderClaims, append([]any{uuid, r.StartTime, key}, c...)...)
 	if err != nil {
 		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
 	}
-	for rows.Next() {
-		var c claimRef
-		if err := rows.Scan(&c.key, &c.position); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
-		}
-		older = append(older, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
-	}
 	for _, c := range older {
-		ok, err := yields(c.key, false)
+		ok, err := yields(c[0], false)
 		if err != nil {
 			return err
 		}
 		if ok {
-			if _, err := s.exec(ctx, tx, stmtEndClaim, r.StartTime, c.key, c.position); err != nil {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, r.StartTime, c[0], c[1]); err != nil {
 				return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 			}
 		}
 	}
-	type laterRef struct{ key, start int64 }
-	var later []laterRef
-	rows, err = s.query(ctx, tx, stmtLaterClaims, append([]any{uuid, r.StartTime, key}, c...)...)
+	// Later claims: (task key, start_time).
+	later, err := s.pairs(ctx, tx, stmtLaterClaims, append([]any{uuid, r.StartTime, key}, c...)...)
 	if err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
-	for rows.Next() {
-		var l laterRef
-		if err := rows.Scan(&l.key, &l.start); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
-		}
-		later = append(later, l)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
-	}
 	for _, l := range later {
-		ok, err := yields(l.key, true)
+		ok, err := yields(l[0], true)
 		if err != nil {
 			return err
 		}
 		if ok {
-			if _, err := s.exec(ctx, tx, stmtEndClaim, l.start, key, i); err != nil {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, l[1], key, i); err != nil {
 				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
 			}
 			break
 		}
 	}
 	return nil
+}
+
+// pairs runs a statement of two integer columns and returns its rows.
+func (s *Store) pairs(ctx context.Context, q querier, st *stmt, args ...any) ([][2]int64, error) {
+	rows, err := s.query(ctx, q, st, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][2]int64
+	for rows.Next() {
+		var p [2]int64
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 // claimArgs are the arguments of the claim statements' collision rule

@@ -304,8 +304,8 @@ GROUP BY ` + strings.Join(sel, ", ")
 // MIG instances by profile, hours weighted by each GPU's share; energy is
 // the completed tasks' own, each task's clipped to the window in
 // proportion to the part of end_time − start_time inside it (all of it for
-// a task that lasted no time). Span's
-// indexes, then task_gpus' primary key (task_key, position).
+// a task that lasted no time). Span's indexes, then task_gpus' primary
+// key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {
 	sel := prefixed("sp.", cols)
 	for i, c := range cols {

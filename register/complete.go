@@ -10,6 +10,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Paths of supervise mode's endpoints, below the monitor's base URL.
@@ -23,33 +24,51 @@ const (
 // costs a duplicate the monitor answers 409.
 const afterDeliveryTimeout = 200 * time.Millisecond
 
-// Completion is the body of POST /v1/task/complete, schema version 1
-// (docs/openapi.yaml).
+// Completion is what the body of POST /v1/task/complete says (a
+// wire.Completion, docs/openapi.yaml), as the supervisor gathers it.
 type Completion struct {
-	SchemaVersion   int     `json:"schema_version"`
-	TaskID          string  `json:"task_id"`
-	StartTime       int64   `json:"start_time"`
-	EndTime         int64   `json:"end_time"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	ExitCode        int     `json:"exit_code"`
+	TaskID          string
+	StartTime       int64
+	EndTime         int64
+	DurationSeconds float64
+	ExitCode        int
 	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string           `json:"signal,omitempty"`
-	GPUCount   int              `json:"gpu_count"`
-	GPUSeconds float64          `json:"gpu_seconds"`
-	GPUs       []gpu.GPUSummary `json:"gpus"`
+	Signal     string
+	GPUCount   int
+	GPUSeconds float64
+	GPUs       []gpu.GPUSummary
 	// Gate and Metrics are the quality gate's verdict and the step's
 	// metrics, when a gate is configured.
-	Gate    *gate.Result       `json:"gate,omitempty"`
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Gate    *gate.Result
+	Metrics map[string]float64
 }
 
-// Marshal returns the body's bytes; GPUs is never null.
-func (c Completion) Marshal() []byte {
-	c.SchemaVersion = SchemaVersion
-	if c.GPUs == nil {
-		c.GPUs = []gpu.GPUSummary{}
+// Wire is the completion's body, schema version 1; GPUs is never null.
+func (c Completion) Wire() wire.Completion {
+	w := wire.Completion{
+		SchemaVersion: ptr(int64(SchemaVersion)), TaskID: c.TaskID, StartTime: &c.StartTime, EndTime: &c.EndTime,
+		DurationSeconds: &c.DurationSeconds, ExitCode: ptr(int64(c.ExitCode)), Signal: c.Signal,
+		GPUCount: ptr(int64(c.GPUCount)), GPUSeconds: &c.GPUSeconds, GPUs: make(wire.GPUs[wire.GPUUsage], 0, len(c.GPUs)),
+		Metrics: c.Metrics,
 	}
-	out, err := json.Marshal(c)
+	for _, g := range c.GPUs {
+		u := wire.GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Share: ptr(g.Share), Samples: int64(g.Samples),
+			UtilMean: g.UtilMean, UtilP95: g.UtilP95, IdleShare: g.IdleShare, EnergyJoules: g.EnergyJoules,
+			EnergyEstimated: ptr(g.EnergyEstimated)}
+		if g.MemoryUsedPeakBytes != nil {
+			u.MemoryUsedPeakBytes = ptr(int64(*g.MemoryUsedPeakBytes))
+		}
+		w.GPUs = append(w.GPUs, u)
+	}
+	if c.Gate != nil {
+		w.Gate = &wire.Gate{Expr: c.Gate.Expr, Passed: ptr(c.Gate.Passed), Reason: c.Gate.Reason}
+	}
+	return w
+}
+
+// Marshal returns the body's bytes.
+func (c Completion) Marshal() []byte {
+	out, err := json.Marshal(c.Wire())
 	if err != nil {
 		// Numbers, strings and plain structs always marshal; a NaN or
 		// an infinity cannot come out of the summaries.
@@ -57,6 +76,8 @@ func (c Completion) Marshal() []byte {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // SendCompletion makes one attempt to deliver a completion body, with
 // Idempotency-Key <task_id>/complete; its result reads as Send's.

@@ -305,3 +305,63 @@ func FuzzQueueOperations(f *testing.F) {
 		}
 	})
 }
+
+// Requeue and PurgeDead take other kinds of the same file: their dead
+// letters move (or go) in the same transaction, each kind counted once,
+// and a kind not named is left alone.
+func TestRequeuePurgeWithOtherKinds(t *testing.T) {
+	ctx := context.Background()
+	reports, err := NewKind("reports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Path: t.TempDir() + "/spool.db"})
+	bury := func() {
+		t.Helper()
+		for _, kn := range []struct {
+			k Kind
+			n int
+		}{{Registrations, 2}, {Completions, 3}, {reports, 1}} {
+			k := kn.k
+			for i := range kn.n {
+				id := fmt.Sprintf("%s-%d", k.Name(), i)
+				if err := s.Queue(k).BuryNew(ctx, Entry{TaskID: id, Payload: body(id, 1)}, "400"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	counts := func() (out [3][2]int) {
+		t.Helper()
+		for i, k := range []Kind{Registrations, Completions, reports} {
+			st, err := s.Queue(k).Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = [2]int{st.Pending, st.Dead}
+		}
+		return out
+	}
+	bury()
+	// The queue's own kind named again among the others counts once.
+	if n, err := s.Completions().Requeue(ctx, Registrations, Completions, Registrations); err != nil || n != 5 {
+		t.Fatalf("Requeue = %d, %v; want 5", n, err)
+	}
+	if got, want := counts(), [3][2]int{{2, 0}, {3, 0}, {0, 1}}; got != want {
+		t.Errorf("after Requeue: pending, dead of registrations, completions, reports = %v, want %v", got, want)
+	}
+	bury()
+	if n, err := s.Registrations().PurgeDead(ctx, Completions); err != nil || n != 5 {
+		t.Fatalf("PurgeDead = %d, %v; want 5", n, err)
+	}
+	if got, want := counts(), [3][2]int{{2, 0}, {3, 0}, {0, 2}}; got != want {
+		t.Errorf("after PurgeDead: %v, want %v", got, want)
+	}
+	// Without other kinds, only the queue's own.
+	if n, err := s.Queue(reports).Requeue(ctx); err != nil || n != 2 {
+		t.Fatalf("reports Requeue = %d, %v; want 2", n, err)
+	}
+	if got, want := counts(), [3][2]int{{2, 0}, {3, 0}, {2, 0}}; got != want {
+		t.Errorf("after the reports' Requeue: %v, want %v", got, want)
+	}
+}

@@ -79,9 +79,9 @@ type taskReport struct {
 func (r *taskReport) Started(time.Time) {
 	if r.cfg.MonitorURL != "" {
 		r.registrar = newRegistrar(r.cfg, r.log)
-		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Logger: r.log}
+		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Check: r.registrar.Check, Logger: r.log}
 		if q, ok := r.registrar.Queue.(*spool.Spool); ok {
-			r.completer.Queue = q
+			r.completer.Queue = q.Completions()
 			logLegacy(context.Background(), q, r.log)
 		}
 		// Its own context: Finish ends it, within the completion budget.
@@ -215,7 +215,7 @@ func finisher(cfg config.Config, set *labels.Set, written bool, log *slog.Logger
 // longer pending, at most limit (0: all), adding to what a registration
 // flush did (res).
 func flushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
-	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Queue: q, Logger: log}
+	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Check: r.Check, Queue: q.Completions(), Logger: log}
 	cr, err := c.Flush(ctx, limit)
 	if err != nil {
 		log.Warn("spooled completions not sent: spool unusable", "err", err)

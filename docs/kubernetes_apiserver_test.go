@@ -619,7 +619,7 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 		msg := k8sString(out, "message")
 		switch {
 		case c.deny != "":
-			if code != http.StatusForbidden || !strings.Contains(msg, denied+c.deny) {
+			if code != http.StatusForbidden || !strings.HasPrefix(msg[strings.Index(msg, ": ")+2:], denied) || !strings.Contains(msg, c.deny) {
 				t.Errorf("%s: %d %q, want 403 with %q", c.name, code, msg, c.deny)
 			}
 		case code != http.StatusCreated:

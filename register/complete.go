@@ -10,6 +10,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Paths of supervise mode's endpoints, below the monitor's base URL.
@@ -23,33 +24,51 @@ const (
 // costs a duplicate the monitor answers 409.
 const afterDeliveryTimeout = 200 * time.Millisecond
 
-// Completion is the body of POST /v1/task/complete, schema version 1
-// (docs/openapi.yaml).
+// Completion is what the body of POST /v1/task/complete says (a
+// wire.Completion, docs/openapi.yaml), as the supervisor gathers it.
 type Completion struct {
-	SchemaVersion   int     `json:"schema_version"`
-	TaskID          string  `json:"task_id"`
-	StartTime       int64   `json:"start_time"`
-	EndTime         int64   `json:"end_time"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	ExitCode        int     `json:"exit_code"`
+	TaskID          string
+	StartTime       int64
+	EndTime         int64
+	DurationSeconds float64
+	ExitCode        int
 	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string           `json:"signal,omitempty"`
-	GPUCount   int              `json:"gpu_count"`
-	GPUSeconds float64          `json:"gpu_seconds"`
-	GPUs       []gpu.GPUSummary `json:"gpus"`
+	Signal     string
+	GPUCount   int
+	GPUSeconds float64
+	GPUs       []gpu.GPUSummary
 	// Gate and Metrics are the quality gate's verdict and the step's
 	// metrics, when a gate is configured.
-	Gate    *gate.Result       `json:"gate,omitempty"`
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Gate    *gate.Result
+	Metrics map[string]float64
 }
 
-// Marshal returns the body's bytes; GPUs is never null.
-func (c Completion) Marshal() []byte {
-	c.SchemaVersion = SchemaVersion
-	if c.GPUs == nil {
-		c.GPUs = []gpu.GPUSummary{}
+// Wire is the completion's body, schema version 1; GPUs is never null.
+func (c Completion) Wire() wire.Completion {
+	w := wire.Completion{
+		SchemaVersion: ptr(int64(SchemaVersion)), TaskID: c.TaskID, StartTime: &c.StartTime, EndTime: &c.EndTime,
+		DurationSeconds: &c.DurationSeconds, ExitCode: ptr(int64(c.ExitCode)), Signal: c.Signal,
+		GPUCount: ptr(int64(c.GPUCount)), GPUSeconds: &c.GPUSeconds, GPUs: make(wire.GPUs[wire.GPUUsage], 0, len(c.GPUs)),
+		Metrics: c.Metrics,
 	}
-	out, err := json.Marshal(c)
+	for _, g := range c.GPUs {
+		u := wire.GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Share: ptr(g.Share), Samples: int64(g.Samples),
+			UtilMean: g.UtilMean, UtilP95: g.UtilP95, IdleShare: g.IdleShare, EnergyJoules: g.EnergyJoules,
+			EnergyEstimated: ptr(g.EnergyEstimated)}
+		if g.MemoryUsedPeakBytes != nil {
+			u.MemoryUsedPeakBytes = ptr(int64(*g.MemoryUsedPeakBytes))
+		}
+		w.GPUs = append(w.GPUs, u)
+	}
+	if c.Gate != nil {
+		w.Gate = &wire.Gate{Expr: c.Gate.Expr, Passed: ptr(c.Gate.Passed), Reason: c.Gate.Reason}
+	}
+	return w
+}
+
+// Marshal returns the body's bytes.
+func (c Completion) Marshal() []byte {
+	out, err := json.Marshal(c.Wire())
 	if err != nil {
 		// Numbers, strings and plain structs always marshal; a NaN or
 		// an infinity cannot come out of the summaries.
@@ -57,6 +76,8 @@ func (c Completion) Marshal() []byte {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // SendCompletion makes one attempt to deliver a completion body, with
 // Idempotency-Key <task_id>/complete; its result reads as Send's.
@@ -177,33 +198,31 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 		return kept
 	}
 	b := c.Retry.backOff()
+	d := c.Deliverer()
 	attempts := 0
 	for {
-		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-		err := c.transport().Send(actx, nil, taskID, body)
-		cancel()
+		// Through the engine: its transport and status policy, with this
+		// supervisor's own client.
+		e := spool.Entry{TaskID: taskID, Payload: body, QueuedAt: start, Attempts: attempts, Fingerprint: c.Client.Fingerprint()}
+		dec, err := d.try(ctx, c.Client, e, taskID, AttemptTimeout)
 		attempts++
 		out := kept
-		switch classify(err) {
-		case delivered:
+		switch {
+		case dec.Action == Remove:
 			out = Delivered
 			if spooled {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
-				if err := c.Queue.Delete(dctx, id); err != nil {
-					log.Warn("completion delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
-				}
-				cancel()
+				dropDelivered(ctx, true, c.Queue, id, log, "completion ")
 			}
-		case permanent:
+		case dec.Action == Bury:
 			out = Dead
-			answer := c.Client.Redact(err.Error())
+			answer := dec.answer(c.Client, err)
 			log.Error("monitor refused the completion for good; not retried", "answer", answer)
 			if spooled {
 				if err := c.Queue.Bury(ctx, id, answer); err != nil {
 					log.Warn("spool: dead letter not kept", "err", err)
 				}
 			}
-		case retryable:
+		case classify(err) != unusable: // kept: tried again within the budget
 			if spooled && ctx.Err() == nil {
 				c.Queue.Attempted(ctx, id, c.Client.Redact(err.Error()))
 			}
@@ -226,6 +245,23 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 			release()
 		}
 		return out
+	}
+}
+
+// dropDelivered deletes the spool copy of an entry just delivered; what
+// is left costs only a duplicate the monitor answers 409, and is logged
+// (what names the entry: "" or "completion "). With grace, a ctx already
+// done still leaves afterDeliveryTimeout for it (nothing waits on a
+// supervisor's last write); without, ctx bounds it (Register returns by
+// its budget's deadline).
+func dropDelivered(ctx context.Context, grace bool, q Pending, id uint64, log *slog.Logger, what string) {
+	if grace {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
+		defer cancel()
+	}
+	if err := q.Delete(ctx, id); err != nil {
+		log.Warn(what+"delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
 	}
 }
 

@@ -87,7 +87,8 @@ type RegisteredGPU struct {
 	Model       string
 	MemoryTotal int64
 	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
-	// the registration's share, else slices / total_slices for MIG, else 1.
+	// slices / total_slices for MIG (whatever the registration's share
+	// says), else the registration's share, else 1.
 	Share float64
 	MIG   *MIG
 }
@@ -300,6 +301,11 @@ func RegistrationOf(w *wire.Registration, body []byte) *Registration {
 				Slices: m.Slices, TotalSlices: m.TotalSlices}
 			if m.GPUInstanceID != nil {
 				gpu.MIG.GPUInstanceID = *m.GPUInstanceID
+			}
+			if m.Slices != nil && m.TotalSlices != nil && *m.Slices > 0 && *m.TotalSlices >= *m.Slices {
+				// A MIG entry holds its slices' share, whatever its
+				// share says (docs/contract.md).
+				gpu.Share = m.Share()
 			}
 		}
 		r.GPUs = append(r.GPUs, gpu)

@@ -1,0 +1,82 @@
+package main
+
+// What a task declares about its GPUs, checked (docs/monitor.md, GPU
+// shares and MIG): the bounds of a MIG entry and of a whole GPU's share,
+// and a MIG entry stored at its slices' share whatever its share says.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+)
+
+// migEntry is a MIG entry of GPU-h's instance gi with the fields given
+// raw: memory, share ("" for none), profile, slices and total_slices.
+func migEntry(gi int, memory int64, share, profile string, slices, total int) string {
+	e := fmt.Sprintf(`{"index":0,"uuid":"GPU-h","name":"NVIDIA H200","memory_total_bytes":%d`, memory)
+	if share != "" {
+		e += `,"share":` + share
+	}
+	return e + fmt.Sprintf(`,"mig":{"uuid":"MIG-h-%d","gpu_instance_id":%d,"compute_instance_id":0,"profile":%q,"slices":%d,"total_slices":%d}}`,
+		gi, gi, profile, slices, total)
+}
+
+// The reproductions: a whole GPU declared as a MIG instance of 64 slices
+// (1/64 of its hours), a whole GPU at share 0.001, an instance whose
+// profile is not its slices or whose memory is a whole GPU's: 400 naming
+// the field, nothing stored. A MIG entry declaring share 1e-300 is
+// accepted, stored and billed at slices / total_slices (1/7 here: 7 h of
+// a 1g.18gb instance are 1 GPU-hour), and the difference is logged with
+// the task.
+func TestDeclaredGPUBounds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn)
+		start := time.Now().Add(-8 * time.Hour).Truncate(time.Hour).Unix()
+		const whole, instance = 150754820096, 18 << 30
+		for _, c := range []struct {
+			name, gpu, want string
+		}{
+			{"a whole GPU as 1 of 64 slices", migEntry(1, whole, "", "1g.141gb", 1, 64),
+				"field gpus[0].mig.total_slices: must be between 1 and 8"},
+			{"a whole GPU at 0.001", `{"index":0,"uuid":"GPU-h","name":"NVIDIA H200","memory_total_bytes":150754820096,"share":0.001}`,
+				"field gpus[0].share: must be at least 0.01 for a whole GPU"},
+			{"a whole GPU at 1e-300", `{"index":0,"uuid":"GPU-h","name":"NVIDIA H200","memory_total_bytes":150754820096,"share":1e-300}`,
+				"field gpus[0].share: must be at least 0.01 for a whole GPU"},
+			{"a 7-slice instance called 1g", migEntry(1, whole, "", "1g.141gb", 7, 7),
+				"field gpus[0].mig.profile: must be the instance's slices and memory, 7g.<GiB>gb"},
+			{"a whole GPU's memory in a 1g.18gb instance", migEntry(1, whole, "", "1g.18gb", 1, 7),
+				"field gpus[0].memory_total_bytes: must be at most 20293720473 for a MIG instance of profile 1g.18gb"},
+			{"no total_slices", `{"index":0,"uuid":"GPU-h","name":"NVIDIA H200","memory_total_bytes":1,"mig":{"uuid":"MIG-h-1","gpu_instance_id":1,"profile":"1g.18gb","slices":1}}`,
+				"field gpus[0].mig.total_slices: is required"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				expect(t, s.do(t, registerReq(gpuReg("bad", start, c.gpu), "")), 400, c.want)
+			})
+		}
+		if m := s.do(t, get("/v1/tasks", "")).JSON(t); len(m["tasks"].([]any)) != 0 {
+			t.Fatalf("refused registrations were stored: %v", m)
+		}
+
+		expect(t, s.do(t, registerReq(gpuReg("tiny", start, migEntry(9, instance, "1e-300", "1g.18gb", 1, 7)), "")), 201, "")
+		s.waitLog(t, `"msg":"registration: a MIG entry's share is not its slices / total_slices; slices / total_slices is stored","logger":"paddle-monitor","task_id":"tiny","project":"vision","owner":"ann","gpu":0,"share":1e-300,"stored_share":0.14285714285714285,"profile":"1g.18gb"`)
+		g := s.do(t, get("/v1/tasks/tiny", "")).JSON(t)["gpus"].([]any)[0].(map[string]any)
+		if g["share"] != 1.0/7 {
+			t.Errorf("stored share %v, want 1/7", g["share"])
+		}
+		if got := gpuLines(t, s); !strings.Contains(strings.Join(got, "\n"),
+			`paddle_task_gpu_share{GPU_I_ID="9",UUID="GPU-h",owner="ann",project="vision",task_id="tiny"} 0.14285714285714285`) {
+			t.Errorf("/metrics:\n%s", strings.Join(got, "\n"))
+		}
+		end := start + 7*3600
+		expect(t, s.do(t, post("/v1/task/complete", fmt.Sprintf(`{"task_id":"tiny","start_time":%d,"end_time":%d,"duration_seconds":25200,"exit_code":0}`, start, end), "")), 200, "")
+		from := time.Unix(start, 0).UTC().Format(time.RFC3339)
+		to := time.Unix(end+3600, 0).UTC().Format(time.RFC3339)
+		rep := s.do(t, get("/v1/report?from="+from+"&to="+to+"&by=project", "")).JSON(t)
+		if total := rep["total"].(map[string]any); total["gpu_hours"] != 1.0 {
+			t.Errorf("7 h of a 1g.18gb instance of 7 slices: %v GPU-hours, want 1", total["gpu_hours"])
+		}
+	})
+}

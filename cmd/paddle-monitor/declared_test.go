@@ -80,3 +80,66 @@ func TestDeclaredGPUBounds(t *testing.T) {
 		}
 	})
 }
+
+// The reproduction of a completion that claims less than the monitor saw:
+// a task heard from for 10 hours completes claiming it ended 1 second
+// after its start, and is billed 10 hours (its counted end is
+// max(end_time, last_seen)); a task that completes so after 5 hours and
+// keeps sending heartbeats for 5 more is billed 10 hours too (a heartbeat
+// of a completed task moves last_seen). On both stores.
+func TestCountedEndIsLastSeen(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn)
+		start := time.Now().Unix() - 10*3600
+		for _, p := range []string{"alive", "after"} {
+			body := fmt.Sprintf(`{"schema_version":1,"task_id":%q,"task_name":"train","project":%q,"owner":"ann","gpu_count":1,"start_time":%d,"labels":{},"gpus":[]}`,
+				p, p, start)
+			expect(t, s.do(t, registerReq(body, "")), 201, "")
+		}
+		heartbeat := func(id string, hour int) {
+			t.Helper()
+			expect(t, s.do(t, post("/v1/task/heartbeat", fmt.Sprintf(`{"task_id":%q,"time":%d}`, id, start+int64(hour)*3600), "")), 200, "")
+		}
+		complete := func(id string) {
+			t.Helper()
+			expect(t, s.do(t, post("/v1/task/complete", fmt.Sprintf(`{"task_id":%q,"start_time":%d,"end_time":%d,"duration_seconds":1,"exit_code":0}`,
+				id, start, start+1), "")), 200, "")
+		}
+		for h := 1; h <= 10; h++ {
+			heartbeat("alive", h)
+			if h == 5 {
+				complete("after")
+			}
+			heartbeat("after", h)
+		}
+		complete("alive")
+
+		for _, id := range []string{"alive", "after"} {
+			task := s.do(t, get("/v1/tasks/"+id, "")).JSON(t)
+			end := task["completion"].(map[string]any)["end_time"]
+			if end != float64(start+1) || task["last_seen"] != float64(start+36000) {
+				t.Errorf("%s: end_time %v, last_seen %v; want %d and %d", id, end, task["last_seen"], start+1, start+36000)
+			}
+		}
+		from := time.Unix(start, 0).UTC().Format(time.RFC3339)
+		to := time.Unix(start+11*3600, 0).UTC().Format(time.RFC3339)
+		r := runMonitor(t, "report", "--db", dsn, "--from", from, "--to", to, "--by", "project", "--format", "csv")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || len(lines) != 3 {
+			t.Fatalf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		cols := strings.Split(lines[0], ",")
+		hours := -1
+		for i, c := range cols {
+			if c == "gpu_hours" {
+				hours = i
+			}
+		}
+		for _, l := range lines[1:] {
+			f := strings.Split(l, ",")
+			if want := map[string]string{"after": "10", "alive": "10"}[f[0]]; hours < 0 || f[hours] != want {
+				t.Errorf("%s: gpu_hours %q, want %q\n%s", f[0], f[hours], want, r.stdout)
+			}
+		}
+	})
+}

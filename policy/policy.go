@@ -122,7 +122,7 @@ var builtin = map[string]bool{
 var identity = map[string]bool{
 	"pipeline": true, "pipeline_run": true, "step": true, "orchestrator": true,
 	"k8s_namespace": true, "k8s_pod": true, "k8s_node": true,
-	"k8s_pod_uid": true, "k8s_job_index": true,
+	"k8s_pod_uid": true, "k8s_job_index": true, "slurm_job": true,
 }
 
 // Resolve finds and loads the policy: systemPath whenever it exists (a

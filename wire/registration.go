@@ -43,6 +43,7 @@ type Registration struct {
 	K8sNode       string              `json:"k8s_node,omitempty"`
 	K8sPodUID     string              `json:"k8s_pod_uid,omitempty"`
 	K8sJobIndex   *int64              `json:"k8s_job_index,omitempty"`
+	SlurmJob      string              `json:"slurm_job,omitempty"`
 	InvalidLabels []string            `json:"invalid_labels,omitempty"`
 	Labels        Labels              `json:"labels"`
 	GPUs          GPUs[RegisteredGPU] `json:"gpus"`
@@ -140,6 +141,7 @@ func (r *Registration) Validate() error {
 		{"k8s_pod", r.K8sPod, false, ""},
 		{"k8s_node", r.K8sNode, false, ""},
 		{"k8s_pod_uid", r.K8sPodUID, false, ""},
+		{"slurm_job", r.SlurmJob, false, ""},
 	} {
 		if err := name(f.path, f.v, f.required, f.extra); err != nil {
 			return err

@@ -203,7 +203,7 @@ func TestResolveLocked(t *testing.T) {
 		{name: "locked and not tried: no warning", locks: Locks{Values: map[string]string{"T_ON": "on"}, Locked: map[string]bool{"T_ON": true}, Source: src},
 			want: conf{Name: "anon", On: true, Wait: 5 * time.Second}},
 		{name: "a value its entry refuses", locks: Locks{Values: map[string]string{"T_ON": "maybe"}, Locked: map[string]bool{"T_ON": true}, Source: src},
-			want: conf{Name: "anon", Wait: 5 * time.Second},
+			want:     conf{Name: "anon", Wait: 5 * time.Second},
 			warnings: []string{`T_ON: the value "maybe" of /etc/p.json: "maybe" is not one of on, off, 1, 0; using the default "off"`}},
 	}
 	for _, tt := range tests {

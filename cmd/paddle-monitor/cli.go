@@ -20,6 +20,7 @@ var commands = []struct{ name, synopsis, summary string }{
 	{"report", "report [flags]", "Print GPU-hours and cost per project (or --by other keys) for a window; default: the current UTC month."},
 	{"token", "token  NAME (--project GLOB)... [(--owner GLOB)...] [--add-to FILE] | NAME --admin [--add-to FILE] | NAME (--node GLOB)... [--add-to FILE]",
 		"Mint a token: the secret on the first line, its tokens-file entry (SHA-256 only) on the second; --add-to FILE appends the entry to a tokens file."},
+	{"node", "node   retire NODE [--db DB]", "Retire a node: its GPUs stop counting in the ledger now, and another node may report them (a moved GPU)."},
 	{"version", "version   (also --version)", "Print the version."},
 }
 
@@ -83,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = token(args[1:], stdout)
 	case "report":
 		err = reportCmd(args[1:], stdout)
+	case "node":
+		err = nodeCmd(args[1:], stdout)
 	case "version", "--version":
 		err = versionCmd(args[1:], stdout)
 	case "help", "--help", "-h":

@@ -35,6 +35,7 @@ type serveConfig struct {
 	maxOpenPerToken            int
 	maxInFlight                int
 	metricsAuth                bool
+	nodes                      *nodeSettings
 	log                        *slog.Logger
 }
 
@@ -76,7 +77,14 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	nodes, err := nodeFlags(e)
+	if err != nil {
+		return nil, err
+	}
 	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if c.nodes, err = nodes(); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -171,6 +179,9 @@ func serve(args []string, stderr io.Writer) error {
 	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {
 		return err
 	}
+	nodesCtx, stopNodes := context.WithCancel(context.Background())
+	defer stopNodes()
+	mountNodes(nodesCtx, api, st, c.nodes, log)
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

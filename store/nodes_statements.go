@@ -1,0 +1,88 @@
+package store
+
+// The statements of the node-report write path (nodes.go), with the index
+// each must be served by; TestNodeWritePlans explains each on both stores
+// with statistics, as TestWritePlans does for the tasks' write path.
+var (
+	stmtNodeReportStored = &stmt{sql: "SELECT body FROM node_reports WHERE node = ? AND time = ?",
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1)}}
+	// nodeSpans: the stored spans of the node that may overlap [a, b):
+	// those of reports whose time is after a (a span ends at or before its
+	// report's time), starting before b.
+	stmtNodeSpans = &stmt{sql: `SELECT span_start, span_end FROM node_reports
+		WHERE node = ? AND time > ? AND span_start < ? ORDER BY time`,
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1), int64(2)}}
+	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		sqliteIndex: "", postgresIndex: "", example: []any{"n", int64(1), int64(1), int64(0), int64(1), int64(0), "{}", int64(1)}}
+	// gpuHeld: another node's live claim on a GPU UUID, reported after a
+	// time (the report's time − --node-retire).
+	stmtGPUHeld = &stmt{sql: `SELECT node FROM node_gpus WHERE uuid = ? AND ended_at IS NULL AND last_end > ? AND node <> ? LIMIT 1`,
+		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1", int64(1), "n"}}
+	stmtOpenLife = &stmt{sql: "SELECT first_start, last_end FROM node_gpus WHERE node = ? AND uuid = ? AND ended_at IS NULL",
+		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{"n", "GPU-1"}}
+	stmtInsertLife = &stmt{sql: `INSERT INTO node_gpus (node, uuid, first_start, last_end, model) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (node, uuid, first_start) DO NOTHING`,
+		postgresIndex: "node_gpus_pkey", example: []any{"n", "GPU-1", int64(1), int64(2), "m"}}
+	stmtExtendLife = &stmt{sql: `UPDATE node_gpus SET first_start = CASE WHEN first_start > ? THEN ? ELSE first_start END,
+		last_end = CASE WHEN last_end < ? THEN ? ELSE last_end END, model = ?
+		WHERE node = ? AND uuid = ? AND first_start = ?`,
+		sqliteIndex: "sqlite_autoindex_node_gpus_1", postgresIndex: "node_gpus_pkey",
+		example: []any{int64(1), int64(1), int64(2), int64(2), "m", "n", "GPU-1", int64(1)}}
+	// endLife: a life whose last report is older than --node-retire ends
+	// there (endLives: a final report, node retire).
+	stmtEndLife = &stmt{sql: "UPDATE node_gpus SET ended_at = ? WHERE node = ? AND uuid = ? AND first_start = ?",
+		sqliteIndex: "sqlite_autoindex_node_gpus_1", postgresIndex: "node_gpus_pkey", example: []any{int64(1), "n", "GPU-1", int64(1)}}
+	stmtEndLives = &stmt{sql: "UPDATE node_gpus SET ended_at = ? WHERE node = ? AND ended_at IS NULL",
+		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{int64(1), "n"}}
+	stmtUpsertNode = &stmt{sql: `INSERT INTO nodes (node, last_time, interval_seconds, latest) VALUES (?, ?, ?, ?)
+		ON CONFLICT (node) DO UPDATE SET last_time = excluded.last_time, interval_seconds = excluded.interval_seconds,
+		latest = excluded.latest, retired_at = NULL WHERE nodes.last_time < excluded.last_time`,
+		postgresIndex: "nodes_pkey", example: []any{"n", int64(1), int64(60), "{}"}}
+	stmtRetireNode = &stmt{sql: "UPDATE nodes SET retired_at = ? WHERE node = ?",
+		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{int64(1), "n"}}
+	stmtUpsertGPUHour = &stmt{sql: `INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s, energy_j)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (hour, node, uuid) DO UPDATE SET observed_s = node_gpu_hours.observed_s + excluded.observed_s,
+		unallocated_s = node_gpu_hours.unallocated_s + excluded.unallocated_s, energy_j = node_gpu_hours.energy_j + excluded.energy_j,
+		model = excluded.model`,
+		postgresIndex: "node_gpu_hours_pkey",
+		example:       []any{int64(0), "n", "GPU-1", "m", 1.5, 0.5, 0.0}}
+	stmtUpsertUserHour = &stmt{sql: `INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, profile, slices,
+		total_slices, runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id,
+		declared_project, declared_owner, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (hour, node, uuid, gpu_instance_id, user_key) DO UPDATE SET
+		last_time = CASE WHEN node_user_hours.last_time < excluded.last_time THEN excluded.last_time ELSE node_user_hours.last_time END,
+		equal_s = node_user_hours.equal_s + excluded.equal_s, util_s = node_user_hours.util_s + excluded.util_s,
+		busy_equal_s = node_user_hours.busy_equal_s + excluded.busy_equal_s, busy_util_s = node_user_hours.busy_util_s + excluded.busy_util_s,
+		energy_j = node_user_hours.energy_j + excluded.energy_j`,
+		postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(0), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0), "", "", "", "", "", "", "", nil, "",
+			int64(0), "", "", "", int64(1), 1.5, 1.5, 0.5, 0.5, 0.0}}
+	stmtPruneNodeReports = &stmt{sql: "DELETE FROM node_reports WHERE time < ?",
+		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1)}}
+)
+
+// SQLite's plan of an INSERT … ON CONFLICT names no index (its conflict
+// target is its primary key); PostgreSQL's names the arbiter.
+
+// nodeStatements is every statement of the node-report write path, by
+// name (the plan tests' subtests).
+var nodeStatements = map[string]*stmt{
+	"node report stored": stmtNodeReportStored,
+	"node spans":         stmtNodeSpans,
+	"insert node report": stmtInsertNodeReport,
+	"GPU held":           stmtGPUHeld,
+	"open GPU life":      stmtOpenLife,
+	"insert GPU life":    stmtInsertLife,
+	"extend GPU life":    stmtExtendLife,
+	"end GPU life":       stmtEndLife,
+	"end GPU lives":      stmtEndLives,
+	"upsert node":        stmtUpsertNode,
+	"retire node":        stmtRetireNode,
+	"upsert GPU hour":    stmtUpsertGPUHour,
+	"upsert user hour":   stmtUpsertUserHour,
+	"prune node reports": stmtPruneNodeReports,
+	"lock node":          stmtLockTask,
+}

@@ -158,7 +158,7 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 		}
 	}
 	if r.Final {
-		if _, err := s.exec(ctx, tx, stmtEndLives, r.Time, r.Node); err != nil {
+		if _, err := s.exec(ctx, tx, stmtEndLives, r.Time, r.Time, r.Node); err != nil {
 			return false, err
 		}
 	}
@@ -207,9 +207,12 @@ func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, e
 func uncovered(start, end int64, spans []span) (int64, int64) {
 	a, b := start, end
 	// Walk back from the end: the newest uncovered stretch.
-	for changed := true; changed; {
+	for changed := true; changed && a < b; {
 		changed = false
 		for _, sp := range spans {
+			if a >= b {
+				break
+			}
 			if sp.start < b && sp.end > a { // overlaps [a, b)
 				if sp.end >= b {
 					b = max(a, sp.start)
@@ -286,7 +289,7 @@ func (s *Store) RetireNode(ctx context.Context, node string, at int64) (int64, e
 			}
 			return false, err
 		}
-		res, err = s.exec(ctx, tx, stmtEndLives, at, node)
+		res, err = s.exec(ctx, tx, stmtEndLives, at, at, node)
 		if err != nil {
 			return false, err
 		}

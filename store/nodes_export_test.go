@@ -19,3 +19,12 @@ func NodeStatementsForTest(s *Store) []WriteStatement {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// UncoveredForTest is uncovered on spans given as pairs.
+func UncoveredForTest(start, end int64, pairs [][2]int64) (int64, int64) {
+	spans := make([]span, len(pairs))
+	for i, p := range pairs {
+		spans[i] = span{p[0], p[1]}
+	}
+	return uncovered(start, end, spans)
+}

@@ -21,8 +21,13 @@ var (
 		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1", int64(1), "n"}}
 	stmtOpenLife = &stmt{sql: "SELECT first_start, last_end FROM node_gpus WHERE node = ? AND uuid = ? AND ended_at IS NULL",
 		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{"n", "GPU-1"}}
+	// insertLife: a new life; on a life of the same start (an ended one)
+	// the span extends it, and its end, so that no covered instant is
+	// outside every life.
 	stmtInsertLife = &stmt{sql: `INSERT INTO node_gpus (node, uuid, first_start, last_end, model) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (node, uuid, first_start) DO NOTHING`,
+		ON CONFLICT (node, uuid, first_start) DO UPDATE SET
+		last_end = CASE WHEN node_gpus.last_end < excluded.last_end THEN excluded.last_end ELSE node_gpus.last_end END,
+		ended_at = CASE WHEN node_gpus.ended_at < excluded.last_end THEN excluded.last_end ELSE node_gpus.ended_at END`,
 		postgresIndex: "node_gpus_pkey", example: []any{"n", "GPU-1", int64(1), int64(2), "m"}}
 	stmtExtendLife = &stmt{sql: `UPDATE node_gpus SET first_start = CASE WHEN first_start > ? THEN ? ELSE first_start END,
 		last_end = CASE WHEN last_end < ? THEN ? ELSE last_end END, model = ?
@@ -33,8 +38,10 @@ var (
 	// there (endLives: a final report, node retire).
 	stmtEndLife = &stmt{sql: "UPDATE node_gpus SET ended_at = ? WHERE node = ? AND uuid = ? AND first_start = ?",
 		sqliteIndex: "sqlite_autoindex_node_gpus_1", postgresIndex: "node_gpus_pkey", example: []any{int64(1), "n", "GPU-1", int64(1)}}
-	stmtEndLives = &stmt{sql: "UPDATE node_gpus SET ended_at = ? WHERE node = ? AND ended_at IS NULL",
-		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{int64(1), "n"}}
+	// endLives: at the given time, or at the life's last covered instant
+	// when that is later (a final report arriving after newer ones).
+	stmtEndLives = &stmt{sql: "UPDATE node_gpus SET ended_at = CASE WHEN last_end > ? THEN last_end ELSE ? END WHERE node = ? AND ended_at IS NULL",
+		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{int64(1), int64(1), "n"}}
 	stmtUpsertNode = &stmt{sql: `INSERT INTO nodes (node, last_time, interval_seconds, latest) VALUES (?, ?, ?, ?)
 		ON CONFLICT (node) DO UPDATE SET last_time = excluded.last_time, interval_seconds = excluded.interval_seconds,
 		latest = excluded.latest, retired_at = NULL WHERE nodes.last_time < excluded.last_time`,

@@ -246,3 +246,28 @@ func TestMigrateNodesFromVersion8(t *testing.T) {
 		}
 	})
 }
+
+// TestUncovered: the newest uncovered stretch of a span, whatever the
+// stored spans around it.
+func TestUncovered(t *testing.T) {
+	type sp = [2]int64
+	for _, tc := range []struct {
+		spans [][2]int64
+		want  [2]int64
+	}{
+		{nil, sp{0, 100}},
+		{[][2]int64{{-50, 40}}, sp{40, 100}},
+		{[][2]int64{{80, 120}}, sp{0, 80}},
+		{[][2]int64{{40, 60}}, sp{60, 100}},
+		{[][2]int64{{80, 120}, {40, 60}}, sp{60, 80}},
+		{[][2]int64{{-10, 110}}, sp{100, 100}},
+		{[][2]int64{{0, 100}}, sp{100, 100}},
+		{[][2]int64{{0, 50}, {50, 100}}, sp{100, 100}},
+		{[][2]int64{{90, 100}, {0, 10}, {10, 90}}, sp{100, 100}},
+	} {
+		a, b := store.UncoveredForTest(0, 100, tc.spans)
+		if a != tc.want[0] || b != tc.want[1] {
+			t.Errorf("[0, 100) minus %v: [%d, %d), want %v", tc.spans, a, b, tc.want)
+		}
+	}
+}

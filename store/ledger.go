@@ -1,0 +1,290 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+)
+
+// GPULife is one life of a (node, GPU): it counts in the capacity from
+// FirstStart until the earliest of EndedAt, LastEnd + --node-retire, now
+// and the window's end.
+type GPULife struct {
+	Node, UUID, Model   string
+	FirstStart, LastEnd int64
+	EndedAt             *int64
+}
+
+// LedgerData is what the ledger of a window is computed from: the GPUs'
+// lives that reach into it and the hourly roll-ups of its hours.
+type LedgerData struct {
+	Lives []GPULife
+	GPUs  []GPUHour
+	Users []UserHour
+}
+
+// Ledger SQL (reads; the window's hours are [from, to), whole hours).
+// Each names the index that serves it.
+const (
+	// node_gpus_end: lives whose last covered instant is after the
+	// window's start minus --node-retire.
+	qLedgerLives = `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
+		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`
+	// node_gpu_hours' primary key (hour first).
+	qLedgerGPUHours = `SELECT hour, node, uuid, model, observed_s, unallocated_s, energy_j FROM node_gpu_hours
+		WHERE hour >= ? AND hour < ? ORDER BY hour, node, uuid`
+	// node_user_hours' primary key (hour first).
+	qLedgerUserHours = `SELECT hour, node, uuid, gpu_instance_id, model, profile, slices, total_slices, runtime, container_id, pod_uid,
+		namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id, declared_project, declared_owner, last_time,
+		equal_s, util_s, busy_equal_s, busy_util_s, energy_j FROM node_user_hours
+		WHERE hour >= ? AND hour < ? ORDER BY hour, node, uuid, gpu_instance_id, user_key`
+	// node_reports_time: the raw reports whose span may reach into the
+	// window (a span ends at or before its report's time).
+	qLedgerRaw = `SELECT node, time, span_start, span_end, body FROM node_reports
+		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
+)
+
+// LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
+// hours); retire is --node-retire.
+func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
+	d := &LedgerData{}
+	var err error
+	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerGPUHours), from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	for rows.Next() {
+		var g GPUHour
+		if err := rows.Scan(&g.Hour, &g.Node, &g.UUID, &g.Model, &g.Observed, &g.Unallocated, &g.Energy); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		d.GPUs = append(d.GPUs, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	rows, err = s.r.QueryContext(ctx, s.bind(qLedgerUserHours), from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u UserHour
+		var uid sql.NullInt64
+		var decl int64
+		if err := rows.Scan(&u.Hour, &u.Node, &u.UUID, &u.GPUInstanceID, &u.Model, &u.Profile, &u.Slices, &u.Total, &u.User.Runtime,
+			&u.User.ContainerID, &u.User.PodUID, &u.User.Namespace, &u.User.Pod, &u.User.Container, &u.User.SlurmJob, &uid, &u.User.Cgroup,
+			&decl, &u.User.DeclaredTaskID, &u.User.DeclaredProject, &u.User.DeclaredOwner, &u.LastTime,
+			&u.Equal, &u.Util, &u.BusyEqual, &u.BusyUtil, &u.Energy); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		if uid.Valid {
+			v := uid.Int64
+			u.User.UID = &v
+		}
+		u.User.Declared = decl != 0
+		d.Users = append(d.Users, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	return d, nil
+}
+
+func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerLives), from-retire, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []GPULife
+	for rows.Next() {
+		var l GPULife
+		var ended sql.NullInt64
+		if err := rows.Scan(&l.Node, &l.UUID, &l.Model, &l.FirstStart, &l.LastEnd, &ended); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		if ended.Valid {
+			v := ended.Int64
+			l.EndedAt = &v
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// LedgerDataRaw is LedgerData computed from the raw reports instead of the
+// stored roll-ups (each kept span rolled up again, the same way): the
+// same answer while the raw reports of the window are kept.
+func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
+	d := &LedgerData{}
+	var err error
+	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerRaw), from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	defer rows.Close()
+	type gk struct {
+		hour       int64
+		node, uuid string
+	}
+	type uk struct {
+		gk
+		gi  int64
+		key string
+	}
+	gi, ui := map[gk]int{}, map[uk]int{}
+	for rows.Next() {
+		var node, body string
+		var t, a, b int64
+		if err := rows.Scan(&node, &t, &a, &b, &body); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		var r nodeReportBody
+		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
+			return nil, fmt.Errorf("store: ledger: the stored report of %s at %d: %w", node, t, err)
+		}
+		gpus, users := Rollup(&r.NodeReport, a, b)
+		for _, g := range gpus {
+			if g.Hour < from || g.Hour >= to {
+				continue
+			}
+			k := gk{g.Hour, g.Node, g.UUID}
+			if i, ok := gi[k]; ok {
+				d.GPUs[i].Observed += g.Observed
+				d.GPUs[i].Unallocated += g.Unallocated
+				d.GPUs[i].Energy += g.Energy
+				d.GPUs[i].Model = g.Model
+				continue
+			}
+			gi[k] = len(d.GPUs)
+			d.GPUs = append(d.GPUs, g)
+		}
+		for _, u := range users {
+			if u.Hour < from || u.Hour >= to {
+				continue
+			}
+			k := uk{gk{u.Hour, u.Node, u.UUID}, u.GPUInstanceID, u.User.Key()}
+			if i, ok := ui[k]; ok {
+				x := &d.Users[i]
+				x.Equal += u.Equal
+				x.Util += u.Util
+				x.BusyEqual += u.BusyEqual
+				x.BusyUtil += u.BusyUtil
+				x.Energy += u.Energy
+				x.LastTime = max(x.LastTime, u.LastTime)
+				continue
+			}
+			ui[k] = len(d.Users)
+			d.Users = append(d.Users, u)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	sort.SliceStable(d.GPUs, func(i, j int) bool {
+		a, b := d.GPUs[i], d.GPUs[j]
+		if a.Hour != b.Hour {
+			return a.Hour < b.Hour
+		}
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		return a.UUID < b.UUID
+	})
+	sort.SliceStable(d.Users, func(i, j int) bool {
+		a, b := d.Users[i], d.Users[j]
+		if a.Hour != b.Hour {
+			return a.Hour < b.Hour
+		}
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		if a.UUID != b.UUID {
+			return a.UUID < b.UUID
+		}
+		if a.GPUInstanceID != b.GPUInstanceID {
+			return a.GPUInstanceID < b.GPUInstanceID
+		}
+		return a.User.Key() < b.User.Key()
+	})
+	return d, nil
+}
+
+type nodeReportBody struct{ NodeReport wire.NodeReport }
+
+// Tie is a registration a user of a node report may be tied to.
+type Tie struct {
+	Key                    int64 // tasks.id
+	TaskID, Project, Owner string
+	StartTime              int64
+}
+
+// Tie SQL: the registrations a user may be tied to, oldest first (the
+// ledger picks the latest that started by the report's time).
+const (
+	// tasks_k8s_pod_uid.
+	qTiePod = `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' ORDER BY start_time, id`
+	// tasks_slurm_job: a registration of the same node (its hostname or
+	// k8s_node) with the same Slurm job.
+	qTieSlurm = `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`
+	// tasks_identity: the declared task of a container whose host name is
+	// the container's default one or whose k8s_node is the report's node.
+	qTieContainer = `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`
+)
+
+// TieCandidates returns the registrations the user of node may be tied to
+// (docs/cost.md, "The ledger"), oldest first: on Kubernetes (a pod UID)
+// those whose k8s_pod_uid is the user's, whatever it declared; for a Slurm
+// job the node's registrations of that job; for another container with a
+// declaration, the declared task of that project (and owner, when
+// declared) whose hostname is the container's default host name (the
+// first 12 characters of its ID) or whose k8s_node is the node. None for
+// host users.
+func (s *Store) TieCandidates(ctx context.Context, node string, u *UserIdentity) ([]Tie, error) {
+	var q string
+	var args []any
+	switch {
+	case u.PodUID != "":
+		q, args = qTiePod, []any{u.PodUID}
+	case u.SlurmJob != "":
+		q, args = qTieSlurm, []any{u.SlurmJob, node, node}
+	case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+		host := u.ContainerID
+		if len(host) > 12 {
+			host = host[:12]
+		}
+		q, args = qTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, node}
+	default:
+		return nil, nil
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger ties: %w", err)
+	}
+	defer rows.Close()
+	var out []Tie
+	for rows.Next() {
+		var t Tie
+		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime); err != nil {
+			return nil, fmt.Errorf("store: ledger ties: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

@@ -59,6 +59,7 @@ type Source interface {
 	LedgerData(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
 	LedgerDataRaw(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
 	TieCandidates(ctx context.Context, node string, u *store.UserIdentity) ([]store.Tie, error)
+	DeclaredTasks(ctx context.Context, from, to int64) ([]store.DeclaredTask, error)
 }
 
 // Query says which ledger to compute.
@@ -135,6 +136,17 @@ type Ledger struct {
 	// GPU-hours, and the declarations that could not be tied (for
 	// discrepancies).
 	Users []UserUse
+
+	// observed: each attributed task's use (by tasks.id); covered: the
+	// nodes whose reports covered some of the window.
+	observed map[int64]*observedTask
+	covered  map[string]bool
+}
+
+type observedTask struct {
+	node  string
+	hours float64
+	uuids map[string]bool
 }
 
 // UserUse is one user's use of the fleet over the window, as a
@@ -198,7 +210,8 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Ledger{From: q.Window.From, To: q.Window.To, By: q.By, Split: q.Split}
+	l := &Ledger{From: q.Window.From, To: q.Window.To, By: q.By, Split: q.Split,
+		observed: map[int64]*observedTask{}, covered: map[string]bool{}}
 	if q.Prices != nil {
 		l.Currency = q.Prices.Currency
 	}
@@ -231,6 +244,7 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	for _, g := range d.GPUs {
 		k := gk{g.Node, g.UUID}
 		observed[k] += g.Observed
+		l.covered[g.Node] = true
 		if model[k] == "" {
 			model[k] = g.Model
 		}
@@ -293,6 +307,13 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 		switch {
 		case tie != nil:
 			state, project = Attributed, tie.Project
+			o := l.observed[tie.Key]
+			if o == nil {
+				o = &observedTask{node: u.Node, uuids: map[string]bool{}}
+				l.observed[tie.Key] = o
+			}
+			o.hours += h
+			o.uuids[u.UUID] = true
 		default:
 			if p, ok := q.Namespaces.Project(u.User.Namespace); ok {
 				state, project = Undeclared, p
@@ -338,6 +359,9 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	sort.Slice(l.Rows, func(i, j int) bool { return l.Rows[i].Key < l.Rows[j].Key })
 	if q.By == ByState {
 		l.Rows = stateRows(&a.total)
+		for i := range l.Rows {
+			finish(&l.Rows[i].Figures, q.Prices != nil, false)
+		}
 	}
 	finish(&a.total, q.Prices != nil, admin)
 	l.Total = a.total

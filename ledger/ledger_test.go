@@ -163,11 +163,11 @@ func TestLedgerIdentityRandom(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 7))
 				s := storetest.Open(t, dsn)
 				n := randomFleet(t, s, rng)
-			if seed == 3 {
-				// Two fleets' reports under the same node names: late
-				// final reports, gaps filled after a final, resends.
-				n += randomFleet(t, s, rand.New(rand.NewPCG(seed, 8)))
-			}
+				if seed == 3 {
+					// Two fleets' reports under the same node names: late
+					// final reports, gaps filled after a final, resends.
+					n += randomFleet(t, s, rand.New(rand.NewPCG(seed, 8)))
+				}
 				ns, err := ledger.ParseNamespaceProjects([]byte(`{"team-a": "proj_a", "team-*": "proj_teams"}`))
 				if err != nil {
 					t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
@@ -18,6 +19,8 @@ import (
 // nodeSettings are serve's settings of node reports and the ledger.
 type nodeSettings struct {
 	retire, rawRetention time.Duration
+	namespaces           *ledger.NamespaceProjects
+	split                string
 }
 
 // nodeFlags defines serve's flags of node reports on e's flag set.
@@ -32,14 +35,22 @@ func nodeFlags(e env) (func() (*nodeSettings, error), error) {
 	if err != nil {
 		return nil, err
 	}
+	lf, err := defineLedgerFlags(e)
+	if err != nil {
+		return nil, err
+	}
 	return func() (*nodeSettings, error) {
+		ns, err := lf.load()
+		if err != nil {
+			return nil, err
+		}
 		if *retire <= 0 {
 			return nil, fmt.Errorf("%w: --node-retire must be positive", errUsage)
 		}
 		if *raw <= 0 {
 			return nil, fmt.Errorf("%w: --raw-retention must be positive", errUsage)
 		}
-		return &nodeSettings{retire: *retire, rawRetention: *raw}, nil
+		return &nodeSettings{retire: *retire, rawRetention: *raw, namespaces: ns, split: *lf.split}, nil
 	}, nil
 }
 

@@ -182,6 +182,7 @@ func serve(args []string, stderr io.Writer) error {
 	nodesCtx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, c.nodes, log)
+	mountLedger(api, st, c, prices)
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

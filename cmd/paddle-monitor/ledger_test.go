@@ -70,6 +70,11 @@ var ledgerByHand = map[string]float64{
 	"capacity_cost":          40.36,
 }
 
+// ledgerExampleCSV is `ledger --by state --format csv` of ledgerFleet,
+// as docs/cost.md's worked example shows it.
+const ledgerExampleCSV = "state,gpu_hours,cost\nattributed,0.666667,6.67\nundeclared,0.333333,3.33\nunattributed,0.214286,2.5\n" +
+	"unallocated,0.785714,7.86\nunobserved,2,20\ntotal,4,40.36\n"
+
 func TestLedgerByHand(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		dir := t.TempDir()
@@ -122,8 +127,7 @@ func TestLedgerByHand(t *testing.T) {
 
 		// By state.
 		r = runMonitor(t, "ledger", "--db", dsn, "--prices", prices, "--namespace-projects", ns, "--from", from, "--to", to, "--by", "state", "--format", "csv")
-		wantCSV := "state,gpu_hours,cost\nattributed,0.666667,6.67\nundeclared,0.333333,3.33\nunattributed,0.214286,2.5\n" +
-			"unallocated,0.785714,7.86\nunobserved,2,20\ntotal,4,40.36\n"
+		wantCSV := ledgerExampleCSV
 		if r.code != 0 || r.stdout != wantCSV {
 			t.Errorf("ledger --by state --format csv: exit %d\n%s\nwant\n%s%s", r.code, r.stdout, wantCSV, r.stderr)
 		}
@@ -199,4 +203,18 @@ func sameJSON(a, b []byte) bool {
 		return false
 	}
 	return fmt.Sprint(x) == fmt.Sprint(y) && strings.TrimSpace(string(a)) != ""
+}
+
+// TestDocsLedgerExample: docs/cost.md's worked example shows what
+// TestLedgerByHand checks.
+func TestDocsLedgerExample(t *testing.T) {
+	for _, b := range codeBlocks(t, "../../docs/cost.md") {
+		if b.lang == "csv" && strings.HasPrefix(b.text, "state,gpu_hours,cost\n") {
+			if want := ledgerExampleCSV; b.text != want {
+				t.Errorf("docs/cost.md:%d shows\n%s\nthe ledger prints\n%s", b.line, b.text, want)
+			}
+			return
+		}
+	}
+	t.Fatal("docs/cost.md has no worked example of the ledger (a csv block beginning state,gpu_hours,cost)")
 }

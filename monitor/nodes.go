@@ -3,7 +3,6 @@ package monitor
 import (
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,9 +81,9 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig
 		a.fail(w, status, msg)
 		return
 	}
-	var rep wire.NodeReport
-	if err := json.Unmarshal(body, &rep); err != nil {
-		a.fail(w, http.StatusBadRequest, jsonProblem(err))
+	rep, err := wire.DecodeNodeReport(body)
+	if err != nil {
+		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	now := a.cfg.Now()
@@ -96,7 +95,7 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig
 		a.fail(w, http.StatusForbidden, "token "+tok.Name+" may not send reports of node "+rep.Node)
 		return
 	}
-	res, err := cfg.Store.StoreNodeReport(r.Context(), &rep, cfg.Retire)
+	res, err := cfg.Store.StoreNodeReport(r.Context(), rep, cfg.Retire)
 	var held *store.GPUHeldError
 	switch {
 	case errors.As(err, &held):
@@ -150,13 +149,4 @@ func readNodeBody(w http.ResponseWriter, r *http.Request) (body []byte, status i
 		return nil, http.StatusRequestEntityTooLarge, "the body is over 256 KiB decoded"
 	}
 	return b, 0, ""
-}
-
-// jsonProblem names the field of a JSON decoding error where it can.
-func jsonProblem(err error) string {
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) && typ.Field != "" {
-		return fmt.Sprintf("%s: must be a JSON %s, got %s", typ.Field, typ.Type, typ.Value)
-	}
-	return "the body is not a JSON node report: " + err.Error()
 }

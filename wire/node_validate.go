@@ -8,23 +8,19 @@ import (
 	"time"
 )
 
-// ErrInvalid is what every FieldError of a body matches with errors.Is.
-var ErrInvalid = errors.New("invalid body")
-
-// FieldError is a body that breaks a rule: Field is the path of the field
-// in the JSON ("instances[2].users[0].allocated_share"), Rule what it
-// must be.
-type FieldError struct {
-	Field, Rule string
+func bad(field, format string, args ...any) error {
+	return &FieldError{Path: field, Rule: fmt.Sprintf(format, args...)}
 }
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Rule }
-
-// Is makes errors.Is(err, ErrInvalid) true for every FieldError.
-func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
-
-func bad(field, format string, args ...any) error {
-	return &FieldError{Field: field, Rule: fmt.Sprintf(format, args...)}
+// DecodeNodeReport decodes a node report's body: a *BodyError when it is
+// not one JSON object, a *FieldError naming a field of the wrong type.
+// Keys it does not know are ignored. Validate checks the bounds.
+func DecodeNodeReport(body []byte) (*NodeReport, error) {
+	var r NodeReport
+	if err := decode(body, &r, "a node report"); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // MaxNodeStringBytes bounds every free-text field of a node report (IDs,
@@ -193,10 +189,10 @@ func (r *NodeReport) checkInstance(f string, in *NodeInstance) error {
 	if err := percent(f+".util_mean", in.UtilMean); err != nil {
 		return err
 	}
-	if err := share(f+".busy_share", in.BusyShare); err != nil {
+	if err := fraction(f+".busy_share", in.BusyShare); err != nil {
 		return err
 	}
-	if err := share(f+".occupied_share", in.OccupiedShare); err != nil {
+	if err := fraction(f+".occupied_share", in.OccupiedShare); err != nil {
 		return err
 	}
 	switch in.BusyBasis {
@@ -232,7 +228,7 @@ func checkUser(f string, u *NodeUser) error {
 		field string
 		v     float64
 	}{{"allocated_share", u.AllocatedShare}, {"seen_share", u.SeenShare}, {"busy_share", u.BusyShare}} {
-		if err := share(f+"."+s.field, s.v); err != nil {
+		if err := fraction(f+"."+s.field, s.v); err != nil {
 			return err
 		}
 	}
@@ -249,7 +245,7 @@ func checkUser(f string, u *NodeUser) error {
 	return nil
 }
 
-func share(field string, v float64) error {
+func fraction(field string, v float64) error {
 	if math.IsNaN(v) || v < 0 || v > 1 {
 		return bad(field, "must be in [0, 1], got %v", v)
 	}

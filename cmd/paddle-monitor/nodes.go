@@ -12,46 +12,56 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
-// nodeSettings are serve's settings of node reports and the ledger.
+// nodeSettings are the settings of node reports and the ledger (serve's,
+// and the ledger commands' but --raw-retention).
 type nodeSettings struct {
 	retire, rawRetention time.Duration
-	namespaces           *ledger.NamespaceProjects
+	namespacesFile       string
 	split                string
 }
 
-// nodeFlags defines serve's flags of node reports on e's flag set.
-func nodeFlags(e env) (func() (*nodeSettings, error), error) {
-	retire, err := e.duration("node-retire", "PADDLE_MONITOR_NODE_RETIRE", store.DefaultNodeRetire,
-		"a node's GPU stops counting this long after its last report, and stays its node's (409 to another) until then")
-	if err != nil {
-		return nil, err
+// nodeEntries are the settings of node reports and the ledger, kept in the
+// field field returns; withRaw adds --raw-retention (serve only).
+func nodeEntries[T any](field func(*T) *nodeSettings, withRaw bool) []entry[T] {
+	e := []entry[T]{
+		{Flag: "node-retire", Var: "PADDLE_MONITOR_NODE_RETIRE", Type: "duration", Default: store.DefaultNodeRetire.String(),
+			Doc: "a node's GPU stops counting this long after its last report, and stays its node's (409 to another) until then",
+			Parse: func(c *T, s string) (err error) {
+				field(c).retire, err = settings.PositiveDuration(s)
+				return err
+			}},
+		{Flag: "namespace-projects", Var: "PADDLE_MONITOR_NAMESPACE_PROJECTS", Type: "string",
+			Doc:   `namespace globs to projects (JSON {"team-a": "search_default", "*": "unassigned"}): undeclared use of a namespace is charged to its project`,
+			Parse: str(func(c *T) *string { return &field(c).namespacesFile })},
+		{Flag: "split", Var: "PADDLE_MONITOR_SPLIT", Type: "string", Default: ledger.SplitEqual,
+			Doc: "how an instance's occupied time is split among its users: equal or util",
+			Parse: func(c *T, s string) (err error) {
+				field(c).split, err = settings.OneOf(s, ledger.SplitEqual, ledger.SplitUtil)
+				return err
+			}},
 	}
-	raw, err := e.duration("raw-retention", "PADDLE_MONITOR_RAW_RETENTION", store.DefaultRawRetention,
-		"raw node reports are kept this long (the hourly roll-ups for good)")
-	if err != nil {
-		return nil, err
+	if withRaw {
+		e = append(e, entry[T]{Flag: "raw-retention", Var: "PADDLE_MONITOR_RAW_RETENTION", Type: "duration",
+			Default: store.DefaultRawRetention.String(), Doc: "raw node reports are kept this long (the hourly roll-ups for good)",
+			Parse: func(c *T, s string) (err error) {
+				field(c).rawRetention, err = settings.PositiveDuration(s)
+				return err
+			}})
 	}
-	lf, err := defineLedgerFlags(e)
-	if err != nil {
-		return nil, err
+	return e
+}
+
+// namespaces reads the --namespace-projects file (nil without one).
+func (n *nodeSettings) namespaces() (*ledger.NamespaceProjects, error) {
+	if n.namespacesFile == "" {
+		return nil, nil
 	}
-	return func() (*nodeSettings, error) {
-		ns, err := lf.load()
-		if err != nil {
-			return nil, err
-		}
-		if *retire <= 0 {
-			return nil, fmt.Errorf("%w: --node-retire must be positive", errUsage)
-		}
-		if *raw <= 0 {
-			return nil, fmt.Errorf("%w: --raw-retention must be positive", errUsage)
-		}
-		return &nodeSettings{retire: *retire, rawRetention: *raw, namespaces: ns, split: *lf.split}, nil
-	}, nil
+	return ledger.LoadNamespaceProjects(n.namespacesFile)
 }
 
 // pruneEvery is how often serve deletes the raw node reports older than
@@ -82,16 +92,16 @@ func mountNodes(ctx context.Context, api *monitor.API, st *store.Store, n *nodeS
 	}()
 }
 
+// nodeRetireSettings: the database only.
+var nodeRetireSettings = settings.Table[sources]{Policy: settings.Refuse,
+	Entries: sourceEntries(func(c *sources) *sources { return c }, "", "")[:1]}
+
 // nodeCmd is `paddle-monitor node retire NODE`: the node's GPUs stop
 // counting now, and another node may report them.
 func nodeCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
-	if err != nil {
-		return err
-	}
+	nodeRetireSettings.Define(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -102,11 +112,15 @@ func nodeCmd(args []string, stdout io.Writer) error {
 	if err := wire.HostName(node); err != nil {
 		return fmt.Errorf("%w: node retire: NODE %v", errUsage, err)
 	}
+	var src sources
+	if err := resolve(nodeRetireSettings, &src, fs); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, *db, store.Options{MustExist: true})
+	st, err := store.Open(ctx, src.db, store.Options{MustExist: true})
 	if errors.Is(err, store.ErrNoDatabase) {
-		return fmt.Errorf("--db %s: no such database file", *db)
+		return fmt.Errorf("--db %s: no such database file", src.db)
 	}
 	if err != nil {
 		return err

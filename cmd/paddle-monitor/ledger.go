@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
@@ -19,14 +21,16 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
-// mountLedger adds GET /v1/ledger and GET /v1/discrepancies.
-func mountLedger(api *monitor.API, st *store.Store, c *serveConfig, prices *report.Prices) error {
+// mountLedger adds GET /v1/ledger and GET /v1/discrepancies, and the
+// fleet's series on /metrics.
+func mountLedger(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig, prices *report.Prices, log *slog.Logger) error {
 	ns, err := c.nodes.namespaces()
 	if err != nil {
 		return err
 	}
-	monitor.MountLedger(api, monitor.LedgerConfig{Source: st, Prices: prices, Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire})
-	return nil
+	cfg := monitor.LedgerConfig{Source: st, Prices: prices, Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire}
+	monitor.MountLedger(api, cfg)
+	return reg.Register(monitor.NewFleetCollector(st, cfg, log))
 }
 
 // ledgerConfig is the settings of ledger and discrepancies.

@@ -167,7 +167,7 @@ func serve(args []string, stderr io.Writer) error {
 	nodesCtx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
-	if err := mountLedger(api, st, c, prices); err != nil {
+	if err := mountLedger(api, reg, st, c, prices, log); err != nil {
 		return err
 	}
 

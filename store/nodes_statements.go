@@ -71,6 +71,35 @@ var (
 		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1)}}
 )
 
+// Ties of a report's users to registrations (ledger.go, TieCandidates;
+// and the idleness of the latest report's tasks).
+var (
+	stmtTiePod = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' ORDER BY start_time, id`,
+		sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{"pod"}}
+	// tieSlurm: a registration of the same node (its hostname or
+	// k8s_node) with the same Slurm job.
+	stmtTieSlurm = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{"42", "n", "n"}}
+	// tieContainer: the declared task of a container whose host name is
+	// the container's default one or whose k8s_node is the report's node.
+	stmtTieContainer = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t", "p", "", "", "h", "n"}}
+	// observedIdle: the idleness of an open task from its node's latest
+	// report (idle: kept, or set to the report's start; busy: cleared).
+	stmtObservedIdle = &stmt{sql: `UPDATE tasks SET
+		idle_since = CASE WHEN ? = 1 THEN COALESCE(idle_since, ?) END,
+		observed_at = ?,
+		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END
+		WHERE id = ? AND end_time IS NULL`,
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
+		example: []any{int64(1), int64(1), int64(2), int64(2), int64(2), int64(1)}}
+	stmtNodeLastTime = &stmt{sql: "SELECT last_time FROM nodes WHERE node = ?",
+		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{"n"}}
+)
+
 // SQLite's plan of an INSERT … ON CONFLICT names no index (its conflict
 // target is its primary key); PostgreSQL's names the arbiter.
 

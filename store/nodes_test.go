@@ -271,3 +271,57 @@ func TestUncovered(t *testing.T) {
 		}
 	}
 }
+
+// TestObservedIdleness: an open task tied to users of its node's latest
+// report is idle when each of them was idle there (idle_since the report's
+// start), busy otherwise; a heartbeat then no longer changes idle_since,
+// and an older report changes nothing.
+func TestObservedIdleness(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		r := reg("t-obs", "p", "o", hourT0-600, store.RegisteredGPU{UUID: "GPU-a", Model: "NVIDIA H200"})
+		r.K8sPodUID = "pod-GPU-a"
+		mustRegister(t, s, r)
+		idleSince := func() *int64 {
+			t.Helper()
+			task, err := s.Task(ctx, "t-obs", "", nil)
+			if err != nil || task == nil {
+				t.Fatalf("task: %+v, %v", task, err)
+			}
+			return task.IdleSince
+		}
+		report := func(end int64, busy float64) {
+			t.Helper()
+			rep := wholeReport("n1", end, 60, "GPU-a")
+			rep.Instances[0].Users[0].BusyShare = busy
+			if _, err := s.StoreNodeReport(ctx, rep, store.DefaultNodeRetire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		report(hourT0+60, 0)
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after an idle report: %v, want %d", got, hourT0)
+		}
+		report(hourT0+120, 0)
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after a second idle report: %v, want %d (kept)", got, hourT0)
+		}
+		// A busy heartbeat does not make the observed task busy.
+		if err := s.HeartbeatSampled(ctx, &store.Sampled{TaskID: "t-obs", Time: hourT0 + 130,
+			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 5, UtilMean: ptrOf(90.0)}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after a busy heartbeat: %v, want %d (the reports decide)", got, hourT0)
+		}
+		// An older report (a resend from a spool) changes nothing.
+		report(hourT0-300, 0.5)
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after an older busy report: %v, want %d", got, hourT0)
+		}
+		report(hourT0+180, 0.5)
+		if got := idleSince(); got != nil {
+			t.Fatalf("idle_since after a busy report: %v, want none", *got)
+		}
+	})
+}

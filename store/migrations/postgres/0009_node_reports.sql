@@ -5,6 +5,10 @@
 -- '' when none. tasks_k8s_pod_uid serves the tie of a Kubernetes user by
 -- pod UID, tasks_slurm_job that of a Slurm job.
 ALTER TABLE tasks ADD COLUMN slurm_job TEXT NOT NULL DEFAULT '';
+-- tasks.observed_at is the time of the latest node report in which users
+-- were tied to the task: its idleness then follows the node reports (a
+-- heartbeat no longer changes idle_since).
+ALTER TABLE tasks ADD COLUMN observed_at BIGINT;
 CREATE INDEX tasks_k8s_pod_uid ON tasks (k8s_pod_uid, start_time) WHERE k8s_pod_uid <> '';
 CREATE INDEX tasks_slurm_job ON tasks (slurm_job, start_time) WHERE slurm_job <> '';
 

@@ -261,6 +261,34 @@ func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *Us
 	default:
 		return nil, nil
 	}
+	out, err := s.ties(ctx, q, st, args...)
+	if err != nil || st != stmtTieSlurm {
+		return out, err
+	}
+	// A registration without slurm_job names its job as pipeline_run.
+	more, err := s.ties(ctx, q, stmtTieSlurmRun, args...)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int64]bool{}
+	for _, t := range out {
+		seen[t.Key] = true
+	}
+	for _, t := range more {
+		if !seen[t.Key] {
+			out = append(out, t)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].StartTime != out[j].StartTime {
+			return out[i].StartTime < out[j].StartTime
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out, nil
+}
+
+func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {
 	rows, err := s.query(ctx, q, st, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: ledger ties: %w", err)

@@ -82,6 +82,11 @@ var (
 	stmtTieSlurm = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
 		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
 		sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{"42", "n", "n"}}
+	// tieSlurmRun: the same for a registration that names its job as
+	// its pipeline run (orchestrator slurm, SLURM_JOB_ID).
+	stmtTieSlurmRun = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE pipeline_run = ? AND orchestrator = 'slurm' AND pipeline_run <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_slurm_run", postgresIndex: "tasks_slurm_run", example: []any{"42", "n", "n"}}
 	// tieContainer: the declared task of a container whose host name is
 	// the container's default one or whose k8s_node is the report's node.
 	stmtTieContainer = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks

@@ -325,3 +325,49 @@ func TestObservedIdleness(t *testing.T) {
 		}
 	})
 }
+
+// TestTieCandidates: who a report's user is tied to, by each rule.
+func TestTieCandidates(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		pod := reg("t-pod", "p", "o", 100)
+		pod.K8sPodUID = "uid-1"
+		slurm := reg("t-slurm", "p", "o", 200)
+		slurm.Orchestrator, slurm.PipelineRun, slurm.Hostname = "slurm", "4242", "n1"
+		docker := reg("t-docker", "p", "o", 300)
+		docker.Hostname = "abcdef012345"
+		for _, r := range []*store.Registration{pod, slurm, docker} {
+			mustRegister(t, s, r)
+		}
+		for _, tc := range []struct {
+			name string
+			u    store.UserIdentity
+			want string
+		}{
+			{"pod UID, whatever it declares", store.UserIdentity{PodUID: "uid-1", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"}, "t-pod"},
+			{"unknown pod UID", store.UserIdentity{PodUID: "uid-2"}, ""},
+			{"Slurm job as the pipeline run", store.UserIdentity{SlurmJob: "4242"}, "t-slurm"},
+			{"another Slurm job", store.UserIdentity{SlurmJob: "4243"}, ""},
+			{"container by its default host name", store.UserIdentity{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"}, "t-docker/o"},
+			{"container with the declared owner", store.UserIdentity{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p", DeclaredOwner: "other"}, ""},
+			{"container of another host name", store.UserIdentity{ContainerID: "ffffff0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"}, ""},
+			{"container that declared nothing", store.UserIdentity{ContainerID: "abcdef0123456789"}, ""},
+			{"host user", store.UserIdentity{Cgroup: "/user.slice", UID: ptrOf(int64(1000))}, ""},
+		} {
+			ties, err := s.TieCandidates(ctx, "n1", &tc.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, x := range ties {
+				got += x.TaskID
+				if x.TaskID == "t-docker" {
+					got += "/" + x.Owner
+				}
+			}
+			if got != tc.want {
+				t.Errorf("%s: tied to %q, want %q", tc.name, got, tc.want)
+			}
+		}
+	})
+}

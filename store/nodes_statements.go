@@ -15,12 +15,11 @@ var (
 	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		sqliteIndex: "", postgresIndex: "", example: []any{"n", int64(1), int64(1), int64(0), int64(1), int64(0), "{}", int64(1)}}
-	// gpuHeld: another node's live claim on a GPU UUID, reported after a
-	// time (the report's time − --node-retire).
-	stmtGPUHeld = &stmt{sql: `SELECT node FROM node_gpus WHERE uuid = ? AND ended_at IS NULL AND last_end > ? AND node <> ? LIMIT 1`,
-		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1", int64(1), "n"}}
-	stmtOpenLife = &stmt{sql: "SELECT first_start, last_end FROM node_gpus WHERE node = ? AND uuid = ? AND ended_at IS NULL",
-		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{"n", "GPU-1"}}
+	// openLives: the open lives of a GPU UUID, on every node: its own
+	// node's to extend, and another node's, reported after the report's
+	// time − --node-retire, a claim that refuses the report (409).
+	stmtOpenLives = &stmt{sql: `SELECT node, first_start, last_end FROM node_gpus WHERE uuid = ? AND ended_at IS NULL`,
+		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1"}}
 	// insertLife: a new life; on a life of the same start (an ended one)
 	// the span extends it, and its end, so that no covered instant is
 	// outside every life.
@@ -114,8 +113,7 @@ var nodeStatements = map[string]*stmt{
 	"node report stored": stmtNodeReportStored,
 	"node spans":         stmtNodeSpans,
 	"insert node report": stmtInsertNodeReport,
-	"GPU held":           stmtGPUHeld,
-	"open GPU life":      stmtOpenLife,
+	"open GPU lives":     stmtOpenLives,
 	"insert GPU life":    stmtInsertLife,
 	"extend GPU life":    stmtExtendLife,
 	"end GPU life":       stmtEndLife,

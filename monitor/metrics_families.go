@@ -21,7 +21,7 @@ type Family struct {
 // descs are the collectors' families' Descs, made once.
 var descs = func() map[*Family]*prometheus.Desc {
 	m := map[*Family]*prometheus.Desc{}
-	for _, f := range slices.Concat(taskFamilies, projectFamilies, fleetFamilies) {
+	for _, f := range append(slices.Clone(taskFamilies), projectFamilies...) {
 		m[f] = prometheus.NewDesc(f.Name, f.Help, f.Labels, nil)
 	}
 	return m
@@ -125,7 +125,7 @@ var projectFamilies = []*Family{&famProjectGPUSeconds, &famProjectCost, &famBudg
 // are.
 func Families() []Family {
 	var out []Family
-	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors}, taskFamilies, projectFamilies, fleetFamilies)...) {
+	for _, f := range byName(append(append([]*Family{&famRequests, &famStoreErrors}, taskFamilies...), projectFamilies...)...) {
 		c := *f
 		c.Labels = slices.Clone(f.Labels)
 		out = append(out, c)

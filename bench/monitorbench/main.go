@@ -83,7 +83,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, nodesScenario}
+var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario}
 
 func main() {
 	var o options
@@ -92,7 +92,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
 	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite databases (their directory is printed), to look into them after the run")
-	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,nodes", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics", "scenarios to run, comma-separated")
 	flag.Parse()
 	if *floorServe != "" {
 		if err := serveFloor(*floorServe); err != nil {

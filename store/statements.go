@@ -57,14 +57,14 @@ var (
 		sqliteIndex: "pending_completions_token", postgresIndex: "pending_completions_token", example: []any{"tok", int64(10)}}
 
 	stmtInsertTask = &stmt{sql: `INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
+		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index, slurm_job,
 		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, project, owner) DO NOTHING RETURNING id`,
 		// SQLite's plan of the upsert looks up task_gpus' foreign key to
 		// the new row by task_gpus' primary key.
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "tasks_identity",
-		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), int64(0), nil,
+		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "", "h", int64(1), int64(2), int64(0), nil,
 			"{}", "{}", int64(1), nil, "", int64(1)}}
 	stmtInsertProjectOwner = &stmt{sql: "INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT (project, owner) DO NOTHING",
 		postgresIndex: "project_owners_pkey", example: []any{"p", "o"}}

@@ -5,7 +5,9 @@ package main
 // and a MIG entry stored at its slices' share whatever its share says.
 
 import (
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,89 @@ func TestCountedEndIsLastSeen(t *testing.T) {
 			if want := map[string]string{"after": "10", "alive": "10"}[f[0]]; hours < 0 || f[hours] != want {
 				t.Errorf("%s: gpu_hours %q, want %q\n%s", f[0], f[hours], want, r.stdout)
 			}
+		}
+	})
+}
+
+// The real entrypoint in a Slurm job: SLURM_JOB_ID is sent as slurm_job
+// and the monitor stores it with the task (GET /v1/tasks/{id}), where the
+// ledger ties the node's observations of the job to it. On both stores.
+func TestEntrypointSlurmJobStored(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn)
+		dir := t.TempDir()
+		c := execCommand(bin.entrypoint, "/bin/true")
+		c.Env = []string{"PATH=/usr/bin:/bin", "PADDLE_MONITOR_URL=" + s.URL,
+			"PADDLE_SPOOL_PATH=" + filepath.Join(dir, "spool.db"), "PADDLE_LABELS_FILE=" + filepath.Join(dir, "labels"),
+			"PADDLE_PROJECT=search_ranking", "PADDLE_OWNER=ann", "PADDLE_TASK_ID=slurm-1",
+			"SLURM_JOB_ID=4242", "SLURM_JOB_NAME=pretrain"}
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("entrypoint: %v\n%s", err, out)
+		}
+		task := s.do(t, get("/v1/tasks/slurm-1", "")).JSON(t)
+		if task["slurm_job"] != "4242" || task["pipeline_run"] != "4242" || task["orchestrator"] != "slurm" {
+			t.Errorf("stored: slurm_job %v, pipeline_run %v, orchestrator %v; want 4242, 4242, slurm", task["slurm_job"], task["pipeline_run"], task["orchestrator"])
+		}
+		expect(t, s.do(t, registerReq(regBody("plain-1", "search_ranking", "ann", 1794700000), "")), 201, "")
+		if task := s.do(t, get("/v1/tasks/plain-1", "")).JSON(t); task["slurm_job"] != "" {
+			t.Errorf("a registration without slurm_job: %v, want \"\"", task["slurm_job"])
+		}
+	})
+}
+
+// discrepancies lists the GPU instances whose claims declared shares
+// adding up to more than 1 at one instant: three tasks at 0.5, 0.5 and
+// 0.25 on one time-sliced GPU are 1.25 from the third's start; a task that
+// took a whole GPU after another whole-GPU task that never completed ended
+// that one's claim, so that GPU is not listed. On both stores.
+func TestDiscrepanciesOvercommitted(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn)
+		T := time.Now().Add(-5 * time.Hour).Truncate(time.Hour).Unix()
+		for _, x := range []struct {
+			id    string
+			uuid  string
+			share float64
+			start int64
+			end   int64 // 0: never completes
+		}{
+			{"a", "GPU-s", 0.5, T, T + 4*3600}, {"b", "GPU-s", 0.5, T + 3600, T + 5*3600}, {"c", "GPU-s", 0.25, T + 2*3600, T + 3*3600},
+			{"w1", "GPU-w", 1, T, 0}, {"w2", "GPU-w", 1, T + 3600, T + 2*3600},
+		} {
+			expect(t, s.do(t, registerReq(gpuReg(x.id, x.start, gpuEntry(x.uuid, -1, "", 0, x.share)), "")), 201, "")
+			expect(t, s.do(t, post("/v1/task/heartbeat", fmt.Sprintf(`{"task_id":%q,"time":%d}`, x.id, x.start+1800), "")), 200, "")
+			if x.end > 0 {
+				expect(t, s.do(t, post("/v1/task/complete", fmt.Sprintf(`{"task_id":%q,"start_time":%d,"end_time":%d,"duration_seconds":%d,"exit_code":0}`,
+					x.id, x.start, x.end, x.end-x.start), "")), 200, "")
+			}
+		}
+		from, to := time.Unix(T, 0).UTC().Format(time.RFC3339), time.Unix(T+5*3600, 0).UTC().Format(time.RFC3339)
+		r := runMonitor(t, "discrepancies", "--db", dsn, "--from", from, "--to", to)
+		if r.code != 0 {
+			t.Fatalf("discrepancies: exit %d\n%s", r.code, r.stderr)
+		}
+		var d struct {
+			Overcommitted []struct {
+				UUID          string  `json:"uuid"`
+				GPUInstanceID *int64  `json:"gpu_instance_id"`
+				Time          string  `json:"time"`
+				Share         float64 `json:"share"`
+				Tasks         []struct {
+					TaskID string `json:"task_id"`
+				} `json:"tasks"`
+			} `json:"overcommitted"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+			t.Fatalf("%v\n%s", err, r.stdout)
+		}
+		at := time.Unix(T+2*3600, 0).UTC().Format(time.RFC3339)
+		if len(d.Overcommitted) != 1 {
+			t.Fatalf("overcommitted: %+v; want GPU-s only\n%s", d.Overcommitted, r.stdout)
+		}
+		o := d.Overcommitted[0]
+		if o.UUID != "GPU-s" || o.GPUInstanceID != nil || o.Time != at || o.Share != 1.25 || len(o.Tasks) != 3 ||
+			o.Tasks[0].TaskID != "a" || o.Tasks[1].TaskID != "b" || o.Tasks[2].TaskID != "c" {
+			t.Errorf("overcommitted: %+v; want GPU-s at %s, 1.25 of a, b and c", o, at)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
-// The files the monitor reads (--tokens, --prices, --budgets): regular
+// The files the monitor reads (--tokens, --prices, --budgets,
+// --namespace-projects): regular
 // files only, opened without blocking, 16 MiB at most; a reload on SIGHUP
 // never holds up the signal loop and a failed one keeps the tokens in
 // force; token --add-to keeps the file's owner, group and mode and never
@@ -45,7 +46,7 @@ func hostileFiles(t *testing.T, dir string) []struct{ path, says string } {
 	}
 }
 
-// Each file flag of serve and report, given a FIFO, a link to /dev/zero, a
+// Each file flag of serve, report, ledger and discrepancies, given a FIFO, a link to /dev/zero, a
 // directory or a 17 MiB file: exit 1 at once, naming the flag's file and
 // what is wrong, nothing served.
 func TestMonitorFilesRefused(t *testing.T) {
@@ -61,6 +62,9 @@ func TestMonitorFilesRefused(t *testing.T) {
 			{[]string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--budgets"}, "budgets file "},
 			{[]string{"report", "--db", db, "--prices"}, "prices file "},
 			{[]string{"report", "--db", db, "--budgets"}, "budgets file "},
+			{[]string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--namespace-projects"}, "--namespace-projects "},
+			{[]string{"ledger", "--db", db, "--namespace-projects"}, "--namespace-projects "},
+			{[]string{"discrepancies", "--db", db, "--namespace-projects"}, "--namespace-projects "},
 		} {
 			r := runMonitor(t, append(c.args, f.path)...)
 			// serve's log may come first (no tokens file, a warning).

@@ -36,6 +36,7 @@ type serveConfig struct {
 	maxInFlight                int
 	metricsAuth                bool
 	log                        *slog.Logger
+	books                      *booksSettings
 }
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -74,6 +75,9 @@ func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	}
 	metricsAuth, err := e.boolean("metrics-auth", "PADDLE_MONITOR_METRICS_AUTH", "/metrics needs an admin token")
 	if err != nil {
+		return nil, err
+	}
+	if c.books, err = booksFlags(fs); err != nil {
 		return nil, err
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -155,6 +159,12 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	// A restore refuses a SQLite file while this lock is held.
+	release, err := store.HoldStore(c.db)
+	if err != nil {
+		return err
+	}
+	defer release()
 	log.Info("database ready", "engine", st.Dialect(), "schema_version", store.SchemaVersion())
 
 	reg := prometheus.NewRegistry()
@@ -171,6 +181,12 @@ func serve(args []string, stderr io.Writer) error {
 	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {
 		return err
 	}
+
+	stopBooks, err := startBooks(api, reg, st, c, log)
+	if err != nil {
+		return err
+	}
+	defer stopBooks()
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

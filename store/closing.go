@@ -1,0 +1,428 @@
+package store
+
+// Closed months (docs/monitor.md, "Operating it for a year"): the store
+// keeps each version of a month's statement, as the books package builds
+// it, and finds the late data of closed months.
+//
+// A close is consistent: it holds the tasks' write lock (SQLite: an
+// immediate transaction on the writer; PostgreSQL: LOCK TABLE … IN SHARE
+// MODE, which waits for the writes in flight and holds new ones) while the
+// statement is computed, so the statement, the task cut (the largest
+// tasks.id) and the open tasks it records all describe one state of the
+// store. Writers wait for that long (the month's reports: well under a
+// second at a million tasks); nothing is refused.
+//
+// Late data of a closed month M, found later:
+//   - a task registered after the close (id > task_cut) that started
+//     before M's end: through tasks_registration_lag, since such a task
+//     registered at least (closed_at − M's end) after its start;
+//   - a completion or a heartbeat of a task that was open at the close and
+//     not yet seen past M's end (statement_open, with its last_seen then).
+//
+// Tasks already seen past M's end when it closed are settled for M: a
+// task's counted end only moves forward.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+// Statement statements with the index each uses (plans checked by
+// TestBooksPlans on both engines, like the write path's).
+var (
+	stmtStatementInForce = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, body, sha256
+		FROM statements WHERE month = ? AND reopened_at IS NULL ORDER BY version DESC LIMIT 1`,
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11"}}
+	stmtStatementVersions = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, body, sha256
+		FROM statements ORDER BY month, version`}
+	stmtLastVersion = &stmt{sql: "SELECT COALESCE(MAX(version), 0) FROM statements WHERE month = ?",
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11"}}
+	stmtInsertStatement = &stmt{sql: `INSERT INTO statements (month, version, closed_at, closed_by, task_cut, body, sha256)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, example: []any{"2026-11", int64(1), int64(1), "a", int64(1), "{}", "x"}}
+	stmtReopen = &stmt{sql: "UPDATE statements SET reopened_at = ?, reopened_by = ? WHERE month = ? AND version = ?",
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{int64(1), "a", "2026-11", int64(1)}}
+	stmtAdvanceCut = &stmt{sql: "UPDATE statements SET task_cut = ? WHERE month = ? AND version = ?",
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{int64(1), "2026-11", int64(1)}}
+	stmtMaxTaskKey = &stmt{sql: "SELECT COALESCE(MAX(id), 0) FROM tasks",
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey"}
+	// The open tasks that could still change a month ending at ?: started
+	// before it, not seen past it (tasks_open: start_time, open tasks).
+	stmtRecordOpen = &stmt{sql: `INSERT INTO statement_open (month, task_key, last_seen)
+		SELECT ?, id, last_seen FROM tasks WHERE end_time IS NULL AND start_time < ? AND COALESCE(last_seen, start_time) < ?`,
+		sqliteIndex: "tasks_open", postgresIndex: "tasks_open", example: []any{"2026-11", int64(1700000000), int64(1700000000)}}
+	stmtForgetOpen = &stmt{sql: "DELETE FROM statement_open WHERE month = ?",
+		sqliteIndex: "sqlite_autoindex_statement_open_1", postgresIndex: "statement_open_pkey", example: []any{"2026-11"}}
+	stmtSettleOpen = &stmt{sql: "DELETE FROM statement_open WHERE month = ? AND task_key = ?",
+		sqliteIndex: "sqlite_autoindex_statement_open_1", postgresIndex: "statement_open_pkey", example: []any{"2026-11", int64(1)}}
+	stmtKeepOpen = &stmt{sql: `INSERT INTO statement_open (month, task_key, last_seen) VALUES (?, ?, ?)
+		ON CONFLICT (month, task_key) DO UPDATE SET last_seen = excluded.last_seen`,
+		sqliteIndex: "", postgresIndex: "statement_open_pkey", example: []any{"2026-11", int64(1), int64(1)}}
+	// Late data: registrations (the lag index, then the cut and the start
+	// filtered in it) and changed open tasks (statement_open's key, then
+	// tasks by id).
+	stmtLateRegistered = &stmt{sql: `SELECT ` + lateColumns + `, 0, NULL FROM tasks t
+		WHERE (t.registered_at - t.start_time) > ? AND t.id > ? AND t.start_time < ?`,
+		sqliteIndex: "tasks_registration_lag", postgresIndex: "tasks_registration_lag", example: []any{int64(3600), int64(1), int64(1700000000)}}
+	stmtLateChanged = &stmt{sql: `SELECT ` + lateColumns + `, 1, b.last_seen FROM statement_open b JOIN tasks t ON t.id = b.task_key
+		WHERE b.month = ? AND (t.end_time IS NOT NULL OR COALESCE(t.last_seen, -1) <> COALESCE(b.last_seen, -1))`,
+		sqliteIndex: "sqlite_autoindex_statement_open_1", postgresIndex: "statement_open_pkey", example: []any{"2026-11"}}
+	stmtLateGPUs = &stmt{sql: `SELECT model, share, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile
+		FROM task_gpus WHERE task_key = ? ORDER BY position`,
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
+)
+
+const lateColumns = `t.id, t.task_id, t.project, t.owner, t.start_time, t.end_time, t.last_seen, t.gpu_unlisted,
+	CASE WHEN t.end_time IS NOT NULL AND (t.exit_code <> 0 OR t.gate_passed = 0) THEN 1 ELSE 0 END`
+
+// booksStatements are the statements of closing, late data and
+// retention, by name (the plan tests' subtests).
+var booksStatements = map[string]*stmt{
+	"statement in force": stmtStatementInForce,
+	"last version":       stmtLastVersion,
+	"insert statement":   stmtInsertStatement,
+	"reopen":             stmtReopen,
+	"advance cut":        stmtAdvanceCut,
+	"max task key":       stmtMaxTaskKey,
+	"record open tasks":  stmtRecordOpen,
+	"forget open tasks":  stmtForgetOpen,
+	"settle open task":   stmtSettleOpen,
+	"keep open task":     stmtKeepOpen,
+	"late registrations": stmtLateRegistered,
+	"late changes":       stmtLateChanged,
+	"late task's GPUs":   stmtLateGPUs,
+	"retention mark":     stmtRetentionMark,
+	"set retention mark": stmtSetRetentionMark,
+	"trim batch":         stmtTrimBatch,
+	"trim GPUs":          stmtTrimGPUs,
+	"trim task":          stmtTrimTask,
+	"trim open batch":    stmtTrimOpenBatch,
+	"trim check":         stmtTrimCheck,
+	"oldest start":       stmtOldestStart,
+}
+
+// ErrNotClosed is returned by ReopenMonth for a month without a statement
+// in force.
+var ErrNotClosed = errors.New("store: the month is not closed")
+
+// Closed is one version of a month's statement.
+type Closed struct {
+	Month      string
+	Version    int
+	ClosedAt   time.Time
+	ClosedBy   string
+	ReopenedAt *time.Time
+	ReopenedBy string
+	// TaskCut is the largest task key the month's late data has been
+	// counted up to.
+	TaskCut int64
+	// Body is the statement's canonical JSON; SHA256 its hash, hex.
+	Body   []byte
+	SHA256 string
+}
+
+func scanClosed(sc interface{ Scan(...any) error }) (*Closed, error) {
+	var c Closed
+	var closed int64
+	var reopened sql.NullInt64
+	var body string
+	if err := sc.Scan(&c.Month, &c.Version, &closed, &c.ClosedBy, &reopened, &c.ReopenedBy, &c.TaskCut, &body, &c.SHA256); err != nil {
+		return nil, err
+	}
+	c.ClosedAt = time.Unix(closed, 0).UTC()
+	if reopened.Valid {
+		t := time.Unix(reopened.Int64, 0).UTC()
+		c.ReopenedAt = &t
+	}
+	c.Body = []byte(body)
+	return &c, nil
+}
+
+// Statement returns the month's statement in force, or nil when the month
+// is open.
+func (s *Store) Statement(ctx context.Context, month string) (*Closed, error) {
+	c, err := scanClosed(s.queryRow(ctx, s.r, stmtStatementInForce, month))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: statement %s: %w", month, err)
+	}
+	return c, nil
+}
+
+// Statements lists every version of every statement, by month and version
+// (reopened ones too).
+func (s *Store) Statements(ctx context.Context) ([]Closed, error) {
+	rows, err := s.query(ctx, s.r, stmtStatementVersions)
+	if err != nil {
+		return nil, fmt.Errorf("store: statements: %w", err)
+	}
+	defer rows.Close()
+	var out []Closed
+	for rows.Next() {
+		c, err := scanClosed(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: statements: %w", err)
+		}
+		out = append(out, *c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: statements: %w", err)
+	}
+	return out, nil
+}
+
+// LateTask is a task whose part of a closed month changed after the close:
+// as it is now, and as the month last counted it (Before false: not at
+// all, a late registration).
+type LateTask struct {
+	Key                 int64
+	TaskID              string
+	Project, Owner      string
+	Start               int64
+	End, LastSeen       *int64 // now
+	Before              bool
+	BeforeLastSeen      *int64 // the last_seen counted then (the task was open)
+	GPUUnlisted         int64
+	Failed              bool
+	GPUs                []LateGPU
+	RegisteredLate      bool
+	CompletedAfterClose bool
+}
+
+// LateGPU is a listed GPU of a late task, as the report prices it.
+type LateGPU struct {
+	Model, Profile string
+	Share          float64
+	MIG            bool
+}
+
+// CloseRequest says what CloseMonth closes and whose late data the new
+// statement takes in.
+type CloseRequest struct {
+	Month  string
+	Window report.Window
+	By     string
+	// Earlier are the closed months (with their statements in force)
+	// whose late data goes into this statement: the closed months just
+	// before it.
+	Earlier []Closed
+}
+
+// Build computes a statement's body under the close's lock: src reads the
+// store as the lock holds it, late has each earlier month's late tasks,
+// closedAt is the close's time and version its number.
+type Build func(ctx context.Context, src report.Source, late map[string][]LateTask, closedAt time.Time, version int) ([]byte, error)
+
+// CloseMonth stores a new version of the month's statement, built by build
+// under the tasks' write lock, unless one is in force: then it returns
+// that one and created false (closing is idempotent). hash is the body's
+// SHA-256 (hex), computed by the caller's hash function.
+func (s *Store) CloseMonth(ctx context.Context, req CloseRequest, build Build, hash func([]byte) string) (c *Closed, created bool, err error) {
+	if c, err := s.Statement(ctx, req.Month); err != nil || c != nil {
+		return c, false, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	defer tx.Rollback()
+	if s.dialect == Postgres {
+		// Waits for the writes in flight, holds new ones until the commit.
+		if _, err := tx.ExecContext(ctx, "LOCK TABLE tasks, task_gpus IN SHARE MODE"); err != nil {
+			return nil, false, fmt.Errorf("store: close %s: lock: %w", req.Month, err)
+		}
+	} else if _, err := tx.ExecContext(ctx, "UPDATE schema_version SET version = version"); err != nil {
+		// An immediate transaction holds the write lock from BEGIN; the
+		// no-op write makes sure of it whatever the connection's mode.
+		return nil, false, fmt.Errorf("store: close %s: lock: %w", req.Month, err)
+	}
+	// Another process may have closed it meanwhile.
+	if c, err := scanClosed(s.queryRow(ctx, tx, stmtStatementInForce, req.Month)); err == nil {
+		return c, false, nil
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	var cut int64
+	if err := s.queryRow(ctx, tx, stmtMaxTaskKey).Scan(&cut); err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	var last int
+	if err := s.queryRow(ctx, tx, stmtLastVersion, req.Month).Scan(&last); err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	late := map[string][]LateTask{}
+	for _, e := range req.Earlier {
+		w, err := report.ParseMonth("month", e.Month)
+		if err != nil {
+			return nil, false, err
+		}
+		if late[e.Month], err = s.lateTasks(ctx, tx, e, w); err != nil {
+			return nil, false, err
+		}
+	}
+	closedAt := s.now().UTC().Truncate(time.Second)
+	// The reports read through the read pool: nothing commits to the
+	// tasks while the lock is held, so they see what the cut saw.
+	body, err := build(ctx, s, late, closedAt, last+1)
+	if err != nil {
+		return nil, false, err
+	}
+	c = &Closed{Month: req.Month, Version: last + 1, ClosedAt: closedAt, ClosedBy: req.By, TaskCut: cut, Body: body, SHA256: hash(body)}
+	if _, err := s.exec(ctx, tx, stmtInsertStatement, c.Month, c.Version, closedAt.Unix(), c.ClosedBy, cut, string(body), c.SHA256); err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	if _, err := s.exec(ctx, tx, stmtForgetOpen, req.Month); err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	end := req.Window.To.Unix()
+	if _, err := s.exec(ctx, tx, stmtRecordOpen, req.Month, end, end); err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	// The earlier months' late data is in this statement now: their
+	// baseline moves to this close.
+	for _, e := range req.Earlier {
+		if err := s.settle(ctx, tx, e, late[e.Month], cut); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	return c, true, nil
+}
+
+// settle records that month e's late tasks are counted: those still open
+// and not seen past its end stay watched with their last_seen now; the
+// others are settled; the cut moves to cut.
+func (s *Store) settle(ctx context.Context, tx *sql.Tx, e Closed, late []LateTask, cut int64) error {
+	w, err := report.ParseMonth("month", e.Month)
+	if err != nil {
+		return err
+	}
+	for _, t := range late {
+		open := t.End == nil && (t.LastSeen == nil || *t.LastSeen < w.To.Unix())
+		if open {
+			if _, err := s.exec(ctx, tx, stmtKeepOpen, e.Month, t.Key, nullInt(t.LastSeen)); err != nil {
+				return fmt.Errorf("store: settling %s: %w", e.Month, err)
+			}
+		} else if _, err := s.exec(ctx, tx, stmtSettleOpen, e.Month, t.Key); err != nil {
+			return fmt.Errorf("store: settling %s: %w", e.Month, err)
+		}
+	}
+	if _, err := s.exec(ctx, tx, stmtAdvanceCut, cut, e.Month, e.Version); err != nil {
+		return fmt.Errorf("store: settling %s: %w", e.Month, err)
+	}
+	return nil
+}
+
+func nullInt(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// lateSlack covers requests received before a close but stored after its
+// cut was read (registered_at is the receipt's time).
+const lateSlack = 600
+
+// LateTasks returns the closed month's late tasks (c its statement in
+// force): what changed it since its statement, or since its late data last
+// went into a later statement.
+func (s *Store) LateTasks(ctx context.Context, c Closed) ([]LateTask, error) {
+	w, err := report.ParseMonth("month", c.Month)
+	if err != nil {
+		return nil, err
+	}
+	return s.lateTasks(ctx, s.r, c, w)
+}
+
+func (s *Store) lateTasks(ctx context.Context, q querier, c Closed, w report.Window) ([]LateTask, error) {
+	lag := c.ClosedAt.Unix() - w.To.Unix() - lateSlack
+	if lag < 0 {
+		lag = 0
+	}
+	var out []LateTask
+	read := func(st *stmt, args ...any) error {
+		rows, err := s.query(ctx, q, st, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t LateTask
+			var end, seen, beforeSeen sql.NullInt64
+			var failed, before int
+			if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.Start, &end, &seen, &t.GPUUnlisted, &failed,
+				&before, &beforeSeen); err != nil {
+				return err
+			}
+			if end.Valid {
+				t.End = &end.Int64
+			}
+			if seen.Valid {
+				t.LastSeen = &seen.Int64
+			}
+			if beforeSeen.Valid {
+				t.BeforeLastSeen = &beforeSeen.Int64
+			}
+			t.Failed, t.Before = failed == 1, before == 1
+			t.RegisteredLate = !t.Before
+			t.CompletedAfterClose = t.Before && t.End != nil
+			out = append(out, t)
+		}
+		return rows.Err()
+	}
+	if err := read(stmtLateRegistered, lag, c.TaskCut, w.To.Unix()); err != nil {
+		return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+	}
+	if err := read(stmtLateChanged, c.Month); err != nil {
+		return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+	}
+	for i := range out {
+		rows, err := s.query(ctx, q, stmtLateGPUs, out[i].Key)
+		if err != nil {
+			return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+		}
+		for rows.Next() {
+			var g LateGPU
+			var mig int
+			if err := rows.Scan(&g.Model, &g.Share, &mig, &g.Profile); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+			}
+			g.MIG = mig == 1
+			out[i].GPUs = append(out[i].GPUs, g)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+		}
+	}
+	return out, nil
+}
+
+// ReopenMonth marks the month's statement in force as reopened (by whom,
+// now); it is kept, and the next close makes a new version.
+func (s *Store) ReopenMonth(ctx context.Context, month, by string) (*Closed, error) {
+	c, err := s.Statement(ctx, month)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotClosed, month)
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	if _, err := s.exec(ctx, s.w, stmtReopen, now.Unix(), by, month, c.Version); err != nil {
+		return nil, fmt.Errorf("store: reopen %s: %w", month, err)
+	}
+	c.ReopenedAt, c.ReopenedBy = &now, by
+	return c, nil
+}

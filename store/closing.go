@@ -51,10 +51,12 @@ var (
 	stmtMaxTaskKey = &stmt{sql: "SELECT COALESCE(MAX(id), 0) FROM tasks",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey"}
 	// The open tasks that could still change a month ending at ?: started
-	// before it, not seen past it (tasks_open: start_time, open tasks).
+	// before it, not seen past it (PostgreSQL: tasks_open, the open tasks
+	// by start; SQLite: tasks_end_start, end_time NULL and the start's
+	// range).
 	stmtRecordOpen = &stmt{sql: `INSERT INTO statement_open (month, task_key, last_seen)
 		SELECT ?, id, last_seen FROM tasks WHERE end_time IS NULL AND start_time < ? AND COALESCE(last_seen, start_time) < ?`,
-		sqliteIndex: "tasks_open", postgresIndex: "tasks_open", example: []any{"2026-11", int64(1700000000), int64(1700000000)}}
+		sqliteIndex: "tasks_end_start", postgresIndex: "tasks_open", example: []any{"2026-11", int64(1700000000), int64(1700000000)}}
 	stmtForgetOpen = &stmt{sql: "DELETE FROM statement_open WHERE month = ?",
 		sqliteIndex: "sqlite_autoindex_statement_open_1", postgresIndex: "statement_open_pkey", example: []any{"2026-11"}}
 	stmtSettleOpen = &stmt{sql: "DELETE FROM statement_open WHERE month = ? AND task_key = ?",
@@ -80,7 +82,8 @@ const lateColumns = `t.id, t.task_id, t.project, t.owner, t.start_time, t.end_ti
 	CASE WHEN t.end_time IS NOT NULL AND (t.exit_code <> 0 OR t.gate_passed = 0) THEN 1 ELSE 0 END`
 
 // booksStatements are the statements of closing, late data and
-// retention, by name (the plan tests' subtests).
+// retention, by name (the plan tests' subtests). The retention table's
+// two statements are not among them: it holds one row.
 var booksStatements = map[string]*stmt{
 	"statement in force": stmtStatementInForce,
 	"last version":       stmtLastVersion,
@@ -95,8 +98,6 @@ var booksStatements = map[string]*stmt{
 	"late registrations": stmtLateRegistered,
 	"late changes":       stmtLateChanged,
 	"late task's GPUs":   stmtLateGPUs,
-	"retention mark":     stmtRetentionMark,
-	"set retention mark": stmtSetRetentionMark,
 	"trim batch":         stmtTrimBatch,
 	"trim GPUs":          stmtTrimGPUs,
 	"trim task":          stmtTrimTask,

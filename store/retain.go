@@ -27,7 +27,7 @@ var (
 	stmtTrimBatch = &stmt{sql: "SELECT id FROM tasks WHERE end_time < ? ORDER BY end_time LIMIT ?",
 		sqliteIndex: "tasks_end_time", postgresIndex: "tasks_end_time", example: []any{int64(1700000000), 100}}
 	stmtTrimOpenBatch = &stmt{sql: "SELECT id FROM tasks WHERE end_time IS NULL AND start_time < ? AND COALESCE(last_seen, start_time) < ? LIMIT ?",
-		sqliteIndex: "tasks_open", postgresIndex: "tasks_open", example: []any{int64(1700000000), int64(1700000000), 100}}
+		sqliteIndex: "tasks_end_start", postgresIndex: "tasks_open", example: []any{int64(1700000000), int64(1700000000), 100}}
 	stmtTrimCheck = &stmt{sql: "SELECT COALESCE(end_time, last_seen, start_time) FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
 	stmtTrimGPUs = &stmt{sql: "DELETE FROM task_gpus WHERE task_key = ?",

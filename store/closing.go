@@ -16,11 +16,17 @@ package store
 //   - a task registered after the close (id > task_cut) that started
 //     before M's end: through tasks_registration_lag, since such a task
 //     registered at least (closed_at − M's end) after its start;
-//   - a completion or a heartbeat of a task that was open at the close and
-//     not yet seen past M's end (statement_open, with its last_seen then).
+//   - a completion or a heartbeat of a task that was open at the close,
+//     not yet seen past M's end and seen within --open-ttl before it
+//     (statement_open, with its last_seen then).
 //
 // Tasks already seen past M's end when it closed are settled for M: a
-// task's counted end only moves forward.
+// task's counted end only moves forward. A task open and not seen for
+// --open-ttl before M's end (an exec-mode task started long before) is not
+// watched: a late completion of one changes M's live figures (--live, and
+// the next version after a reopen) but is not listed as an adjustment.
+// Watching every such task would make each open month's report read all
+// of them.
 
 import (
 	"context"
@@ -50,13 +56,16 @@ var (
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{int64(1), "2026-11", int64(1)}}
 	stmtMaxTaskKey = &stmt{sql: "SELECT COALESCE(MAX(id), 0) FROM tasks",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey"}
-	// The open tasks that could still change a month ending at ?: started
-	// before it, not seen past it (PostgreSQL: tasks_open, the open tasks
-	// by start; SQLite: tasks_end_start, end_time NULL and the start's
-	// range).
+	// The open tasks that could still change a month ending at ?: seen
+	// (registration or heartbeat, the server's clock) within --open-ttl
+	// before its end, started before it, not seen past it
+	// (PostgreSQL: tasks_open_seen_at, seen_at of the open tasks; SQLite
+	// takes tasks_open_token, the same range of seen_at per token, a skip
+	// scan over the few token names).
 	stmtRecordOpen = &stmt{sql: `INSERT INTO statement_open (month, task_key, last_seen)
-		SELECT ?, id, last_seen FROM tasks WHERE end_time IS NULL AND start_time < ? AND COALESCE(last_seen, start_time) < ?`,
-		sqliteIndex: "tasks_end_start", postgresIndex: "tasks_open", example: []any{"2026-11", int64(1700000000), int64(1700000000)}}
+		SELECT ?, id, last_seen FROM tasks WHERE end_time IS NULL AND seen_at >= ? AND start_time < ? AND COALESCE(last_seen, start_time) < ?`,
+		sqliteIndex: "tasks_open_token", postgresIndex: "tasks_open_seen_at",
+		example: []any{"2026-11", int64(1705395200), int64(1706000000), int64(1706000000)}}
 	stmtForgetOpen = &stmt{sql: "DELETE FROM statement_open WHERE month = ?",
 		sqliteIndex: "sqlite_autoindex_statement_open_1", postgresIndex: "statement_open_pkey", example: []any{"2026-11"}}
 	stmtSettleOpen = &stmt{sql: "DELETE FROM statement_open WHERE month = ? AND task_key = ?",
@@ -282,7 +291,7 @@ func (s *Store) CloseMonth(ctx context.Context, req CloseRequest, build Build, h
 		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
 	}
 	end := req.Window.To.Unix()
-	if _, err := s.exec(ctx, tx, stmtRecordOpen, req.Month, end, end); err != nil {
+	if _, err := s.exec(ctx, tx, stmtRecordOpen, req.Month, end-int64(s.openTTL/time.Second), end, end); err != nil {
 		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
 	}
 	// The earlier months' late data is in this statement now: their

@@ -44,6 +44,8 @@ type Store interface {
 	CloseMonth(ctx context.Context, req store.CloseRequest, build store.Build, hash func([]byte) string) (*store.Closed, bool, error)
 	ReopenMonth(ctx context.Context, month, by string) (*store.Closed, error)
 	LateTasks(ctx context.Context, c store.Closed) ([]store.LateTask, error)
+	StatementBody(ctx context.Context, month string, version int) ([]byte, error)
+	StatementReport(ctx context.Context, month string, version int, owner bool) ([]byte, error)
 	TrimmedBefore(ctx context.Context) (time.Time, error)
 }
 
@@ -141,7 +143,8 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		return nil, false, err
 	}
 	req := store.CloseRequest{Month: month, Window: w, By: by, Earlier: earlier}
-	build := func(ctx context.Context, src report.Source, late map[string][]store.LateTask, closedAt time.Time, version int) ([]byte, error) {
+	build := func(ctx context.Context, src report.Source, late map[string][]store.LateTask, closedAt time.Time, version int) (store.Built, error) {
+		var out store.Built
 		mark := &report.Closed{Month: month, Version: version, ClosedAt: closedAt}
 		s := Statement{Month: month, Version: version, From: w.From, To: w.To, ClosedAt: closedAt, ClosedBy: by,
 			Prices: prices, Budgets: budgets, Adjustments: []report.Adjustment{}}
@@ -151,16 +154,16 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		}
 		q := report.Query{Window: w, By: []string{"project"}, Prices: in.Prices, Budgets: in.Budgets, Now: closedAt}
 		if s.ByProject, err = report.Compute(ctx, src, q); err != nil {
-			return nil, err
+			return out, err
 		}
 		q.By, q.Budgets = []string{"project", "owner"}, nil
 		if s.ByProjectOwner, err = report.Compute(ctx, src, q); err != nil {
-			return nil, err
+			return out, err
 		}
 		for _, e := range earlier {
 			adj, err := Adjust(e.Month, late[e.Month], in.Prices)
 			if err != nil {
-				return nil, err
+				return out, err
 			}
 			s.Adjustments = append(s.Adjustments, adj...)
 		}
@@ -170,10 +173,23 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		}
 		if in.Ledger != nil {
 			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
-				return nil, err
+				return out, err
 			}
 		}
-		return json.Marshal(s)
+		if out.Body, err = json.Marshal(s); err != nil {
+			return out, err
+		}
+		var b bytes.Buffer
+		if err := report.WriteJSON(&b, s.ByProject); err != nil {
+			return out, err
+		}
+		out.ByProject = bytes.Clone(b.Bytes())
+		b.Reset()
+		if err := report.WriteJSON(&b, s.ByProjectOwner); err != nil {
+			return out, err
+		}
+		out.ByProjectOwner = b.Bytes()
+		return out, nil
 	}
 	return st.CloseMonth(ctx, req, build, Hash)
 }
@@ -228,13 +244,13 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 		}
 	}
 	if c != nil && statementKeys && !live {
-		s, err := Decode(c.Body)
+		b, err := st.StatementReport(ctx, c.Month, c.Version, len(by) == 2)
 		if err != nil {
 			return nil, err
 		}
-		r := s.ByProject
-		if len(by) == 2 {
-			r = s.ByProjectOwner
+		r := new(report.Report)
+		if err := json.Unmarshal(b, r); err != nil {
+			return nil, fmt.Errorf("books: statement %s version %d: %w", c.Month, c.Version, err)
 		}
 		if q.Scope != nil {
 			r = scoped(r, q.Scope)

@@ -41,15 +41,21 @@ import (
 // Statement statements with the index each uses (plans checked by
 // TestBooksPlans on both engines, like the write path's).
 var (
-	stmtStatementInForce = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, body, sha256
+	stmtStatementInForce = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, sha256
 		FROM statements WHERE month = ? AND reopened_at IS NULL ORDER BY version DESC LIMIT 1`,
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11"}}
-	stmtStatementVersions = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, body, sha256
+	stmtStatementVersions = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, sha256
 		FROM statements ORDER BY month, version`}
+	stmtStatementBody = &stmt{sql: "SELECT body FROM statements WHERE month = ? AND version = ?",
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11", int64(1)}}
+	stmtStatementByProject = &stmt{sql: "SELECT by_project FROM statements WHERE month = ? AND version = ?",
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11", int64(1)}}
+	stmtStatementByProjectOwner = &stmt{sql: "SELECT by_project_owner FROM statements WHERE month = ? AND version = ?",
+		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11", int64(1)}}
 	stmtLastVersion = &stmt{sql: "SELECT COALESCE(MAX(version), 0) FROM statements WHERE month = ?",
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11"}}
-	stmtInsertStatement = &stmt{sql: `INSERT INTO statements (month, version, closed_at, closed_by, task_cut, body, sha256)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, example: []any{"2026-11", int64(1), int64(1), "a", int64(1), "{}", "x"}}
+	stmtInsertStatement = &stmt{sql: `INSERT INTO statements (month, version, closed_at, closed_by, task_cut, body, sha256, by_project, by_project_owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, example: []any{"2026-11", int64(1), int64(1), "a", int64(1), "{}", "x", "{}", "{}"}}
 	stmtReopen = &stmt{sql: "UPDATE statements SET reopened_at = ?, reopened_by = ? WHERE month = ? AND version = ?",
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{int64(1), "a", "2026-11", int64(1)}}
 	stmtAdvanceCut = &stmt{sql: "UPDATE statements SET task_cut = ? WHERE month = ? AND version = ?",
@@ -130,8 +136,8 @@ type Closed struct {
 	// TaskCut is the largest task key the month's late data has been
 	// counted up to.
 	TaskCut int64
-	// Body is the statement's canonical JSON; SHA256 its hash, hex.
-	Body   []byte
+	// SHA256 is the hash (hex) of the statement's canonical JSON, which
+	// StatementBody reads.
 	SHA256 string
 }
 
@@ -139,8 +145,7 @@ func scanClosed(sc interface{ Scan(...any) error }) (*Closed, error) {
 	var c Closed
 	var closed int64
 	var reopened sql.NullInt64
-	var body string
-	if err := sc.Scan(&c.Month, &c.Version, &closed, &c.ClosedBy, &reopened, &c.ReopenedBy, &c.TaskCut, &body, &c.SHA256); err != nil {
+	if err := sc.Scan(&c.Month, &c.Version, &closed, &c.ClosedBy, &reopened, &c.ReopenedBy, &c.TaskCut, &c.SHA256); err != nil {
 		return nil, err
 	}
 	c.ClosedAt = time.Unix(closed, 0).UTC()
@@ -148,7 +153,6 @@ func scanClosed(sc interface{ Scan(...any) error }) (*Closed, error) {
 		t := time.Unix(reopened.Int64, 0).UTC()
 		c.ReopenedAt = &t
 	}
-	c.Body = []byte(body)
 	return &c, nil
 }
 
@@ -185,6 +189,29 @@ func (s *Store) Statements(ctx context.Context) ([]Closed, error) {
 		return nil, fmt.Errorf("store: statements: %w", err)
 	}
 	return out, nil
+}
+
+// StatementBody returns a statement's canonical JSON.
+func (s *Store) StatementBody(ctx context.Context, month string, version int) ([]byte, error) {
+	return s.statementText(ctx, stmtStatementBody, month, version)
+}
+
+// StatementReport returns one of a statement's reports as served: by
+// project, or (owner true) by project and owner.
+func (s *Store) StatementReport(ctx context.Context, month string, version int, owner bool) ([]byte, error) {
+	st := stmtStatementByProject
+	if owner {
+		st = stmtStatementByProjectOwner
+	}
+	return s.statementText(ctx, st, month, version)
+}
+
+func (s *Store) statementText(ctx context.Context, st *stmt, month string, version int) ([]byte, error) {
+	var text string
+	if err := s.queryRow(ctx, s.r, st, month, version).Scan(&text); err != nil {
+		return nil, fmt.Errorf("store: statement %s version %d: %w", month, version, err)
+	}
+	return []byte(text), nil
 }
 
 // LateTask is a task whose part of a closed month changed after the close:
@@ -224,10 +251,16 @@ type CloseRequest struct {
 	Earlier []Closed
 }
 
-// Build computes a statement's body under the close's lock: src reads the
-// store as the lock holds it, late has each earlier month's late tasks,
-// closedAt is the close's time and version its number.
-type Build func(ctx context.Context, src report.Source, late map[string][]LateTask, closedAt time.Time, version int) ([]byte, error)
+// Built is a statement as Build computes it: its canonical JSON, and its
+// two reports as served.
+type Built struct {
+	Body, ByProject, ByProjectOwner []byte
+}
+
+// Build computes a statement under the close's lock: src reads the store
+// as the lock holds it, late has each earlier month's late tasks, closedAt
+// is the close's time and version its number.
+type Build func(ctx context.Context, src report.Source, late map[string][]LateTask, closedAt time.Time, version int) (Built, error)
 
 // CloseMonth stores a new version of the month's statement, built by build
 // under the tasks' write lock, unless one is in force: then it returns
@@ -279,12 +312,13 @@ func (s *Store) CloseMonth(ctx context.Context, req CloseRequest, build Build, h
 	closedAt := s.now().UTC().Truncate(time.Second)
 	// The reports read through the read pool: nothing commits to the
 	// tasks while the lock is held, so they see what the cut saw.
-	body, err := build(ctx, s, late, closedAt, last+1)
+	b, err := build(ctx, s, late, closedAt, last+1)
 	if err != nil {
 		return nil, false, err
 	}
-	c = &Closed{Month: req.Month, Version: last + 1, ClosedAt: closedAt, ClosedBy: req.By, TaskCut: cut, Body: body, SHA256: hash(body)}
-	if _, err := s.exec(ctx, tx, stmtInsertStatement, c.Month, c.Version, closedAt.Unix(), c.ClosedBy, cut, string(body), c.SHA256); err != nil {
+	c = &Closed{Month: req.Month, Version: last + 1, ClosedAt: closedAt, ClosedBy: req.By, TaskCut: cut, SHA256: hash(b.Body)}
+	if _, err := s.exec(ctx, tx, stmtInsertStatement, c.Month, c.Version, closedAt.Unix(), c.ClosedBy, cut, string(b.Body), c.SHA256,
+		string(b.ByProject), string(b.ByProjectOwner)); err != nil {
 		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
 	}
 	if _, err := s.exec(ctx, tx, stmtForgetOpen, req.Month); err != nil {

@@ -182,7 +182,11 @@ func statementsCmd(args []string, stdout io.Writer) error {
 	}
 	var bad []string
 	for _, c := range all {
-		if books.Hash(c.Body) != c.SHA256 {
+		body, err := st.StatementBody(ctx, c.Month, c.Version)
+		if err != nil {
+			return err
+		}
+		if books.Hash(body) != c.SHA256 {
 			bad = append(bad, fmt.Sprintf("%s version %d", c.Month, c.Version))
 		}
 		if *asJSON {
@@ -190,7 +194,7 @@ func statementsCmd(args []string, stdout io.Writer) error {
 				monitor.Statement
 				Body json.RawMessage `json:"body"`
 			}{monitor.Statement{Month: c.Month, Version: c.Version, ClosedAt: c.ClosedAt, ClosedBy: c.ClosedBy, ReopenedAt: c.ReopenedAt,
-				ReopenedBy: c.ReopenedBy, SHA256: c.SHA256, InForce: c.ReopenedAt == nil}, json.RawMessage(c.Body)})
+				ReopenedBy: c.ReopenedBy, SHA256: c.SHA256, InForce: c.ReopenedAt == nil}, json.RawMessage(body)})
 			if err != nil {
 				return err
 			}

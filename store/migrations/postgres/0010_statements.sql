@@ -2,7 +2,9 @@
 -- "Operating it for a year").
 --
 -- statements: one row per version of a closed month's statement. body is
--- the statement's canonical JSON and sha256 its hash (hex); a version in
+-- the statement's canonical JSON and sha256 its hash (hex); by_project and
+-- by_project_owner are its two reports as the report serves them (JSON),
+-- so that serving one reads neither the other nor the body; a version in
 -- force has reopened_at NULL, a reopened one keeps its row and body for
 -- ever. task_cut is the largest tasks.id the statement (or a later one
 -- that took its late data in) had seen: a task with a larger id was
@@ -18,6 +20,8 @@ CREATE TABLE statements (
     task_cut    BIGINT  NOT NULL,
     body        TEXT    NOT NULL,
     sha256      TEXT    NOT NULL,
+    by_project       TEXT NOT NULL,
+    by_project_owner TEXT NOT NULL,
     PRIMARY KEY (month, version)
 );
 -- The tasks whose part of a closed month could still change when it was

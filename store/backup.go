@@ -77,6 +77,11 @@ func Backup(ctx context.Context, db, to string) (BackupInfo, error) {
 		os.Remove(partial)
 		return BackupInfo{}, fmt.Errorf("store: backup of %s: %w", db, err)
 	}
+	// The copy holds what the database holds: no one else reads it.
+	if err := os.Chmod(partial, 0o600); err != nil {
+		os.Remove(partial)
+		return BackupInfo{}, fmt.Errorf("store: backup: %w", err)
+	}
 	if err := syncFile(partial); err != nil {
 		os.Remove(partial)
 		return BackupInfo{}, err

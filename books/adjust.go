@@ -141,12 +141,8 @@ type oneTask struct {
 	gpus []report.GPUSums
 }
 
-func (o oneTask) ReportTasks(context.Context, report.Window, []string) ([]report.TaskSums, error) {
-	return []report.TaskSums{o.t}, nil
-}
-
-func (o oneTask) ReportGPUs(context.Context, report.Window, []string) ([]report.GPUSums, error) {
-	return o.gpus, nil
+func (o oneTask) ReportSums(context.Context, report.Window, []string, bool) (report.Sums, error) {
+	return report.Sums{Tasks: []report.TaskSums{o.t}, GPUs: o.gpus}, nil
 }
 
 func (o oneTask) ReportMetric(context.Context, report.Window, []string, string) ([]report.MetricSums, error) {

@@ -92,6 +92,13 @@ var (
 	ErrTrimmed = errors.New("books: the window reaches days deleted by --retain")
 )
 
+// TrimmedError is a report refused because its window reaches days
+// retention trimmed: a report.QueryError (ErrBadQuery) that is ErrTrimmed.
+type TrimmedError struct{ report.QueryError }
+
+func (e *TrimmedError) Unwrap() error        { return &e.QueryError }
+func (e *TrimmedError) Is(target error) bool { return target == ErrTrimmed }
+
 // Hash is the SHA-256 of a statement's canonical JSON, hex.
 func Hash(body []byte) string {
 	h := sha256.Sum256(body)
@@ -262,9 +269,10 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 		return nil, err
 	}
 	if !trimmed.IsZero() && q.From.Before(trimmed) {
-		what := "a whole closed month by project, or by project and owner (its statement)"
-		return nil, fmt.Errorf("%w: %w: the window starts at %s, and tasks that ended before %s were deleted (--retain); ask for %s",
-			report.ErrBadQuery, ErrTrimmed, q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339), what)
+		return nil, &TrimmedError{report.QueryError{Param: "from", Rule: fmt.Sprintf(
+			"from %s: the window reaches days whose tasks were deleted by --retain (those that ended before %s); "+
+				"there, ask for a whole closed month by project, or by project and owner (its statement)",
+			q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339))}}
 	}
 	r, err := report.Compute(ctx, st, q)
 	if err != nil {

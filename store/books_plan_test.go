@@ -46,8 +46,8 @@ func TestBooksPlans(t *testing.T) {
 		}
 		for m := range 600 {
 			month := fmt.Sprintf("%04d-%02d", 1990+m/12, m%12+1)
-			if _, err := tx.ExecContext(ctx, q(`INSERT INTO statements (month, version, closed_at, closed_by, task_cut, body, sha256)
-				VALUES (?, 1, 1, 'a', 1, '{}', 'x')`), month); err != nil {
+			if _, err := tx.ExecContext(ctx, q(`INSERT INTO statements (month, version, closed_at, closed_by, task_cut, body, sha256, by_project, by_project_owner)
+				VALUES (?, 1, 1, 'a', 1, '{}', 'x', '{}', '{}')`), month); err != nil {
 				t.Fatal(err)
 			}
 		}

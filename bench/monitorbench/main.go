@@ -211,7 +211,7 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// goals writes the table of MONITOR.md's targets against this run's
+// goals writes the table of the monitor's targets (docs/benchmarks.md, Goals) against this run's
 // figures, per store; a figure not measured in this run is left out.
 func goals(md *strings.Builder, envs ...*env) {
 	type goal struct {
@@ -265,7 +265,7 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"a year (12 closed months + the open one): a closed month's report ≤ 100 ms", atMost("year.closed", 0.1, "ms")},
 		{"the same: the open month's report ≤ 2 s", atMost("year.open", 2, "s")},
 	}
-	fmt.Fprintf(md, "\n### Goals (MONITOR.md section 7)\n\n| goal |")
+	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {
 		fmt.Fprintf(md, " %s |", e.store)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
@@ -61,6 +62,15 @@ func runBooks(name string, args []string, stdout io.Writer) (err error, ok bool)
 	return nil, false
 }
 
+// dbSettings are the settings of statements, backup and restore: the
+// database alone, as serve takes it.
+var dbSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c }, "", "")[:1]}
+
+// closeSettings are close's: the database, and the prices and budgets the
+// statement is computed with (and keeps).
+var closeSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c },
+	"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement")}
+
 // openExisting opens a store that must exist (never creates a SQLite file).
 func openExisting(ctx context.Context, db string) (*store.Store, error) {
 	st, err := store.Open(ctx, db, store.Options{MustExist: true})
@@ -73,13 +83,7 @@ func openExisting(ctx context.Context, db string) (*store.Store, error) {
 func closeCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("close", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
-	if err != nil {
-		return err
-	}
-	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON), stored in the statement")
-	budgetsFile := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets (JSON), stored in the statement")
+	closeSettings.Define(fs)
 	month := fs.String("month", "", "the month to close, YYYY-MM (UTC)")
 	reopen := fs.Bool("reopen", false, "reopen the month instead (its statement is kept; the next close makes a new version)")
 	if err := parseFlags(fs, args); err != nil {
@@ -91,6 +95,11 @@ func closeCmd(args []string, stdout io.Writer) error {
 	if *month == "" {
 		return fmt.Errorf("%w: close: --month is required (YYYY-MM)", errUsage)
 	}
+	var src sources
+	if err := resolve(closeSettings, &src, fs); err != nil {
+		return err
+	}
+	db, pricesFile, budgetsFile := &src.db, &src.prices, &src.budgets
 	if _, err := report.ParseMonth("--month", *month); err != nil {
 		return badQuery(err, "")
 	}
@@ -157,11 +166,7 @@ func booksInputs(pricesFile, budgetsFile string) (books.Inputs, error) {
 func statementsCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("statements", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
-	if err != nil {
-		return err
-	}
+	dbSettings.Define(fs)
 	asJSON := fs.Bool("json", false, "one JSON object per version, with its body (the canonical JSON its hash is of)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -169,6 +174,11 @@ func statementsCmd(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: statements takes no arguments, got %q", errUsage, fs.Args())
 	}
+	var src sources
+	if err := resolve(dbSettings, &src, fs); err != nil {
+		return err
+	}
+	db := &src.db
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	st, err := openExisting(ctx, *db)
@@ -219,11 +229,7 @@ func statementsCmd(args []string, stdout io.Writer) error {
 func backupCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("backup", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file (PostgreSQL: pg_dump, docs/monitor.md)")
-	if err != nil {
-		return err
-	}
+	dbSettings.Define(fs)
 	to := fs.String("to", "", "the backup file to write (must not exist)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -234,6 +240,11 @@ func backupCmd(args []string, stdout io.Writer) error {
 	if *to == "" {
 		return fmt.Errorf("%w: backup: --to is required", errUsage)
 	}
+	var src sources
+	if err := resolve(dbSettings, &src, fs); err != nil {
+		return err
+	}
+	db := &src.db
 	if store.IsPostgresDSN(*db) {
 		return fmt.Errorf("%w: backup: --db is a PostgreSQL URL: use pg_dump (docs/monitor.md, \"Backups\")", errUsage)
 	}
@@ -250,11 +261,7 @@ func backupCmd(args []string, stdout io.Writer) error {
 func restoreCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("restore", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file to replace (PostgreSQL: pg_restore, docs/monitor.md)")
-	if err != nil {
-		return err
-	}
+	dbSettings.Define(fs)
 	from := fs.String("from", "", "the backup file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -265,6 +272,11 @@ func restoreCmd(args []string, stdout io.Writer) error {
 	if *from == "" {
 		return fmt.Errorf("%w: restore: --from is required", errUsage)
 	}
+	var src sources
+	if err := resolve(dbSettings, &src, fs); err != nil {
+		return err
+	}
+	db := &src.db
 	if store.IsPostgresDSN(*db) {
 		return fmt.Errorf("%w: restore: --db is a PostgreSQL URL: use pg_restore (docs/monitor.md, \"Backups\")", errUsage)
 	}
@@ -279,48 +291,29 @@ func restoreCmd(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// booksSettings are serve's settings of this file.
+// booksSettings are serve's settings of this file: 0 is off.
 type booksSettings struct {
-	autoClose, retain *time.Duration
+	autoClose, retain time.Duration
 }
 
-// booksFlags defines serve's --auto-close and --retain.
-func booksFlags(fs *pflag.FlagSet) (*booksSettings, error) {
-	e := env{fs}
-	var b booksSettings
-	var err error
-	if b.autoClose, err = e.days("auto-close", "PADDLE_MONITOR_AUTO_CLOSE",
-		"close each month this long after it ends (72h, 3d; default off)"); err != nil {
-		return nil, err
+// booksEntries are serve's --auto-close and --retain.
+func booksEntries[T any](b func(*T) *booksSettings) []entry[T] {
+	return []entry[T]{
+		{Flag: "auto-close", Var: "PADDLE_MONITOR_AUTO_CLOSE", Type: "duration", Default: "0",
+			Doc:   "close each month this long after it ends (72h, 3d); 0: off",
+			Parse: func(c *T, s string) (err error) { b(c).autoClose, err = parseDays(s); return err }},
+		{Flag: "retain", Var: "PADDLE_MONITOR_RETAIN", Type: "duration", Default: "0",
+			Doc:   "delete, once a day, tasks of closed months counted to before now minus this (400d); 0: off, nothing is deleted",
+			Parse: func(c *T, s string) (err error) { b(c).retain, err = parseDays(s); return err }},
 	}
-	if b.retain, err = e.days("retain", "PADDLE_MONITOR_RETAIN",
-		"delete, once a day, tasks of closed months counted to before now minus this (400d; default off: nothing is deleted)"); err != nil {
-		return nil, err
-	}
-	return &b, nil
 }
 
-// daysValue is a duration flag that also takes whole days ("400d").
-type daysValue struct{ d *time.Duration }
-
-func (v daysValue) String() string {
-	if v.d == nil || *v.d == 0 {
-		return "0"
-	}
-	return v.d.String()
-}
-func (v daysValue) Type() string { return "duration" }
-func (v daysValue) Set(s string) error {
-	d, err := parseDays(s)
-	if err != nil {
-		return err
-	}
-	*v.d = d
-	return nil
-}
-
-// parseDays reads a Go duration or a whole number of days ("400d").
+// parseDays reads a Go duration or a whole number of days ("400d"); "0"
+// is off.
 func parseDays(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days < 1 {
@@ -332,19 +325,6 @@ func parseDays(s string) (time.Duration, error) {
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("%q: not a positive number of days (400d) nor a Go duration (72h)", s)
 	}
-	return d, nil
-}
-
-// days is duration for a setting that also takes days, off (0) by default.
-func (e env) days(name, variable, help string) (*time.Duration, error) {
-	d := new(time.Duration)
-	if v, ok := os.LookupEnv(variable); ok && v != "" {
-		var err error
-		if *d, err = parseDays(v); err != nil {
-			return nil, fmt.Errorf("%s=%w", variable, err)
-		}
-	}
-	e.fs.Var(daysValue{d}, name, help+" (env "+variable+")")
 	return d, nil
 }
 
@@ -369,7 +349,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
-	if d := *c.books.autoClose; d > 0 {
+	if d := c.books.autoClose; d > 0 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			every(ctx, time.Hour, func() { autoClose(ctx, st, in, d, log) })
@@ -377,7 +357,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	} else {
 		done <- struct{}{}
 	}
-	if d := *c.books.retain; d > 0 {
+	if d := c.books.retain; d > 0 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			every(ctx, 24*time.Hour, func() {

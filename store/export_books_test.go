@@ -16,3 +16,7 @@ func BooksStatementsForTest(s *Store) []WriteStatement {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// StatementsVersionForTest is the schema version that brings the
+// statements.
+func StatementsVersionForTest() int { return statementsVersion }

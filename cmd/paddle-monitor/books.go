@@ -404,6 +404,10 @@ func autoClose(ctx context.Context, st *store.Store, in books.Inputs, after time
 		return
 	}
 	for _, c := range all {
+		if c.Month == month && c.ReopenedAt != nil {
+			log.Info("auto-close: the month was reopened; close it by hand", "month", month)
+			return
+		}
 		if c.Month == month {
 			return
 		}

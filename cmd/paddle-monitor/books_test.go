@@ -586,3 +586,29 @@ func grepLines(s, word string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestAutoClose: serve --auto-close closes the latest month that ended at
+// least that long ago, as "auto-close", once; a month that was reopened
+// is left to a person.
+func TestAutoClose(t *testing.T) {
+	db := storetest.SQLiteDSN(t)
+	s := startServer(t, db, "--auto-close", "1h")
+	s.waitLog(t, `"msg":"month closed"`)
+	prev := time.Now().UTC().Add(-time.Hour)
+	month := time.Date(prev.Year(), prev.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -1, 0).Format("2006-01")
+	if !strings.Contains(s.Log(), `"month":"`+month+`","version":1,"by":"auto-close"`) {
+		t.Fatalf("auto-close did not close %s:\n%s", month, s.Log())
+	}
+	stopServer(t, s)
+	mustRun(t, "close", "--db", db, "--month", month, "--reopen")
+	s = startServer(t, db, "--auto-close", "1h")
+	s.waitLog(t, `"msg":"auto-close: the month was reopened; close it by hand","logger":"paddle-monitor","month":"`+month+`"`)
+	stopServer(t, s)
+	out := mustRun(t, "statements", "--db", db)
+	if strings.Count(out, month) != 1 || !strings.Contains(out, "reopened") {
+		t.Errorf("auto-close closed a reopened month again:\n%s\n%s", out, s.Log())
+	}
+	if r := runMonitor(t, "serve", "--db", db, "--retain", "400x"); r.code != 2 || !strings.Contains(r.stderr, "--retain") {
+		t.Errorf("serve --retain 400x: exit %d %s", r.code, r.stderr)
+	}
+}

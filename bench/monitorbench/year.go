@@ -12,25 +12,26 @@ import (
 	"time"
 )
 
-var yearTasks = flag.Int("year-tasks", 1000000, "year: tasks a month, over 12 closed months and the open one")
+var (
+	yearTasks  = flag.Int("year-tasks", 1000000, "year: tasks a month, over 12 closed months and the open one")
+	yearMonths = flag.Int("year-months", 13, "year: months stored, all closed but the last")
+)
 
 var yearScenario = scenario{
 	name:  "year",
-	title: "A year of data: 12 closed months and the open one",
-	header: []string{"stored tasks (GPU rows)", "bulk load", "closing 12 months", "closed month's `report` (median of 3)",
+	title: "A year of data: closed months and the open one",
+	header: []string{"stored tasks (GPU rows)", "bulk load", "closing all but the last", "closed month's `report` (median of 3)",
 		"open month's `report` (median of 3)", "the open month's tasks"},
 	run: runYear,
 }
 
-// The year: January 2025 to January 2026, -year-tasks a month, start times
-// spread evenly over each month; every tenth task has no completion (half
-// of those with a heartbeat), a fifth of the completed ones failed. The
-// twelve months of 2025 are closed (`paddle-monitor close`), January 2026
-// is the open month; the reports ask for June 2025 and January 2026.
-var (
-	yearStart  = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	yearMonths = 13
-)
+// The year: -year-months months from January 2025 (13: to January 2026),
+// -year-tasks a month, start times spread evenly over each month; every
+// tenth task has no completion (half of those with a heartbeat), a fifth of
+// the completed ones failed. All months but the last are closed
+// (`paddle-monitor close`), the last is the open month; the reports ask for
+// the first month (closed) and the last.
+var yearStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func runYear(e *env) ([][]string, error) {
 	dsn, err := e.newDSN()
@@ -41,11 +42,11 @@ func runYear(e *env) ([][]string, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d months of %d tasks on %s\n", yearMonths, *yearTasks, e.store)
+	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d months of %d tasks on %s\n", *yearMonths, *yearTasks, e.store)
 	started := time.Now()
 	rows, tasks := 0, 0
 	rng := rand.New(rand.NewPCG(3, 4))
-	for m := range yearMonths {
+	for m := range *yearMonths {
 		b, err := openBulk(ctx, dsn)
 		if err != nil {
 			return nil, err
@@ -72,7 +73,7 @@ func runYear(e *env) ([][]string, error) {
 	load := time.Since(started).Round(time.Second)
 
 	started = time.Now()
-	for m := range yearMonths - 1 {
+	for m := range *yearMonths - 1 {
 		month := yearStart.AddDate(0, m, 0).Format("2006-01")
 		if out, err := exec.Command(e.opts.monitor, "close", "--db", dsn, "--month", month).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("close --month %s: %v: %s", month, err, out)
@@ -96,7 +97,7 @@ func runYear(e *env) ([][]string, error) {
 		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 		return times[1], out, nil
 	}
-	closed, out, err := timeReport("2025-06")
+	closed, out, err := timeReport(yearStart.Format("2006-01"))
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func runYear(e *env) ([][]string, error) {
 	if json.Unmarshal(out, &rep) != nil || rep.Closed == nil {
 		return nil, fmt.Errorf("the closed month's report is not its statement: %.200s", out)
 	}
-	open, out, err := timeReport("2026-01")
+	open, out, err := timeReport(yearStart.AddDate(0, *yearMonths-1, 0).Format("2006-01"))
 	if err != nil {
 		return nil, err
 	}

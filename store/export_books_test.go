@@ -7,6 +7,9 @@ import "sort"
 func BooksStatementsForTest(s *Store) []WriteStatement {
 	var out []WriteStatement
 	for name, st := range booksStatements {
+		if (st.postgresOnly && s.dialect != Postgres) || (st.sqliteOnly && s.dialect != SQLite) {
+			continue
+		}
 		idx := st.sqliteIndex
 		if s.dialect == Postgres {
 			idx = st.postgresIndex

@@ -44,6 +44,9 @@ type ReportConfig struct {
 	// open months' adjustments and refuse windows retention trimmed
 	// (package books); nil: every report is computed from the tasks.
 	Books books.Store
+	// Fleet is the ledger the page's "Fleet" section shows (nil: no
+	// section).
+	Fleet *LedgerConfig
 }
 
 type reports struct {

@@ -57,6 +57,16 @@ func TestBooksPlans(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for i := range 20000 {
+			if _, err := tx.ExecContext(ctx, q("INSERT INTO node_gpu_hours (hour, node, uuid) VALUES (?, ?, ?)"),
+				int64(1700000000+i/100*3600), fmt.Sprintf("node-%03d", i%100), "GPU-1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.ExecContext(ctx, q(`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, last_time)
+				VALUES (?, ?, ?, -1, 'u', 1)`), int64(1700000000+i/100*3600), fmt.Sprintf("node-%03d", i%100), "GPU-1"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}

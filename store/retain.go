@@ -34,6 +34,14 @@ var (
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
 	stmtTrimTask = &stmt{sql: "DELETE FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
+	// Node hours (the ledger's roll-ups), an hour at a time: the primary
+	// keys of both tables begin with the hour.
+	stmtNextNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours WHERE hour >= ? AND hour < ?",
+		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(0), int64(1700000000)}}
+	stmtTrimGPUHours = &stmt{sql: "DELETE FROM node_gpu_hours WHERE hour = ?",
+		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(1700000000)}}
+	stmtTrimUserHours = &stmt{sql: "DELETE FROM node_user_hours WHERE hour = ?",
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey", example: []any{int64(1700000000)}}
 	stmtOldestStart = &stmt{sql: "SELECT MIN(start_time) FROM tasks", sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time"}
 )
 
@@ -46,6 +54,9 @@ type TrimResult struct {
 	// of the retention's and the start of the first month not closed.
 	Cutoff time.Time
 	Tasks  int64
+	// NodeHours are the ledger's hourly rows deleted (per GPU and per
+	// GPU instance and user).
+	NodeHours int64
 	// Batches and LongestHold: how many transactions, and the longest
 	// any held the write lock.
 	Batches     int
@@ -139,10 +150,51 @@ func (s *Store) Trim(ctx context.Context, before time.Time, batch int) (TrimResu
 			}
 		}
 	}
+	if err := s.trimNodeHours(ctx, cutoff.Unix(), &res); err != nil {
+		return res, err
+	}
 	if _, err := s.exec(ctx, s.w, stmtSetRetentionMark, cutoff.Unix(), res.Tasks); err != nil {
 		return res, fmt.Errorf("store: retention: %w", err)
 	}
 	return res, nil
+}
+
+// trimNodeHours deletes the ledger's hourly rows of the hours before
+// cutoff, one hour a transaction (an hour holds a row per GPU and per GPU
+// instance and user).
+func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult) error {
+	from := int64(0)
+	for {
+		var h sql.NullInt64
+		if err := s.queryRow(ctx, s.r, stmtNextNodeHour, from, cutoff).Scan(&h); err != nil {
+			return fmt.Errorf("store: retention: node hours: %w", err)
+		}
+		if !h.Valid {
+			return nil
+		}
+		tx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("store: retention: %w", err)
+		}
+		start := time.Now()
+		var n int64
+		for _, st := range []*stmt{stmtTrimGPUHours, stmtTrimUserHours} {
+			r, err := s.exec(ctx, tx, st, h.Int64)
+			if err != nil {
+				tx.Rollback()
+				return fmt.Errorf("store: retention: node hours: %w", err)
+			}
+			k, _ := r.RowsAffected()
+			n += k
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: retention: %w", err)
+		}
+		res.NodeHours += n
+		res.Batches++
+		res.LongestHold = max(res.LongestHold, time.Since(start))
+		from = h.Int64 + 1
+	}
 }
 
 func (s *Store) ids(ctx context.Context, st *stmt, args ...any) ([]int64, error) {

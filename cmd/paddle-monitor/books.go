@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
@@ -66,10 +68,34 @@ func runBooks(name string, args []string, stdout io.Writer) (err error, ok bool)
 // database alone, as serve takes it.
 var dbSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c }, "", "")[:1]}
 
-// closeSettings are close's: the database, and the prices and budgets the
-// statement is computed with (and keeps).
-var closeSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c },
-	"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement")}
+// closeSettings are close's: the database, the prices and budgets the
+// statement is computed with (and keeps), and the ledger's settings (its
+// states go into the statement when node reports exist).
+var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entries: slices.Concat(
+	sourceEntries(func(c *ledgerConfig) *sources { return &c.sources },
+		"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement"),
+	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false))}
+
+// statementLedger is the statements' ledger hook: the month's ledger by
+// state (ledger.Compute, as `paddle-monitor ledger --by state` prints it
+// in JSON), or null when no node report covers the month.
+func statementLedger(cfg monitor.LedgerConfig) books.Ledger {
+	return func(ctx context.Context, w report.Window) (json.RawMessage, error) {
+		split := cfg.Split
+		if split == "" {
+			split = ledger.SplitEqual
+		}
+		l, err := ledger.Compute(ctx, cfg.Source, ledger.Query{Window: w, By: ledger.ByState, Split: split, Prices: cfg.Prices,
+			Namespaces: cfg.Namespaces, Retire: cfg.Retire, Now: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		if l.Total.Capacity == nil || *l.Total.Capacity == 0 {
+			return nil, nil
+		}
+		return json.Marshal(l)
+	}
+}
 
 // openExisting opens a store that must exist (never creates a SQLite file).
 func openExisting(ctx context.Context, db string) (*store.Store, error) {
@@ -95,11 +121,15 @@ func closeCmd(args []string, stdout io.Writer) error {
 	if *month == "" {
 		return fmt.Errorf("%w: close: --month is required (YYYY-MM)", errUsage)
 	}
-	var src sources
-	if err := resolve(closeSettings, &src, fs); err != nil {
+	var lc ledgerConfig
+	if err := resolve(closeSettings, &lc, fs); err != nil {
 		return err
 	}
-	db, pricesFile, budgetsFile := &src.db, &src.prices, &src.budgets
+	db, pricesFile, budgetsFile := &lc.db, &lc.prices, &lc.budgets
+	ns, err := lc.nodes.namespaces()
+	if err != nil {
+		return err
+	}
 	if _, err := report.ParseMonth("--month", *month); err != nil {
 		return badQuery(err, "")
 	}
@@ -114,6 +144,7 @@ func closeCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	in.Ledger = statementLedger(monitor.LedgerConfig{Source: st, Prices: in.Prices, Namespaces: ns, Split: lc.nodes.split, Retire: lc.nodes.retire})
 	by := "admin (paddle-monitor close)"
 	if u := os.Getenv("USER"); u != "" {
 		by = u + " (paddle-monitor close)"
@@ -335,12 +366,16 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	if err != nil {
 		return nil, err
 	}
+	if c.fleet != nil {
+		in.Ledger = statementLedger(*c.fleet)
+	}
 	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log})
 	deleted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_monitor_retention_deleted_total",
-		Help: "Rows deleted by --retain, by kind (tasks)."}, []string{"kind"})
+		Help: "Rows deleted by --retain, by kind (tasks; node_hours: the ledger's hourly rows)."}, []string{"kind"})
 	hold := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_monitor_retention_longest_hold_seconds",
 		Help: "The longest a batch of the last --retain run held the write lock."})
 	deleted.WithLabelValues("tasks")
+	deleted.WithLabelValues("node_hours")
 	if err := reg.Register(deleted); err != nil {
 		return nil, err
 	}
@@ -367,8 +402,9 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 					return
 				}
 				deleted.WithLabelValues("tasks").Add(float64(res.Tasks))
+				deleted.WithLabelValues("node_hours").Add(float64(res.NodeHours))
 				hold.Set(res.LongestHold.Seconds())
-				log.Info("retention", "retain", d.String(), "cutoff", res.Cutoff, "tasks_deleted", res.Tasks,
+				log.Info("retention", "retain", d.String(), "cutoff", res.Cutoff, "tasks_deleted", res.Tasks, "node_hours_deleted", res.NodeHours,
 					"batches", res.Batches, "longest_hold", res.LongestHold.String())
 			})
 		}()

@@ -148,12 +148,12 @@ func TestTokenAddToKeepsOwner(t *testing.T) {
   {"name":"leaver","sha256":"`+hashHex("l-secret")+`","projects":["search_*"]}
 ]}
 `)
-	mustRun(t, "chown", fmt.Sprint(owner, ":", group), path)
-	mustRun(t, "chmod", "0640", path)
+	mustExec(t, "chown", fmt.Sprint(owner, ":", group), path)
+	mustExec(t, "chmod", "0640", path)
 
 	dbDir := filepath.Join(dir, "db")
 	os.Mkdir(dbDir, 0o700)
-	mustRun(t, "chown", fmt.Sprint(monitorUID, ":", group), dbDir)
+	mustExec(t, "chown", fmt.Sprint(monitorUID, ":", group), dbDir)
 	wrapper := filepath.Join(dir, "as-monitor-user")
 	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --reuid=%d --regid=%d --clear-groups %s \"$@\"\n", monitorUID, group, bin.monitor)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
@@ -216,7 +216,7 @@ func TestTokenAddToKeepsOwner(t *testing.T) {
 	}
 }
 
-func mustRun(t *testing.T, name string, args ...string) {
+func mustExec(t *testing.T, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)

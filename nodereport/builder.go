@@ -88,6 +88,7 @@ type instAcc struct {
 
 type gpuAcc struct {
 	base, last *uint64 // millijoules
+	readings   int     // including a base from the previous interval
 	reset      bool
 }
 
@@ -140,6 +141,7 @@ func (b *Builder) Add(o Observation) {
 			acc = &gpuAcc{}
 			if mj, ok := b.lastMJ[g.UUID]; ok {
 				acc.base = &mj
+				acc.readings = 1
 			}
 			b.gpus[g.UUID] = acc
 			b.gpuOrder = append(b.gpuOrder, g.UUID)
@@ -155,6 +157,7 @@ func (b *Builder) Add(o Observation) {
 			acc.base = &v
 		}
 		acc.last = &v
+		acc.readings++
 	}
 	for _, in := range o.Instances {
 		acc := b.instances[in.Key]
@@ -228,7 +231,7 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 	for _, u := range b.gpuOrder {
 		g := b.gpus[u]
 		var e *float64
-		if g.base != nil && g.last != nil && !g.reset {
+		if g.readings >= 2 && !g.reset {
 			v := float64(*g.last-*g.base) / 1000
 			e = &v
 		}

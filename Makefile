@@ -11,7 +11,7 @@ PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: build test demo e2e bench fuzz clean screenshot gpu-check
 
-build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor
+build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor bin/paddle-node
 
 # The entrypoint is static and cgo-free: immune to LD_BIND_NOW and to the
 # image's glibc. Only the GPU probe links go-nvml (cgo), see README.
@@ -21,6 +21,11 @@ bin/paddle-entrypoint: FORCE
 # The monitor is static and cgo-free too (SQLite through modernc.org/sqlite).
 bin/paddle-monitor: FORCE
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-monitor
+
+# The node agent is static and cgo-free too: NVML is read by its child,
+# paddle-gpu-probe (docs/node.md).
+bin/paddle-node: FORCE
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-node
 
 bin/paddle-gpu-probe: FORCE
 	CGO_ENABLED=1 CGO_CFLAGS="$(PROBE_CGO_CFLAGS)" $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe

@@ -6,8 +6,10 @@
 //
 // Guarantees:
 //   - The cgroup path used is the v2 line's when it is not "/", else the
-//     first v1 line of pids, memory, name=systemd whose path is not "/";
-//     leading "/.." components (a cgroup namespace's view) are dropped.
+//     first v1 line of pids, memory, name=systemd whose path is not "/" —
+//     except that on a hybrid node a v1 line that names a container wins
+//     over a v2 line that does not (Path); leading "/.." components (a
+//     cgroup namespace's view) are dropped.
 //   - The layout table (Classify) matches anywhere in the path and the
 //     outermost container wins (kind, Docker-in-Docker): the kubelet's
 //     three QoS classes in the systemd and cgroupfs drivers with
@@ -125,13 +127,20 @@ func (r *Reader) Lookup(pid int) (Owner, uint64, error) {
 	return o, before, nil
 }
 
-// Path picks the cgroup path that tells the owner (see the package
-// comment), "/" when every line is the root.
+// Path picks the cgroup path that tells the owner, "/" when every line is
+// the root: of the v2 line and the v1 lines of pids, memory and
+// name=systemd, in this order, those whose path is not "/", the first that
+// names a container or a Slurm job, else the first of them. On a pure v2
+// or a pure v1 node this is the v2 line, or the first v1 line that is not
+// the root; on a hybrid node (systemd's unified hierarchy beside v1
+// controllers) a runtime that places its containers in the v1 hierarchies
+// only leaves the v2 line at its own service, and the v1 line tells.
 func Path(cgs []procfs.Cgroup) string {
+	var candidates []string
 	for _, c := range cgs {
 		if c.HierarchyID == 0 && len(c.Controllers) == 0 {
 			if p := clean(c.Path); p != "/" {
-				return p
+				candidates = append(candidates, p)
 			}
 		}
 	}
@@ -143,11 +152,19 @@ func Path(cgs []procfs.Cgroup) string {
 			for _, ctl := range c.Controllers {
 				if ctl == want {
 					if p := clean(c.Path); p != "/" {
-						return p
+						candidates = append(candidates, p)
 					}
 				}
 			}
 		}
+	}
+	for _, p := range candidates {
+		if Classify(p).Kind != KindHost {
+			return p
+		}
+	}
+	if len(candidates) > 0 {
+		return candidates[0]
 	}
 	return "/"
 }

@@ -52,6 +52,7 @@ func TestLookupLayouts(t *testing.T) {
 		{1023, "CRI-O's conmon is no container", host("/system.slice/crio-conmon-"+cid+".scope", 1000)},
 		{1024, "a pod's own cgroup (no container below)", k8s(RuntimeCRI, "")},
 		{1025, "kubelet.slice nesting (kind without cgroupns)", k8s(RuntimeContainerd, cid)},
+		{1026, "hybrid: v2 line at the runtime's service, v1 pids in the pod", k8s(RuntimeCRI, cid)},
 	}
 	r, err := NewReader("testdata/proc")
 	if err != nil {

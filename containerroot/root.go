@@ -58,12 +58,16 @@ type Roots struct {
 	noOpenat2 bool
 }
 
-// OwnRoot reports whether pid's root differs from the host's (PID 1's):
-// only such a process is in a container with files of its own.
+// OwnRoot reports whether pid's root differs from the host's (PID 1's,
+// or this process's own "/" where PID 1's cannot be read, as in a sandbox
+// whose PID 1 belongs to another user namespace): only such a process is
+// in a container with files of its own.
 func (r Roots) OwnRoot(pid int) (bool, error) {
 	var host, its unix.Stat_t
 	if err := unix.Stat(filepath.Join(r.Proc, "1", "root"), &host); err != nil {
-		return false, fmt.Errorf("%s/1/root: %w", r.Proc, err)
+		if err := unix.Stat("/", &host); err != nil {
+			return false, fmt.Errorf("/: %w", err)
+		}
 	}
 	if err := unix.Stat(filepath.Join(r.Proc, strconv.Itoa(pid), "root"), &its); err != nil {
 		return false, fmt.Errorf("%s/%d/root: %w", r.Proc, pid, err)

@@ -184,9 +184,10 @@ func writeState(t *testing.T, path string, lines ...string) {
 // decodes each report and answers with status(report).
 type receiver struct {
 	URL    string
-	mu     sync.Mutex
-	got    []wire.NodeReport
-	auth   []string
+	mu      sync.Mutex
+	got     []wire.NodeReport
+	refused []wire.NodeReport // answered 4xx
+	auth    []string
 	status func(wire.NodeReport) int
 	srv    *http.Server
 }
@@ -226,9 +227,12 @@ func newReceiver(t *testing.T, status func(wire.NodeReport) int) *receiver {
 		if r.status != nil {
 			st = r.status(rep)
 		}
-		if st/100 == 2 {
+		switch {
+		case st/100 == 2:
 			r.got = append(r.got, rep)
 			r.auth = append(r.auth, req.Header.Get("Authorization"))
+		case st/100 == 4:
+			r.refused = append(r.refused, rep)
 		}
 		r.mu.Unlock()
 		w.WriteHeader(st)
@@ -300,4 +304,14 @@ func (p *nodeProc) signal(t *testing.T, sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }

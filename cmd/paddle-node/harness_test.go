@@ -183,13 +183,13 @@ func writeState(t *testing.T, path string, lines ...string) {
 // receiver is a monitor's node report endpoint for tests of delivery: it
 // decodes each report and answers with status(report).
 type receiver struct {
-	URL    string
+	URL     string
 	mu      sync.Mutex
 	got     []wire.NodeReport
 	refused []wire.NodeReport // answered 4xx
 	auth    []string
-	status func(wire.NodeReport) int
-	srv    *http.Server
+	status  func(wire.NodeReport) int
+	srv     *http.Server
 }
 
 func newReceiver(t *testing.T, status func(wire.NodeReport) int) *receiver {

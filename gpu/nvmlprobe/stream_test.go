@@ -94,7 +94,9 @@ func TestStreamerProcesses(t *testing.T) {
 // streamLib adds the GPM entry points to the sampling mock.
 type streamLib struct{ *mock.Interface }
 
-func (l *streamLib) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+func (l *streamLib) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) {
+	return nil, nvml.ERROR_NOT_SUPPORTED
+}
 func (l *streamLib) GpmMetricsGet(*nvml.GpmMetricsGetType) nvml.Return {
 	return nvml.ERROR_NOT_SUPPORTED
 }

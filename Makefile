@@ -42,10 +42,13 @@ demo: build
 # it alone); BENCHFLAGS="-iterations 10 -slow-iterations 2" for a quick run.
 # Then the monitor's benchmark (bench/monitorbench: SQLite and PostgreSQL side
 # by side) writes its own section; MONITORBENCHFLAGS="-rounds 1" for a quick run.
+# Then the node agent's cost (bench/nodebench: 8 GPUs, 200 processes, two
+# default intervals); NODEBENCHFLAGS="-duration 30s" for a quick run.
 BENCH_DOC ?= docs/benchmarks.md
 bench: build
 	$(GO) run ./bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
 	$(GO) run ./bench/monitorbench -monitor bin/paddle-monitor -doc "$(BENCH_DOC)" $(MONITORBENCHFLAGS)
+	$(GO) run ./bench/nodebench -node bin/paddle-node -doc "$(BENCH_DOC)" $(NODEBENCHFLAGS)
 
 # The image built from Dockerfile.paddle and run under podman, and the
 # shipped executables in a glibc-2.31 root (docs/image.md). Needs root; it

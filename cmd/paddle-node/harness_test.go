@@ -60,8 +60,10 @@ func build(dir string) error {
 		exec.Command("go", "build", "-trimpath", "-o", bin.probe, "../paddle-gpu-probe"),
 		exec.Command("gcc", "-O2", "-shared", "-fPIC", "-o", filepath.Join(bin.nvml, "libnvidia-ml.so.1"), "../../testdata/fakenvml/fakenvml.c"),
 		exec.Command("gcc", "-static", "-O2", "-o", bin.pause, "testdata/pause.c"),
+		exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "paddle-entrypoint"), "../.."),
 	}
 	steps[0].Env = append(os.Environ(), "CGO_ENABLED=0")
+	steps[4].Env = append(os.Environ(), "CGO_ENABLED=0")
 	steps[1].Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 	for _, s := range steps {
 		if out, err := s.CombinedOutput(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // written is the answer to a write that was stored or already there.
@@ -98,7 +99,7 @@ const closeLinger = 500 * time.Millisecond
 func (a *API) ahead(r *http.Request, host, field string, t *int64, now time.Time) error {
 	switch {
 	case *t > now.Add(MaxAhead).Unix():
-		return &fieldError{field, fmt.Sprintf("%d is more than 24 hours ahead of the server's clock (%d)", *t, now.Unix())}
+		return &wire.FieldError{Path: field, Rule: fmt.Sprintf("%d is more than 24 hours ahead of the server's clock (%d)", *t, now.Unix())}
 	case *t > now.Unix():
 		if host == "" {
 			host, _, _ = net.SplitHostPort(r.RemoteAddr)
@@ -119,12 +120,11 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := a.cfg.Now()
-	reg, err := decodeRegistration(body)
+	var reg *store.Registration
+	sent, err := wire.DecodeRegistration(body)
 	if err == nil {
+		reg = store.RegistrationOf(sent, body)
 		err = a.ahead(r, reg.Hostname, "start_time", &reg.StartTime, now)
-	}
-	if err == nil && len(reg.GPUs) > 0 && int64(len(reg.GPUs)) != reg.GPUCount {
-		err = &fieldError{"gpu_count", fmt.Sprintf("%d differs from the %d entries of gpus", reg.GPUCount, len(reg.GPUs))}
 	}
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
@@ -170,8 +170,10 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := a.cfg.Now()
-	c, err := decodeCompletion(body)
+	var c *store.Completion
+	sent, err := wire.DecodeCompletion(body)
 	if err == nil {
+		c = store.CompletionOf(sent)
 		err = a.completionTimes(r, c, now)
 	}
 	if err != nil {
@@ -218,10 +220,10 @@ func (a *API) completionTimes(r *http.Request, c *store.Completion, now time.Tim
 		return err
 	}
 	if c.EndTime < *c.StartTime {
-		return &fieldError{"end_time", fmt.Sprintf("%d is before start_time %d", c.EndTime, *c.StartTime)}
+		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is before start_time %d", c.EndTime, *c.StartTime)}
 	}
 	if float64(c.EndTime) > float64(*c.StartTime)+c.DurationSeconds+3600 {
-		return &fieldError{"end_time", fmt.Sprintf("%d is later than start_time %d + duration_seconds %g + 1h",
+		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is later than start_time %d + duration_seconds %g + 1h",
 			c.EndTime, *c.StartTime, c.DurationSeconds)}
 	}
 	return nil
@@ -233,22 +235,21 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	hb, err := decodeHeartbeat(body)
+	hb, err := wire.DecodeHeartbeat(body)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	now := a.cfg.Now()
-	if hb.Time == nil {
-		hb.Sampled.Time = now.Unix()
-	} else {
-		hb.Sampled.Time = min(*hb.Time, now.Add(HeartbeatSkew).Unix())
+	t := now.Unix() // a heartbeat without a time: the server's clock counts
+	if hb.Time != nil {
+		t = min(*hb.Time, now.Add(HeartbeatSkew).Unix())
 	}
-	id := hb.Sampled.TaskID
-	if len(hb.Sampled.GPUs) > 0 {
-		err = a.cfg.Store.HeartbeatSampled(r.Context(), &hb.Sampled, from.Scope)
+	id := hb.TaskID
+	if len(hb.GPUs) > 0 {
+		err = a.cfg.Store.HeartbeatSampled(r.Context(), store.SampledOf(hb, t), from.Scope)
 	} else {
-		err = a.cfg.Store.Heartbeat(r.Context(), id, hb.Sampled.Time, from.Scope)
+		err = a.cfg.Store.Heartbeat(r.Context(), id, t, from.Scope)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -273,7 +274,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		State: q.Get("state"), Cursor: q.Get("cursor")}
 	for _, p := range []struct{ key, extra string }{{"project", ""}, {"owner", "@+"}, {"pipeline", ""}} {
 		if v := q.Get(p.key); v != "" && !labels.ValidName(v, p.extra) {
-			a.fail(w, http.StatusBadRequest, "parameter "+p.key+": "+nameRule(p.extra))
+			a.fail(w, http.StatusBadRequest, "parameter "+p.key+": "+wire.NameRule(p.extra))
 			return
 		}
 	}
@@ -344,7 +345,7 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scop
 	id := r.PathValue("task_id")
 	project := r.URL.Query().Get("project")
 	if project != "" && !labels.ValidName(project, "") {
-		a.fail(w, http.StatusBadRequest, "parameter project: "+nameRule(""))
+		a.fail(w, http.StatusBadRequest, "parameter project: "+wire.NameRule(""))
 		return
 	}
 	t, err := a.cfg.Store.Task(r.Context(), id, project, scope)

@@ -2,67 +2,35 @@ package register
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // SchemaVersion is the version of the registration body.
-const SchemaVersion = 1
+const SchemaVersion = wire.SchemaVersion
 
-// body is the registration body, schema version 1 (docs/openapi.yaml). The
-// first four fields are the shell script's keys, kept at the top level so a
-// monitor written for the script keeps working. Every value goes through
-// encoding/json, so no label value can add a key or close a string.
-type body struct {
-	TaskName      string            `json:"task_name"`
-	Project       string            `json:"project"`
-	Owner         string            `json:"owner"`
-	GPUCount      int               `json:"gpu_count"`
-	SchemaVersion int               `json:"schema_version"`
-	TaskID        string            `json:"task_id"`
-	StartTime     int64             `json:"start_time"`
-	SubmitTime    int64             `json:"submit_time,omitempty"`
-	Hostname      string            `json:"hostname"`
-	Priority      string            `json:"priority,omitempty"`
-	Env           string            `json:"env,omitempty"`
-	DurationEst   int64             `json:"duration_est,omitempty"`
-	TrainerID     *int              `json:"trainer_id,omitempty"`
-	TrainersNum   *int              `json:"trainers_num,omitempty"`
-	Pipeline      string            `json:"pipeline,omitempty"`
-	PipelineRun   string            `json:"pipeline_run,omitempty"`
-	Step          string            `json:"step,omitempty"`
-	Orchestrator  string            `json:"orchestrator,omitempty"`
-	K8sNamespace  string            `json:"k8s_namespace,omitempty"`
-	K8sPod        string            `json:"k8s_pod,omitempty"`
-	K8sNode       string            `json:"k8s_node,omitempty"`
-	K8sPodUID     string            `json:"k8s_pod_uid,omitempty"`
-	K8sJobIndex   *int              `json:"k8s_job_index,omitempty"`
-	InvalidLabels []string          `json:"invalid_labels,omitempty"`
-	Labels        map[string]string `json:"labels"`
-	GPUs          []gpu.Device      `json:"gpus"`
-	DriverVersion string            `json:"driver_version,omitempty"`
-}
-
-// Body returns the registration body (schema version 1) for the labels and
-// the GPUs. The GPUs' UUIDs are in gpus; the labels file's comma-separated
-// gpu_uuids is not repeated.
+// Body returns the registration body (schema version 1, a
+// wire.Registration) for the labels and the GPUs. The GPUs' UUIDs are in
+// gpus; the labels file's comma-separated gpu_uuids is not repeated. Every
+// value goes through encoding/json, so no label value can add a key or
+// close a string.
 func Body(s *labels.Set, inv gpu.Inventory) []byte {
-	b := body{
+	b := wire.Registration{
 		TaskName:      s.TaskName,
 		Project:       s.Project,
 		Owner:         s.Owner,
-		GPUCount:      s.GPUCount,
-		SchemaVersion: SchemaVersion,
+		GPUCount:      ptr(int64(s.GPUCount)),
+		SchemaVersion: ptr(int64(SchemaVersion)),
 		TaskID:        s.TaskID,
-		StartTime:     s.StartTime,
-		SubmitTime:    s.SubmitTime,
+		StartTime:     ptr(s.StartTime),
+		SubmitTime:    positive(s.SubmitTime),
 		Hostname:      s.Hostname,
 		Priority:      s.Priority,
 		Env:           s.Env,
-		DurationEst:   s.DurationEst,
+		DurationEst:   positive(s.DurationEst),
 		TrainerID:     number(s.TrainerID),
 		TrainersNum:   number(s.TrainersNum),
 		Pipeline:      s.Pipeline,
@@ -76,22 +44,26 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 		K8sJobIndex:   number(s.K8sJobIndex),
 		InvalidLabels: s.Invalid,
 		Labels:        s.Extra,
-		GPUs:          inv.Devices,
+		GPUs:          make(wire.GPUs[wire.RegisteredGPU], 0, len(inv.Devices)),
 		DriverVersion: inv.DriverVersion,
 	}
 	if b.Labels == nil {
-		b.Labels = map[string]string{}
+		b.Labels = wire.Labels{}
 	}
-	if b.GPUs == nil {
-		b.GPUs = []gpu.Device{}
-	}
-	for i, d := range b.GPUs {
+	for _, d := range inv.Devices {
+		g := wire.RegisteredGPU{Index: ptr(int64(d.Index)), UUID: d.UUID, Name: d.Name,
+			MemoryTotalBytes: int64(d.MemoryTotalBytes), Share: ptr(d.Share)}
 		if d.Share <= 0 {
 			// Every entry carries its share: an inventory built without
 			// one (not by gpu.Probe) holds whole GPUs.
-			b.GPUs = slices.Clone(b.GPUs)
-			b.GPUs[i].Share = gpu.ShareOf(d, 1)
+			g.Share = ptr(gpu.ShareOf(d, 1))
 		}
+		if m := d.MIG; m != nil {
+			g.MIG = &wire.MIG{UUID: m.UUID, GPUInstanceID: ptr(int64(m.GPUInstanceID)),
+				ComputeInstanceID: ptr(int64(m.ComputeInstanceID)), Profile: m.Profile,
+				Slices: ptr(int64(m.Slices)), TotalSlices: ptr(int64(m.TotalSlices))}
+		}
+		b.GPUs = append(b.GPUs, g)
 	}
 	out, err := json.Marshal(b)
 	if err != nil {
@@ -102,10 +74,18 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 	return out
 }
 
+// positive is v, nil when it is not set (0).
+func positive(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
 // number converts a label that the labels package checked to be a decimal
 // integer of at most nine digits; nil when it is not set.
-func number(s string) *int {
-	n, err := strconv.Atoi(s)
+func number(s string) *int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Paths of supervise mode's endpoints, below the monitor's base URL.
@@ -23,33 +24,51 @@ const (
 // costs a duplicate the monitor answers 409.
 const afterDeliveryTimeout = 200 * time.Millisecond
 
-// Completion is the body of POST /v1/task/complete, schema version 1
-// (docs/openapi.yaml).
+// Completion is what the body of POST /v1/task/complete says (a
+// wire.Completion, docs/openapi.yaml), as the supervisor gathers it.
 type Completion struct {
-	SchemaVersion   int     `json:"schema_version"`
-	TaskID          string  `json:"task_id"`
-	StartTime       int64   `json:"start_time"`
-	EndTime         int64   `json:"end_time"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	ExitCode        int     `json:"exit_code"`
+	TaskID          string
+	StartTime       int64
+	EndTime         int64
+	DurationSeconds float64
+	ExitCode        int
 	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string           `json:"signal,omitempty"`
-	GPUCount   int              `json:"gpu_count"`
-	GPUSeconds float64          `json:"gpu_seconds"`
-	GPUs       []gpu.GPUSummary `json:"gpus"`
+	Signal     string
+	GPUCount   int
+	GPUSeconds float64
+	GPUs       []gpu.GPUSummary
 	// Gate and Metrics are the quality gate's verdict and the step's
 	// metrics, when a gate is configured.
-	Gate    *gate.Result       `json:"gate,omitempty"`
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Gate    *gate.Result
+	Metrics map[string]float64
 }
 
-// Marshal returns the body's bytes; GPUs is never null.
-func (c Completion) Marshal() []byte {
-	c.SchemaVersion = SchemaVersion
-	if c.GPUs == nil {
-		c.GPUs = []gpu.GPUSummary{}
+// Wire is the completion's body, schema version 1; GPUs is never null.
+func (c Completion) Wire() wire.Completion {
+	w := wire.Completion{
+		SchemaVersion: ptr(int64(SchemaVersion)), TaskID: c.TaskID, StartTime: &c.StartTime, EndTime: &c.EndTime,
+		DurationSeconds: &c.DurationSeconds, ExitCode: ptr(int64(c.ExitCode)), Signal: c.Signal,
+		GPUCount: ptr(int64(c.GPUCount)), GPUSeconds: &c.GPUSeconds, GPUs: make(wire.GPUs[wire.GPUUsage], 0, len(c.GPUs)),
+		Metrics: c.Metrics,
 	}
-	out, err := json.Marshal(c)
+	for _, g := range c.GPUs {
+		u := wire.GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Share: ptr(g.Share), Samples: int64(g.Samples),
+			UtilMean: g.UtilMean, UtilP95: g.UtilP95, IdleShare: g.IdleShare, EnergyJoules: g.EnergyJoules,
+			EnergyEstimated: ptr(g.EnergyEstimated)}
+		if g.MemoryUsedPeakBytes != nil {
+			u.MemoryUsedPeakBytes = ptr(int64(*g.MemoryUsedPeakBytes))
+		}
+		w.GPUs = append(w.GPUs, u)
+	}
+	if c.Gate != nil {
+		w.Gate = &wire.Gate{Expr: c.Gate.Expr, Passed: ptr(c.Gate.Passed), Reason: c.Gate.Reason}
+	}
+	return w
+}
+
+// Marshal returns the body's bytes.
+func (c Completion) Marshal() []byte {
+	out, err := json.Marshal(c.Wire())
 	if err != nil {
 		// Numbers, strings and plain structs always marshal; a NaN or
 		// an infinity cannot come out of the summaries.
@@ -57,6 +76,8 @@ func (c Completion) Marshal() []byte {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // SendCompletion makes one attempt to deliver a completion body, with
 // Idempotency-Key <task_id>/complete; its result reads as Send's.
@@ -77,38 +98,62 @@ func (c *Client) endpointOf(path string) string {
 	return e
 }
 
-// CompletionQueue is the spool as completions use it. *spool.Spool
-// implements it.
-type CompletionQueue interface {
-	EnqueueCompletion(ctx context.Context, e spool.Entry) (uint64, error)
-	DeleteCompletion(ctx context.Context, id uint64) error
-	AttemptedCompletion(ctx context.Context, id uint64, lastErr string) error
-	BuryCompletion(ctx context.Context, id uint64, answer string) error
-	ReadyCompletions(ctx context.Context, n int) ([]spool.Entry, error)
-}
-
 // Completer delivers completions, with the registration's retry table, and
 // spools them.
 //
 // Guarantees: a completion is in the spool before its first attempt
 // (write-ahead), and leaves it only after a 2xx/409 or as a dead letter
 // after a permanent refusal; Complete returns by its context's deadline.
+// A spooled completion is vetted as a spooled registration is (Check, the
+// node's policy) before it is sent, and sent only under its own task id.
 type Completer struct {
 	Client *Client
-	Queue  CompletionQueue // nil: spool off
+	Queue  Queue // the spool's completions (*spool.Queue); nil: spool off
 	Logger *slog.Logger
 	Retry  RetryPolicy // zero: DefaultRetry
 	// ClientFor: as Registrar.ClientFor, for spooled completions.
 	ClientFor func(fp string) *Client
+	// Check: as Registrar.Check, for spooled completions (pass the
+	// Registrar's, so the node's policy applies to both). nil: TaskIDOf.
+	Check func(payload []byte) (taskID string, err error)
 }
 
-func (c *Completer) clientFor(fp string) *Client {
-	if c.ClientFor != nil {
-		if cl := c.ClientFor(fp); cl != nil {
-			return cl
-		}
+// transport posts to the completion endpoint, with
+// Idempotency-Key <task_id>/complete.
+func (c *Completer) transport() Transport {
+	return Transport{Client: c.Client, Path: CompletePath, KeySuffix: "/complete"}
+}
+
+// Deliverer is the delivery engine set up for this Completer's spooled
+// completions: each is vetted by Check, and refused unless its payload's
+// task id is the entry's, then sent with EntrypointPolicy.
+func (c *Completer) Deliverer() *Deliverer {
+	return &Deliverer{
+		Queue:     c.Queue,
+		Transport: c.transport(),
+		Policy:    EntrypointPolicy,
+		Check:     c.checkEntry,
+		ClientFor: c.ClientFor,
+		Logger:    c.Logger,
+		Noun:      "completion",
 	}
-	return c.Client
+}
+
+// checkEntry vets a spooled completion: Check (or TaskIDOf) on its
+// payload, and the payload's task id must be the entry's.
+func (c *Completer) checkEntry(e spool.Entry) (string, error) {
+	check := c.Check
+	if check == nil {
+		check = TaskIDOf
+	}
+	key, err := check(e.Payload)
+	if err != nil {
+		return "", err
+	}
+	if key != e.TaskID {
+		return "", errors.New("payload refused: its task_id is not the entry's")
+	}
+	return key, nil
 }
 
 // Complete spools taskID's completion (write-ahead: before anything else,
@@ -130,7 +175,7 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 		if d, ok := ctx.Deadline(); ok {
 			e.HeldUntil = d // this supervisor's own until its budget ends
 		}
-		id, err = c.Queue.EnqueueCompletion(ctx, e)
+		id, err = c.Queue.Enqueue(ctx, e)
 		if err != nil {
 			log.Warn("completion not written to the spool; sending it without a copy", "err", err)
 		}
@@ -143,10 +188,8 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 	// Not delivered by this supervisor: a later start or spool flush may
 	// send it at once (while the budget lasts; after it the hold is over).
 	release := func() {
-		if h, ok := c.Queue.(interface {
-			HoldCompletion(context.Context, uint64, time.Time) error
-		}); ok && spooled && ctx.Err() == nil {
-			h.HoldCompletion(ctx, id, time.Time{})
+		if h, ok := c.Queue.(holder); ok && spooled && ctx.Err() == nil {
+			h.Hold(ctx, id, time.Time{})
 		}
 	}
 	if afterSpool != nil && !afterSpool(ctx) {
@@ -158,7 +201,7 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 	attempts := 0
 	for {
 		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-		err := c.Client.SendCompletion(actx, taskID, body)
+		err := c.transport().Send(actx, nil, taskID, body)
 		cancel()
 		attempts++
 		out := kept
@@ -167,7 +210,7 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 			out = Delivered
 			if spooled {
 				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
-				if err := c.Queue.DeleteCompletion(dctx, id); err != nil {
+				if err := c.Queue.Delete(dctx, id); err != nil {
 					log.Warn("completion delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
 				}
 				cancel()
@@ -177,13 +220,13 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 			answer := c.Client.Redact(err.Error())
 			log.Error("monitor refused the completion for good; not retried", "answer", answer)
 			if spooled {
-				if err := c.Queue.BuryCompletion(ctx, id, answer); err != nil {
+				if err := c.Queue.Bury(ctx, id, answer); err != nil {
 					log.Warn("spool: dead letter not kept", "err", err)
 				}
 			}
 		case retryable:
 			if spooled && ctx.Err() == nil {
-				c.Queue.AttemptedCompletion(ctx, id, c.Client.Redact(err.Error()))
+				c.Queue.Attempted(ctx, id, c.Client.Redact(err.Error()))
 			}
 			if wait, _, ok := fitWait(ctx, b, err); ok && ctx.Err() == nil {
 				t := time.NewTimer(wait)
@@ -207,66 +250,15 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 	}
 }
 
-// Flush sends pending completions whose registration is no longer pending,
-// oldest first, at most limit (0: all), until ctx is done, with the same
-// rules as Registrar.Flush: it stops at the first attempt worth retrying.
+// Flush sends pending completions whose registration is no longer pending
+// (the queue hands out only those), oldest first, at most limit (0: all),
+// until ctx is done, by the delivery engine with the same rules as
+// Registrar.Flush. The error is the spool's.
 func (c *Completer) Flush(ctx context.Context, limit int) (FlushResult, error) {
-	var res FlushResult
 	if c.Queue == nil {
-		return res, nil
+		return FlushResult{}, nil
 	}
-	entries, err := c.Queue.ReadyCompletions(ctx, limit)
-	if err != nil {
-		return res, err
-	}
-	for i, e := range entries {
-		if ctx.Err() != nil {
-			res.Pending += len(entries) - i
-			return res, nil
-		}
-		key, cerr := TaskIDOf(e.Payload)
-		if cerr == nil && key != e.TaskID {
-			cerr = errors.New("payload refused: its task_id is not the entry's")
-		}
-		if cerr != nil {
-			// Someone else's data: never sent, under any key.
-			answer := "not sent: " + cerr.Error()
-			c.logger().Error("spooled completion refused before sending; moved to the dead letters", "spool_id", e.ID, "reason", answer)
-			if err = c.Queue.BuryCompletion(ctx, e.ID, answer); err != nil {
-				res.Pending += len(entries) - i - 1
-				return res, err
-			}
-			res.Dead++
-			continue
-		}
-		cl := c.clientFor(e.Fingerprint)
-		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-		sendErr := cl.SendCompletion(actx, key, e.Payload)
-		cancel()
-		switch classify(sendErr) {
-		case delivered:
-			err = c.Queue.DeleteCompletion(ctx, e.ID)
-			res.Delivered++
-		case permanent:
-			answer := c.Client.Redact(sendErr.Error())
-			c.logger().Error("monitor refused a spooled completion for good; moved to the dead letters", "task_id", e.TaskID, "answer", answer)
-			err = c.Queue.BuryCompletion(ctx, e.ID, answer)
-			res.Dead++
-		default:
-			res.Failed++
-			res.Stopped = sendErr
-			res.Pending += len(entries) - i
-			if ctx.Err() == nil {
-				c.Queue.AttemptedCompletion(ctx, e.ID, c.Client.Redact(sendErr.Error()))
-			}
-			return res, nil
-		}
-		if err != nil {
-			res.Pending += len(entries) - i - 1
-			return res, err
-		}
-	}
-	return res, nil
+	return c.Deliverer().Flush(ctx, limit)
 }
 
 func (c *Completer) logger() *slog.Logger {

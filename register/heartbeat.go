@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Heartbeat is the body of POST /v1/task/heartbeat (docs/openapi.yaml):
@@ -15,12 +16,12 @@ import (
 // (or since the command started), so the monitor sees idle GPUs while
 // they are idle.
 type Heartbeat struct {
-	TaskID string `json:"task_id"`
-	Time   int64  `json:"time"`
+	TaskID string
+	Time   int64
 	// IntervalSeconds and GPUs are set only with sampling on; GPUs has one
 	// entry per GPU of the task, even one without a sample.
-	IntervalSeconds *float64          `json:"interval_seconds,omitempty"`
-	GPUs            []gpu.GPUInterval `json:"gpus,omitempty"`
+	IntervalSeconds *float64
+	GPUs            []gpu.GPUInterval
 }
 
 // NewHeartbeat is the heartbeat of taskID at now; gpus, when sampling is
@@ -35,9 +36,14 @@ func NewHeartbeat(taskID string, since, now time.Time, gpus []gpu.GPUInterval) H
 	return h
 }
 
-// Marshal returns the body's bytes.
+// Marshal returns the body's bytes: a wire.Heartbeat.
 func (h Heartbeat) Marshal() []byte {
-	out, err := json.Marshal(h)
+	w := wire.Heartbeat{TaskID: h.TaskID, Time: &h.Time, IntervalSeconds: h.IntervalSeconds}
+	for _, g := range h.GPUs {
+		samples := int64(g.Samples)
+		w.GPUs = append(w.GPUs, wire.HeartbeatGPU{UUID: &g.UUID, MIGUUID: g.MIGUUID, Samples: &samples, UtilMean: g.UtilMean})
+	}
+	out, err := json.Marshal(w)
 	if err != nil {
 		// Strings, integers and finite means always marshal.
 		panic("register: marshalling the heartbeat: " + err.Error())

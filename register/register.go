@@ -1,5 +1,8 @@
-// Package register delivers a task's registration to the monitor API, and
-// spools what it cannot deliver within the budget.
+// Package register delivers a task's registration and completion to the
+// monitor API, and spools what it cannot deliver within the budget. One
+// delivery engine (Deliverer, deliver.go) sends every kind's spooled
+// entries, with the status policy apart from the transport; Registrar and
+// Completer use it, and the node agent uses it for its reports.
 //
 // Guarantees: Register returns by its context's deadline (the budget) and,
 // when the context is cancelled by a signal, within signalSpoolTimeout of
@@ -62,14 +65,13 @@ const spoolReserve = 250 * time.Millisecond
 // flushBatch is how many entries Flush reads from the spool at a time.
 const flushBatch = 100
 
-// Queue is the spool as registration uses it. *spool.Spool implements it.
+// Queue is the spool as registration and completion use it: the engine's
+// Pending, and the write-ahead of a fresh entry. *spool.Queue implements it,
+// and *spool.Spool for registrations.
 type Queue interface {
+	Pending
 	Enqueue(ctx context.Context, e spool.Entry) (uint64, error)
-	Attempted(ctx context.Context, id uint64, lastErr string) error
-	Delete(ctx context.Context, id uint64) error
-	Bury(ctx context.Context, id uint64, answer string) error
 	BuryNew(ctx context.Context, e spool.Entry, answer string) error
-	Oldest(ctx context.Context, n int) ([]spool.Entry, error)
 }
 
 // Registrar delivers registrations with retries, and spools them.
@@ -102,15 +104,6 @@ type Registrar struct {
 // keeps other processes off it while it is still trying it itself.
 type holder interface {
 	Hold(ctx context.Context, id uint64, until time.Time) error
-}
-
-func (r *Registrar) clientFor(fp string) *Client {
-	if r.ClientFor != nil {
-		if c := r.ClientFor(fp); c != nil {
-			return c
-		}
-	}
-	return r.Client
 }
 
 // TaskIDOf returns the task_id of a registration body: the only key a
@@ -416,178 +409,31 @@ func (g *registration) bury(ctx context.Context, err error) {
 	}
 }
 
-// FlushResult counts what a flush did: entries delivered, attempts that
-// failed, entries moved to the dead letters, and entries read but left
-// pending (the failed and the skipped ones included).
-type FlushResult struct {
-	Delivered, Failed, Dead, Pending int
-	// Stopped is the failed attempt that ended the flush, nil when none.
-	Stopped error
-}
-
-// One entry's failures must not stall the others (a "poison" entry that
-// the monitor answers 5xx forever):
-//   - an entry the monitor answered with a retryable status is skipped, and
-//     the flush goes on with the next; a flush stops at a network error (the
-//     monitor is unreachable: the rest would fail too) or after
-//     maxAnsweredInARow such answers in a row (the monitor is busy);
-//   - with Registrar.Backoff, an entry is not tried again before its own
-//     backoff since its last attempt has passed: entryBackoff doubled per
-//     attempt, at most maxEntryBackoff;
-//   - an entry that was answered with a retryable status after
-//     PoisonAttempts attempts over at least PoisonAge since it was queued
-//     is a dead letter: it will not get better.
-const (
-	maxAnsweredInARow = 3
-	entryBackoff      = 250 * time.Millisecond
-	maxEntryBackoff   = 5 * time.Minute
-	PoisonAttempts    = 20
-	PoisonAge         = 24 * time.Hour
-)
-
-// backingOff reports whether e's own backoff since its last attempt has
-// not yet passed.
-func backingOff(e spool.Entry, now time.Time) bool {
-	if e.Attempts <= 0 || e.LastAttempt.IsZero() {
-		return false
-	}
-	wait := maxEntryBackoff
-	if e.Attempts < 20 {
-		wait = min(entryBackoff<<(e.Attempts-1), maxEntryBackoff)
-	}
-	return now.Before(e.LastAttempt.Add(wait))
-}
-
-// Flush sends pending entries oldest first, at most limit (0: all), until
-// ctx is done, each with its own payload's task id as the Idempotency-Key,
-// to the monitor this Registrar's client is configured with. Entries that
-// fail are skipped, as the constants above say. The spool is not locked
-// while sending. The error is the spool's. A delivery clears the outage
+// Flush sends pending registrations oldest first, at most limit (0: all),
+// until ctx is done, each vetted by Check and sent with its own payload's
+// task id as the Idempotency-Key, to the monitor this Registrar's client is
+// configured with, by the delivery engine (Deliverer) with
+// EntrypointPolicy. The error is the spool's. A delivery clears the outage
 // memory's record of that monitor.
 func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
-	res, err := r.flush(ctx, limit)
+	res, err := r.Deliverer().Flush(ctx, limit)
 	r.flushedOutage(ctx, res)
 	return res, err
 }
 
-func (r *Registrar) flush(ctx context.Context, limit int) (FlushResult, error) {
-	var res FlushResult
-	skipped := map[uint64]bool{}
-	inARow := 0
-	for seen := 0; limit <= 0 || seen < limit; {
-		n := flushBatch
-		if limit > 0 {
-			n = min(n, limit-seen)
-		}
-		asked := n + len(skipped)
-		entries, err := r.Queue.Oldest(ctx, asked)
-		if err != nil {
-			return res, err
-		}
-		var fresh []spool.Entry
-		for _, e := range entries {
-			if !skipped[e.ID] {
-				fresh = append(fresh, e)
-			}
-		}
-		if len(fresh) == 0 {
-			return res, nil
-		}
-		for i, e := range fresh {
-			if ctx.Err() != nil {
-				res.Pending += len(fresh) - i
-				return res, nil
-			}
-			if r.Backoff && backingOff(e, time.Now()) {
-				skipped[e.ID] = true
-				res.Pending++
-				continue
-			}
-			step, err := r.flushOne(ctx, e, &res)
-			switch {
-			case err != nil || step == stopped:
-				res.Pending += len(fresh) - i
-				return res, err
-			case step == skippedOne:
-				skipped[e.ID] = true
-				res.Pending++
-				if inARow++; inARow >= maxAnsweredInARow {
-					res.Pending += len(fresh) - i - 1
-					return res, nil
-				}
-			default:
-				inARow = 0
-			}
-		}
-		seen += len(fresh)
-		if len(entries) < asked {
-			return res, nil
-		}
+// Deliverer is the delivery engine set up for this Registrar's spooled
+// registrations.
+func (r *Registrar) Deliverer() *Deliverer {
+	return &Deliverer{
+		Queue:     r.Queue,
+		Transport: Transport{Client: r.Client},
+		Policy:    EntrypointPolicy,
+		Check:     func(e spool.Entry) (string, error) { return r.check(e.Payload) },
+		ClientFor: r.ClientFor,
+		Backoff:   r.Backoff,
+		Logger:    r.Logger,
+		Noun:      "registration",
 	}
-	return res, nil
-}
-
-// flushStep is what became of one entry in a flush.
-type flushStep int
-
-const (
-	done       flushStep = iota // delivered or dead
-	skippedOne                  // answered with a retryable status: left pending, the flush goes on
-	stopped                     // the monitor is unreachable: the flush ends
-)
-
-// flushOne vets, sends and records one spooled entry.
-func (r *Registrar) flushOne(ctx context.Context, e spool.Entry, res *FlushResult) (flushStep, error) {
-	log := r.logger().With("task_id", e.TaskID, "spool_id", e.ID)
-	key, cerr := r.check(e.Payload)
-	if cerr != nil {
-		// Someone else's data, or an older version's: never sent.
-		answer := "not sent: " + cerr.Error()
-		log.Error("spooled registration refused before sending; moved to the dead letters", "reason", answer)
-		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
-			return stopped, err
-		}
-		res.Dead++
-		return done, nil
-	}
-	cl := r.clientFor(e.Fingerprint)
-	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	sendErr := cl.Send(actx, key, e.Payload)
-	cancel()
-	var ae *AnswerError
-	answered := errors.As(sendErr, &ae)
-	switch c := classify(sendErr); {
-	case c == delivered:
-		if err := r.Queue.Delete(ctx, e.ID); err != nil {
-			return stopped, err
-		}
-		res.Delivered++
-		return done, nil
-	case c == permanent, answered && e.Attempts+1 >= PoisonAttempts && time.Since(e.QueuedAt) >= PoisonAge:
-		answer := cl.Redact(sendErr.Error())
-		if c != permanent {
-			answer = fmt.Sprintf("gave up after %d attempts over %v: %s", e.Attempts+1, time.Since(e.QueuedAt).Round(time.Hour), answer)
-		}
-		log.Error("monitor refused a spooled registration for good; moved to the dead letters", "answer", answer)
-		if err := r.Queue.Bury(ctx, e.ID, answer); err != nil {
-			return stopped, err
-		}
-		res.Dead++
-		return done, nil
-	}
-	res.Failed++
-	res.Stopped = sendErr
-	text := cl.Redact(sendErr.Error())
-	log.Debug("spooled registration not delivered; it stays pending", "err", text)
-	if ctx.Err() == nil {
-		if err := r.Queue.Attempted(ctx, e.ID, text); err != nil {
-			log.Debug("spool: attempt not recorded", "err", err)
-		}
-	}
-	if answered {
-		return skippedOne, nil
-	}
-	return stopped, nil
 }
 
 func (r *Registrar) logger() *slog.Logger {

@@ -34,7 +34,7 @@ func fill(b *testing.B, path string, n int) {
 	defer db.Close()
 	now := time.Now()
 	err = db.Update(func(tx *bolt.Tx) error {
-		bk := createBuckets(tx)
+		bk := createBuckets(tx, Registrations)
 		if bk.err != nil {
 			return bk.err
 		}
@@ -182,7 +182,7 @@ func BenchmarkRequeue10000(b *testing.B) {
 		s := benchSpool(b, 10000, 0)
 		fill(b, s.Path(), 10000)
 		ctx := context.Background()
-		s.update(ctx, func(bk buckets, _ *changes) error {
+		s.update(ctx, Registrations, func(bk buckets, _ *changes) error {
 			c := bk.pending.Cursor()
 			var keys [][]byte
 			for k, _ := c.First(); k != nil; k, _ = c.Next() {

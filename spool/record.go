@@ -38,18 +38,20 @@ const (
 )
 
 type buckets struct {
+	k               Kind
 	pending, dead   *bolt.Bucket // the previous format's, no fingerprint
 	pendingT, deadT *bolt.Bucket // with a fingerprint
 	meta            *bolt.Bucket
 	err             error
 }
 
-func createBuckets(tx *bolt.Tx) buckets {
-	var b buckets
+// createBuckets opens kind k's buckets, creating those that are missing.
+func createBuckets(tx *bolt.Tx, k Kind) buckets {
+	b := buckets{k: k}
 	for _, x := range []struct {
 		dst  **bolt.Bucket
 		name []byte
-	}{{&b.pending, bucketPending}, {&b.dead, bucketDead}, {&b.pendingT, bucketPendingT}, {&b.deadT, bucketDeadT}, {&b.meta, bucketMeta}} {
+	}{{&b.pending, k.pending}, {&b.dead, k.dead}, {&b.pendingT, k.pendingT}, {&b.deadT, k.deadT}, {&b.meta, bucketMeta}} {
 		*x.dst, b.err = tx.CreateBucketIfNotExists(x.name)
 		if b.err != nil {
 			return b
@@ -95,7 +97,7 @@ func (b buckets) deadOf(bk *bolt.Bucket) *bolt.Bucket {
 // changes counts what the bounds did during one operation, logged once it
 // is committed.
 type changes struct {
-	dropped, deadDropped, expired, undecodable, notAdded int
+	dropped, deadDropped, expired, expiredDropped, undecodable, notAdded int
 }
 
 // maxMoves bounds the entries one transaction expires, buries as
@@ -104,21 +106,24 @@ type changes struct {
 // seconds). What is left over is moved by the next operations.
 const maxMoves = 1000
 
-func (s *Spool) logChanges(ch changes) {
+func (s *Spool) logChanges(k Kind, ch changes) {
 	if ch.dropped > 0 {
-		s.log.Warn("spool: full, oldest pending entries dropped", "path", s.opt.Path, "count", ch.dropped, "max", s.opt.MaxEntries)
+		s.log.Warn("spool: full, oldest pending entries dropped", "path", s.opt.Path, "kind", k.name, "count", ch.dropped, "max", s.opt.MaxEntries)
 	}
 	if ch.deadDropped > 0 {
-		s.log.Warn("spool: full, oldest dead letters dropped", "path", s.opt.Path, "count", ch.deadDropped, "max", s.opt.MaxEntries)
+		s.log.Warn("spool: full, oldest dead letters dropped", "path", s.opt.Path, "kind", k.name, "count", ch.deadDropped, "max", s.opt.MaxEntries)
 	}
 	if ch.expired > 0 {
-		s.log.Warn("spool: pending entries expired, moved to dead letters", "path", s.opt.Path, "count", ch.expired, "max_age", s.opt.MaxAge.String())
+		s.log.Warn("spool: pending entries expired, moved to dead letters", "path", s.opt.Path, "kind", k.name, "count", ch.expired, "max_age", s.opt.MaxAge.String())
+	}
+	if ch.expiredDropped > 0 {
+		s.log.Warn("spool: pending entries expired, dropped", "path", s.opt.Path, "kind", k.name, "count", ch.expiredDropped, "max_age", s.opt.MaxAge.String())
 	}
 	if ch.notAdded > 0 {
 		s.log.Warn("spool: this task's limit reached (PADDLE_SPOOL_MAX); its entry was not added", "path", s.opt.Path, "limit", s.opt.AddLimit)
 	}
 	if ch.undecodable > 0 {
-		s.log.Error("spool: undecodable records moved to dead letters", "path", s.opt.Path, "count", ch.undecodable)
+		s.log.Error("spool: undecodable records moved to dead letters", "path", s.opt.Path, "kind", k.name, "count", ch.undecodable)
 	}
 }
 
@@ -305,16 +310,34 @@ func (s *Spool) expireBucket(b buckets, bk *bolt.Bucket, now time.Time, ch *chan
 		moves = append(moves, move{clone(k), AnswerExpired})
 	}
 	for _, m := range moves {
-		if err := bury(b, bk, m.k, bk.Get(m.k), m.answer, now); err != nil {
+		if err := s.expireOne(b, bk, m.k, m.answer, now, ch); err != nil {
 			return err
-		}
-		if m.answer == AnswerExpired {
-			ch.expired++
-		} else {
-			ch.undecodable++
 		}
 	}
 	return nil
+}
+
+// expireOne moves the record under k of pending bucket bk to the dead
+// letters with answer; an expired one of a kind made with DropExpired is
+// deleted and counted instead.
+func (s *Spool) expireOne(b buckets, bk *bolt.Bucket, k []byte, answer string, now time.Time, ch *changes) error {
+	v := bk.Get(k)
+	if v == nil {
+		return nil
+	}
+	switch {
+	case answer == AnswerExpired && b.k.keyExpired != nil:
+		if err := bk.Delete(k); err != nil {
+			return err
+		}
+		ch.expiredDropped++
+		return b.meta.Put(b.k.keyExpired, itob(btoi(b.meta.Get(b.k.keyExpired))+1))
+	case answer == AnswerExpired:
+		ch.expired++
+	default:
+		ch.undecodable++
+	}
+	return bury(b, bk, k, v, answer, now)
 }
 
 // atLeast reports whether bk holds at least n keys, walking at most n.
@@ -348,7 +371,7 @@ func (s *Spool) bound(b buckets, ch *changes) error {
 		bk      *bolt.Bucket
 		counter []byte
 		n       *int
-	}{{b.pending, keyDropped, &ch.dropped}, {b.pendingT, keyDropped, &ch.dropped}, {b.dead, keyDeadDropped, &ch.deadDropped}, {b.deadT, keyDeadDropped, &ch.deadDropped}} {
+	}{{b.pending, b.k.keyDropped, &ch.dropped}, {b.pendingT, b.k.keyDropped, &ch.dropped}, {b.dead, b.k.keyDeadDrop, &ch.deadDropped}, {b.deadT, b.k.keyDeadDrop, &ch.deadDropped}} {
 		n, err := trim(x.bk, b.meta, x.counter, s.opt.MaxEntries)
 		if err != nil {
 			return err

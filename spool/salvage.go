@@ -1,14 +1,20 @@
 package spool
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Salvage reads a corrupt file's bytes, not through bbolt: bbolt stops (or
@@ -332,4 +338,122 @@ func Salvaged(path string) (pending, dead []Entry, err error) {
 		}
 	}
 	return pending, dead, sv.err
+}
+
+// quarantine renames the corrupt file that was opened as rejected to
+// <path>.corrupt-<unix-time>, and returns what could still be read from it
+// for the fresh spool. It renames only while it holds the file's exclusive
+// lock and the path still names that very file, so it never renames a
+// fresh spool another process has just put in its place.
+func (s *Spool) quarantine(ctx context.Context, deadline time.Time, rejected os.FileInfo, why error) (*salvage, error) {
+	h, err := s.acquire(ctx, deadline, modeModify, nil)
+	if errors.Is(err, errNoFile) {
+		return nil, nil // renamed by another process already
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w (%w)", ErrCorrupt, err, why)
+	}
+	defer h.f.Close()
+	if !os.SameFile(h.info, rejected) {
+		return nil, nil // renamed and replaced by another process already
+	}
+	aside, err := s.asideName()
+	if err == nil {
+		err = os.Rename(s.opt.Path, aside)
+	}
+	if err != nil {
+		s.log.Error("spool: corrupt file could not be renamed aside", "path", s.opt.Path, "reason", why.Error(), "err", err)
+		return nil, fmt.Errorf("%w: %w: renaming aside: %w", ErrCorrupt, ErrUnavailable, err)
+	}
+	h.f.Close() // the lock is released only now that the path is free
+	sv := salvageFile(aside)
+	if st, ok := rejected.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && st.Uid != 0 {
+		sv.uid = st
+	}
+	attrs := []any{"path", s.opt.Path, "renamed_to", aside, "reason", why.Error(),
+		"salvaged_pending", len(sv.pending), "salvaged_dead", len(sv.dead)}
+	if sv.err != nil {
+		attrs = append(attrs, "salvage_stopped_by", sv.err.Error())
+	}
+	s.log.Error("spool: corrupt file renamed aside, using a fresh spool", attrs...)
+	return sv, nil
+}
+
+// asideName picks <path>.corrupt-<unix-time>, with a suffix when a file of
+// that name exists (two corrupt files within one second).
+func (s *Spool) asideName() (string, error) {
+	base := s.opt.Path + ".corrupt-" + strconv.FormatInt(s.opt.Now().Unix(), 10)
+	name := base
+	for i := 1; i < 1000; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+			return name, nil
+		}
+		name = base + "-" + strconv.Itoa(i)
+	}
+	return "", fmt.Errorf("no free name beside %s", base)
+}
+
+// salvage is what could be read from a corrupt file.
+type salvage struct {
+	pending, dead [][]byte // records, oldest first
+	dropped       [2]uint64
+	uid           *syscall.Stat_t // the corrupt file's owner, when root must give the fresh file back
+	err           error           // why reading stopped early, if it did
+}
+
+func (sv *salvage) owner() *syscall.Stat_t {
+	if sv == nil {
+		return nil
+	}
+	return sv.uid
+}
+
+func (sv *salvage) empty() bool {
+	return sv == nil || len(sv.pending)+len(sv.dead) == 0 && sv.dropped == [2]uint64{}
+}
+
+// restore writes salvaged records into the fresh spool with new ids, in
+// their old order. Failing that, they are still in the file renamed aside.
+func (s *Spool) restore(db *bolt.DB, sv *salvage) {
+	var ch changes
+	err := guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx, Registrations)
+			if b.err != nil {
+				return b.err
+			}
+			for _, x := range []struct {
+				recs [][]byte
+				dst  func(fp string) *bolt.Bucket
+			}{{sv.pending, b.pendingFor}, {sv.dead, b.deadFor}} {
+				for _, v := range x.recs {
+					seq, err := b.pending.NextSequence()
+					if err != nil {
+						return err
+					}
+					if nv, err := patch(v, map[string]any{"id": seq}); err == nil {
+						v = nv
+					}
+					// Back into the bucket of its format: an entry with a
+					// fingerprint never lands where older versions read.
+					e, _ := decodeLenient(nil, v)
+					if err := x.dst(e.Fingerprint).Put(itob(seq), v); err != nil {
+						return err
+					}
+				}
+			}
+			for i, k := range [][]byte{keyDropped, keyDeadDropped} {
+				if err := b.meta.Put(k, itob(btoi(b.meta.Get(k))+sv.dropped[i])); err != nil {
+					return err
+				}
+			}
+			return s.bound(b, &ch)
+		})
+	})
+	if err != nil {
+		s.log.Error("spool: entries salvaged from a corrupt file could not be written; they stay in the file renamed aside",
+			"path", s.opt.Path, "err", err)
+		return
+	}
+	s.logChanges(Registrations, ch)
 }

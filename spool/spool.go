@@ -1,10 +1,15 @@
-// Package spool keeps registrations that could not be delivered yet in a
-// bbolt file, so that a later start or a node-level drainer sends them.
+// Package spool keeps entries that could not be delivered yet in a bbolt
+// file, so that a later start, a node-level drainer or the next pass of a
+// node agent sends them: the tasks' registrations and completions, and any
+// kind a program names (the node agent's reports, in a file of its own).
+// Every kind is one Queue (Spool.Queue, kind.go), oldest first, with the
+// same guarantees; the Spool's own Enqueue, Oldest, ... are the
+// registrations' queue.
 //
-// Guarantees:
+// Guarantees, for every kind:
 //
 //   - At-least-once. An entry leaves the pending bucket only when its
-//     caller deletes it (which the registration code does only after the
+//     caller deletes it (which the delivery code does only after the
 //     monitor answered 2xx or 409), buries it as a dead letter, or when
 //     the bounds below drop or expire it. Two processes may send the same
 //     entry; the task id, sent as the Idempotency-Key, makes that harmless.
@@ -12,9 +17,10 @@
 //     fsync: a process killed at any moment leaves each entry either fully
 //     written or absent, and a file that opens.
 //   - Bounded. At most Options.MaxEntries pending entries (and as many dead
-//     letters): past that the oldest are dropped and counted. Pending
-//     entries older than Options.MaxAge move to the dead letters with the
-//     answer "expired".
+//     letters) per kind: past that the oldest are dropped and counted.
+//     Pending entries older than Options.MaxAge move to the dead letters
+//     with the answer "expired" (a kind made with Kind.DropExpired drops
+//     and counts them instead).
 //   - Shared safely. The file is opened for each operation and closed
 //     after it, so its lock is never held across a network call; the lock
 //     is waited for at most Options.LockTimeout (or the context's deadline),
@@ -35,12 +41,12 @@
 //     dead letters with the answer "undecodable record" rather than lost.
 //
 // Reading a spool file that does not exist (Oldest, List, Stats) returns
-// nothing and creates nothing: only Enqueue and BuryNew create the file
+// nothing and creates nothing: only Enqueue and BuryNew (and
+// RecordOutage) create the file
 // (mode 0600, and its directory, 0700, when the directory is missing).
 package spool
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,6 +141,9 @@ type Stats struct {
 	// Legacy counts the pending registrations and completions of the
 	// previous format (no fingerprint), sent only by spool flush --legacy.
 	Legacy int `json:"legacy"`
+	// Expired counts pending entries dropped past MaxAge, in a kind made
+	// with DropExpired (other kinds move them to the dead letters).
+	Expired int `json:"expired,omitempty"`
 }
 
 // Options configure a spool.
@@ -191,490 +200,9 @@ func New(opt Options) *Spool {
 // Path returns the spool file's path.
 func (s *Spool) Path() string { return s.opt.Path }
 
-// Enqueue adds e as pending and returns its id. The id, record version and
-// any dead-letter fields of e are set by the spool; a zero QueuedAt is set
-// to now. e needs a task id and a payload that is a JSON object. An entry
-// with a fingerprint goes to the buckets older versions never read.
-func (s *Spool) Enqueue(ctx context.Context, e Entry) (uint64, error) {
-	if err := checkNew(e); err != nil {
-		return 0, err
-	}
-	now := s.opt.Now()
-	e.Version, e.Answer, e.DeadAt = RecordVersion, "", time.Time{}
-	if e.QueuedAt.IsZero() {
-		e.QueuedAt = now
-	}
-	if s.opt.AddMaxAge > 0 {
-		e.ExpiresAt = e.QueuedAt.Add(s.opt.AddMaxAge)
-	}
-	var id uint64
-	var ch changes
-	err := s.do(ctx, modeCreate, func(db *bolt.DB) error {
-		ch, id = changes{}, 0
-		return db.Update(func(tx *bolt.Tx) error {
-			b := createBuckets(tx)
-			if b.err != nil {
-				return b.err
-			}
-			if err := s.expire(b, now, &ch); err != nil {
-				return err
-			}
-			if s.opt.AddLimit > 0 && atLeast(b.pendingFor(e.Fingerprint), s.opt.AddLimit) {
-				// The task's own bound: its entry gives way, never
-				// the entries other tasks left.
-				ch.notAdded++
-				return b.meta.Put(keyDropped, itob(btoi(b.meta.Get(keyDropped))+1))
-			}
-			var err error
-			if id, err = b.put(b.pendingFor(e.Fingerprint), e); err != nil {
-				return err
-			}
-			return s.bound(b, &ch)
-		})
-	})
-	if err != nil {
-		return 0, err
-	}
-	s.logChanges(ch)
-	if id == 0 {
-		return 0, fmt.Errorf("%w: %d entries pending already, the limit this task set (PADDLE_SPOOL_MAX)", ErrFull, s.opt.AddLimit)
-	}
-	return id, nil
-}
-
-// Attempted records a failed delivery attempt of pending entry id: one more
-// attempt, its error and its time. An id that is no longer pending (another
-// process delivered, dropped or expired it) is not an error.
-func (s *Spool) Attempted(ctx context.Context, id uint64, lastErr string) error {
-	now := s.opt.Now()
-	return s.update(ctx, func(b buckets, _ *changes) error {
-		bk, v := b.findPending(id)
-		if v == nil {
-			return nil
-		}
-		e, ok := decode(itob(id), v)
-		if !ok {
-			return nil // Oldest buries it; nothing worth counting here
-		}
-		nv, err := patch(v, map[string]any{
-			"attempts":     e.Attempts + 1,
-			"last_error":   lastErr,
-			"last_attempt": now,
-		})
-		if err != nil {
-			return nil
-		}
-		return bk.Put(itob(id), nv)
-	})
-}
-
-// Hold keeps pending entry id from being handed out to other processes
-// until until (a zero time releases it): the writer of a write-ahead
-// entry renews it while it keeps trying, and releases it when it stops.
-func (s *Spool) Hold(ctx context.Context, id uint64, until time.Time) error {
-	return s.update(ctx, func(b buckets, _ *changes) error {
-		bk, v := b.findPending(id)
-		if v == nil {
-			return nil
-		}
-		var val any
-		if !until.IsZero() {
-			val = until
-		}
-		nv, err := patch(v, map[string]any{"held_until": val})
-		if err != nil {
-			return nil
-		}
-		return bk.Put(itob(id), nv)
-	})
-}
-
-// Delete removes pending entry id once its delivery was answered 2xx/409.
-// An id that is no longer pending is not an error.
-func (s *Spool) Delete(ctx context.Context, id uint64) error {
-	return s.DeleteMany(ctx, []uint64{id})
-}
-
-// DeleteMany removes the given pending entries in one transaction, which
-// costs one file open and one fsync however many there are.
-func (s *Spool) DeleteMany(ctx context.Context, ids []uint64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return s.update(ctx, func(b buckets, _ *changes) error {
-		for _, id := range ids {
-			for _, bk := range []*bolt.Bucket{b.pendingT, b.pending} {
-				if err := bk.Delete(itob(id)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// Bury moves pending entry id to the dead letters with the monitor's answer.
-// An id that is no longer pending is not an error.
-func (s *Spool) Bury(ctx context.Context, id uint64, answer string) error {
-	now := s.opt.Now()
-	return s.update(ctx, func(b buckets, ch *changes) error {
-		bk, v := b.findPending(id)
-		if v == nil {
-			return nil
-		}
-		if err := bury(b, bk, itob(id), v, answer, now); err != nil {
-			return err
-		}
-		return s.bound(b, ch)
-	})
-}
-
-// BuryNew stores e directly as a dead letter with the monitor's answer, and
-// creates the file if need be. e needs a task id and a JSON object payload.
-func (s *Spool) BuryNew(ctx context.Context, e Entry, answer string) error {
-	if err := checkNew(e); err != nil {
-		return err
-	}
-	now := s.opt.Now()
-	e.Version, e.Answer, e.DeadAt = RecordVersion, answer, now
-	if e.QueuedAt.IsZero() {
-		e.QueuedAt = now
-	}
-	var ch changes
-	err := s.do(ctx, modeCreate, func(db *bolt.DB) error {
-		ch = changes{}
-		return db.Update(func(tx *bolt.Tx) error {
-			b := createBuckets(tx)
-			if b.err != nil {
-				return b.err
-			}
-			if _, err := b.put(b.deadFor(e.Fingerprint), e); err != nil {
-				return err
-			}
-			return s.bound(b, &ch)
-		})
-	})
-	if err == nil {
-		s.logChanges(ch)
-	}
-	return err
-}
-
-// Oldest returns up to n pending entries this process may send
-// (Options.Sendable) and nobody holds (Entry.HeldUntil), oldest first, of
-// both formats (n <= 0: all). On the way it moves entries past MaxAge and
-// undecodable records to the dead letters (a write only when there is
-// something to move). A record of a newer version is returned with what
-// this version understands of it.
-func (s *Spool) Oldest(ctx context.Context, n int) ([]Entry, error) {
-	if s.missing() {
-		return nil, nil
-	}
-	now := s.opt.Now()
-	var out []Entry
-	var ch changes
-	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
-		out, ch = nil, changes{}
-		type move struct {
-			bucket []byte
-			k      []byte
-		}
-		var expired, undecodable []move
-		err := db.View(func(tx *bolt.Tx) error {
-			return walkMerged(tx, [][]byte{bucketPending, bucketPendingT}, func(name, k, v []byte) bool {
-				if n > 0 && len(out) >= n || len(expired)+len(undecodable) >= maxMoves {
-					return false
-				}
-				e, ok := decode(k, v)
-				switch {
-				case !ok:
-					undecodable = append(undecodable, move{name, clone(k)})
-				case s.isExpired(e, now):
-					expired = append(expired, move{name, clone(k)})
-				case s.sendable(e.Fingerprint) && (s.opt.IgnoreHolds || !now.Before(e.HeldUntil)):
-					out = append(out, e)
-				}
-				return true
-			})
-		})
-		if err != nil || len(expired)+len(undecodable) == 0 && !s.overBound(db) {
-			return err
-		}
-		return db.Update(func(tx *bolt.Tx) error {
-			b := createBuckets(tx)
-			if b.err != nil {
-				return b.err
-			}
-			for _, x := range []struct {
-				moves  []move
-				answer string
-				n      *int
-			}{{expired, AnswerExpired, &ch.expired}, {undecodable, AnswerUndecodable, &ch.undecodable}} {
-				for _, m := range x.moves {
-					bk := tx.Bucket(m.bucket)
-					if v := bk.Get(m.k); v != nil {
-						if err := bury(b, bk, m.k, v, x.answer, now); err != nil {
-							return err
-						}
-						*x.n++
-					}
-				}
-			}
-			return s.bound(b, &ch)
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.logChanges(ch)
-	return out, nil
-}
-
 // sendable reports whether this process may send an entry written for fp.
 func (s *Spool) sendable(fp string) bool {
 	return s.opt.Sendable == nil || s.opt.Sendable(fp)
-}
-
-// walkMerged walks the named buckets together in key order (ids are
-// unique across them, so this is oldest first), until fn returns false.
-func walkMerged(tx *bolt.Tx, names [][]byte, fn func(name, k, v []byte) bool) error {
-	type cur struct {
-		name []byte
-		c    *bolt.Cursor
-		k, v []byte
-	}
-	var curs []*cur
-	for _, name := range names {
-		if bk := tx.Bucket(name); bk != nil {
-			c := &cur{name: name, c: bk.Cursor()}
-			c.k, c.v = c.c.First()
-			curs = append(curs, c)
-		}
-	}
-	for {
-		var next *cur
-		for _, c := range curs {
-			if c.k != nil && (next == nil || bytes.Compare(c.k, next.k) < 0) {
-				next = c
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		if !fn(next.name, next.k, next.v) {
-			return nil
-		}
-		next.k, next.v = next.c.Next()
-	}
-}
-
-// overBound reports, cheaply, whether a pending bucket may hold more
-// than MaxEntries: a node's drainer started with a lower --spool-max
-// applies it even when nothing else changes.
-func (s *Spool) overBound(db *bolt.DB) bool {
-	over := false
-	db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketPending, bucketPendingT} {
-			p := tx.Bucket(name)
-			if p == nil || s.opt.MaxEntries <= 0 {
-				continue
-			}
-			c := p.Cursor()
-			first, _ := c.First()
-			if first == nil {
-				continue // Last is asked only of a bucket with a key (trim)
-			}
-			last, _ := c.Last()
-			over = over || len(first) != 8 || len(last) != 8 || btoi(last)-btoi(first) >= uint64(s.opt.MaxEntries)
-		}
-		return nil
-	})
-	return over
-}
-
-// List returns every pending entry, or every dead letter when dead is true,
-// oldest first. It only reads: a record it cannot decode is listed with the
-// answer "undecodable record" and its bytes in the payload.
-func (s *Spool) List(ctx context.Context, dead bool) ([]Entry, error) {
-	if dead {
-		return s.listBuckets(ctx, [][]byte{bucketDead, bucketDeadT}, true)
-	}
-	return s.listBuckets(ctx, [][]byte{bucketPending, bucketPendingT}, true)
-}
-
-// listBuckets returns the entries of the named buckets, oldest first. A
-// record it cannot decode is listed as undecodable when keepUndecodable is
-// true, and left out otherwise.
-func (s *Spool) listBuckets(ctx context.Context, names [][]byte, keepUndecodable bool) ([]Entry, error) {
-	if s.missing() {
-		return nil, nil
-	}
-	var out []Entry
-	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
-		out = nil
-		return db.View(func(tx *bolt.Tx) error {
-			var err error
-			werr := walkMerged(tx, names, func(_, k, v []byte) bool {
-				if err = stopped(ctx, len(out)); err != nil {
-					return false
-				}
-				e, ok := decodeLenient(k, v)
-				switch {
-				case ok:
-				case keepUndecodable:
-					e = undecodableEntry(k, v, time.Time{})
-				default:
-					return true
-				}
-				out = append(out, e)
-				return true
-			})
-			if err != nil {
-				return err
-			}
-			return werr
-		})
-	})
-	return out, err
-}
-
-// Stats counts pending, dead and dropped entries.
-func (s *Spool) Stats(ctx context.Context) (Stats, error) {
-	if s.missing() {
-		return Stats{}, nil
-	}
-	var st Stats
-	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
-		st = Stats{}
-		return db.View(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketPending, bucketPendingT} {
-				if bk := tx.Bucket(name); bk != nil {
-					st.Pending += bk.Stats().KeyN
-				}
-			}
-			for _, name := range [][]byte{bucketDead, bucketDeadT} {
-				if bk := tx.Bucket(name); bk != nil {
-					st.Dead += bk.Stats().KeyN
-				}
-			}
-			st.Foreign, st.Legacy = s.foreign(tx)
-			if bk := tx.Bucket(bucketMeta); bk != nil {
-				st.Dropped = int(btoi(bk.Get(keyDropped)))
-				st.DeadDropped = int(btoi(bk.Get(keyDeadDropped)))
-			}
-			return nil
-		})
-	})
-	return st, err
-}
-
-// Requeue moves every dead letter back to pending and returns how many. A
-// requeued entry gets a new id at the back of the queue, its attempts reset
-// to zero and its answer cleared, so it is tried again as if new; it keeps
-// its task id, payload, first queued time and last error, and RequeuedAt
-// records the move (its age for MaxAge counts from then). Dead letters that
-// cannot be sent (undecodable records) stay dead.
-func (s *Spool) Requeue(ctx context.Context) (int, error) {
-	if s.missing() {
-		return 0, nil
-	}
-	now := s.opt.Now()
-	var moved, kept int
-	var ch changes
-	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
-		moved, kept, ch = 0, 0, changes{}
-		return db.Update(func(tx *bolt.Tx) error {
-			b := createBuckets(tx)
-			if b.err != nil {
-				return b.err
-			}
-			for _, fam := range []struct{ dead, pending *bolt.Bucket }{{b.dead, b.pending}, {b.deadT, b.pendingT}} {
-				var keys [][]byte
-				c := fam.dead.Cursor()
-				for k, v := c.First(); k != nil; k, v = c.Next() {
-					if err := stopped(ctx, len(keys)+kept); err != nil {
-						return err // rolled back: the file is as it was
-					}
-					if _, ok := decode(k, v); !ok {
-						kept++
-						continue
-					}
-					keys = append(keys, clone(k))
-				}
-				for i, k := range keys {
-					if err := stopped(ctx, i); err != nil {
-						return err
-					}
-					nv, err := patch(fam.dead.Get(k), map[string]any{
-						"attempts":    0,
-						"answer":      nil,
-						"dead_at":     nil,
-						"expires_at":  nil,
-						"held_until":  nil,
-						"requeued_at": now,
-					})
-					if err != nil {
-						kept++
-						continue
-					}
-					seq, err := b.pending.NextSequence()
-					if err != nil {
-						return err
-					}
-					if nv, err = patch(nv, map[string]any{"id": seq}); err != nil {
-						return err
-					}
-					if err := fam.pending.Put(itob(seq), nv); err != nil {
-						return err
-					}
-					if err := fam.dead.Delete(k); err != nil {
-						return err
-					}
-					moved++
-				}
-			}
-			return s.bound(b, &ch)
-		})
-	})
-	if err != nil {
-		return 0, err
-	}
-	if kept > 0 {
-		s.log.Warn("spool: dead letters that cannot be sent stay dead", "path", s.opt.Path, "count", kept)
-	}
-	s.logChanges(ch)
-	return moved, nil
-}
-
-// PurgeDead deletes every dead letter and returns how many.
-func (s *Spool) PurgeDead(ctx context.Context) (int, error) {
-	if s.missing() {
-		return 0, nil
-	}
-	var n int
-	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
-		n = 0
-		return db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketDead, bucketDeadT} {
-				bk := tx.Bucket(name)
-				if bk == nil {
-					continue
-				}
-				n += bk.Stats().KeyN // nothing written yet in this transaction
-				if err := tx.DeleteBucket(name); err != nil {
-					return err
-				}
-				if _, err := tx.CreateBucket(name); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
 }
 
 // Files returns the per-UID spool files (spool-*.db) in dir, and the
@@ -709,29 +237,6 @@ func (s *Spool) missing() bool {
 	return errors.Is(err, os.ErrNotExist)
 }
 
-// update runs fn in one write transaction on an existing spool file (a
-// missing file has nothing to update) and logs what the bounds changed.
-func (s *Spool) update(ctx context.Context, fn func(buckets, *changes) error) error {
-	if s.missing() {
-		return nil
-	}
-	var ch changes
-	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
-		ch = changes{}
-		return db.Update(func(tx *bolt.Tx) error {
-			b := createBuckets(tx)
-			if b.err != nil {
-				return b.err
-			}
-			return fn(b, &ch)
-		})
-	})
-	if err == nil {
-		s.logChanges(ch)
-	}
-	return err
-}
-
 // stopped returns ctx's error every 256th step of a long walk, so that a
 // signal ends an operation on a spool of any size within milliseconds; the
 // transaction is then rolled back and the file left as it was.
@@ -760,4 +265,27 @@ func (s *Spool) IgnoringHolds() *Spool {
 	opt := s.opt
 	opt.IgnoreHolds = true
 	return &Spool{opt: opt, log: s.log}
+}
+
+// update runs fn in one write transaction on an existing spool file (a
+// missing file has nothing to update) and logs what the bounds changed.
+func (s *Spool) update(ctx context.Context, k Kind, fn func(buckets, *changes) error) error {
+	if s.missing() {
+		return nil
+	}
+	var ch changes
+	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
+		ch = changes{}
+		return db.Update(func(tx *bolt.Tx) error {
+			b := createBuckets(tx, k)
+			if b.err != nil {
+				return b.err
+			}
+			return fn(b, &ch)
+		})
+	})
+	if err == nil {
+		s.logChanges(k, ch)
+	}
+	return err
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Sampled is a heartbeat that carries the last interval's GPU samples
@@ -173,4 +175,26 @@ func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskK
 		delete(byKey, k)
 	}
 	return out, nil
+}
+
+// SampledOf is what the store keeps of a heartbeat with gpus (decoded and
+// checked by wire.DecodeHeartbeat) at time t: interval_seconds rounded to
+// the second.
+func SampledOf(w *wire.Heartbeat, t int64) *Sampled {
+	s := &Sampled{TaskID: w.TaskID, Time: t}
+	if w.IntervalSeconds != nil {
+		v := int64(math.Round(*w.IntervalSeconds))
+		s.Interval = &v
+	}
+	for _, g := range w.GPUs {
+		e := SampledGPU{MIGUUID: g.MIGUUID, UtilMean: g.UtilMean}
+		if g.UUID != nil {
+			e.UUID = *g.UUID
+		}
+		if g.Samples != nil {
+			e.Samples = *g.Samples
+		}
+		s.GPUs = append(s.GPUs, e)
+	}
+	return s
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Errors of the write methods, for errors.Is.
@@ -266,4 +267,66 @@ func decodeAny(b []byte) (any, error) {
 	var v any
 	err := d.Decode(&v)
 	return v, err
+}
+
+// RegistrationOf is what the store keeps of a registration the monitor
+// decoded and checked (wire.DecodeRegistration), with its body as sent.
+// A GPU without an index is at its position; without a share, its share
+// is the store's default (Register sets it).
+func RegistrationOf(w *wire.Registration, body []byte) *Registration {
+	r := &Registration{
+		TaskID: w.TaskID, TaskName: w.TaskName, Project: w.Project, Owner: w.Owner,
+		Priority: w.Priority, Env: w.Env, Pipeline: w.Pipeline, PipelineRun: w.PipelineRun, Step: w.Step,
+		Orchestrator: w.Orchestrator, K8sNamespace: w.K8sNamespace, K8sPod: w.K8sPod, K8sNode: w.K8sNode,
+		K8sPodUID: w.K8sPodUID, K8sJobIndex: w.K8sJobIndex, Hostname: w.Hostname, SubmitTime: w.SubmitTime,
+		GPUCount: w.Count(), DurationEst: w.DurationEst, Labels: map[string]string(w.Labels), Body: body,
+	}
+	if w.StartTime != nil {
+		r.StartTime = *w.StartTime
+	}
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	for i, g := range w.GPUs {
+		gpu := RegisteredGPU{Index: int64(i), UUID: g.UUID, Model: g.Name, MemoryTotal: g.MemoryTotalBytes}
+		if g.Index != nil {
+			gpu.Index = *g.Index
+		}
+		if g.Share != nil {
+			gpu.Share = *g.Share
+		}
+		if m := g.MIG; m != nil {
+			gpu.MIG = &MIG{UUID: m.UUID, ComputeInstanceID: m.ComputeInstanceID, Profile: m.Profile,
+				Slices: m.Slices, TotalSlices: m.TotalSlices}
+			if m.GPUInstanceID != nil {
+				gpu.MIG.GPUInstanceID = *m.GPUInstanceID
+			}
+		}
+		r.GPUs = append(r.GPUs, gpu)
+	}
+	return r
+}
+
+// CompletionOf is what the store keeps of a completion body (decoded by
+// the monitor, or again by the store when its registration comes).
+func CompletionOf(w *wire.Completion) *Completion {
+	c := &Completion{TaskID: w.TaskID, StartTime: w.StartTime, Signal: w.Signal, Metrics: w.Metrics}
+	if w.EndTime != nil {
+		c.EndTime = *w.EndTime
+	}
+	if w.DurationSeconds != nil {
+		c.DurationSeconds = *w.DurationSeconds
+	}
+	if w.ExitCode != nil {
+		c.ExitCode = *w.ExitCode
+	}
+	if g := w.Gate; g != nil {
+		c.Gate = &Gate{Expr: g.Expr, Reason: g.Reason, Passed: g.Passed != nil && *g.Passed}
+	}
+	for _, g := range w.GPUs {
+		c.GPUs = append(c.GPUs, GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Samples: g.Samples, UtilMean: g.UtilMean,
+			UtilP95: g.UtilP95, MemoryUsedPeakBytes: g.MemoryUsedPeakBytes, IdleShare: g.IdleShare,
+			EnergyJoules: g.EnergyJoules, EnergyEstimated: g.EnergyEstimated})
+	}
+	return c
 }

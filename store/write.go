@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // lockTask serialises, on PostgreSQL, the transactions of one task_id across
@@ -352,13 +353,14 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, ke
 	if !found {
 		return nil
 	}
-	var c Completion
-	if err := json.Unmarshal([]byte(body), &c); err != nil {
+	var w wire.Completion
+	if err := json.Unmarshal([]byte(body), &w); err != nil {
 		// The API checked it before keeping it; should that check ever
 		// have let through what this decoder refuses, the registration
 		// must still be stored, and the completion stays where it is.
 		return nil
 	}
+	c := *CompletionOf(&w)
 	// The completion's end was clamped to its receipt when it came (a
 	// skewed clock); the body keeps what was sent.
 	c.EndTime = min(c.EndTime, received)

@@ -1,6 +1,6 @@
 package main
 
-// Black-box tests of MONITOR.md section 11, teams sharing one monitor: two
+// Black-box tests of teams sharing one monitor (docs/monitor.md): two
 // team tokens (search_*, ads_*) and an admin, as a hostile team would try
 // them.
 

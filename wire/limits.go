@@ -1,0 +1,45 @@
+package wire
+
+import "math"
+
+// SchemaVersion is the version of the entrypoint's bodies (registration,
+// completion); a monitor accepts any version from 1 up and ignores the
+// fields it does not know.
+const SchemaVersion = 1
+
+// Limits of the entrypoint's bodies (docs/contract.md, "Bounds"). A body
+// over one of them is answered 400 naming the field.
+const (
+	// MaxUnix bounds a time in Unix seconds: far past any real clock, and
+	// it keeps sums of times and durations exact in an int64 or float64.
+	MaxUnix = 1 << 40
+	// MaxGPUCount bounds a registration's gpu_count.
+	MaxGPUCount = 1024
+	// MaxGPUList bounds the entries of a gpus list (registration,
+	// completion, heartbeat): no node has more.
+	MaxGPUList = 256
+	// MaxMetrics bounds a completion's metrics: the quality gate sends the
+	// first MaxMetrics keys of its file.
+	MaxMetrics = 32
+	// MaxSlices bounds a MIG profile's slices and total_slices (NVML's
+	// GPUs have 7 or 8).
+	MaxSlices = 64
+	// MaxEnergyJoules bounds a GPU's energy over one task: 10 kW for a
+	// century is about 3e13 J.
+	MaxEnergyJoules = 1e15
+	// MaxDurationEst bounds duration_est, in seconds: one year.
+	MaxDurationEst = 31536000
+	// MaxExitCode bounds exit_code (a process's exit status).
+	MaxExitCode = 255
+	// MaxID bounds the small identifiers and counters: schema_version,
+	// k8s_job_index, a GPU's index, MIG instance ids.
+	MaxID = math.MaxInt32
+	// MaxUUIDBytes bounds a GPU's or MIG instance's UUID and a GPU's name.
+	MaxUUIDBytes = 128
+	// MaxProfileBytes bounds a MIG profile's name (1g.10gb).
+	MaxProfileBytes = 64
+	// MaxGateTextBytes bounds a gate's expr and reason.
+	MaxGateTextBytes = 1024
+	// MaxPercent bounds a utilisation, in percent.
+	MaxPercent = 100
+)

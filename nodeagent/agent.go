@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/nodereport"
 	"github.com/paddle-entrypoint/paddle-entrypoint/probestream"
 	"github.com/paddle-entrypoint/paddle-entrypoint/reportqueue"
@@ -97,6 +98,7 @@ type agent struct {
 	queue   *reportqueue.Queue
 	sender  *reportqueue.Sender
 	metrics *metrics
+	drainer *drain.Drainer // --drain-spools; nil when off
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -120,6 +122,11 @@ func newAgent(cfg Config, log *slog.Logger, version string, once bool) (*agent, 
 	}
 	if a.queue, err = reportqueue.Open(cfg.ReportSpool); err != nil {
 		return nil, fmt.Errorf("--report-spool: %w", err)
+	}
+	if cfg.DrainSpools != "" {
+		if a.drainer, err = a.newDrainer(); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }
@@ -315,6 +322,9 @@ func (a *agent) deliverLoop(ctx context.Context, kick <-chan struct{}) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.Interval/2)
 		a.deliver(pctx)
+		if a.drainer != nil {
+			a.drainPass(pctx)
+		}
 		cancel()
 	}
 }

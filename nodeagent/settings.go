@@ -8,12 +8,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 )
 
-// Config is the agent's settings (docs/node.md, "Settings").
+// Config is the agent's settings (docs/node.md, "Invocation").
 type Config struct {
 	MonitorURL         string
 	TokenFile          string
@@ -30,52 +32,50 @@ type Config struct {
 	MaxReportAge       time.Duration
 	Probe              string
 	Listen             string
+	DrainSpools        string
+	TokenDir           string
 	Final              bool // PADDLE_NODE_FINAL=1: the report sent at SIGTERM is final
 }
 
-// ErrUsage: a bad setting; the message names the flag and its variable.
-var ErrUsage = errors.New("usage")
+// ErrUsage: a bad setting; the message names the flag or the variable
+// (the programs' one usage error, exit 64 here).
+var ErrUsage = settings.ErrUsage
 
-// setting is one flag and its variable.
-type setting struct {
-	flag, env, kind, def, help string
-	set                        func(c *Config, v string) error
+func str(dst func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, s string) error { *dst(c) = s; return nil }
 }
 
-func durationSetting(dst func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("not a duration (like 60s or 5m)")
-		}
+func dur(dst func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		d, err := settings.Duration(s)
 		*dst(c) = d
-		return nil
+		return err
 	}
 }
 
-func stringSetting(dst func(*Config) *string) func(*Config, string) error {
-	return func(c *Config, v string) error { *dst(c) = v; return nil }
-}
-
-func settings() []setting {
-	return []setting{
-		{"monitor-url", "PADDLE_MONITOR_URL", "URL", "", "the monitor's base URL (required in run mode)", stringSetting(func(c *Config) *string { return &c.MonitorURL })},
-		{"token-file", "PADDLE_NODE_TOKEN_FILE", "file", "", "the node token (paddle-monitor token NAME --node GLOB), sent as a bearer token", stringSetting(func(c *Config) *string { return &c.TokenFile })},
-		{"monitor-ca", "PADDLE_MONITOR_CA", "file", "", "extra CA bundle for an https monitor", stringSetting(func(c *Config) *string { return &c.CAFile })},
-		{"node-name", "PADDLE_NODE_NAME", "name", "$NODE_NAME, else the host name", "the node's name in reports", stringSetting(func(c *Config) *string { return &c.NodeName })},
-		{"interval", "PADDLE_NODE_INTERVAL", "duration", "60s", "report interval (at least 5s); reports end on its wall-clock multiples", durationSetting(func(c *Config) *time.Duration { return &c.Interval })},
-		{"sample", "PADDLE_NODE_SAMPLE", "duration", "5s", "sampling period (at most the interval)", durationSetting(func(c *Config) *time.Duration { return &c.Sample })},
-		{"proc", "PADDLE_NODE_PROC", "dir", "/proc", "the host's proc file system", stringSetting(func(c *Config) *string { return &c.Proc })},
-		{"pod-resources-socket", "PADDLE_NODE_POD_RESOURCES_SOCKET", "socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's pod-resources API", stringSetting(func(c *Config) *string { return &c.PodResourcesSocket })},
-		{"cri-socket", "PADDLE_NODE_CRI_SOCKET", "socket", "/run/containerd/containerd.sock or /var/run/crio/crio.sock", "the container runtime's CRI API", stringSetting(func(c *Config) *string { return &c.CRISocket })},
-		{"docker-socket", "PADDLE_NODE_DOCKER_SOCKET", "socket", "/var/run/docker.sock when it exists", "a Docker-compatible API (Docker, podman) for allocations outside Kubernetes", stringSetting(func(c *Config) *string { return &c.DockerSocket })},
-		{"labels-path", "PADDLE_NODE_LABELS_PATH", "path", "/var/run/paddle-task.labels", "the labels file's path inside a container", stringSetting(func(c *Config) *string { return &c.LabelsPath })},
-		{"report-spool", "PADDLE_NODE_REPORT_SPOOL", "file", "/var/lib/paddle-node/reports.db", "the report spool (bbolt)", stringSetting(func(c *Config) *string { return &c.ReportSpool })},
-		{"max-report-age", "PADDLE_NODE_MAX_REPORT_AGE", "duration", "168h", "spooled reports older than this are dropped", durationSetting(func(c *Config) *time.Duration { return &c.MaxReportAge })},
-		{"probe", "PADDLE_NODE_PROBE", "file", "paddle-gpu-probe beside paddle-node", "the GPU probe executable", stringSetting(func(c *Config) *string { return &c.Probe })},
-		{"listen", "PADDLE_NODE_LISTEN", "host:port", "off", "serve /metrics and /healthz", stringSetting(func(c *Config) *string { return &c.Listen })},
-	}
-}
+// table is the agent's settings, read by the programs' one settings
+// mechanism: a malformed variable is refused, naming it (the settings are
+// the deployment's, not a task's). Defaults that depend on the machine
+// ("" here) are filled in by parse.
+var table = settings.Table[Config]{Policy: settings.Refuse, Entries: []settings.Entry[Config]{
+	{Flag: "monitor-url", Var: "PADDLE_MONITOR_URL", Type: "URL", Doc: "the monitor's base URL (required in run mode)", Parse: str(func(c *Config) *string { return &c.MonitorURL })},
+	{Flag: "token-file", Var: "PADDLE_NODE_TOKEN_FILE", Type: "file", Doc: "the node token (paddle-monitor token NAME --node GLOB), sent as a bearer token", Parse: str(func(c *Config) *string { return &c.TokenFile })},
+	{Flag: "monitor-ca-file", Var: "PADDLE_MONITOR_CA_FILE", Type: "file", Doc: "PEM CA bundle added to the system roots for an https monitor (as the entrypoint's)", Parse: str(func(c *Config) *string { return &c.CAFile })},
+	{Flag: "node-name", Var: "PADDLE_NODE_NAME", Type: "name", Doc: "the node's name in reports (default $NODE_NAME, else the host name)", Parse: str(func(c *Config) *string { return &c.NodeName })},
+	{Flag: "interval", Var: "PADDLE_NODE_INTERVAL", Type: "duration", Default: "60s", Doc: "report interval, at least 5s; reports end on its wall-clock multiples", Parse: dur(func(c *Config) *time.Duration { return &c.Interval })},
+	{Flag: "sample", Var: "PADDLE_NODE_SAMPLE", Type: "duration", Default: "5s", Doc: "sampling period, at most the interval", Parse: dur(func(c *Config) *time.Duration { return &c.Sample })},
+	{Flag: "proc", Var: "PADDLE_NODE_PROC", Type: "dir", Default: "/proc", Doc: "the host's proc file system", Parse: str(func(c *Config) *string { return &c.Proc })},
+	{Flag: "pod-resources-socket", Var: "PADDLE_NODE_POD_RESOURCES_SOCKET", Type: "socket", Default: "/var/lib/kubelet/pod-resources/kubelet.sock", Doc: "the kubelet's pod-resources API", Parse: str(func(c *Config) *string { return &c.PodResourcesSocket })},
+	{Flag: "cri-socket", Var: "PADDLE_NODE_CRI_SOCKET", Type: "socket", Doc: "the runtime's CRI API (default the first of /run/containerd/containerd.sock, /var/run/crio/crio.sock that exists)", Parse: str(func(c *Config) *string { return &c.CRISocket })},
+	{Flag: "docker-socket", Var: "PADDLE_NODE_DOCKER_SOCKET", Type: "socket", Doc: "a Docker-compatible API (Docker, podman) for allocations outside Kubernetes (default /var/run/docker.sock when it exists)", Parse: str(func(c *Config) *string { return &c.DockerSocket })},
+	{Flag: "labels-path", Var: "PADDLE_NODE_LABELS_PATH", Type: "path", Default: "/var/run/paddle-task.labels", Doc: "the labels file's path inside a container", Parse: str(func(c *Config) *string { return &c.LabelsPath })},
+	{Flag: "report-spool", Var: "PADDLE_NODE_REPORT_SPOOL", Type: "file", Default: "/var/lib/paddle-node/reports.db", Doc: "the report spool (bbolt)", Parse: str(func(c *Config) *string { return &c.ReportSpool })},
+	{Flag: "max-report-age", Var: "PADDLE_NODE_MAX_REPORT_AGE", Type: "duration", Default: "168h", Doc: "spooled reports older than this are dropped", Parse: dur(func(c *Config) *time.Duration { return &c.MaxReportAge })},
+	{Flag: "probe", Var: "PADDLE_NODE_PROBE", Type: "file", Doc: "the GPU probe executable (default paddle-gpu-probe beside paddle-node)", Parse: str(func(c *Config) *string { return &c.Probe })},
+	{Flag: "listen", Var: "PADDLE_NODE_LISTEN", Type: "host:port", Default: "off", Doc: "serve /metrics and /healthz", Parse: str(func(c *Config) *string { return &c.Listen })},
+	{Flag: "drain-spools", Var: "PADDLE_NODE_DRAIN_SPOOLS", Type: "dir", Default: "off", Doc: "also drain the task spools of this directory every interval, as paddle-entrypoint spool flush --all does (needs --token-dir)", Parse: str(func(c *Config) *string { return &c.DrainSpools })},
+	{Flag: "token-dir", Var: "PADDLE_NODE_TOKEN_DIR", Type: "dir", Doc: "the teams' monitor tokens for --drain-spools, one per file", Parse: str(func(c *Config) *string { return &c.TokenDir })},
+}}
 
 const usageHead = `usage: paddle-node [flags]            observe the node's GPUs and report to the monitor until SIGTERM
        paddle-node once [flags]       observe for one --interval (0: one sample) and print the report (JSON); sends nothing
@@ -86,77 +86,43 @@ PADDLE_NODE_FINAL=1 at SIGTERM marks the last report final (the node is going aw
 
 `
 
+func flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("paddle-node", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	table.Define(fs)
+	return fs
+}
+
 // usage writes --help.
 func usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FLAG\tTYPE\tVARIABLE\tDEFAULT\tMEANING")
-	for _, s := range settings() {
-		def := s.def
-		if def == "" {
-			def = "-"
-		}
-		fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\t%s\n", s.flag, s.kind, s.env, def, s.help)
-	}
-	tw.Flush()
+	fmt.Fprint(w, flagSet().FlagUsages())
 }
 
 // errHelp: --help was asked for.
 var errHelp = errors.New("help")
 
-// parse reads the settings from args (after the subcommand) and environ.
+// parse reads the settings from args (after the subcommand) and the
+// environment.
 func parse(args []string, env func(string) string, once bool) (Config, error) {
-	c := Config{}
-	all := settings()
-	values := map[string]string{}
-	from := map[string]string{}
-	for _, s := range all {
-		if v := env(s.env); v != "" {
-			values[s.flag] = v
-			from[s.flag] = s.env
-		}
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "-h" || a == "--help" {
+	var c Config
+	fs := flagSet()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
 			return c, errHelp
 		}
-		name, ok := strings.CutPrefix(a, "--")
-		if !ok {
-			return c, fmt.Errorf("%w: unexpected argument %q", ErrUsage, a)
-		}
-		name, val, hasVal := strings.Cut(name, "=")
-		idx := -1
-		for k, s := range all {
-			if s.flag == name {
-				idx = k
-			}
-		}
-		if idx < 0 {
-			return c, fmt.Errorf("%w: unknown flag --%s", ErrUsage, name)
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				return c, fmt.Errorf("%w: --%s needs a value", ErrUsage, name)
-			}
-			i++
-			val = args[i]
-		}
-		values[name] = val
-		from[name] = "--" + name
+		return c, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	// Defaults, then the values given.
-	c.Interval, c.Sample, c.MaxReportAge = 60*time.Second, 5*time.Second, 168*time.Hour
-	c.Proc, c.LabelsPath, c.ReportSpool = "/proc", "/var/run/paddle-task.labels", "/var/lib/paddle-node/reports.db"
-	c.PodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
-	for _, s := range all {
-		v, ok := values[s.flag]
-		if !ok {
-			continue
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	lookup := func(k string) (string, bool) { v := env(k); return v, v != "" }
+	if _, err := table.Resolve(&c, fs, lookup); err != nil {
+		if errors.Is(err, ErrUsage) {
+			return c, err
 		}
-		if err := s.set(&c, v); err != nil {
-			return c, fmt.Errorf("%w: %s (%s=%q): %v", ErrUsage, from[s.flag], s.env, v, err)
-		}
+		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	if c.NodeName == "" {
 		c.NodeName = env("NODE_NAME")
@@ -185,18 +151,19 @@ func parse(args []string, env func(string) string, once bool) (Config, error) {
 	if c.Listen == "off" {
 		c.Listen = ""
 	}
+	if c.DrainSpools == "off" {
+		c.DrainSpools = ""
+	}
 	c.Final = env("PADDLE_NODE_FINAL") == "1"
 	bad := func(flag, rule string) error {
-		for _, s := range all {
-			if s.flag == flag {
-				return fmt.Errorf("%w: --%s (%s): %s", ErrUsage, flag, s.env, rule)
+		for _, e := range table.Entries {
+			if e.Flag == flag {
+				return fmt.Errorf("%w: --%s (%s): %s", ErrUsage, flag, e.Var, rule)
 			}
 		}
 		return fmt.Errorf("%w: --%s: %s", ErrUsage, flag, rule)
 	}
 	switch {
-	case once && c.Interval < 0:
-		return c, bad("interval", "must not be negative")
 	case !once && c.Interval < 5*time.Second:
 		return c, bad("interval", "must be at least 5s")
 	case !once && c.Interval%time.Second != 0:
@@ -209,6 +176,8 @@ func parse(args []string, env func(string) string, once bool) (Config, error) {
 		return c, bad("max-report-age", "must be positive")
 	case !once && c.MonitorURL == "":
 		return c, bad("monitor-url", "required (the monitor's base URL)")
+	case c.DrainSpools != "" && c.TokenDir == "":
+		return c, bad("token-dir", "required with --drain-spools (the teams' tokens)")
 	case c.NodeName == "" || len(c.NodeName) > 253:
 		return c, bad("node-name", "must be a host name of 1 to 253 bytes")
 	}

@@ -20,7 +20,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("--help: exit %d", code)
 	}
 	for _, want := range []string{
-		"--monitor-url", "PADDLE_MONITOR_URL", "--token-file", "PADDLE_NODE_TOKEN_FILE", "PADDLE_MONITOR_CA",
+		"--monitor-url", "PADDLE_MONITOR_URL", "--token-file", "PADDLE_NODE_TOKEN_FILE", "PADDLE_MONITOR_CA_FILE",
 		"--node-name", "PADDLE_NODE_NAME", "--interval", "PADDLE_NODE_INTERVAL", "60s", "--sample", "PADDLE_NODE_SAMPLE", "5s",
 		"--proc", "PADDLE_NODE_PROC", "--pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "--cri-socket",
 		"--docker-socket", "--labels-path", "/var/run/paddle-task.labels", "--report-spool", "/var/lib/paddle-node/reports.db",

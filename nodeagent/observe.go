@@ -218,7 +218,7 @@ func (o *observer) observe(line *probestream.Line) nodereport.Observation {
 			obs.Instances = append(obs.Instances, in)
 		case len(g.Instances) == 0:
 			obs.Instances = append(obs.Instances, nodereport.InstanceReading{
-				Key: nodereport.InstanceKey{GPU: g.UUID, GI: -1}, MIG: true, Name: g.Name, MemoryTotalBytes: g.MemoryTotalBytes,
+				Key: nodereport.InstanceKey{GPU: g.UUID, GI: -1}, MIG: true, TotalSlices: g.TotalSlices, Name: g.Name, MemoryTotalBytes: g.MemoryTotalBytes,
 			})
 		default:
 			for _, mi := range g.Instances {

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"github.com/paddle-entrypoint/paddle-entrypoint/dockerapi"
 	"github.com/paddle-entrypoint/paddle-entrypoint/podresources"
 	"os"
@@ -34,7 +35,11 @@ func (c *cachedSource) snapshot(ctx context.Context) Snapshot {
 		c.last, c.have, c.reused, c.logged = s, true, 0, false
 		return s
 	}
-	c.agent.metrics.sourceFailures.WithLabelValues(c.src.Name()).Inc()
+	name := c.src.Name()
+	if errors.Is(err, podresources.ErrCRI) {
+		name = "cri"
+	}
+	c.agent.metrics.sourceFailures.WithLabelValues(name).Inc()
 	if !c.logged {
 		c.agent.log.Warn("allocation source failed", "source", c.src.Name(), "error", err)
 		c.logged = true

@@ -245,6 +245,16 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 	slices.SortFunc(keys, func(a, c InstanceKey) int {
 		return cmp.Or(cmp.Compare(a.GPU, c.GPU), cmp.Compare(a.GI, c.GI))
 	})
+	// A GPU is whole or in MIG mode within one report: one that had MIG
+	// instances in the interval (re-partitioned, or its mode changed) is
+	// reported by them alone.
+	hasMIG := map[string]bool{}
+	for _, k := range keys {
+		if k.GI >= 0 {
+			hasMIG[k.GPU] = true
+		}
+	}
+	keys = slices.DeleteFunc(keys, func(k InstanceKey) bool { return k.GI < 0 && hasMIG[k.GPU] })
 	if len(keys) > wire.MaxNodeInstances {
 		keys = keys[:wire.MaxNodeInstances]
 	}

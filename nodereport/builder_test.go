@@ -134,3 +134,20 @@ func TestTiling(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRepartitioned: a GPU in MIG mode without instances, then
+// partitioned within the interval, is reported by its instances alone
+// (a GPU is whole or in MIG mode within one report), each with the
+// samples in which it existed.
+func TestReportRepartitioned(t *testing.T) {
+	b := New("n", "v", time.Unix(0, 0))
+	none := InstanceReading{Key: InstanceKey{GPU: "GPU-0", GI: -1}, MIG: true, TotalSlices: 7}
+	gi := InstanceReading{Key: InstanceKey{GPU: "GPU-0", GI: 2}, MIG: true, Slices: 3, TotalSlices: 7}
+	b.Add(Observation{Instances: []InstanceReading{none}})
+	b.Add(Observation{Instances: []InstanceReading{gi}})
+	b.Add(Observation{Instances: []InstanceReading{gi}})
+	r := b.Report(time.Unix(60, 0), false)
+	if len(r.Instances) != 1 || *r.Instances[0].GPUInstanceID != 2 || r.Instances[0].Samples != 2 || r.Samples != 3 {
+		t.Fatalf("instances %+v", r.Instances)
+	}
+}

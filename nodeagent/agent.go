@@ -21,7 +21,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +54,8 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 			return ExitOK
 		case "once":
 			mode, args = "once", args[1:]
+		case "final":
+			mode, args = "final", args[1:]
 		case "run":
 			args = args[1:]
 		}
@@ -64,6 +68,16 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 	if err != nil {
 		fmt.Fprintf(stderr, "paddle-node: %v\nRun paddle-node --help for the settings.\n", err)
 		return ExitUsage
+	}
+	if mode == "final" {
+		// The preStop hook's way to say the node is going away: a process
+		// of its own cannot change the agent's environment, so it leaves
+		// a mark beside the report spool that the agent reads at SIGTERM.
+		if err := os.WriteFile(finalMark(cfg.ReportSpool), []byte("final\n"), 0o600); err != nil {
+			fmt.Fprintf(stderr, "paddle-node: final: %v\n", err)
+			return ExitError
+		}
+		return ExitOK
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{})).With("logger", "paddle-node")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -86,6 +100,9 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 	}
 	return ExitOK
 }
+
+// finalMark is the file `paddle-node final` leaves beside the report spool.
+func finalMark(spool string) string { return filepath.Join(filepath.Dir(spool), "final") }
 
 // agent is one running paddle-node.
 type agent struct {
@@ -280,15 +297,20 @@ func (a *agent) run(ctx context.Context) error {
 			if !at.Before(end) { // an end the timer had not told yet
 				closeAt(end, false)
 			}
+			final := a.cfg.Final
+			if _, err := os.Stat(finalMark(a.cfg.ReportSpool)); err == nil {
+				final = true
+				os.Remove(finalMark(a.cfg.ReportSpool))
+			}
 			if at.After(b.Start()) {
-				closeAt(at, a.cfg.Final)
-			} else if a.cfg.Final {
+				closeAt(at, final)
+			} else if final {
 				a.log.Warn("final report not sent: the interval had just ended", "time", at.Unix())
 			}
 			dctx, cancel := context.WithTimeout(context.Background(), finalBudget)
 			defer cancel()
 			a.deliver(dctx)
-			a.log.Info("paddle-node stopped", "final", a.cfg.Final)
+			a.log.Info("paddle-node stopped", "final", final)
 			return nil
 		case <-timer.C:
 			closeAt(end, false)

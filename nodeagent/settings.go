@@ -79,10 +79,12 @@ var table = settings.Table[Config]{Policy: settings.Refuse, Entries: []settings.
 
 const usageHead = `usage: paddle-node [flags]            observe the node's GPUs and report to the monitor until SIGTERM
        paddle-node once [flags]       observe for one --interval (0: one sample) and print the report (JSON); sends nothing
+       paddle-node final [flags]      mark the report sent at the next SIGTERM final: the node is going away (a preStop hook)
        paddle-node version            print the version
 
 Each setting is a flag or a variable; the flag wins.
-PADDLE_NODE_FINAL=1 at SIGTERM marks the last report final (the node is going away).
+PADDLE_NODE_FINAL=1 in the agent's environment, or paddle-node final before SIGTERM,
+marks the last report final.
 
 `
 

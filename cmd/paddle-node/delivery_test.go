@@ -122,3 +122,36 @@ func metricsTextSafe(addr string) string {
 	}
 	return resp
 }
+
+// TestFinalMark: `paddle-node final` (a preStop hook, a process apart
+// from the agent) makes the report sent at the next SIGTERM final.
+func TestFinalMark(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	writeState(t, state)
+	rcv := newReceiver(t, nil)
+	env := nodeEnv(state, "PADDLE_MONITOR_URL="+rcv.URL, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "r.db"),
+		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s")
+	p := startNode(t, env)
+	waitFor(t, 20*time.Second, "a report", func() bool { return len(rcv.reports()) > 0 })
+	if code, _, errs := runNode(t, env, "final"); code != 0 {
+		t.Fatalf("final: exit %d\n%s", code, errs)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	got := rcv.reports()
+	last := got[len(got)-1]
+	if !last.Final || slices.ContainsFunc(got[:len(got)-1], func(r wire.NodeReport) bool { return r.Final }) {
+		var finals []bool
+		for _, r := range got {
+			finals = append(finals, r.Final)
+		}
+		t.Errorf("final flags of the reports in order: %v, want only the last", finals)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "final")); err == nil {
+		t.Errorf("the mark is left for the next start")
+	}
+}

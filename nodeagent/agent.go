@@ -116,6 +116,7 @@ type agent struct {
 	sender  *reportqueue.Sender
 	metrics *metrics
 	drainer *drain.Drainer // --drain-spools; nil when off
+	dropped int            // reports dropped by age, as the spool last counted
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -134,11 +135,14 @@ func newAgent(cfg Config, log *slog.Logger, version string, once bool) (*agent, 
 	if once {
 		return a, nil
 	}
-	if a.sender, err = reportqueue.NewSender(cfg.MonitorURL, cfg.TokenFile, cfg.CAFile, "paddle-node/"+version); err != nil {
+	if a.sender, err = reportqueue.NewSender(cfg.MonitorURL, cfg.TokenFile, cfg.CAFile, "paddle-node/"+version, log); err != nil {
 		return nil, err
 	}
-	if a.queue, err = reportqueue.Open(cfg.ReportSpool); err != nil {
+	if a.queue, err = reportqueue.Open(cfg.ReportSpool, cfg.MaxReportAge, log); err != nil {
 		return nil, fmt.Errorf("--report-spool: %w", err)
+	}
+	if st, err := a.queue.Stats(context.Background()); err == nil {
+		a.dropped = st.Dropped // counted by an earlier run
 	}
 	if cfg.DrainSpools != "" {
 		if a.drainer, err = a.newDrainer(); err != nil {
@@ -276,7 +280,7 @@ func (a *agent) run(ctx context.Context) error {
 			a.log.Error("report not encoded", "error", err)
 			return
 		}
-		if err := a.queue.Put(r.Time, body, time.Now()); err != nil {
+		if err := a.queue.Put(context.Background(), r.Time, body, a.sender.Fingerprint()); err != nil {
 			a.log.Error("report not spooled", "time", r.Time, "error", err)
 			return
 		}
@@ -352,30 +356,31 @@ func (a *agent) deliverLoop(ctx context.Context, kick <-chan struct{}) {
 }
 
 func (a *agent) deliver(ctx context.Context) {
-	res, err := reportqueue.Deliver(ctx, a.queue, a.sender, a.cfg.MaxReportAge, time.Now())
+	res, err := reportqueue.Deliver(ctx, a.queue, a.sender)
 	a.metrics.sent.Add(float64(res.Sent))
 	a.metrics.dead.Add(float64(res.Dead))
-	a.metrics.dropped.Add(float64(res.Dropped))
 	if err != nil {
 		a.log.Error("report spool", "file", a.cfg.ReportSpool, "error", err)
 	}
 	if res.Dead > 0 {
-		a.log.Error("reports refused by the monitor, moved to the dead bucket", "count", res.Dead)
+		a.log.Error("reports refused by the monitor, moved to the dead letters", "count", res.Dead)
 	}
-	if res.Dropped > 0 {
-		a.log.Warn("reports older than --max-report-age dropped", "count", res.Dropped)
-	}
-	if res.Stopped != nil && ctx.Err() == nil {
-		a.log.Warn("reports kept for the next pass", "answer", res.Stopped.String())
+	if res.Stopped != nil {
+		a.log.Warn("reports kept for the next pass", "answer", a.sender.Client.Redact(res.Stopped.Error()))
 	}
 	a.updateSpoolMetrics()
 }
 
 func (a *agent) updateSpoolMetrics() {
-	st, err := a.queue.Stats()
+	st, err := a.queue.Stats(context.Background())
 	if err != nil {
 		return
 	}
+	if st.Dropped > a.dropped {
+		a.log.Warn("reports older than --max-report-age dropped", "count", st.Dropped-a.dropped)
+		a.metrics.dropped.Add(float64(st.Dropped - a.dropped))
+	}
+	a.dropped = st.Dropped
 	a.metrics.pending.Set(float64(st.Pending))
 	a.metrics.deadNow.Set(float64(st.Dead))
 	if st.Oldest.IsZero() {

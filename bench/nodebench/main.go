@@ -149,17 +149,15 @@ func run(node, fake string, duration time.Duration) (string, error) {
 		return "", err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		b, _ := io.ReadAll(zr)
+		b, _ := io.ReadAll(r.Body)
+		var gz bytes.Buffer // what the body would be with Content-Encoding: gzip
+		zw := gzip.NewWriter(&gz)
+		zw.Write(b)
+		zw.Close()
 		mu.Lock()
 		res.reports++
 		res.bodyJSON = max(res.bodyJSON, len(b))
-		res.bodyGzip = max(res.bodyGzip, len(raw))
+		res.bodyGzip = max(res.bodyGzip, gz.Len())
 		res.users = max(res.users, strings.Count(string(b), `"seen_share"`))
 		mu.Unlock()
 		w.WriteHeader(201)

@@ -66,7 +66,8 @@ func claimEnded(t *testing.T, s *server, token, id string, i int) any {
 // ends a whole-GPU claim on its parent and the other way round. /metrics
 // shows the survivors with GPU_I_ID, GPU_I_PROFILE and their share. The
 // same without a tokens file (every task in one scope) and with a token of
-// the project's own (the store's scoped claim checks: docs/monitor.md, Teams sharing one monitor).
+// the project's own (the store's scoped claim checks: docs/monitor.md,
+// Teams sharing one monitor).
 func TestGPUInstanceClaims(t *testing.T) {
 	for _, scoped := range []bool{false, true} {
 		name := "open"

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,13 +93,17 @@ var reportSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: s
 	"GPU prices file (JSON)", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")}
 
 // badQuery is a usage error of the report's query, as report says it (its
-// parameter names after prefix) without report.ErrBadQuery's own words.
+// rule, naming the parameter after prefix) without report.ErrBadQuery's
+// own words.
 func badQuery(err error, prefix string) error {
-	return fmt.Errorf("%w: %s%s", errUsage, prefix, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+	if qe, ok := errors.AsType[*report.QueryError](err); ok {
+		return fmt.Errorf("%w: %s%s", errUsage, prefix, qe.Rule)
+	}
+	return fmt.Errorf("%w: %s%w", errUsage, prefix, err)
 }
 
-// mountReport adds the report to a monitor (docs/cost.md): GET /v1/report,
-// the page GET /, and the open tasks and the projects' month on /metrics.
+// mountReport adds the report's parts to a monitor: GET /v1/report, the
+// page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
 	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log})

@@ -11,7 +11,7 @@ import (
 // TestSystemdUnit: systemd-analyze accepts the unit, which keeps
 // CAP_SYS_PTRACE and does not hide other processes' /proc entries.
 func TestSystemdUnit(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/systemd/paddle-node.service")
+	b, err := os.ReadFile("deploy/systemd/paddle-node.service")
 	if err != nil {
 		t.Fatal(err)
 	}

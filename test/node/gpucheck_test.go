@@ -17,7 +17,7 @@ func TestGPUCheckScriptNode(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	pid := startIn(t, "")
 	writeState(t, state, fmt.Sprintf("proc 0 compute %d 4096 25", pid), "util 0 55")
-	cmd := exec.Command("../../scripts/gpu-check.sh", bin.dir)
+	cmd := exec.Command("scripts/gpu-check.sh", bin.dir)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + t.TempDir(),
 		"GPU_CHECK_LIBRARY_PATH=" + bin.nvml, "GPU_CHECK_SAMPLE_SECONDS=2", "GPU_CHECK_TASK_SECONDS=1",
 		"FAKE_NVML_STATE=" + state}

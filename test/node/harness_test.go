@@ -1,10 +1,12 @@
 package main
 
-// Black-box tests of the built paddle-node. TestMain builds it as `make
-// build` does (static, cgo-free), the GPU probe (cgo) beside it, the fake
-// NVML library (testdata/fakenvml) and a static pause program for
-// container roots. The tests run the binary with the fake NVML reporting
-// real processes of this machine, placed in real cgroups.
+// Black-box tests of the built paddle-node (docs/node.md). TestMain builds
+// it as `make build` does (static, cgo-free), the GPU probe (cgo) beside
+// it, the entrypoint, the fake NVML library (testdata/fakenvml) and a
+// static pause program for container roots, from the repository root
+// (test/harness), which stays the working directory. The tests run the
+// binary with the fake NVML reporting real processes of this machine,
+// placed in real cgroups.
 
 import (
 	"bufio"
@@ -24,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
@@ -33,7 +36,11 @@ var bin struct {
 
 func TestMain(m *testing.M) {
 	code := 1
-	dir, err := os.MkdirTemp("", "paddle-node-test-")
+	err := harness.ChdirRoot()
+	var dir string
+	if err == nil {
+		dir, err = os.MkdirTemp("", "paddle-node-test-")
+	}
 	if err == nil {
 		err = build(dir)
 	}
@@ -55,22 +62,15 @@ func build(dir string) error {
 	if err := os.MkdirAll(bin.nvml, 0o755); err != nil {
 		return err
 	}
-	steps := []*exec.Cmd{
-		exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version=test-1", "-o", bin.node, "."),
-		exec.Command("go", "build", "-trimpath", "-o", bin.probe, "../paddle-gpu-probe"),
-		exec.Command("gcc", "-O2", "-shared", "-fPIC", "-o", filepath.Join(bin.nvml, "libnvidia-ml.so.1"), "../../testdata/fakenvml/fakenvml.c"),
-		exec.Command("gcc", "-static", "-O2", "-o", bin.pause, "testdata/pause.c"),
-		exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "paddle-entrypoint"), "../.."),
-	}
-	steps[0].Env = append(os.Environ(), "CGO_ENABLED=0")
-	steps[4].Env = append(os.Environ(), "CGO_ENABLED=0")
-	steps[1].Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-	for _, s := range steps {
-		if out, err := s.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v: %v\n%s", s.Args, err, out)
-		}
-	}
-	return nil
+	probe := harness.GoBuild(bin.probe, "./cmd/paddle-gpu-probe", true)
+	probe.Env = append(probe.Env, "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	return harness.Run(
+		harness.GoBuild(bin.node, "./cmd/paddle-node", false, "-ldflags", "-X main.version=test-1"),
+		probe,
+		harness.GoBuild(filepath.Join(dir, "paddle-entrypoint"), ".", false),
+		harness.CC(filepath.Join(bin.nvml, "libnvidia-ml.so.1"), "testdata/fakenvml/fakenvml.c", "-shared", "-fPIC"),
+		harness.CC(bin.pause, "test/node/testdata/pause.c", "-static"),
+	)
 }
 
 // nodeEnv is the environment of a paddle-node run: the fake NVML with the

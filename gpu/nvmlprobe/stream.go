@@ -283,7 +283,9 @@ func (s *Streamer) gpmUtil(h nvml.Device, uuid string, gi int) *float64 {
 	}
 	if ret := h.GpmMigSampleGet(gi, cur); ret != nvml.SUCCESS {
 		cur.Free()
-		s.report("nvmlGpmMigSampleGet", key, ret)
+		if ret != nvml.ERROR_NOT_SUPPORTED {
+			s.report("nvmlGpmMigSampleGet", key, ret)
+		}
 		return nil
 	}
 	prev, ok := s.gpmPrev[key]

@@ -106,6 +106,14 @@
  * keep the newest sample per PID reads the wrong value; MIG device handles
  * answer NVML_ERROR_NOT_SUPPORTED, as NVML does; no sample: NVML_ERROR_NOT_FOUND.
  * These are left out with -DFAKE_NVML_NO_PROCESSES (a driver without them).
+ *   gpm DEV/GI P             GPM (nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc,
+ *                            nvmlGpmSampleFree, nvmlGpmMigSampleGet,
+ *                            nvmlGpmMetricsGet) is supported on DEV, and GPU
+ *                            instance GI's SM activity (NVML_GPM_METRIC_SM_UTIL)
+ *                            between two samples is P percent; the metric
+ *                            needs two samples of one instance. Without a gpm
+ *                            line for DEV, GPM is not supported there. Left
+ *                            out with -DFAKE_NVML_NO_GPM.
  *
  * Device i has the UUID GPU-a1b2c3NN-8f2d-4c1b-9a3e-1c2d3e4f5aNN (NN: i in
  * two hex digits), so device 0 is GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00;
@@ -681,6 +689,107 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlPro
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     *count = k;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_NO_GPM
+typedef struct {
+    char *shortName, *longName, *unit;
+} nvmlGpmMetricMetricInfo_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+struct nvmlGpmSample_st {
+    unsigned int dev, gi;
+    int taken;
+    double sm;
+};
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+
+typedef struct {
+    unsigned int version, numMetrics;
+    nvmlGpmSample_t sample1, sample2;
+    nvmlGpmMetric_t metrics[477]; /* NVML_GPM_METRIC_MAX; only numMetrics are touched */
+} nvmlGpmMetricsGet_t;
+
+typedef struct {
+    unsigned int version, isSupportedDevice;
+} nvmlGpmSupport_t;
+
+/* gpmvalue finds "gpm DEV/GI P" (gi < 0: any line of DEV) in the state file. */
+static int gpmvalue(unsigned int dev, int gi, double *p) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned int d, g;
+    double v;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "gpm %u/%u %lf", &d, &g, &v) == 3 && d == dev && (gi < 0 || (int)g == gi)) {
+            *p = v;
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
+    logcall("nvmlGpmQueryDeviceSupport");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!support) return NVML_ERROR_INVALID_ARGUMENT;
+    double v;
+    support->isSupportedDevice = !device->mig && gpmvalue(device->index, -1, &v);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    logcall("nvmlGpmSampleAlloc");
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    *sample = calloc(1, sizeof **sample);
+    return *sample ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    logcall("nvmlGpmSampleFree");
+    free(sample);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gi, nvmlGpmSample_t sample) {
+    logcall("nvmlGpmMigSampleGet");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!sample || device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    double v;
+    if (!gpmvalue(device->index, (int)gi, &v)) return NVML_ERROR_NOT_SUPPORTED;
+    *sample = (struct nvmlGpmSample_st){.dev = device->index, .gi = gi, .taken = 1, .sm = v};
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
+    logcall("nvmlGpmMetricsGet");
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!m || !m->sample1 || !m->sample2 || !m->sample1->taken || !m->sample2->taken ||
+        m->sample1->dev != m->sample2->dev || m->sample1->gi != m->sample2->gi)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < m->numMetrics; i++) {
+        nvmlGpmMetric_t *x = &m->metrics[i];
+        if (x->metricId == 2) { /* NVML_GPM_METRIC_SM_UTIL */
+            x->nvmlReturn = NVML_SUCCESS;
+            x->value = m->sample2->sm;
+        } else
+            x->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
     return NVML_SUCCESS;
 }
 #endif

@@ -297,6 +297,8 @@ func (o *observer) users(procs []probestream.Process, procUtil bool, allocated f
 				ur.Declared = d.decl
 			} else if pid := o.pidOfContainer(a.Container.ID); pid > 0 {
 				ur.Declared = o.declared(a.Container.ID, pid)
+			} else {
+				o.decls[a.Container.ID] = declEntry{} // no process: looked for once an interval
 			}
 		}
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with NVIDIA GPUs, run what paddle-entrypoint
 # runs against the real driver and print what each part saw, in well under
-# five minutes (about 40 s with the defaults):
+# five minutes (about 50 s with the defaults):
 #
 #  1. the driver's own view (nvidia-smi -L, MIG devices included), when
 #     nvidia-smi is installed;

@@ -124,16 +124,20 @@ func metricsTextSafe(addr string) string {
 }
 
 // TestFinalMark: `paddle-node final` (a preStop hook, a process apart
-// from the agent) makes the report sent at the next SIGTERM final.
+// from the agent) makes the report sent at the next SIGTERM final. The
+// fake NVML's state changes while the agent runs: the later report shows
+// the process's new utilisation.
 func TestFinalMark(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	writeState(t, state)
+	pid := startIn(t, "")
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 30", pid))
 	rcv := newReceiver(t, nil)
 	env := nodeEnv(state, "PADDLE_MONITOR_URL="+rcv.URL, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "r.db"),
 		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s")
 	p := startNode(t, env)
 	waitFor(t, 20*time.Second, "a report", func() bool { return len(rcv.reports()) > 0 })
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 70", pid))
 	if code, _, errs := runNode(t, env, "final"); code != 0 {
 		t.Fatalf("final: exit %d\n%s", code, errs)
 	}
@@ -150,6 +154,15 @@ func TestFinalMark(t *testing.T) {
 			finals = append(finals, r.Final)
 		}
 		t.Errorf("final flags of the reports in order: %v, want only the last", finals)
+	}
+	sm := func(r wire.NodeReport) float64 {
+		if len(r.Instances) != 1 || len(r.Instances[0].Users) != 1 || r.Instances[0].Users[0].SMUtilMean == nil {
+			return -1
+		}
+		return *r.Instances[0].Users[0].SMUtilMean
+	}
+	if first := sm(got[0]); first != 30 || sm(last) <= 30 || sm(last) > 70 {
+		t.Errorf("SM utilisation %v in the first report, %v in the last; want 30, then up to 70 after the change", first, sm(last))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "final")); err == nil {
 		t.Errorf("the mark is left for the next start")

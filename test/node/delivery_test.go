@@ -168,3 +168,66 @@ func TestFinalMark(t *testing.T) {
 		t.Errorf("the mark is left for the next start")
 	}
 }
+
+// TestSIGTERMMonitorDown: SIGTERM while the monitor is down: the partial
+// report is spooled, the agent tries for what is left of its 10 s and
+// exits 0; the next start delivers every report of the first run, oldest
+// first, tiling time up to the partial one, then its own.
+func TestSIGTERMMonitorDown(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	writeState(t, state, "util 0 10")
+	var up atomic.Bool
+	rcv := newReceiver(t, func(wire.NodeReport) int {
+		if up.Load() {
+			return 201
+		}
+		return 503
+	})
+	listen := freeAddr(t)
+	env := nodeEnv(state, "PADDLE_MONITOR_URL="+rcv.URL, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "r.db"),
+		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s", "PADDLE_NODE_LISTEN="+listen)
+	p := startNode(t, env)
+	waitFor(t, 20*time.Second, "a spooled report", func() bool {
+		return metricValue(metricsTextSafe(listen), "paddle_node_reports_pending") >= 1
+	})
+	time.Sleep(1500 * time.Millisecond)
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr.String())
+	}
+	if n := len(rcv.reports()); n != 0 {
+		t.Fatalf("%d reports stored while the monitor was down", n)
+	}
+	up.Store(true)
+	p = startNode(t, env)
+	waitFor(t, 20*time.Second, "the spooled reports and one of the new run", func() bool { return len(rcv.reports()) >= 3 })
+	got := rcv.reports()
+	first := slices.IndexFunc(got, func(r wire.NodeReport) bool { return r.Time%5 != 0 }) // the partial one ends the first run
+	if first < 1 {
+		t.Fatalf("no partial report after a full one: %v", spans(got))
+	}
+	for i := 1; i <= first; i++ {
+		if got[i].Time-got[i].IntervalSeconds != got[i-1].Time {
+			t.Errorf("the first run's reports do not tile: %v", spans(got))
+		}
+	}
+	// The restart came more than an interval after the partial report
+	// (the first run spent its 10 s on the monitor): the next run starts
+	// at its own start, after it.
+	if next := got[first+1]; next.Time-next.IntervalSeconds < got[first].Time {
+		t.Errorf("the second run's first report overlaps the first run's: %v", spans(got))
+	}
+	if t.Failed() {
+		t.Logf("the agent's log:\n%s", p.stderr.String())
+	}
+}
+
+// spans lists reports as [start, end) for a failure's message.
+func spans(rs []wire.NodeReport) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("[%d,%d)", r.Time-r.IntervalSeconds, r.Time))
+	}
+	return out
+}

@@ -79,37 +79,23 @@ func (d *demo) nodeAgent(gpuEnv []string, tokenFile string) error {
 func (d *demo) containerTask(tokenFile string) (*exec.Cmd, error) {
 	env := []string{"PADDLE_TASK_NAME=bert-finetune", "PADDLE_PROJECT=search_ranking", "PADDLE_OWNER=bob@example.com",
 		"PADDLE_TASK_ID=bert-run-1", "PADDLE_MONITOR_URL=" + d.url, "PADDLE_REGISTER_BUDGET=2s"}
-	if os.Geteuid() != 0 {
-		fmt.Println("(not root: the task runs on the host, without a root of its own)")
+	root := filepath.Join(d.dir, "container")
+	why := ""
+	switch {
+	case os.Geteuid() != 0:
+		why = "not root"
+	default:
+		if err := d.makeRoot(root, tokenFile); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		fmt.Printf("(%s: the task runs on the host, without a root of its own)\n", why)
 		c := exec.Command(d.entrypoint, "sleep", "60")
 		c.Env = append(env, "PATH="+os.Getenv("PATH"), "PADDLE_MONITOR_TOKEN_FILE="+tokenFile,
 			"PADDLE_LABELS_FILE="+filepath.Join(d.dir, "bert.labels"), "PADDLE_SPOOL_PATH=off")
 		c.Stdout, c.Stderr = os.Stdout, os.Stdout
 		return c, c.Start()
-	}
-	root := filepath.Join(d.dir, "container")
-	for _, dir := range []string{"run", "var", "bin", "etc", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.Symlink("/run", filepath.Join(root, "var/run")); err != nil {
-		return nil, err
-	}
-	for _, f := range [][2]string{{d.entrypoint, "bin/paddle-entrypoint"}, {tokenFile, "etc/monitor-token"}} {
-		b, err := os.ReadFile(f[0])
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(root, f[1]), b, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	// The command: a static program that waits (the demo's "training").
-	src := filepath.Join(d.dir, "pause.c")
-	os.WriteFile(src, []byte("#include <unistd.h>\nint main(void){for(;;)pause();}\n"), 0o644)
-	if out, err := exec.Command("gcc", "-static", "-O2", "-o", filepath.Join(root, "bin/train"), src).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the container's command: %v\n%s", err, out)
 	}
 	fmt.Printf("$ chroot %s /bin/paddle-entrypoint /bin/train   # the container\n", root)
 	c := exec.Command("chroot", root, "/bin/paddle-entrypoint", "/bin/train")
@@ -138,4 +124,35 @@ func containerCgroup(pid int) string {
 		return ""
 	}
 	return dir
+}
+
+// makeRoot makes the container's root: the image's /var/run -> /run link,
+// the static entrypoint, the team's token, and a static command that
+// waits (the demo's "training").
+func (d *demo) makeRoot(root, tokenFile string) error {
+	for _, dir := range []string{"run", "var", "bin", "etc", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink("/run", filepath.Join(root, "var/run")); err != nil {
+		return err
+	}
+	for _, f := range [][2]string{{d.entrypoint, "bin/paddle-entrypoint"}, {tokenFile, "etc/monitor-token"}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, f[1]), b, 0o755); err != nil {
+			return err
+		}
+	}
+	src := filepath.Join(d.dir, "pause.c")
+	if err := os.WriteFile(src, []byte("#include <unistd.h>\nint main(void){for(;;)pause();}\n"), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.Command("gcc", "-static", "-O2", "-o", filepath.Join(root, "bin/train"), src).CombinedOutput(); err != nil {
+		return fmt.Errorf("no static command for the container (gcc -static: %v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -199,10 +199,13 @@ paddle_task_info{task_id="new-task",task_name="unknown_task",project="vision",ow
 # HELP paddle_task_gpu_info One series per GPU of a task, by the GPU's UUID as dcgm-exporter labels it; always 1.
 # TYPE paddle_task_gpu_info gauge
 paddle_task_gpu_info{task_id="new-task",project="vision",owner="ann@example.com",hostname="%s",UUID="%s",gpu_model="NVIDIA A100-SXM4-80GB"} 1
+# HELP paddle_task_gpu_share The fraction of the physical GPU the task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.
+# TYPE paddle_task_gpu_share gauge
+paddle_task_gpu_share{task_id="new-task",project="vision",owner="ann@example.com",UUID="%s",GPU_I_ID=""} 1
 # HELP paddle_task_start_time_seconds When the task started, in Unix seconds.
 # TYPE paddle_task_start_time_seconds gauge
 paddle_task_start_time_seconds{task_id="new-task"} %s
-`, host, host, fakeUUID(0), pipeFloat(t, m["start_time"]))
+`, host, host, fakeUUID(0), fakeUUID(0), pipeFloat(t, m["start_time"]))
 	got, err := os.ReadFile(filepath.Join(dir, "paddle-task-new-task.prom"))
 	if err != nil || string(got) != want {
 		t.Errorf("textfile (%v):\n%s\nwant\n%s", err, got, want)

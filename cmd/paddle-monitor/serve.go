@@ -167,6 +167,9 @@ func serve(args []string, stderr io.Writer) error {
 	nodesCtx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
+	if err := registerFleet(reg, st, c, log); err != nil {
+		return err
+	}
 	if err := mountLedger(api, st, c, prices); err != nil {
 		return err
 	}

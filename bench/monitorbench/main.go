@@ -15,6 +15,14 @@
 //     registration was answered 201 and is listed by the API afterwards,
 //     and the server's RSS at rest (before the first round) and its peak
 //     (VmHWM, after the last).
+//   - nodes (nodes.go): node reports of 8 whole GPUs with 2 users each
+//     from -write-clients clients for -write-duration, against the floor,
+//     the empty store and a store holding -rollup-days of -rollup-nodes
+//     nodes' hourly roll-ups (bulk-loaded), with the monitor's CPU time
+//     per report;
+//   - ledger (nodes.go): `ledger` and `report` for a month of -ledger-gpus
+//     GPUs with one user per GPU per hour (bulk-loaded hourly roll-ups),
+//     wall and CPU time.
 //
 // A new scenario is a file that defines a scenario value and its entry in
 // the scenarios list; it gets its own table, with a row per store.
@@ -83,7 +91,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario}
+var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, nodesScenario, ledgerScenario}
 
 func main() {
 	var o options
@@ -92,7 +100,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
 	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite databases (their directory is printed), to look into them after the run")
-	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,nodes,ledger", "scenarios to run, comma-separated")
 	flag.Parse()
 	if *floorServe != "" {
 		if err := serveFloor(*floorServe); err != nil {
@@ -142,8 +150,8 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
-		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks,
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -rollup-nodes %d -rollup-days %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *rollupNodes, *rollupDays, *ledgerGPUs,
 		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), cpuModel(), loadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
@@ -262,6 +270,23 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"the same by owner ≤ 2 s", atMost("report.owner", 2, "s")},
 		{"the same by model ≤ 2 s", atMost("report.model", 2, "s")},
 		{"/metrics with 20,000 open tasks × 8 GPUs ≤ 1 s", atMost("metrics.seconds", 1, "ms")},
+		{"node reports (8 instances × 2 users) from 50 clients ≥ 500/s", func(r map[string]float64) (string, bool, bool) {
+			v, ok := r["nodes.empty"]
+			if !ok {
+				return "", false, false
+			}
+			return fmt.Sprintf("%.0f/s (floor %.0f/s)", v, r["nodes.floor"]), v >= 500, true
+		}},
+		{"node reports with 30 days of 1,000 nodes' hourly roll-ups within 25 % of the empty store's", func(r map[string]float64) (string, bool, bool) {
+			f, ok1 := r["nodes.full"]
+			e, ok2 := r["nodes.empty"]
+			if !ok1 || !ok2 || e == 0 {
+				return "", false, false
+			}
+			return fmt.Sprintf("%+.0f %% (%.0f/s against %.0f/s)", (f/e-1)*100, f, e), f >= 0.75*e, true
+		}},
+		{"`ledger` over a month of 10,000 GPUs (7.2 million hourly user rows) ≤ 2 s", atMost("ledger.node", 2, "s")},
+		{"`report` over that month ≤ 2 s", atMost("ledger.report", 2, "s")},
 	}
 	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {

@@ -266,3 +266,42 @@ func sameFigures(t *testing.T, where string, a, b *ledger.Figures) {
 		}
 	}
 }
+
+// TestLedgerMonthRawEqualsRollups: a calendar month of reports (two nodes,
+// a report every 4 hours with random users and partitions), computed from
+// the raw reports and from the roll-ups, by node and by project, on both
+// stores: the same figures, and capacity = the five states.
+func TestLedgerMonthRawEqualsRollups(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		rng := rand.New(rand.NewPCG(11, 12))
+		month := report.Month(time.Unix(t0, 0))
+		from, to := month.From.Unix(), month.To.Unix()
+		for n := range 2 {
+			node := fmt.Sprintf("month-node-%d", n)
+			for end := from + 4*3600; end <= to; end += 4 * 3600 {
+				r := randomReport(rng, node, 2, end, 4*3600)
+				if _, err := s.StoreNodeReport(ctx, r, store.DefaultNodeRetire); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, by := range []string{ledger.ByNode, ledger.ByProject} {
+			q := ledger.Query{Window: month, By: by, Split: ledger.SplitUtil, Now: month.To}
+			l, err := ledger.Compute(ctx, s, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Raw = true
+			raw, err := ledger.Compute(ctx, s, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameLedger(t, "a month by "+by, raw, l)
+			checkIdentity(t, "a month by "+by, &l.Total)
+			if want := float64(2*2*(to-from)) / 3600; math.Abs(*l.Total.Capacity-want) > 1e-6 {
+				t.Errorf("capacity %v, want %v (4 GPUs the whole month)", *l.Total.Capacity, want)
+			}
+		}
+	})
+}

@@ -164,8 +164,11 @@ func writeCSV(w io.Writer, l *Ledger) error {
 }
 
 func writeTable(w io.Writer, l *Ledger) error {
+	if _, err := fmt.Fprintf(w, "Ledger %s – %s by %s (split %s), GPU-hours%s\n\n", l.From.UTC().Format(time.RFC3339),
+		l.To.UTC().Format(time.RFC3339), l.By, l.Split, currencyNote(l)); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "ledger %s – %s by %s (split %s)\t\n", l.From.UTC().Format(time.RFC3339), l.To.UTC().Format(time.RFC3339), l.By, l.Split)
 	head := l.columns()
 	for i := range head {
 		head[i] = strings.ToUpper(strings.TrimSuffix(head[i], "_gpu_hours"))
@@ -180,4 +183,11 @@ func writeTable(w io.Writer, l *Ledger) error {
 	}
 	fmt.Fprintln(tw, strings.Join(l.cells("TOTAL", &l.Total, true), "\t")+"\t")
 	return tw.Flush()
+}
+
+func currencyNote(l *Ledger) string {
+	if !l.priced() {
+		return ""
+	}
+	return ", costs in " + l.Currency
 }

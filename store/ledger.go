@@ -232,22 +232,6 @@ type Tie struct {
 	StartTime              int64
 }
 
-// Tie SQL: the registrations a user may be tied to, oldest first (the
-// ledger picks the latest that started by the report's time).
-const (
-	// tasks_k8s_pod_uid.
-	qTiePod = `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' ORDER BY start_time, id`
-	// tasks_slurm_job: a registration of the same node (its hostname or
-	// k8s_node) with the same Slurm job.
-	qTieSlurm = `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`
-	// tasks_identity: the declared task of a container whose host name is
-	// the container's default one or whose k8s_node is the report's node.
-	qTieContainer = `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`
-)
-
 // TieCandidates returns the registrations the user of node may be tied to
 // (docs/cost.md, "The ledger"), oldest first: on Kubernetes (a pod UID)
 // those whose k8s_pod_uid is the user's, whatever it declared; for a Slurm
@@ -257,23 +241,55 @@ const (
 // first 12 characters of its ID) or whose k8s_node is the node. None for
 // host users.
 func (s *Store) TieCandidates(ctx context.Context, node string, u *UserIdentity) ([]Tie, error) {
-	var q string
+	return s.tieCandidates(ctx, s.r, node, u)
+}
+
+func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *UserIdentity) ([]Tie, error) {
+	var st *stmt
 	var args []any
 	switch {
 	case u.PodUID != "":
-		q, args = qTiePod, []any{u.PodUID}
+		st, args = stmtTiePod, []any{u.PodUID}
 	case u.SlurmJob != "":
-		q, args = qTieSlurm, []any{u.SlurmJob, node, node}
+		st, args = stmtTieSlurm, []any{u.SlurmJob, node, node}
 	case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
 		host := u.ContainerID
 		if len(host) > 12 {
 			host = host[:12]
 		}
-		q, args = qTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, node}
+		st, args = stmtTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, node}
 	default:
 		return nil, nil
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	out, err := s.ties(ctx, q, st, args...)
+	if err != nil || st != stmtTieSlurm {
+		return out, err
+	}
+	// A registration without slurm_job names its job as pipeline_run.
+	more, err := s.ties(ctx, q, stmtTieSlurmRun, args...)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int64]bool{}
+	for _, t := range out {
+		seen[t.Key] = true
+	}
+	for _, t := range more {
+		if !seen[t.Key] {
+			out = append(out, t)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].StartTime != out[j].StartTime {
+			return out[i].StartTime < out[j].StartTime
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out, nil
+}
+
+func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {
+	rows, err := s.query(ctx, q, st, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: ledger ties: %w", err)
 	}
@@ -352,6 +368,40 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 			last := &out[len(out)-1]
 			last.GPUs = append(last.GPUs, g)
 		}
+	}
+	return out, rows.Err()
+}
+
+// LatestReport is a node's latest report, as /metrics shows it.
+type LatestReport struct {
+	Node     string
+	Time     int64
+	Interval int64
+	Report   wire.NodeReport
+}
+
+// qLatestReports: every node that is not retired (nodes' primary key,
+// read in full: one row per node).
+const qLatestReports = `SELECT node, last_time, interval_seconds, latest FROM nodes WHERE retired_at IS NULL ORDER BY node`
+
+// LatestReports returns each node's latest report, but retired nodes'.
+func (s *Store) LatestReports(ctx context.Context) ([]LatestReport, error) {
+	rows, err := s.r.QueryContext(ctx, qLatestReports)
+	if err != nil {
+		return nil, fmt.Errorf("store: latest node reports: %w", err)
+	}
+	defer rows.Close()
+	var out []LatestReport
+	for rows.Next() {
+		var l LatestReport
+		var body string
+		if err := rows.Scan(&l.Node, &l.Time, &l.Interval, &body); err != nil {
+			return nil, fmt.Errorf("store: latest node reports: %w", err)
+		}
+		if err := json.Unmarshal([]byte(body), &l.Report); err != nil {
+			return nil, fmt.Errorf("store: the latest report of %s: %w", l.Node, err)
+		}
+		out = append(out, l)
 	}
 	return out, rows.Err()
 }

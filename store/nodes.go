@@ -118,12 +118,9 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 	}
 	uuids := reportGPUs(r)
 	since := r.Time - int64(retire/time.Second)
-	for _, u := range uuids {
-		var other string
-		switch err := s.queryRow(ctx, tx, stmtGPUHeld, u.uuid, since, r.Node).Scan(&other); {
-		case err == nil:
-			return false, &GPUHeldError{UUID: u.uuid, Node: other}
-		case !errors.Is(err, sql.ErrNoRows):
+	lives := make([]*life, len(uuids))
+	for i, u := range uuids {
+		if lives[i], err = s.openLives(ctx, tx, r.Node, u.uuid, since); err != nil {
 			return false, err
 		}
 	}
@@ -135,12 +132,21 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 		s.now().Unix()); err != nil {
 		return false, err
 	}
+	var last sql.NullInt64
+	if err := s.queryRow(ctx, tx, stmtNodeLastTime, r.Node).Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
 	if _, err := s.exec(ctx, tx, stmtUpsertNode, r.Node, r.Time, r.IntervalSeconds, string(body)); err != nil {
 		return false, err
 	}
+	if !last.Valid || r.Time > last.Int64 {
+		if err := s.observedIdleness(ctx, tx, r); err != nil {
+			return false, err
+		}
+	}
 	if out.KeptEnd > out.KeptStart {
-		for _, u := range uuids {
-			if err := s.extendLife(ctx, tx, r.Node, u, out.KeptStart, out.KeptEnd, int64(retire/time.Second)); err != nil {
+		for i, u := range uuids {
+			if err := s.extendLife(ctx, tx, r.Node, u, lives[i], out.KeptStart, out.KeptEnd, int64(retire/time.Second)); err != nil {
 				return false, err
 			}
 		}
@@ -251,24 +257,48 @@ func reportGPUs(r *wire.NodeReport) []reportGPU {
 	return out
 }
 
-// extendLife adds the covered span [a, b) to the GPU's open life on the
+// life is a GPU's open life on a node.
+type life struct{ first, last int64 }
+
+// openLives returns the GPU's open life on node (nil: none), or a
+// *GPUHeldError when another node reported it after since.
+func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, since int64) (*life, error) {
+	rows, err := s.query(ctx, tx, stmtOpenLives, uuid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var own *life
+	for rows.Next() {
+		var n string
+		var l life
+		if err := rows.Scan(&n, &l.first, &l.last); err != nil {
+			return nil, err
+		}
+		switch {
+		case n == node:
+			own = &l
+		case l.last > since:
+			return nil, &GPUHeldError{UUID: uuid, Node: n}
+		}
+	}
+	return own, rows.Err()
+}
+
+// extendLife adds the covered span [a, b) to the GPU's open life l on the
 // node, ending that life first when its last covered instant is more than
 // retire seconds before a, and starting a new one when none is open.
-func (s *Store) extendLife(ctx context.Context, tx *sql.Tx, node string, g reportGPU, a, b, retire int64) error {
-	var first, last int64
-	err := s.queryRow(ctx, tx, stmtOpenLife, node, g.uuid).Scan(&first, &last)
+func (s *Store) extendLife(ctx context.Context, tx *sql.Tx, node string, g reportGPU, l *life, a, b, retire int64) error {
 	switch {
-	case err == nil && last+retire < a:
-		if _, err := s.exec(ctx, tx, stmtEndLife, last+retire, node, g.uuid, first); err != nil {
+	case l != nil && l.last+retire < a:
+		if _, err := s.exec(ctx, tx, stmtEndLife, l.last+retire, node, g.uuid, l.first); err != nil {
 			return err
 		}
-	case err == nil:
-		_, err := s.exec(ctx, tx, stmtExtendLife, a, a, b, b, g.model, node, g.uuid, first)
-		return err
-	case !errors.Is(err, sql.ErrNoRows):
+	case l != nil:
+		_, err := s.exec(ctx, tx, stmtExtendLife, a, a, b, b, g.model, node, g.uuid, l.first)
 		return err
 	}
-	_, err = s.exec(ctx, tx, stmtInsertLife, node, g.uuid, a, b, g.model)
+	_, err := s.exec(ctx, tx, stmtInsertLife, node, g.uuid, a, b, g.model)
 	return err
 }
 
@@ -321,4 +351,54 @@ func (s *Store) PruneNodeReports(ctx context.Context, before int64) (int64, erro
 		return 0, fmt.Errorf("store: pruning node reports: %w", err)
 	}
 	return res.RowsAffected()
+}
+
+// observedIdleness sets, from the node's latest report r, the idleness of
+// the open tasks its users are tied to (docs/cost.md, "The ledger"): a
+// task is idle when each of its tied users' busy_share was 0 (idle_since
+// kept, or set to the report's start), busy otherwise; it is marked as
+// observed (its heartbeats no longer change idle_since) and seen at the
+// report's time.
+func (s *Store) observedIdleness(ctx context.Context, tx *sql.Tx, r *wire.NodeReport) error {
+	idle := map[int64]bool{}
+	var order []int64
+	for _, in := range r.Instances {
+		if in.Samples <= 0 {
+			continue
+		}
+		for j := range in.Users {
+			u := &in.Users[j]
+			id := IdentityOf(u)
+			cands, err := s.tieCandidates(ctx, tx, r.Node, &id)
+			if err != nil {
+				return err
+			}
+			var tie *Tie
+			for i := range cands {
+				if cands[i].StartTime <= r.Time {
+					tie = &cands[i]
+				}
+			}
+			if tie == nil {
+				continue
+			}
+			was, seen := idle[tie.Key]
+			if !seen {
+				order = append(order, tie.Key)
+				was = true
+			}
+			idle[tie.Key] = was && u.BusyShare == 0
+		}
+	}
+	for _, key := range order {
+		flag := int64(0)
+		if idle[key] {
+			flag = 1
+		}
+		start := r.Time - r.IntervalSeconds
+		if _, err := s.exec(ctx, tx, stmtObservedIdle, flag, start, r.Time, r.Time, r.Time, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }

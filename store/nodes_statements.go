@@ -15,12 +15,11 @@ var (
 	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		sqliteIndex: "", postgresIndex: "", example: []any{"n", int64(1), int64(1), int64(0), int64(1), int64(0), "{}", int64(1)}}
-	// gpuHeld: another node's live claim on a GPU UUID, reported after a
-	// time (the report's time − --node-retire).
-	stmtGPUHeld = &stmt{sql: `SELECT node FROM node_gpus WHERE uuid = ? AND ended_at IS NULL AND last_end > ? AND node <> ? LIMIT 1`,
-		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1", int64(1), "n"}}
-	stmtOpenLife = &stmt{sql: "SELECT first_start, last_end FROM node_gpus WHERE node = ? AND uuid = ? AND ended_at IS NULL",
-		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{"n", "GPU-1"}}
+	// openLives: the open lives of a GPU UUID, on every node: its own
+	// node's to extend, and another node's, reported after the report's
+	// time − --node-retire, a claim that refuses the report (409).
+	stmtOpenLives = &stmt{sql: `SELECT node, first_start, last_end FROM node_gpus WHERE uuid = ? AND ended_at IS NULL`,
+		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1"}}
 	// insertLife: a new life; on a life of the same start (an ended one)
 	// the span extends it, and its end, so that no covered instant is
 	// outside every life.
@@ -71,6 +70,40 @@ var (
 		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1)}}
 )
 
+// Ties of a report's users to registrations (ledger.go, TieCandidates;
+// and the idleness of the latest report's tasks).
+var (
+	stmtTiePod = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' ORDER BY start_time, id`,
+		sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{"pod"}}
+	// tieSlurm: a registration of the same node (its hostname or
+	// k8s_node) with the same Slurm job.
+	stmtTieSlurm = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{"42", "n", "n"}}
+	// tieSlurmRun: the same for a registration that names its job as
+	// its pipeline run (orchestrator slurm, SLURM_JOB_ID).
+	stmtTieSlurmRun = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE pipeline_run = ? AND orchestrator = 'slurm' AND pipeline_run <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_slurm_run", postgresIndex: "tasks_slurm_run", example: []any{"42", "n", "n"}}
+	// tieContainer: the declared task of a container whose host name is
+	// the container's default one or whose k8s_node is the report's node.
+	stmtTieContainer = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t", "p", "", "", "h", "n"}}
+	// observedIdle: the idleness of an open task from its node's latest
+	// report (idle: kept, or set to the report's start; busy: cleared).
+	stmtObservedIdle = &stmt{sql: `UPDATE tasks SET
+		idle_since = CASE WHEN ? = 1 THEN COALESCE(idle_since, ?) END,
+		observed_at = ?,
+		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END
+		WHERE id = ? AND end_time IS NULL`,
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
+		example: []any{int64(1), int64(1), int64(2), int64(2), int64(2), int64(1)}}
+	stmtNodeLastTime = &stmt{sql: "SELECT last_time FROM nodes WHERE node = ?",
+		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{"n"}}
+)
+
 // SQLite's plan of an INSERT … ON CONFLICT names no index (its conflict
 // target is its primary key); PostgreSQL's names the arbiter.
 
@@ -80,8 +113,7 @@ var nodeStatements = map[string]*stmt{
 	"node report stored": stmtNodeReportStored,
 	"node spans":         stmtNodeSpans,
 	"insert node report": stmtInsertNodeReport,
-	"GPU held":           stmtGPUHeld,
-	"open GPU life":      stmtOpenLife,
+	"open GPU lives":     stmtOpenLives,
 	"insert GPU life":    stmtInsertLife,
 	"extend GPU life":    stmtExtendLife,
 	"end GPU life":       stmtEndLife,

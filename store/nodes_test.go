@@ -271,3 +271,103 @@ func TestUncovered(t *testing.T) {
 		}
 	}
 }
+
+// TestObservedIdleness: an open task tied to users of its node's latest
+// report is idle when each of them was idle there (idle_since the report's
+// start), busy otherwise; a heartbeat then no longer changes idle_since,
+// and an older report changes nothing.
+func TestObservedIdleness(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		r := reg("t-obs", "p", "o", hourT0-600, store.RegisteredGPU{UUID: "GPU-a", Model: "NVIDIA H200"})
+		r.K8sPodUID = "pod-GPU-a"
+		mustRegister(t, s, r)
+		idleSince := func() *int64 {
+			t.Helper()
+			task, err := s.Task(ctx, "t-obs", "", nil)
+			if err != nil || task == nil {
+				t.Fatalf("task: %+v, %v", task, err)
+			}
+			return task.IdleSince
+		}
+		report := func(end int64, busy float64) {
+			t.Helper()
+			rep := wholeReport("n1", end, 60, "GPU-a")
+			rep.Instances[0].Users[0].BusyShare = busy
+			if _, err := s.StoreNodeReport(ctx, rep, store.DefaultNodeRetire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		report(hourT0+60, 0)
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after an idle report: %v, want %d", got, hourT0)
+		}
+		report(hourT0+120, 0)
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after a second idle report: %v, want %d (kept)", got, hourT0)
+		}
+		// A busy heartbeat does not make the observed task busy.
+		if err := s.HeartbeatSampled(ctx, &store.Sampled{TaskID: "t-obs", Time: hourT0 + 130,
+			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 5, UtilMean: ptrOf(90.0)}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after a busy heartbeat: %v, want %d (the reports decide)", got, hourT0)
+		}
+		// An older report (a resend from a spool) changes nothing.
+		report(hourT0-300, 0.5)
+		if got := idleSince(); got == nil || *got != hourT0 {
+			t.Fatalf("idle_since after an older busy report: %v, want %d", got, hourT0)
+		}
+		report(hourT0+180, 0.5)
+		if got := idleSince(); got != nil {
+			t.Fatalf("idle_since after a busy report: %v, want none", *got)
+		}
+	})
+}
+
+// TestTieCandidates: who a report's user is tied to, by each rule.
+func TestTieCandidates(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		pod := reg("t-pod", "p", "o", 100)
+		pod.K8sPodUID = "uid-1"
+		slurm := reg("t-slurm", "p", "o", 200)
+		slurm.Orchestrator, slurm.PipelineRun, slurm.Hostname = "slurm", "4242", "n1"
+		docker := reg("t-docker", "p", "o", 300)
+		docker.Hostname = "abcdef012345"
+		for _, r := range []*store.Registration{pod, slurm, docker} {
+			mustRegister(t, s, r)
+		}
+		for _, tc := range []struct {
+			name string
+			u    store.UserIdentity
+			want string
+		}{
+			{"pod UID, whatever it declares", store.UserIdentity{PodUID: "uid-1", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"}, "t-pod"},
+			{"unknown pod UID", store.UserIdentity{PodUID: "uid-2"}, ""},
+			{"Slurm job as the pipeline run", store.UserIdentity{SlurmJob: "4242"}, "t-slurm"},
+			{"another Slurm job", store.UserIdentity{SlurmJob: "4243"}, ""},
+			{"container by its default host name", store.UserIdentity{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"}, "t-docker/o"},
+			{"container with the declared owner", store.UserIdentity{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p", DeclaredOwner: "other"}, ""},
+			{"container of another host name", store.UserIdentity{ContainerID: "ffffff0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"}, ""},
+			{"container that declared nothing", store.UserIdentity{ContainerID: "abcdef0123456789"}, ""},
+			{"host user", store.UserIdentity{Cgroup: "/user.slice", UID: ptrOf(int64(1000))}, ""},
+		} {
+			ties, err := s.TieCandidates(ctx, "n1", &tc.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, x := range ties {
+				got += x.TaskID
+				if x.TaskID == "t-docker" {
+					got += "/" + x.Owner
+				}
+			}
+			if got != tc.want {
+				t.Errorf("%s: tied to %q, want %q", tc.name, got, tc.want)
+			}
+		}
+	})
+}

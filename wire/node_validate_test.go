@@ -191,3 +191,30 @@ func FuzzNodeReport(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeNodeReport: whatever the body, DecodeNodeReport and Validate
+// answer without panicking, and an error is a *FieldError or a *BodyError.
+func FuzzDecodeNodeReport(f *testing.F) {
+	b, err := os.ReadFile("testdata/node_report.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"schema_version":1,"node":"a","time":1.5}`))
+	f.Add([]byte(`{"instances":[{"users":[{"uid":"x"}]}]}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeNodeReport(data)
+		if err == nil {
+			err = r.Validate(clock)
+		}
+		if err == nil {
+			return
+		}
+		var fe *FieldError
+		var be *BodyError
+		if !errors.As(err, &fe) && !errors.As(err, &be) {
+			t.Fatalf("%T %v", err, err)
+		}
+	})
+}

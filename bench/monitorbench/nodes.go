@@ -7,128 +7,101 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx", for the bulk load
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
 var (
-	rollupNodes = flag.Int("rollup-nodes", 1000, "nodes: nodes whose hourly roll-ups are bulk-loaded before the second measurement (8 GPUs, 2 users each)")
-	rollupDays  = flag.Int("rollup-days", 30, "nodes: days of those roll-ups")
-	ledgerGPUs  = flag.Int("ledger-gpus", 10000, "ledger: GPUs of the bulk-loaded month (one user per GPU per hour)")
+	nodeDays  = flag.Int("node-days", 30, "nodes: days of hourly roll-ups bulk-loaded before the second measurement")
+	nodeCount = flag.Int("node-count", 1000, "nodes: nodes of 8 GPUs whose roll-ups are bulk-loaded")
 )
 
 var nodesScenario = scenario{
 	name:  "nodes",
-	title: "Node reports (8 instances × 2 users) beside the floor",
-	header: []string{"floor: reports/s", "reports/s (empty store)", "vs floor", "p50 / p99", "monitor CPU per report",
-		"roll-up rows stored (GPU, user)", "bulk load", "reports/s with them", "p50 / p99", "monitor CPU per report", "vs empty", "errors"},
+	title: "Node reports (8 instances × 2 users) from 50 clients",
+	header: []string{"floor: reports/s", "reports/s (empty store)", "vs floor", "p50 / p99", "monitor CPU per report", "roll-ups stored",
+		"reports/s (with them)", "monitor CPU per report", "vs empty", "errors"},
 	run: runNodes,
 }
 
-var ledgerScenario = scenario{
-	name:  "ledger",
-	title: "Ledger and report for a month of node reports",
-	header: []string{"GPUs", "hourly roll-up rows (GPU, user)", "registered tasks", "bulk load",
-		"`ledger --month` (median of 3; its CPU)", "`ledger --month --by project` (median of 3; its CPU)", "`report --month --by project` (median of 3; its CPU)"},
-	run: runLedger,
+// nodeReportBody is a report of node (one of the clients) at the n-th
+// minute after base: 8 whole GPUs, each used by two pods.
+func nodeReportBody(node string, t int64) string {
+	var ins []string
+	for g := range 8 {
+		ins = append(ins, fmt.Sprintf(`{"uuid":"GPU-%s-%d","gpu_instance_id":null,"name":"NVIDIA H200","samples":12,"busy_share":0.9,`+
+			`"busy_basis":"utilization","occupied_share":1,"energy_joules":30000,"users":[`+
+			`{"runtime":"containerd","container_id":"%s%d0a","pod_uid":"pod-%s-%d-a","namespace":"team-a","pod":"train-%d","container":"paddle","allocated_share":1,"seen_share":1,"busy_share":0.9,"sm_util_mean":80,"declared":null},`+
+			`{"runtime":"containerd","container_id":"%s%d0b","pod_uid":"pod-%s-%d-b","namespace":"team-b","pod":"eval-%d","container":"paddle","allocated_share":0.5,"seen_share":0.5,"busy_share":0.4,"sm_util_mean":20,"declared":null}]}`,
+			node, g, node, g, node, g, g, node, g, node, g, g))
+	}
+	var gpus []string
+	for g := range 8 {
+		gpus = append(gpus, fmt.Sprintf(`{"uuid":"GPU-%s-%d","energy_joules":30000}`, node, g))
+	}
+	return fmt.Sprintf(`{"schema_version":1,"node":%q,"time":%d,"interval_seconds":60,"agent_version":"bench","samples":12,"final":false,`+
+		`"gpus":[%s],"instances":[%s]}`, node, t, strings.Join(gpus, ","), strings.Join(ins, ","))
 }
 
-// nodeBody is a report of node at end (interval 60 s, 12 samples): 8
-// whole GPUs, each used by two containers of a pod.
-func nodeBody(node string, end int64) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"schema_version":1,"node":%q,"time":%d,"interval_seconds":60,"agent_version":"bench","samples":12,"final":false,"gpus":[`, node, end)
-	for g := range 8 {
-		if g > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"uuid":"GPU-%s-%d","energy_joules":24000}`, node, g)
-	}
-	b.WriteString(`],"instances":[`)
-	for g := range 8 {
-		if g > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"uuid":"GPU-%s-%d","gpu_instance_id":null,"profile":"","slices":0,"total_slices":0,"mig_uuids":[],"name":"NVIDIA H200",`+
-			`"memory_total_bytes":150754820096,"samples":12,"util_mean":80,"busy_share":0.9,"busy_basis":"utilization","occupied_share":1,`+
-			`"energy_joules":24000,"energy_estimated":false,"users":[`, node, g)
-		for u := range 2 {
-			if u > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"runtime":"containerd","container_id":"%s-%d-%d","pod_uid":"pod-%s-%d","namespace":"team-%d","pod":"train-%d",`+
-				`"container":"c%d","slurm_job":"","uid":null,"cgroup":"","allocated_share":1,"seen_share":1,"busy_share":0.9,"sm_util_mean":40,`+
-				`"used_memory_peak_bytes":1000000000,"declared":{"task_id":"t-%s-%d","project":"search","owner":"ann@example.com"}}`,
-				node, g, u, node, g, g%20, g, u, node, g)
-		}
-		b.WriteString(`]}`)
-	}
-	b.WriteString(`]}`)
-	return b.String()
-}
-
-// nodeReports posts reports for -write-duration from -write-clients
-// clients: each client reports for 20 nodes of its own, one after the
-// other, each node's reports tiling time from start on.
-func nodeReports(url, prefix string, start int64) writeLoad {
+// nodeReports sends each client's node's reports, a minute apart from
+// base (every report new: 201).
+func nodeReports(url, prefix string, base int64) writeLoad {
 	return sustain(url, *writeClients, *writeDuration, http.StatusCreated, func(c, n int) (string, string, string) {
-		node := fmt.Sprintf("%s-%02d-%02d", prefix, c, n%20)
-		return "/v1/nodes/report", nodeBody(node, start+int64(n/20+1)*60), node
+		node := fmt.Sprintf("%s-%02d", prefix, c)
+		return "/v1/nodes/report", nodeReportBody(node, base+int64(n)*60), node
 	})
 }
 
 func runNodes(e *env) ([][]string, error) {
-	start := time.Now().Add(-12*time.Hour).Unix() / 60 * 60
-	floorURL, stopFloor, err := startFloor()
-	if err != nil {
-		return nil, err
-	}
-	floor := nodeReports(floorURL, "floor", start)
-	stopFloor()
-
-	serve := func(dsn string) (*monitorproc.Proc, error) {
-		return monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-			monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
-	}
 	dsn, err := e.newDSN()
 	if err != nil {
 		return nil, err
 	}
-	srv, err := serve(dsn)
+	// Reports end up to a day before now (within the 24 h the monitor
+	// accepts ahead, whatever the rate).
+	base := time.Now().Unix()/60*60 - 86400
+	start := func(dsn string) (*monitorproc.Proc, error) {
+		return monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
+			monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	}
+	floorURL, stopFloor, err := startFloor()
+	if err != nil {
+		return nil, err
+	}
+	floor := nodeReports(floorURL, "bench-node", base)
+	stopFloor()
+	srv, err := start(dsn)
 	if err != nil {
 		return nil, err
 	}
 	cpu0 := cpuTime(srv.Cmd.Process.Pid)
-	empty := nodeReports(srv.URL, "node", start)
+	empty := nodeReports(srv.URL, "bench-node", base)
 	emptyCPU := cpuPer(cpuTime(srv.Cmd.Process.Pid)-cpu0, empty)
 	srv.Stop()
 
-	dsn, err = e.newDSN()
+	loaded, err := e.newDSN()
 	if err != nil {
 		return nil, err
 	}
-	if err := e.schema(dsn); err != nil {
+	if err := e.schema(loaded); err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d days of %d nodes' roll-ups on %s\n", *rollupDays, *rollupNodes, e.store)
-	gpuRows, userRows, err := loadRollups(dsn, *rollupNodes, *rollupDays)
+	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d days of %d nodes' roll-ups on %s\n", *nodeDays, *nodeCount, e.store)
+	rows, err := loadRollups(loaded, *nodeDays, *nodeCount, base)
 	if err != nil {
-		return nil, fmt.Errorf("bulk load: %w", err)
+		return nil, fmt.Errorf("bulk load of roll-ups: %w", err)
 	}
-	load := time.Since(t0).Round(100 * time.Millisecond)
-	if srv, err = serve(dsn); err != nil {
+	srv, err = start(loaded)
+	if err != nil {
 		return nil, err
 	}
 	cpu0 = cpuTime(srv.Cmd.Process.Pid)
-	full := nodeReports(srv.URL, "node", start)
+	full := nodeReports(srv.URL, "bench-node", base)
 	fullCPU := cpuPer(cpuTime(srv.Cmd.Process.Pid)-cpu0, full)
 	srv.Stop()
 	e.result("nodes.floor", floor.rate)
@@ -140,261 +113,48 @@ func runNodes(e *env) ([][]string, error) {
 		fmt.Sprintf("%.0f %%", empty.rate/floor.rate*100),
 		ms(empty.p50) + " / " + ms(empty.p99),
 		emptyCPU,
-		fmt.Sprintf("%d, %d", gpuRows, userRows),
-		load.String(),
-		fmt.Sprintf("%.0f", full.rate),
-		ms(full.p50) + " / " + ms(full.p99),
+		fmt.Sprintf("%d", rows),
+		fmt.Sprintf("%.0f (p50 %s, p99 %s)", full.rate, ms(full.p50), ms(full.p99)),
 		fullCPU,
 		fmt.Sprintf("%+.0f %%", (full.rate/empty.rate-1)*100),
 		fmt.Sprint(empty.errors + full.errors),
 	}}, nil
 }
 
-// sqlRunner runs bulk statements on a store's database (synchronous off
-// on SQLite: a benchmark's fixture).
-type sqlRunner struct {
-	pg  *pgx.Conn
-	db  *sql.DB
-	ctx context.Context
-}
-
-func openRunner(dsn string) (*sqlRunner, error) {
-	r := &sqlRunner{ctx: context.Background()}
-	var err error
+// loadRollups stores days × 24 hours of roll-ups of nodes nodes of 8 GPUs
+// with two users each, ending before base, in one statement per table.
+func loadRollups(dsn string, days, nodes int, base int64) (int, error) {
+	driver, src := "sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"
+	series := "WITH RECURSIVE h(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM h WHERE i < %d) SELECT i FROM h"
 	if store.IsPostgresDSN(dsn) {
-		r.pg, err = pgx.Connect(r.ctx, dsn)
-		return r, err
+		driver, src = "pgx", dsn
+		series = "SELECT i FROM generate_series(0, %d) AS h(i)"
 	}
-	r.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)")
-	return r, err
-}
-
-// exec runs q, written with %[1]s for the series of 0..n-1 as a table
-// x(i), %[2]s for the key separator character and %[3]s for the
-// concatenation of integers.
-func (r *sqlRunner) exec(q string, n int) error {
-	series := fmt.Sprintf("(WITH RECURSIVE h(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM h WHERE i < %d) SELECT i FROM h) x", n-1)
-	sep := "char(31)"
-	if r.pg != nil {
-		series = fmt.Sprintf("(SELECT i FROM generate_series(0, %d) AS h(i)) x", n-1)
-		sep = "chr(31)"
-	}
-	q = strings.NewReplacer("{series}", series, "{sep}", sep).Replace(q)
-	if r.pg != nil {
-		_, err := r.pg.Exec(r.ctx, q)
-		return err
-	}
-	_, err := r.db.ExecContext(r.ctx, q)
-	return err
-}
-
-func (r *sqlRunner) finish() error {
-	if r.pg != nil {
-		_, err := r.pg.Exec(r.ctx, "VACUUM ANALYZE")
-		r.pg.Close(r.ctx)
-		return err
-	}
-	_, err := r.db.ExecContext(r.ctx, "ANALYZE")
-	r.db.Close()
-	return err
-}
-
-// userKey is the SQL of store.UserIdentity.Key for a container user with a
-// declaration, from SQL expressions of its fields.
-func userKey(containerID, podUID, namespace, pod, container, taskID, project, owner string) string {
-	return strings.Join([]string{"'containerd'", containerID, podUID, namespace, pod, container, "''", "''", "''",
-		"'d'", taskID, project, owner}, " || {sep} || ")
-}
-
-// loadRollups stores days of hourly roll-ups of nodes reporting as
-// nodeBody does (8 GPUs fully occupied by 2 users each), ending at the
-// current hour, with their GPUs' lives and latest reports.
-func loadRollups(dsn string, nodes, days int) (gpuRows, userRows int, err error) {
-	r, err := openRunner(dsn)
+	db, err := sql.Open(driver, src)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	hours := days * 24
-	h0 := time.Now().Unix()/3600*3600 - int64(hours)*3600
+	defer db.Close()
+	first := (base - int64(days)*86400) / 3600 * 3600
 	gpus := nodes * 8
-	// i: hour-major over (node, GPU) for the GPU rows; for the user rows
-	// over (node, GPU, user).
-	node := fmt.Sprintf("'roll-' || ((i %% %d) / 8)", gpus)
-	uuid := fmt.Sprintf("'GPU-roll-' || (i %% %d)", gpus)
-	unode := fmt.Sprintf("'roll-' || ((i %% %d) / 16)", gpus*2)
-	uuuid := fmt.Sprintf("'GPU-roll-' || ((i %% %d) / 2)", gpus*2)
-	cid := fmt.Sprintf("'c-' || (i %% %d)", gpus*2)
-	pod := fmt.Sprintf("'pod-' || ((i %% %d) / 2)", gpus*2)
-	ns := fmt.Sprintf("'team-' || ((i %% %d) / 2 %% 20)", gpus*2)
-	task := fmt.Sprintf("'t-' || ((i %% %d) / 2)", gpus*2)
-	stmts := []struct {
-		q string
-		n int
-	}{
-		{fmt.Sprintf(`INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s, energy_j)
-			SELECT %d + 3600 * (i / %d), %s, %s, 'NVIDIA H200', 3600, 0, 1440000 FROM {series}`, h0, gpus, node, uuid), gpus * hours},
-		{fmt.Sprintf(`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, runtime, container_id, pod_uid,
-			namespace, pod, container, declared, declared_task_id, declared_project, declared_owner, last_time, equal_s, util_s,
-			busy_equal_s, busy_util_s, energy_j)
-			SELECT %d + 3600 * (i / %d), %s, %s, -1, %s, 'NVIDIA H200', 'containerd', %s, %s, %s, 'train', 'c' || (i %% 2), 1, %s,
-			'search', 'ann@example.com', %d + 3600 * (i / %d) + 3600, 1800, 1800, 1620, 1620, 720000 FROM {series}`,
-			h0, gpus*2, unode, uuuid, userKey(cid, pod, ns, "'train'", "'c' || (i % 2)", task, "'search'", "'ann@example.com'"),
-			cid, pod, ns, task, h0, gpus*2), gpus * 2 * hours},
-		{fmt.Sprintf(`INSERT INTO node_gpus (node, uuid, first_start, last_end, model) SELECT %s, %s, %d, %d, 'NVIDIA H200' FROM {series}`,
-			node, uuid, h0, h0+int64(hours)*3600), gpus},
-		{fmt.Sprintf(`INSERT INTO nodes (node, last_time, interval_seconds, latest) SELECT 'roll-' || i, %d, 60, '{}' FROM {series}`,
-			h0+int64(hours)*3600), nodes},
-	}
-	for _, s := range stmts {
-		if err := r.exec(s.q, s.n); err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", strings.Fields(s.q)[2], err)
-		}
-	}
-	return gpus * hours, gpus * 2 * hours, r.finish()
-}
-
-// The ledger's month: June 2025 (30 days), every GPU's life covering it.
-var ledgerMonth = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-
-// loadLedgerMonth stores a month of gpus GPUs (8 a node), each used every
-// hour by one pod a day (a new pod each day), 3/4 of the hour occupied;
-// the pods of even GPUs are registered tasks (tied by pod UID, one task a
-// GPU a day, 50 projects), those of odd GPUs are not (20 namespaces).
-func loadLedgerMonth(dsn string, gpus int) (hourRows, tasks int, err error) {
-	r, err := openRunner(dsn)
-	if err != nil {
-		return 0, 0, err
-	}
-	const days = 30
 	hours := days * 24
-	h0 := ledgerMonth.Unix()
-	node := fmt.Sprintf("'led-' || ((i %% %d) / 8)", gpus)
-	uuid := fmt.Sprintf("'GPU-led-' || (i %% %d)", gpus)
-	day := fmt.Sprintf("(i / %d / 24)", gpus)
-	podUID := fmt.Sprintf("'pod-' || (i %% %d) || '-' || %s", gpus, day)
-	cid := fmt.Sprintf("'c-' || (i %% %d) || '-' || %s", gpus, day)
-	ns := fmt.Sprintf("'team-' || (i %% %d %% 20)", gpus)
-	stmts := []struct {
-		q string
-		n int
-	}{
-		{fmt.Sprintf(`INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s, energy_j)
-			SELECT %d + 3600 * (i / %d), %s, %s, 'NVIDIA H200', 3600, 900, 1440000 FROM {series}`, h0, gpus, node, uuid), gpus * hours},
-		{fmt.Sprintf(`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, runtime, container_id, pod_uid,
-			namespace, pod, container, declared, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
-			SELECT %d + 3600 * (i / %d), %s, %s, -1, %s, 'NVIDIA H200', 'containerd', %s, %s, %s, 'job', 'paddle', 0,
-			%d + 3600 * (i / %d) + 3600, 2700, 2700, 2000, 2000, 1080000 FROM {series}`,
-			h0, gpus, node, uuid, userKeyUndeclared(cid, podUID, ns), cid, podUID, ns, h0, gpus), gpus * hours},
-		{fmt.Sprintf(`INSERT INTO node_gpus (node, uuid, first_start, last_end, model) SELECT %s, %s, %d, %d, 'NVIDIA H200' FROM {series}`,
-			node, uuid, h0, h0+int64(hours)*3600), gpus},
-		// i over (day, even GPU): the registered pods.
-		{fmt.Sprintf(`INSERT INTO tasks (id, task_id, task_name, project, owner, hostname, k8s_node, k8s_pod_uid, start_time, end_time,
-			gpu_count, registration, registered_at, seen_at, completion, completed_at, duration_seconds, exit_code)
-			SELECT i + 1, 'task-' || i, 'train', 'project-' || (i %% 50), 'ann@example.com', 'job', 'led-' || ((2 * (i %% %d)) / 8),
-			'pod-' || (2 * (i %% %d)) || '-' || (i / %d), %d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86400, 1, '{}',
-			%d + 86400 * (i / %d), %d + 86400 * (i / %d), '{}', %d + 86400 * (i / %d) + 86400, 86400, 0 FROM {series}`,
-			gpus/2, gpus/2, gpus/2, h0, gpus/2, h0, gpus/2, h0, gpus/2, h0, gpus/2, h0, gpus/2), gpus / 2 * days},
-	}
-	for _, s := range stmts {
-		if err := r.exec(s.q, s.n); err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", strings.Fields(s.q)[2], err)
+	n := gpus * hours
+	ctx := context.Background()
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s, energy_j)
+			SELECT %d + 3600 * (i / %d), 'load-' || ((i %% %d) / 8), 'GPU-load-' || (i %% %d), 'NVIDIA H200', 3600, 0, 1e6
+			FROM (`+series+`) x`, first, gpus, gpus, gpus, n-1),
+		fmt.Sprintf(`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, pod_uid, namespace, last_time, equal_s, util_s, busy_equal_s, busy_util_s)
+			SELECT %d + 3600 * (i / %d), 'load-' || ((i %% %d) / 8), 'GPU-load-' || ((i / 2) %% %d), -1, 'user-' || (i %% 2), 'NVIDIA H200',
+			'pod-' || (i %% %d), 'team-a', %d + 3600 * (i / %d), 1800, 1800, 900, 900
+			FROM (`+series+`) x`, first, 2*gpus, 2*gpus, gpus, 2*gpus, first, 2*gpus, 2*n-1),
+		fmt.Sprintf(`INSERT INTO node_gpus (node, uuid, first_start, last_end, model)
+			SELECT 'load-' || (i / 8), 'GPU-load-' || i, %d, %d, 'NVIDIA H200' FROM (`+series+`) x`, first, base, gpus-1),
+		"ANALYZE",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return 0, fmt.Errorf("%.60s…: %w", q, err)
 		}
 	}
-	return gpus * hours, gpus / 2 * days, r.finish()
-}
-
-// userKeyUndeclared is userKey for a container user that declared
-// nothing.
-func userKeyUndeclared(containerID, podUID, namespace string) string {
-	return strings.Join([]string{"'containerd'", containerID, podUID, namespace, "'job'", "'paddle'", "''", "''", "''",
-		"''", "''", "''", "''"}, " || {sep} || ")
-}
-
-func runLedger(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
-	if err != nil {
-		return nil, err
-	}
-	if err := e.schema(dsn); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading a month of %d GPUs on %s\n", *ledgerGPUs, e.store)
-	t0 := time.Now()
-	rows, tasks, err := loadLedgerMonth(dsn, *ledgerGPUs)
-	if err != nil {
-		return nil, fmt.Errorf("bulk load: %w", err)
-	}
-	load := time.Since(t0).Round(100 * time.Millisecond)
-	month := ledgerMonth.Format("2006-01")
-	cpus := map[string]time.Duration{}
-	// median runs the command three times: the median wall time, and
-	// the CPU time (user + system) of that run.
-	median := func(args ...string) (time.Duration, error) {
-		type run struct{ wall, cpu time.Duration }
-		var runs []run
-		for range 3 {
-			cmd := exec.Command(e.opts.monitor, append(args, "--db", dsn, "--month", month, "--format", "json")...)
-			cmd.Stderr = os.Stderr
-			t0 := time.Now()
-			if _, err := cmd.Output(); err != nil {
-				return 0, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
-			}
-			runs = append(runs, run{time.Since(t0), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()})
-		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].wall < runs[j].wall })
-		cpus[strings.Join(args, " ")] = runs[1].cpu
-		return runs[1].wall, nil
-	}
-	led, err := median("ledger")
-	if err != nil {
-		return nil, err
-	}
-	ledProject, err := median("ledger", "--by", "project")
-	if err != nil {
-		return nil, err
-	}
-	rep, err := median("report", "--by", "project")
-	if err != nil {
-		return nil, err
-	}
-	e.result("ledger.node", led.Seconds())
-	e.result("ledger.project", ledProject.Seconds())
-	e.result("ledger.report", rep.Seconds())
-	return [][]string{{
-		fmt.Sprint(*ledgerGPUs),
-		fmt.Sprintf("%d, %d", rows, rows),
-		fmt.Sprint(tasks),
-		load.String(),
-		ms(led) + "; " + ms(cpus["ledger"]),
-		ms(ledProject) + "; " + ms(cpus["ledger --by project"]),
-		ms(rep) + "; " + ms(cpus["report --by project"]),
-	}}, nil
-}
-
-// cpuTime is a process's CPU time so far (user + system, from
-// /proc/PID/stat; 0 when unreadable).
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command's closing parenthesis: utime and stime
-	// are the 14th and 15th of the line, in clock ticks (100 a second).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	var u, s int64
-	fmt.Sscan(f[11], &u)
-	fmt.Sscan(f[12], &s)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
-
-// cpuPer is a server's CPU time per answered request of a load.
-func cpuPer(cpu time.Duration, l writeLoad) string {
-	n := l.rate * writeDuration.Seconds()
-	if n < 1 {
-		return "?"
-	}
-	return ms(time.Duration(float64(cpu) / n))
+	return 3 * n, nil
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
@@ -19,14 +21,21 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
-// mountLedger adds GET /v1/ledger and GET /v1/discrepancies.
-func mountLedger(api *monitor.API, st *store.Store, c *serveConfig, prices *report.Prices) error {
+// fleetConfig is the ledger's configuration of serve (also the page's
+// "Fleet" section's).
+func fleetConfig(st *store.Store, c *serveConfig, prices *report.Prices) (*monitor.LedgerConfig, error) {
 	ns, err := c.nodes.namespaces()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	monitor.MountLedger(api, monitor.LedgerConfig{Source: st, Prices: prices, Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire})
-	return nil
+	return &monitor.LedgerConfig{Source: st, Prices: prices, Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire}, nil
+}
+
+// mountLedger adds GET /v1/ledger and GET /v1/discrepancies, and the
+// fleet's series on /metrics.
+func mountLedger(api *monitor.API, reg *prometheus.Registry, st *store.Store, cfg *monitor.LedgerConfig, log *slog.Logger) error {
+	monitor.MountLedger(api, *cfg)
+	return reg.Register(monitor.NewFleetCollector(st, *cfg, log))
 }
 
 // ledgerConfig is the settings of ledger and discrepancies.

@@ -39,7 +39,8 @@ type serveConfig struct {
 	maxInFlight         int
 	metricsAuth         bool
 	level, format       string
-	nodes               nodeSettings // node reports and the ledger (nodes.go)
+	nodes               nodeSettings          // node reports and the ledger (nodes.go)
+	fleet               *monitor.LedgerConfig // the ledger's configuration, once the store is open
 	log                 *slog.Logger
 }
 
@@ -161,16 +162,16 @@ func serve(args []string, stderr io.Writer) error {
 		MaxInFlight: c.maxInFlight,
 		Prices:      prices,
 	})
+	if c.fleet, err = fleetConfig(st, c, prices); err != nil {
+		return err
+	}
 	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {
 		return err
 	}
 	nodesCtx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
-	if err := registerFleet(reg, st, c, log); err != nil {
-		return err
-	}
-	if err := mountLedger(api, st, c, prices); err != nil {
+	if err := mountLedger(api, reg, st, c.fleet, log); err != nil {
 		return err
 	}
 

@@ -187,6 +187,40 @@ func TestUndeclaredAlertEndToEnd(t *testing.T) {
 		"--storage.path="+filepath.Join(dir, "am"), "--web.listen-address="+amAddr, "--cluster.listen-address=")
 	waitFor(t, 60*time.Second, "alertmanager ready", func() bool { _, err := httpGet("http://" + amAddr + "/-/ready"); return err == nil })
 
+	// The node: a notebook container's process on GPU 0 that declares
+	// nothing, the registered pod's on GPU 1, both in real kubepods
+	// cgroups; the runtime's CRI names their pods.
+	nb := startIn(t, "")
+	inCgroup(t, nb, "kubepods/besteffort/pod"+uidNb+"/"+idNb)
+	tr := startIn(t, "")
+	inCgroup(t, tr, "kubepods/burstable/pod"+uidReg+"/"+idReg)
+	prSock, criSock := filepath.Join(dir, "kubelet.sock"), filepath.Join(dir, "containerd.sock")
+	serveGRPC(t, prSock, func(s *grpc.Server) {
+		podresourcesapi.RegisterPodResourcesListerServer(s, &kubeletServer{})
+	})
+	serveGRPC(t, criSock, func(s *grpc.Server) {
+		cri.RegisterRuntimeServiceServer(s, &runtimeServer{containers: []*cri.Container{
+			criContainer(idNb, uidNb, "team-b", "notebook-0", "jupyter", cri.ContainerState_CONTAINER_RUNNING),
+			criContainer(idReg, uidReg, "team-a", "train-0", "paddle", cri.ContainerState_CONTAINER_RUNNING),
+		}})
+	})
+	state := filepath.Join(dir, "state")
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 1000 40", nb), fmt.Sprintf("proc 1 compute %d 1000 90", tr), "util 0 40", "util 1 90")
+	tokFile, agentAddr := filepath.Join(dir, "token"), freeAddr(t)
+	if err := os.WriteFile(tokFile, []byte(nodeTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := startNode(t, nodeEnv(state, "FAKE_NVML_GPUS=2", "FAKE_NVML_NAME=NVIDIA H200", "PADDLE_MONITOR_URL="+mon.URL,
+		"PADDLE_NODE_TOKEN_FILE="+tokFile, "PADDLE_NODE_NAME="+node, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "reports.db"),
+		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s", "PADDLE_NODE_POD_RESOURCES_SOCKET="+prSock, "PADDLE_NODE_CRI_SOCKET="+criSock,
+		"PADDLE_NODE_LISTEN="+agentAddr))
+	// Its first report stored before Prometheus's first scrape (the
+	// monitor computes the fleet's series once a minute at most, from its
+	// first scrape on).
+	waitFor(t, 60*time.Second, "the agent's first report", func() bool {
+		return metricValue(metricsTextSafe(agentAddr), "paddle_node_reports_sent_total") >= 1
+	})
+
 	// Prometheus with the shipped alerts, scraping the monitor every
 	// second as the job the rules read.
 	rules, err := os.ReadFile("deploy/prometheus/paddle-alerts.yml")
@@ -217,33 +251,6 @@ scrape_configs:
 	startServer(t, "prometheus", promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr)
 	waitFor(t, 60*time.Second, "prometheus ready", func() bool { _, err := httpGet("http://" + promAddr + "/-/ready"); return err == nil })
-
-	// The node: a notebook container's process on GPU 0 that declares
-	// nothing, the registered pod's on GPU 1, both in real kubepods
-	// cgroups; the runtime's CRI names their pods.
-	nb := startIn(t, "")
-	inCgroup(t, nb, "kubepods/besteffort/pod"+uidNb+"/"+idNb)
-	tr := startIn(t, "")
-	inCgroup(t, tr, "kubepods/burstable/pod"+uidReg+"/"+idReg)
-	prSock, criSock := filepath.Join(dir, "kubelet.sock"), filepath.Join(dir, "containerd.sock")
-	serveGRPC(t, prSock, func(s *grpc.Server) {
-		podresourcesapi.RegisterPodResourcesListerServer(s, &kubeletServer{})
-	})
-	serveGRPC(t, criSock, func(s *grpc.Server) {
-		cri.RegisterRuntimeServiceServer(s, &runtimeServer{containers: []*cri.Container{
-			criContainer(idNb, uidNb, "team-b", "notebook-0", "jupyter", cri.ContainerState_CONTAINER_RUNNING),
-			criContainer(idReg, uidReg, "team-a", "train-0", "paddle", cri.ContainerState_CONTAINER_RUNNING),
-		}})
-	})
-	state := filepath.Join(dir, "state")
-	writeState(t, state, fmt.Sprintf("proc 0 compute %d 1000 40", nb), fmt.Sprintf("proc 1 compute %d 1000 90", tr), "util 0 40", "util 1 90")
-	tokFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokFile, []byte(nodeTok+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	agent := startNode(t, nodeEnv(state, "FAKE_NVML_GPUS=2", "FAKE_NVML_NAME=NVIDIA H200", "PADDLE_MONITOR_URL="+mon.URL,
-		"PADDLE_NODE_TOKEN_FILE="+tokFile, "PADDLE_NODE_NAME="+node, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "reports.db"),
-		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s", "PADDLE_NODE_POD_RESOURCES_SOCKET="+prSock, "PADDLE_NODE_CRI_SOCKET="+criSock))
 
 	// The alert reaches the webhook by the platform's route, for the
 	// notebook's container only.

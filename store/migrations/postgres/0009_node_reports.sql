@@ -5,8 +5,16 @@
 -- '' when none. tasks_k8s_pod_uid serves the tie of a Kubernetes user by
 -- pod UID, tasks_slurm_job that of a Slurm job.
 ALTER TABLE tasks ADD COLUMN slurm_job TEXT NOT NULL DEFAULT '';
+-- tasks.observed_at is the time of the latest node report in which users
+-- were tied to the task: its idleness then follows the node reports (a
+-- heartbeat no longer changes idle_since).
+ALTER TABLE tasks ADD COLUMN observed_at BIGINT;
 CREATE INDEX tasks_k8s_pod_uid ON tasks (k8s_pod_uid, start_time) WHERE k8s_pod_uid <> '';
 CREATE INDEX tasks_slurm_job ON tasks (slurm_job, start_time) WHERE slurm_job <> '';
+-- A registration made inside a Slurm job without slurm_job names the job
+-- in pipeline_run (orchestrator slurm: SLURM_JOB_ID), as entrypoints
+-- before slurm_job do: tasks_slurm_run serves that tie.
+CREATE INDEX tasks_slurm_run ON tasks (pipeline_run, start_time) WHERE orchestrator = 'slurm' AND pipeline_run <> '';
 
 -- node_reports: the raw reports, kept for --raw-retention. span_start and
 -- span_end are the part of [time - interval_seconds, time) kept (a report

@@ -272,7 +272,7 @@ func goals(md *strings.Builder, envs ...*env) {
 			}
 			return fmt.Sprintf("%.0f/s (floor %.0f/s)", v, r["nodes.floor"]), v >= 500, true
 		}},
-		{"node reports with the roll-ups stored within 25 % of the empty store's", func(r map[string]float64) (string, bool, bool) {
+		{fmt.Sprintf("node reports with %d days of %d nodes' hourly roll-ups stored (the goal: 30 of 1,000) within 25 %% of the empty store's", *nodeDays, *nodeCount), func(r map[string]float64) (string, bool, bool) {
 			f, ok1 := r["nodes.full"]
 			e, ok2 := r["nodes.empty"]
 			if !ok1 || !ok2 || e == 0 {
@@ -280,8 +280,9 @@ func goals(md *strings.Builder, envs ...*env) {
 			}
 			return fmt.Sprintf("%+.0f %% (%.0f/s against %.0f/s)", (f/e-1)*100, f, e), f >= 0.75*e, true
 		}},
-		{"`ledger --month` over a month of 10,000 GPUs (7.2 million hourly user rows) ≤ 2 s", atMost("ledger.node", 2, "s")},
-		{"`report --month` over that month ≤ 2 s", atMost("ledger.report", 2, "s")},
+		{fmt.Sprintf("`ledger --month` over a month of %d GPUs, one user per GPU per hour (the goal: 10,000, 7.2 million rows) ≤ 2 s", *ledgerGPUs),
+			atMost("ledger.node", 2, "s")},
+		{fmt.Sprintf("`report --month` over that month of %d GPUs ≤ 2 s", *ledgerGPUs), atMost("ledger.report", 2, "s")},
 	}
 	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {

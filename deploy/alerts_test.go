@@ -124,7 +124,7 @@ func monitorSeries(t *testing.T) []string {
 	ch := make(chan *prometheus.Desc, 64)
 	monitor.NewTaskCollector(nil, time.Hour, nil).Describe(ch)
 	monitor.NewProjectCollector(nil, nil, nil, nil, nil).Describe(ch)
-	monitor.NewFleetCollector(nil, monitor.LedgerConfig{}, nil).Describe(ch)
+	monitor.NewFleetCollector(monitor.FleetConfig{}).Describe(ch)
 	close(ch)
 	for d := range ch {
 		names = append(names, regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1])

@@ -480,20 +480,3 @@ func unionLength(spans [][2]int64) int64 {
 	}
 	return n
 }
-
-// Tie decides the state of a user of node's report at time at: attributed
-// (with the task's task_id and project), undeclared (with its namespace's
-// project) or unattributed, as the ledger does.
-func Tie(ctx context.Context, src Source, node string, u *store.UserIdentity, at int64, ns *NamespaceProjects) (state, taskID, project string, err error) {
-	cands, err := src.TieCandidates(ctx, node, u)
-	if err != nil {
-		return "", "", "", err
-	}
-	if t := latest(cands, at); t != nil {
-		return Attributed, t.TaskID, t.Project, nil
-	}
-	if p, ok := ns.Project(u.Namespace); ok {
-		return Undeclared, "", p, nil
-	}
-	return Unattributed, "", "", nil
-}

@@ -3,7 +3,9 @@ package monitor
 import (
 	"context"
 	"log/slog"
+	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,68 +14,79 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
-// The fleet's families (FleetCollector): the ledger of the month and the
-// nodes' latest reports.
-var (
-	famFleetGPUSeconds = Family{"paddle_fleet_gpu_seconds",
-		"GPU-seconds of the fleet in the current UTC month by ledger state (attributed, undeclared, unattributed, unallocated, unobserved) and GPU model, from the node reports (computed at most once a minute).",
-		prometheus.GaugeValue, []string{"state", "gpu_model"}}
-	famGPUUserInfo = Family{"paddle_gpu_user_info",
-		"A user of a GPU instance in its node's latest report (value 1): state attributed (tied to a registered task), undeclared or unattributed. Join with dcgm-exporter's series on UUID and GPU_I_ID.",
-		prometheus.GaugeValue, []string{"node", "UUID", "GPU_I_ID", "runtime", "container_id", "namespace", "pod", "container", "slurm_job",
-			"task_id", "project", "state"}}
-	famNodeReportAge = Family{"paddle_node_report_age_seconds",
-		"Seconds since the end of a node's latest report (nodes retired or gone with a final report are left out).",
-		prometheus.GaugeValue, []string{"node"}}
-	famFleetScrapeError = Family{"paddle_monitor_fleet_scrape_error",
-		"1 if computing the fleet series failed the last time (paddle_fleet_*, paddle_gpu_user_info and paddle_node_report_age_seconds are then missing), else 0.",
-		prometheus.GaugeValue, nil}
-)
-
-// fleetFamilies are the fleet collector's families, in the order it
-// describes them.
-var fleetFamilies = []*Family{&famFleetGPUSeconds, &famGPUUserInfo, &famNodeReportAge, &famFleetScrapeError}
-
-// FleetSource is what the fleet collector reads.
+// FleetSource is what the fleet series are read from (a *store.Store).
 type FleetSource interface {
 	ledger.Source
-	LatestReports(ctx context.Context) ([]store.LatestReport, error)
+	NodesSeen(ctx context.Context, since int64) ([]store.NodeSeen, error)
+	LatestNodeReport(ctx context.Context, node string) (*wire.NodeReport, error)
 }
 
-// FleetCollector exposes the fleet's month by state and model, the users
-// of the nodes' latest reports and the reports' age, computed at most once
-// per ProjectsEvery (the age from the last computation's reports, at the
-// scrape's time).
+// FleetConfig is what NewFleetCollector needs: the ledger's settings of
+// serve (--namespace-projects, --split, --node-retire).
+type FleetConfig struct {
+	Source     FleetSource
+	Namespaces *ledger.NamespaceProjects
+	Split      string        // ledger.SplitEqual when empty
+	Retire     time.Duration // store.DefaultNodeRetire when 0
+	Now        func() time.Time
+	Log        *slog.Logger
+}
+
+// FleetCollector exposes the ledger on /metrics (docs/cost.md, "The
+// ledger"):
+//   - paddle_fleet_gpu_seconds{state, gpu_model}: the current UTC month's
+//     ledger by GPU model, each of the five states in GPU-seconds, computed
+//     at most once per ProjectsEvery by each replica (scrapes in between
+//     get the cached series);
+//   - from the latest report of each node not retired, whose last report
+//     is within --node-retire and was not its final one:
+//     paddle_node_report_age_seconds{node} (now − the report's time, 0 for
+//     a report ahead of the clock) and, for each user present on a GPU
+//     instance, paddle_gpu_user_info{…, state} 1 with the state the ledger
+//     gives it at that report's time (attributed, with its task and
+//     project; undeclared, with its namespace's project; unattributed).
+//     A node's users are tied once per report, when its latest report
+//     changes; users identical in every label are one series.
 type FleetCollector struct {
-	src        FleetSource
-	cfg        LedgerConfig
-	log        *slog.Logger
-	mu         sync.Mutex
-	at         time.Time
-	cached     []prometheus.Metric
-	latest     []store.LatestReport
-	failed     bool
-	computedOK bool
+	cfg FleetConfig
+
+	mu      sync.Mutex
+	at      time.Time
+	month   []prometheus.Metric
+	monthOK bool
+	nodes   map[string]*nodeSeries
+	timeout time.Duration
 }
 
-// NewFleetCollector returns the collector of the fleet (cfg's prices,
-// namespaces, split and --node-retire; its Now the clock).
-func NewFleetCollector(src FleetSource, cfg LedgerConfig, log *slog.Logger) *FleetCollector {
+// nodeSeries are the user series of one node's latest report.
+type nodeSeries struct {
+	time  int64
+	final bool
+	users [][]string // label values in famGPUUserInfo's order
+}
+
+// NewFleetCollector returns the collector of cfg.Source's fleet.
+func NewFleetCollector(cfg FleetConfig) *FleetCollector {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Split == "" {
 		cfg.Split = ledger.SplitEqual
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Retire <= 0 {
+		cfg.Retire = store.DefaultNodeRetire
 	}
-	return &FleetCollector{src: src, cfg: cfg, log: log}
+	return &FleetCollector{cfg: cfg, nodes: map[string]*nodeSeries{}, timeout: 30 * time.Second}
 }
 
-// Describe implements prometheus.Collector.
+// Describe implements prometheus.Collector: the families of
+// fleetFamilies.
 func (c *FleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range fleetFamilies {
 		ch <- descs[f]
@@ -85,93 +98,117 @@ func (c *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.cfg.Now()
-	if !c.computedOK || now.Sub(c.at) >= ProjectsEvery || now.Before(c.at) {
-		c.compute(now)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if c.month == nil || now.Sub(c.at) >= ProjectsEvery || now.Before(c.at) {
+		c.month, c.monthOK = c.computeMonth(ctx, now)
+		c.at = now
 	}
+	for _, m := range c.month {
+		ch <- m
+	}
+	nodesOK := c.collectNodes(ctx, now, ch)
 	failed := 0.0
-	if c.failed {
+	if !c.monthOK || !nodesOK {
 		failed = 1
 	}
 	ch <- famFleetScrapeError.metric(failed)
-	if c.failed {
-		return
-	}
-	for _, m := range c.cached {
-		ch <- m
-	}
-	for _, l := range c.latest {
-		ch <- famNodeReportAge.metric(float64(now.Unix()-l.Time), l.Node)
-	}
 }
 
-func (c *FleetCollector) compute(now time.Time) {
-	c.at, c.computedOK = now, true
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q := ledger.Query{Window: report.Month(now), By: ledger.ByModel, Split: c.cfg.Split, Namespaces: c.cfg.Namespaces,
-		Retire: c.cfg.Retire, Now: now}
-	var out []prometheus.Metric
-	l, err := ledger.Compute(ctx, c.src, q)
-	if err == nil {
-		for _, r := range l.Rows {
-			for i, s := range ledger.States {
-				out = append(out, famFleetGPUSeconds.metric(r.States[i]*3600, s, r.Key))
-			}
+// computeMonth is the month's ledger by model as series (ok false: it
+// failed, logged).
+func (c *FleetCollector) computeMonth(ctx context.Context, now time.Time) ([]prometheus.Metric, bool) {
+	l, err := ledger.Compute(ctx, c.cfg.Source, ledger.Query{Window: report.Month(now), By: ledger.ByModel, Split: c.cfg.Split,
+		Namespaces: c.cfg.Namespaces, Retire: c.cfg.Retire, Now: now})
+	if err != nil {
+		c.cfg.Log.Error("fleet month series: the ledger failed", "err", err)
+		return []prometheus.Metric{}, false
+	}
+	out := []prometheus.Metric{}
+	for _, row := range l.Rows {
+		for i, state := range ledger.States {
+			out = append(out, famFleetGPUSeconds.metric(math.Round(row.States[i]*3600*100)/100, state, row.Key))
 		}
 	}
-	var latest []store.LatestReport
-	if err == nil {
-		latest, err = c.src.LatestReports(ctx)
-	}
-	if err == nil {
-		var users []prometheus.Metric
-		users, latest, err = c.users(ctx, latest)
-		out = append(out, users...)
-	}
-	if err != nil {
-		c.log.Error("computing the fleet series failed", "err", err)
-		c.failed, c.cached, c.latest = true, nil, nil
-		return
-	}
-	c.failed, c.cached, c.latest = false, out, latest
+	return out, true
 }
 
-// users are the users of the latest reports, tied as the ledger ties
-// them at the report's time; the reports of nodes gone with a final
-// report are left out.
-func (c *FleetCollector) users(ctx context.Context, reports []store.LatestReport) ([]prometheus.Metric, []store.LatestReport, error) {
-	var out []prometheus.Metric
-	var kept []store.LatestReport
-	seen := map[string]bool{}
-	for _, l := range reports {
-		if l.Report.Final {
+// collectNodes sends the nodes' series, reading the latest report of each
+// node whose report changed since the last scrape (ok false: a read
+// failed, logged; the nodes read are served).
+func (c *FleetCollector) collectNodes(ctx context.Context, now time.Time, ch chan<- prometheus.Metric) bool {
+	seen, err := c.cfg.Source.NodesSeen(ctx, now.Add(-c.cfg.Retire).Unix())
+	if err != nil {
+		c.cfg.Log.Error("fleet series: reading the nodes failed", "err", err)
+		return false
+	}
+	ok := true
+	keep := make(map[string]*nodeSeries, len(seen))
+	for _, n := range seen {
+		s := c.nodes[n.Node]
+		if s == nil || s.time != n.LastTime {
+			if s, err = c.readNode(ctx, n); err != nil {
+				c.cfg.Log.Error("fleet series: reading a node's latest report failed", "node", n.Node, "err", err)
+				ok = false
+				continue
+			}
+		}
+		keep[n.Node] = s
+		if s.final {
 			continue
 		}
-		kept = append(kept, l)
-		for _, in := range l.Report.Instances {
-			gi := ""
-			if in.GPUInstanceID != nil {
-				gi = strconv.Itoa(*in.GPUInstanceID)
-			}
-			for j := range in.Users {
-				u := &in.Users[j]
-				id := store.IdentityOf(u)
-				state, taskID, project, err := ledger.Tie(ctx, c.src, l.Node, &id, l.Time, c.cfg.Namespaces)
-				if err != nil {
-					return nil, nil, err
-				}
-				labels := []string{l.Node, in.UUID, gi, u.Runtime, u.ContainerID, u.Namespace, u.Pod, u.Container, u.SlurmJob, taskID, project, state}
-				key := ""
-				for _, v := range labels {
-					key += v + "\x1f"
-				}
-				if seen[key] {
-					continue // two host users of one UID and cgroup on one instance: one series
-				}
-				seen[key] = true
-				out = append(out, famGPUUserInfo.metric(1, labels...))
-			}
+		ch <- famNodeReportAge.metric(float64(max(0, now.Unix()-n.LastTime)), n.Node)
+		for _, u := range s.users {
+			ch <- famGPUUserInfo.metric(1, u...)
 		}
 	}
-	return out, kept, nil
+	c.nodes = keep
+	return ok
+}
+
+// readNode reads n's latest report and ties its users.
+func (c *FleetCollector) readNode(ctx context.Context, n store.NodeSeen) (*nodeSeries, error) {
+	r, err := c.cfg.Source.LatestNodeReport(ctx, n.Node)
+	if err != nil {
+		return nil, err
+	}
+	s := &nodeSeries{time: r.Time, final: r.Final}
+	if r.Final {
+		return s, nil
+	}
+	dup := map[string]bool{}
+	for i := range r.Instances {
+		in := &r.Instances[i]
+		if in.Samples == 0 {
+			continue
+		}
+		gi := ""
+		if in.GPUInstanceID != nil {
+			gi = strconv.Itoa(*in.GPUInstanceID)
+		}
+		for j := range in.Users {
+			u := &in.Users[j]
+			if max(u.AllocatedShare, u.SeenShare) <= 0 {
+				continue // listed, never present: no use
+			}
+			id := store.IdentityOf(u)
+			state, tie, project, err := ledger.UserState(ctx, c.cfg.Source, c.cfg.Namespaces, r.Node, r.Time, &id)
+			if err != nil {
+				return nil, err
+			}
+			taskID := ""
+			if tie != nil {
+				taskID = tie.TaskID
+			}
+			labels := []string{r.Node, in.UUID, gi, u.Runtime, u.ContainerID, u.Namespace, u.Pod, u.Container, u.SlurmJob,
+				taskID, project, state}
+			k := strings.Join(labels, "\x00")
+			if dup[k] {
+				continue
+			}
+			dup[k] = true
+			s.users = append(s.users, labels)
+		}
+	}
+	return s, nil
 }

@@ -371,37 +371,3 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 	}
 	return out, rows.Err()
 }
-
-// LatestReport is a node's latest report, as /metrics shows it.
-type LatestReport struct {
-	Node     string
-	Time     int64
-	Interval int64
-	Report   wire.NodeReport
-}
-
-// qLatestReports: every node that is not retired (nodes' primary key,
-// read in full: one row per node).
-const qLatestReports = `SELECT node, last_time, interval_seconds, latest FROM nodes WHERE retired_at IS NULL ORDER BY node`
-
-// LatestReports returns each node's latest report, but retired nodes'.
-func (s *Store) LatestReports(ctx context.Context) ([]LatestReport, error) {
-	rows, err := s.r.QueryContext(ctx, qLatestReports)
-	if err != nil {
-		return nil, fmt.Errorf("store: latest node reports: %w", err)
-	}
-	defer rows.Close()
-	var out []LatestReport
-	for rows.Next() {
-		var l LatestReport
-		var body string
-		if err := rows.Scan(&l.Node, &l.Time, &l.Interval, &body); err != nil {
-			return nil, fmt.Errorf("store: latest node reports: %w", err)
-		}
-		if err := json.Unmarshal([]byte(body), &l.Report); err != nil {
-			return nil, fmt.Errorf("store: the latest report of %s: %w", l.Node, err)
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
-}

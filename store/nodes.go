@@ -368,7 +368,7 @@ func (s *Store) observedIdleness(ctx context.Context, tx *sql.Tx, r *wire.NodeRe
 		}
 		for j := range in.Users {
 			u := &in.Users[j]
-			id := IdentityOf(u)
+			id := identityOf(u)
 			cands, err := s.tieCandidates(ctx, tx, r.Node, &id)
 			if err != nil {
 				return err

@@ -59,8 +59,7 @@ type UserHour struct {
 	Energy        float64
 }
 
-// IdentityOf is the identity of a report's user.
-func IdentityOf(u *wire.NodeUser) UserIdentity {
+func identityOf(u *wire.NodeUser) UserIdentity {
 	id := UserIdentity{Runtime: u.Runtime, ContainerID: u.ContainerID, PodUID: u.PodUID, Namespace: u.Namespace, Pod: u.Pod,
 		Container: u.Container, SlurmJob: u.SlurmJob, UID: u.UID, Cgroup: u.Cgroup}
 	if d := u.Declared; d != nil {
@@ -150,7 +149,7 @@ func Rollup(r *wire.NodeReport, start, end int64) ([]GPUHour, []UserHour) {
 				}
 				for j := range in.Users {
 					u := &in.Users[j]
-					id := IdentityOf(u)
+					id := identityOf(u)
 					key := strconv.FormatInt(gi, 10) + "\x1e" + id.Key()
 					k, ok := idx[key]
 					if !ok {

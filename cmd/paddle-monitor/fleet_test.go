@@ -5,7 +5,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -23,7 +22,7 @@ import (
 // 11/14 h = 2828.57; unobserved each GPU's capacity after the report's
 // end until the scrape), the report's three users with their states and
 // the node's report age, promtool-clean. A final report of another node
-// leaves none of its user or age series.
+// leaves none of its series; `node retire` removes the node's.
 func TestFleetMetrics(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		dir := t.TempDir()
@@ -76,9 +75,9 @@ func TestFleetMetrics(t *testing.T) {
 			fleet[m[1]+"/"+m[2]] = value(t, l)
 		}
 		for k, want := range map[string]float64{"NVIDIA H200/attributed": 2400, "NVIDIA H200/undeclared": 1200,
-			"NVIDIA H200/unattributed": 3.0 / 14 * 3600, "NVIDIA H200/unallocated": 11.0 / 14 * 3600,
+			"NVIDIA H200/unattributed": 771.43, "NVIDIA H200/unallocated": 2828.57,
 			"Tesla T4/attributed": 0, "Tesla T4/undeclared": 0, "Tesla T4/unattributed": 600, "Tesla T4/unallocated": 0, "Tesla T4/unobserved": 0} {
-			if got, ok := fleet[k]; !ok || math.Abs(got-want) > 1e-6 {
+			if got, ok := fleet[k]; !ok || got != want {
 				t.Errorf("paddle_fleet_gpu_seconds %s = %v (%v), want %v", k, got, ok, want)
 			}
 		}
@@ -89,6 +88,15 @@ func TestFleetMetrics(t *testing.T) {
 		}
 		if !strings.Contains(body, "\npaddle_monitor_fleet_scrape_error 0\n") {
 			t.Errorf("no paddle_monitor_fleet_scrape_error 0 in\n%s", body)
+		}
+
+		// Retired: the node's series leave /metrics.
+		if r := runMonitor(t, "node", "retire", "gpu-node-1", "--db", dsn); r.code != 0 {
+			t.Fatalf("node retire: exit %d: %s", r.code, r.stderr)
+		}
+		a = s.do(t, get("/metrics", ""))
+		if got := series(string(a.Body), "paddle_gpu_user_info", "paddle_node_report_age_seconds"); len(got) > 0 {
+			t.Errorf("a retired node's series: %q", got)
 		}
 	})
 }

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
@@ -31,11 +29,9 @@ func fleetConfig(st *store.Store, c *serveConfig, prices *report.Prices) (*monit
 	return &monitor.LedgerConfig{Source: st, Prices: prices, Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire}, nil
 }
 
-// mountLedger adds GET /v1/ledger and GET /v1/discrepancies, and the
-// fleet's series on /metrics.
-func mountLedger(api *monitor.API, reg *prometheus.Registry, st *store.Store, cfg *monitor.LedgerConfig, log *slog.Logger) error {
+// mountLedger adds GET /v1/ledger and GET /v1/discrepancies.
+func mountLedger(api *monitor.API, cfg *monitor.LedgerConfig) {
 	monitor.MountLedger(api, *cfg)
-	return reg.Register(monitor.NewFleetCollector(st, *cfg, log))
 }
 
 // ledgerConfig is the settings of ledger and discrepancies.

@@ -171,9 +171,8 @@ func serve(args []string, stderr io.Writer) error {
 	nodesCtx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
-	if err := mountLedger(api, reg, st, c.fleet, log); err != nil {
-		return err
-	}
+	mountLedger(api, c.fleet)
+	registerFleet(reg, st, c.fleet, log)
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -214,9 +214,8 @@ func TestUndeclaredAlertEndToEnd(t *testing.T) {
 		"PADDLE_NODE_TOKEN_FILE="+tokFile, "PADDLE_NODE_NAME="+node, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "reports.db"),
 		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s", "PADDLE_NODE_POD_RESOURCES_SOCKET="+prSock, "PADDLE_NODE_CRI_SOCKET="+criSock,
 		"PADDLE_NODE_LISTEN="+agentAddr))
-	// Its first report stored before Prometheus's first scrape (the
-	// monitor computes the fleet's series once a minute at most, from its
-	// first scrape on).
+	// Its first report stored before Prometheus starts, so that the
+	// alert's `for` counts from the first scrapes.
 	waitFor(t, 60*time.Second, "the agent's first report", func() bool {
 		return metricValue(metricsTextSafe(agentAddr), "paddle_node_reports_sent_total") >= 1
 	})

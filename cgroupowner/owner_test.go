@@ -53,6 +53,12 @@ func TestLookupLayouts(t *testing.T) {
 		{1024, "a pod's own cgroup (no container below)", k8s(RuntimeCRI, "")},
 		{1025, "kubelet.slice nesting (kind without cgroupns)", k8s(RuntimeContainerd, cid)},
 		{1026, "hybrid: v2 line at the runtime's service, v1 pids in the pod", k8s(RuntimeCRI, cid)},
+		{1027, "v2 systemd guaranteed CRI-O", k8s(RuntimeCRIO, cid)},
+		{1028, "v2 systemd burstable CRI-O", k8s(RuntimeCRIO, cid)},
+		{1029, "v2 systemd besteffort containerd", k8s(RuntimeContainerd, cid)},
+		{1030, "v1 cgroupfs guaranteed CRI-O", k8s(RuntimeCRIO, cid)},
+		{1031, "v1 cgroupfs burstable CRI-O", k8s(RuntimeCRIO, cid)},
+		{1032, "v1 cgroupfs besteffort (no runtime in the path)", k8s(RuntimeCRI, cid)},
 	}
 	r, err := NewReader("testdata/proc")
 	if err != nil {

@@ -34,6 +34,10 @@ import (
 // MaxFileBytes is the most of a labels file read.
 const MaxFileBytes = 64 << 10
 
+// MaxValueBytes bounds a declared value (the report's bound on its text
+// fields).
+const MaxValueBytes = 1024
+
 // maxLinks bounds the links the fallback walk follows, as the kernel does.
 const maxLinks = 40
 
@@ -266,8 +270,9 @@ func walk(root int, path string) (int, error) {
 }
 
 // Parse reads task_id, project and owner from a labels file's key=value
-// lines. A file that is not UTF-8 text of such lines, or names neither a
-// task_id nor a project, declares nothing (ErrMalformed).
+// lines. A file that is not UTF-8 text of such lines, names neither a
+// task_id nor a project, or has one of the three over MaxValueBytes or
+// with a control character, declares nothing (ErrMalformed).
 func Parse(b []byte) (Declaration, error) {
 	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return Declaration{}, fmt.Errorf("%w: not UTF-8 text", ErrMalformed)
@@ -281,6 +286,17 @@ func Parse(b []byte) (Declaration, error) {
 		k, v, ok := strings.Cut(line, "=")
 		if !ok || k == "" {
 			return Declaration{}, fmt.Errorf("%w: line %d is not key=value", ErrMalformed, i+1)
+		}
+		switch k {
+		case "task_id", "project", "owner":
+			// A value the monitor would refuse would cost the node its
+			// whole report: such a file declares nothing.
+			if len(v) > MaxValueBytes {
+				return Declaration{}, fmt.Errorf("%w: %s is over %d bytes", ErrMalformed, k, MaxValueBytes)
+			}
+			if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				return Declaration{}, fmt.Errorf("%w: %s holds a control character", ErrMalformed, k)
+			}
 		}
 		switch k {
 		case "task_id":

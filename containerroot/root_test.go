@@ -87,6 +87,8 @@ func TestReadHostile(t *testing.T) {
 				{"binary", put("bin", file([]byte{0x7f, 'E', 'L', 'F', 0, 1, 2, '=', 0xff})), Declaration{}, ErrMalformed},
 				{"no keys", put("nokeys", file([]byte("task_name=x\n"))), Declaration{}, ErrMalformed},
 				{"not key=value", put("junk", file([]byte("project=x\nhello\n"))), Declaration{}, ErrMalformed},
+				{"control character", put("ctl", file([]byte("project=a\tb\ntask_id=t\n"))), Declaration{}, ErrMalformed},
+				{"value over 1 KiB", put("long", file([]byte("task_id=t\nproject="+strings.Repeat("x", 1025)+"\n"))), Declaration{}, ErrMalformed},
 			}
 			for _, c := range cases {
 				got, err := r.Read(42, c.path)

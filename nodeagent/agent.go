@@ -32,6 +32,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/nodereport"
 	"github.com/paddle-entrypoint/paddle-entrypoint/probestream"
 	"github.com/paddle-entrypoint/paddle-entrypoint/reportqueue"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Exit codes.
@@ -190,7 +191,7 @@ func (a *agent) noteEvent(e probestream.Event) {
 }
 
 // once observes for one interval (or one sample) and returns the report.
-func (a *agent) once(ctx context.Context) any {
+func (a *agent) once(ctx context.Context) wire.NodeReport {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan probestream.Event)

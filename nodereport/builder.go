@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
@@ -310,9 +311,9 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 		for _, u := range users {
 			a := acc.users[u]
 			nu := wire.NodeUser{
-				Runtime: u.Runtime, ContainerID: u.ContainerID, PodUID: u.PodUID,
-				Namespace: u.Namespace, Pod: u.Pod, Container: u.Container, SlurmJob: u.SlurmJob,
-				Cgroup:              u.Cgroup,
+				Runtime: text(u.Runtime), ContainerID: text(u.ContainerID), PodUID: text(u.PodUID),
+				Namespace: text(u.Namespace), Pod: text(u.Pod), Container: text(u.Container), SlurmJob: text(u.SlurmJob),
+				Cgroup:              text(u.Cgroup),
 				AllocatedShare:      float64(a.allocated) / n,
 				SeenShare:           float64(a.seen) / n,
 				BusyShare:           float64(a.busy) / n,
@@ -333,6 +334,29 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 	}
 	fit(&r)
 	return r
+}
+
+// MaxTextBytes is the report's bound on a text field.
+const MaxTextBytes = 1024
+
+// text keeps a name the runtime or the kernel gave within the report's
+// rules for text (no control character, at most MaxTextBytes): a
+// control character becomes "?", a longer name is cut at a character
+// boundary. Nothing a user names can then make the monitor refuse the
+// node's report.
+func text(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		s = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return '?'
+			}
+			return r
+		}, s)
+	}
+	if len(s) > MaxTextBytes {
+		s = strings.ToValidUTF8(s[:MaxTextBytes], "")
+	}
+	return s
 }
 
 func compareUsers(a, c User) int {

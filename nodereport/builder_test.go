@@ -3,8 +3,10 @@ package nodereport
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
@@ -149,5 +151,18 @@ func TestReportRepartitioned(t *testing.T) {
 	r := b.Report(time.Unix(60, 0), false)
 	if len(r.Instances) != 1 || *r.Instances[0].GPUInstanceID != 2 || r.Instances[0].Samples != 2 || r.Samples != 3 {
 		t.Fatalf("instances %+v", r.Instances)
+	}
+}
+
+// TestReportText: names from the kernel or a runtime with control
+// characters or over 1 KiB are made safe for the monitor.
+func TestReportText(t *testing.T) {
+	b := New("n", "v", time.Unix(0, 0))
+	long := strings.Repeat("é", 600) // 1200 bytes
+	b.Add(Observation{Instances: []InstanceReading{{Key: InstanceKey{GPU: "GPU-0", GI: -1},
+		Users: []UserReading{{User: User{Cgroup: "/user.slice/a\nb\x7f" + long, UID: 7}, Seen: true}}}}})
+	u := b.Report(time.Unix(60, 0), false).Instances[0].Users[0]
+	if !strings.HasPrefix(u.Cgroup, "/user.slice/a?b?é") || len(u.Cgroup) > MaxTextBytes || !utf8.ValidString(u.Cgroup) {
+		t.Errorf("cgroup %q (%d bytes)", u.Cgroup, len(u.Cgroup))
 	}
 }

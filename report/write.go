@@ -153,6 +153,10 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(w, ", cost in %s", *r.Currency)
 	}
 	fmt.Fprintln(w)
+	if c := r.Closed; c != nil {
+		fmt.Fprintf(w, "closed on %s (statement %s version %d): these figures do not move; --live recomputes them\n",
+			c.ClosedAt.Format(time.RFC3339), c.Month, c.Version)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -185,6 +189,7 @@ func WriteTable(w io.Writer, r *Report) error {
 				share(b.UsedShare), num(b.Forecast), share(b.ForecastShare))
 		}
 	}
+	writeAdjustments(w, r)
 	if len(r.Metrics) > 0 {
 		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it (metric_*_tasks of them).")
 	}
@@ -226,4 +231,16 @@ func (b *BudgetFigures) values() []string {
 		return num(*x)
 	}
 	return []string{b.Kind, num(b.Limit), num(b.Used), opt(b.UsedShare), num(b.Forecast), opt(b.ForecastShare)}
+}
+
+// writeAdjustments adds the table's lines of late data of closed months.
+func writeAdjustments(w io.Writer, r *Report) {
+	for _, a := range r.Adjustments {
+		cost := ""
+		if a.Cost != nil {
+			cost = ", cost " + strconv.FormatFloat(*a.Cost, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "adjustment of %s (closed; late data counted here), project %s: %s GPU-hours%s, %d task(s)\n",
+			a.AdjustmentOf, a.Project, num(a.GPUHours), cost, len(a.Tasks))
+	}
 }

@@ -86,7 +86,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, nodesScenario, ledgerScenario}
+var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, yearScenario, nodesScenario, ledgerScenario}
 
 func main() {
 	var o options
@@ -95,7 +95,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
 	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite databases (their directory is printed), to look into them after the run")
-	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,nodes,ledger", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,year,nodes,ledger", "scenarios to run, comma-separated")
 	flag.Parse()
 	if *floorServe != "" {
 		if err := serveFloor(*floorServe); err != nil {
@@ -145,8 +145,8 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
-		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *nodeDays, *nodeCount, *ledgerGPUs,
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths, *nodeDays, *nodeCount, *ledgerGPUs,
 		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), cpuModel(), loadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
@@ -265,6 +265,8 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"the same by owner ≤ 2 s", atMost("report.owner", 2, "s")},
 		{"the same by model ≤ 2 s", atMost("report.model", 2, "s")},
 		{"/metrics with 20,000 open tasks × 8 GPUs ≤ 1 s", atMost("metrics.seconds", 1, "ms")},
+		{"closed months + the open one (-year-months, -year-tasks a month): a closed month's report ≤ 100 ms", atMost("year.closed", 0.1, "ms")},
+		{"the same: the open month's report ≤ 2 s", atMost("year.open", 2, "s")},
 		{"node reports (8 instances × 2 users) from 50 clients ≥ 500/s", func(r map[string]float64) (string, bool, bool) {
 			v, ok := r["nodes.empty"]
 			if !ok {

@@ -124,16 +124,20 @@ func metricsTextSafe(addr string) string {
 }
 
 // TestFinalMark: `paddle-node final` (a preStop hook, a process apart
-// from the agent) makes the report sent at the next SIGTERM final.
+// from the agent) makes the report sent at the next SIGTERM final. The
+// fake NVML's state changes while the agent runs: the later report shows
+// the process's new utilisation.
 func TestFinalMark(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	writeState(t, state)
+	pid := startIn(t, "")
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 30", pid))
 	rcv := newReceiver(t, nil)
 	env := nodeEnv(state, "PADDLE_MONITOR_URL="+rcv.URL, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "r.db"),
 		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s")
 	p := startNode(t, env)
 	waitFor(t, 20*time.Second, "a report", func() bool { return len(rcv.reports()) > 0 })
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 70", pid))
 	if code, _, errs := runNode(t, env, "final"); code != 0 {
 		t.Fatalf("final: exit %d\n%s", code, errs)
 	}
@@ -151,7 +155,79 @@ func TestFinalMark(t *testing.T) {
 		}
 		t.Errorf("final flags of the reports in order: %v, want only the last", finals)
 	}
+	sm := func(r wire.NodeReport) float64 {
+		if len(r.Instances) != 1 || len(r.Instances[0].Users) != 1 || r.Instances[0].Users[0].SMUtilMean == nil {
+			return -1
+		}
+		return *r.Instances[0].Users[0].SMUtilMean
+	}
+	if first := sm(got[0]); first != 30 || sm(last) <= 30 || sm(last) > 70 {
+		t.Errorf("SM utilisation %v in the first report, %v in the last; want 30, then up to 70 after the change", first, sm(last))
+	}
 	if _, err := os.Stat(filepath.Join(dir, "final")); err == nil {
 		t.Errorf("the mark is left for the next start")
 	}
+}
+
+// TestSIGTERMMonitorDown: SIGTERM while the monitor is down: the partial
+// report is spooled, the agent tries for what is left of its 10 s and
+// exits 0; the next start delivers every report of the first run, oldest
+// first, tiling time up to the partial one, then its own.
+func TestSIGTERMMonitorDown(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	writeState(t, state, "util 0 10")
+	var up atomic.Bool
+	rcv := newReceiver(t, func(wire.NodeReport) int {
+		if up.Load() {
+			return 201
+		}
+		return 503
+	})
+	listen := freeAddr(t)
+	env := nodeEnv(state, "PADDLE_MONITOR_URL="+rcv.URL, "PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "r.db"),
+		"PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s", "PADDLE_NODE_LISTEN="+listen)
+	p := startNode(t, env)
+	waitFor(t, 20*time.Second, "a spooled report", func() bool {
+		return metricValue(metricsTextSafe(listen), "paddle_node_reports_pending") >= 1
+	})
+	time.Sleep(1500 * time.Millisecond)
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr.String())
+	}
+	if n := len(rcv.reports()); n != 0 {
+		t.Fatalf("%d reports stored while the monitor was down", n)
+	}
+	up.Store(true)
+	p = startNode(t, env)
+	waitFor(t, 20*time.Second, "the spooled reports and one of the new run", func() bool { return len(rcv.reports()) >= 3 })
+	got := rcv.reports()
+	first := slices.IndexFunc(got, func(r wire.NodeReport) bool { return r.Time%5 != 0 }) // the partial one ends the first run
+	if first < 1 {
+		t.Fatalf("no partial report after a full one: %v", spans(got))
+	}
+	for i := 1; i <= first; i++ {
+		if got[i].Time-got[i].IntervalSeconds != got[i-1].Time {
+			t.Errorf("the first run's reports do not tile: %v", spans(got))
+		}
+	}
+	// The restart came more than an interval after the partial report
+	// (the first run spent its 10 s on the monitor): the next run starts
+	// at its own start, after it.
+	if next := got[first+1]; next.Time-next.IntervalSeconds < got[first].Time {
+		t.Errorf("the second run's first report overlaps the first run's: %v", spans(got))
+	}
+	if t.Failed() {
+		t.Logf("the agent's log:\n%s", p.stderr.String())
+	}
+}
+
+// spans lists reports as [start, end) for a failure's message.
+func spans(rs []wire.NodeReport) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("[%d,%d)", r.Time-r.IntervalSeconds, r.Time))
+	}
+	return out
 }

@@ -167,6 +167,10 @@ func once(t *testing.T, env []string, args ...string) wire.NodeReport {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("once printed no report: %v\n%s\nstderr:\n%s", err, out, errs)
 	}
+	// The monitor's own rules for a report (what it answers 400).
+	if err := r.Validate(time.Now()); err != nil {
+		t.Errorf("the report breaks the monitor's rules: %v\n%s", err, out)
+	}
 	return r
 }
 
@@ -222,6 +226,11 @@ func newReceiver(t *testing.T, status func(wire.NodeReport) int) *receiver {
 		}
 		if err != nil || len(b) > wire.MaxNodeReportBytes {
 			http.Error(w, fmt.Sprint("bad body: ", err), 400)
+			return
+		}
+		if err := rep.Validate(time.Now()); err != nil {
+			t.Errorf("a report breaks the monitor's rules: %v\n%s", err, b)
+			http.Error(w, err.Error(), 400)
 			return
 		}
 		r.mu.Lock()

@@ -37,7 +37,10 @@ func inCgroup(t *testing.T, pid int, rel string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Remove the leaf and the parents the test made, deepest first.
+		// Back to the root cgroup (the process is killed by a cleanup that
+		// runs after this one), then remove the leaf and the parents the
+		// test made, deepest first.
+		os.WriteFile(filepath.Join(v1Pids, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 		for d := dir; d != v1Pids && len(d) > len(v1Pids); d = filepath.Dir(d) {
 			if os.Remove(d) != nil {
 				break

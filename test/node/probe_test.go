@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
+	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // TestProbeRestartAndHealth: a probe whose NVML hangs after two samples is
@@ -64,4 +68,33 @@ func healthz(addr string) (string, int) {
 	n, _ := resp.Body.Read(buf)
 	b.Write(buf[:n])
 	return b.String(), resp.StatusCode
+}
+
+// TestOnceDriverWithoutProcessLists: a driver without the process lists,
+// per-process utilisation and GPM still gives the GPUs, their utilisation
+// and energy; the probe says what it lacks and calls none of them.
+func TestOnceDriverWithoutProcessLists(t *testing.T) {
+	lib := t.TempDir()
+	if err := harness.Run(harness.CC(filepath.Join(lib, "libnvidia-ml.so.1"), "testdata/fakenvml/fakenvml.c",
+		"-shared", "-fPIC", "-DFAKE_NVML_NO_PROCESSES", "-DFAKE_NVML_NO_GPM")); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	pid := startIn(t, "")
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 50", pid), "util 0 42", "gpm 1/7 10")
+	env := append(nodeEnv(state, "FAKE_NVML_GPUS=2", "FAKE_NVML_MIG_1=7:0:1:17920"), "LD_LIBRARY_PATH="+lib)
+	code, out, errs := runNode(t, env, "once", "--interval", "0")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	var r wire.NodeReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Instances) != 2 || *r.Instances[0].UtilMean != 42 || len(r.Instances[0].Users) != 0 || r.GPUs[0].EnergyJoules != nil || r.Instances[1].UtilMean != nil {
+		t.Errorf("report %+v", r)
+	}
+	if !strings.Contains(errs, "nvmlDeviceGetComputeRunningProcesses_v3 not in the NVIDIA library") {
+		t.Errorf("the probe did not say what the driver lacks:\n%s", errs)
+	}
 }

@@ -18,7 +18,11 @@
  *   nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount,
  *   nvmlDeviceGetMigDeviceHandleByIndex, nvmlDeviceGetGpuInstanceId,
  *   nvmlDeviceGetComputeInstanceId, nvmlDeviceGetAttributes_v2 (all left
- *     out with -DFAKE_NVML_NO_MIG: a driver older than MIG).
+ *     out with -DFAKE_NVML_NO_MIG: a driver older than MIG),
+ *   for the node mode (paddle-gpu-probe node): the compute, MPS-compute and
+ *     graphics running-process lists (_v3 and _v2) and
+ *     nvmlDeviceGetProcessUtilization (left out with -DFAKE_NVML_NO_PROCESSES),
+ *     and the GPM entry points (left out with -DFAKE_NVML_NO_GPM); below.
  *
  * Environment (read at every call, so one build serves every test):
  *   FAKE_NVML_GPUS=N         devices (default 1, at most 64)

@@ -310,23 +310,25 @@ func (s *Store) prepared(ctx context.Context, q querier, st *stmt) *sql.Stmt {
 	return tx.StmtContext(ctx, ps)
 }
 
-// prepareWrites prepares the write statements on SQLite's writer
-// connection. It runs in Open, before any write: the writer is the one
+// prepareWrites prepares the write statements (the tasks' and the node
+// reports') on SQLite's writer connection. It runs in Open, before any write: the writer is the one
 // connection, which a transaction would hold.
 func (s *Store) prepareWrites(ctx context.Context) error {
 	prep := map[*stmt]*sql.Stmt{}
-	for name, st := range writeStatements {
-		if st.postgresOnly {
-			continue
-		}
-		ps, err := s.w.PrepareContext(ctx, st.sql)
-		if err != nil {
-			for _, p := range prep {
-				p.Close()
+	for _, set := range []map[string]*stmt{writeStatements, nodeStatements} {
+		for name, st := range set {
+			if st.postgresOnly {
+				continue
 			}
-			return fmt.Errorf("store: preparing %s: %w", name, err)
+			ps, err := s.w.PrepareContext(ctx, st.sql)
+			if err != nil {
+				for _, p := range prep {
+					p.Close()
+				}
+				return fmt.Errorf("store: preparing %s: %w", name, err)
+			}
+			prep[st] = ps
 		}
-		prep[st] = ps
 	}
 	s.prep = prep
 	return nil

@@ -180,6 +180,7 @@ func serve(args []string, stderr io.Writer) error {
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
 	mountLedger(api, c.fleet)
+	registerFleet(reg, st, c.fleet, log)
 
 	stopBooks, err := startBooks(api, reg, st, c, log)
 	if err != nil {

@@ -163,6 +163,11 @@ func (d *demo) nodeReports(node string, env, kube []string, strayGone func() err
 	to := from.Add(time.Hour)
 	window := []string{"--db", d.db, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--namespace-projects", namespaces}
 	args := append(append([]string{"ledger"}, window...), "--by", "node")
+	// A table wider than the terminal's 120 columns leaves unobserved and
+	// check to --wide, where the monitor has it.
+	if help, _ := exec.Command(d.monitor, "ledger", "--help").CombinedOutput(); strings.Contains(string(help), "--wide") {
+		args = append(args, "--wide")
+	}
 	fmt.Printf("$ paddle-monitor %s\n", strings.Join(args, " "))
 	lc := exec.Command(d.monitor, args...)
 	lc.Stdout, lc.Stderr = os.Stdout, os.Stdout
@@ -258,6 +263,14 @@ func (d *demo) containerTask(tokenFile string) (*exec.Cmd, error) {
 	case os.Geteuid() != 0:
 		why = "not root"
 	default:
+		for _, tool := range []string{"unshare", "chroot"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				why = fmt.Sprintf("no %s in PATH", tool)
+			}
+		}
+		if why != "" {
+			break
+		}
 		if err := d.makeRoot(root, tokenFile); err != nil {
 			why = err.Error()
 		}

@@ -132,7 +132,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope)})
+		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope), Namespaces: h.cfg.Namespaces})
 	if err != nil {
 		h.api.storeFailed(w, "page report", err)
 		return

@@ -51,7 +51,7 @@ const (
 		start_time, end_time, last_seen, CASE WHEN end_time IS NOT NULL AND (exit_code <> 0 OR gate_passed = 0) THEN 1 ELSE 0 END
 		FROM tasks WHERE id = ?`
 	// task_gpus' primary key (task_key, position).
-	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, samples, idle_share,
+	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
 		util_mean, energy_joules FROM task_gpus WHERE task_key = ? ORDER BY position`
 )
 

@@ -15,7 +15,9 @@ type observingSource struct {
 	obs *Observations
 }
 
-func (o *observingSource) Observations(context.Context, Window) (*Observations, error) { return o.obs, nil }
+func (o *observingSource) Observations(context.Context, Window) (*Observations, error) {
+	return o.obs, nil
+}
 
 // randomFleet is a fleet's declared sums and observations drawn from r:
 // tasks of a few projects, owners and models, some attributed (their

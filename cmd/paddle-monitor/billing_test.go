@@ -6,10 +6,12 @@ package main
 // from the command line and over HTTP.
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +193,9 @@ func TestBillingFromObservations(t *testing.T) {
 		if !strings.HasSuffix(lines[0], ",declared_gpu_hours,observed_gpu_hours,undeclared_gpu_hours,billing_basis") {
 			t.Errorf("CSV header: %s", lines[0])
 		}
+		if got := billingColumnsOf(t, r.stdout); got != billingExampleCSV {
+			t.Errorf("the CSV's billing columns:\n%s\nwant\n%s", got, billingExampleCSV)
+		}
 		found := false
 		for _, l := range lines[1:] {
 			if strings.HasPrefix(l, "p_mixed,") {
@@ -219,11 +224,89 @@ func TestBillingFromObservations(t *testing.T) {
 			checkTotalIsSum(t, "--by "+by, decodeReport(t, r.stdout))
 		}
 
+		// The task on the covered node that no user was tied to keeps its
+		// declared figures, and discrepancies lists it as never observed.
+		a = s.do(t, get("/v1/discrepancies?from="+from+"&to="+to, "a-secret"))
+		expect(t, a, 200, "")
+		var d struct {
+			Tasks []struct {
+				TaskID      string   `json:"task_id"`
+				Differences []string `json:"differences"`
+			} `json:"tasks"`
+		}
+		if err := json.Unmarshal(a.Body, &d); err != nil {
+			t.Fatal(err)
+		}
+		never := false
+		for _, task := range d.Tasks {
+			if task.TaskID == "t-never" && slices.Contains(task.Differences, "never observed") {
+				never = true
+			}
+		}
+		if !never {
+			t.Errorf("discrepancies do not list t-never as never observed: %s", a.Body)
+		}
+
 		// Without --namespace-projects the undeclared hours are no one's.
 		r = runMonitor(t, "report", "--db", dsn, "--prices", prices, "--from", from, "--to", to, "--format", "json")
 		checkBilling(t, "total without namespaces", decodeReport(t, r.stdout)["total"].(map[string]any),
 			map[string]any{"gpu_hours": 49.285714, "cost": 500.0, "undeclared_gpu_hours": 0.0})
 	})
+}
+
+// billingExampleCSV are the columns project, gpu_hours, cost and the
+// billing columns of `report --format csv` of billingFleet, as
+// docs/cost.md's worked example shows them.
+const billingExampleCSV = `project,gpu_hours,cost,declared_gpu_hours,observed_gpu_hours,undeclared_gpu_hours,billing_basis
+p_mixed,11,110,6,10,0,mixed
+ads_x,10,100,0,0,10,observed
+p_exec,10,100,10,10,0,observed
+p_short,10,100,0.000278,10,0,observed
+p_tiny,10,100,0.1,10,0,observed
+p_mig,4.285714,50,4.285714,4.285714,0,observed
+p_decl,3,30,3,0,0,declared
+p_never,1,10,1,0,0,declared
+`
+
+// billingColumnsOf projects a report's CSV on the columns of
+// billingExampleCSV.
+func billingColumnsOf(t *testing.T, s string) string {
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(s)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.SplitN(billingExampleCSV, "\n", 2)[0], ",")
+	idx := make([]int, len(want))
+	for i, name := range want {
+		idx[i] = slices.Index(recs[0], name)
+		if idx[i] < 0 {
+			t.Fatalf("no column %s in %v", name, recs[0])
+		}
+	}
+	var b strings.Builder
+	for _, rec := range recs {
+		cells := make([]string, len(idx))
+		for i, j := range idx {
+			cells[i] = rec[j]
+		}
+		b.WriteString(strings.Join(cells, ",") + "\n")
+	}
+	return b.String()
+}
+
+// TestDocsBillingExample: docs/cost.md's worked example of the two bases
+// shows what TestBillingFromObservations checks.
+func TestDocsBillingExample(t *testing.T) {
+	for _, b := range codeBlocks(t, "../../docs/cost.md") {
+		if b.lang == "csv" && strings.HasPrefix(b.text, "project,gpu_hours,cost,declared_gpu_hours,") {
+			if b.text != billingExampleCSV {
+				t.Errorf("docs/cost.md:%d shows\n%s\nthe report prints\n%s", b.line, b.text, billingExampleCSV)
+			}
+			return
+		}
+	}
+	t.Fatal("docs/cost.md has no worked example of billing (a csv block beginning project,gpu_hours,cost,declared_gpu_hours)")
 }
 
 func decodeReport(t *testing.T, s string) map[string]any {

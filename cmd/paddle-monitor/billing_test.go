@@ -187,6 +187,18 @@ func TestBillingFromObservations(t *testing.T) {
 			t.Errorf("GET /v1/report and the command differ:\n%s\n%s", a.Body, r.stdout)
 		}
 
+		// The page of the month that holds h (the report covers part of
+		// it) has the billing columns of each project.
+		page := s.do(t, request{Method: "GET", Path: "/?month=" + time.Unix(h, 0).UTC().Format("2006-01"), Token: "a-secret", NoSpecCheck: true})
+		if page.Status != 200 {
+			t.Fatalf("page: %d", page.Status)
+		}
+		for _, want := range []string{"<th class=\"key\">Billed on</th>", "<td class=\"key\">declared</td>", "<td class=\"key\">observed</td>"} {
+			if !strings.Contains(string(page.Body), want) {
+				t.Errorf("the page has no %s", want)
+			}
+		}
+
 		// The CSV's billing columns.
 		r = runMonitor(t, append(args, "--format", "csv")...)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")

@@ -347,3 +347,61 @@ func checkTotalIsSum(t *testing.T, where string, rep map[string]any) {
 		}
 	}
 }
+
+// TestBillingMonthSeries: budgets and the month series are on the billed
+// basis. A task that declared a share of 0.01 and held its GPU whole for
+// the last whole hour is 3600 GPU-seconds (10 CNY) in
+// paddle_project_month_*, and 1 GPU-hour of its 10-hour budget; the
+// undeclared hour of namespace team-b is ads_x's.
+func TestBillingMonthSeries(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		now := time.Now().UTC()
+		h := now.Unix()/3600*3600 - 3600
+		if h < report.Month(now).From.Unix() {
+			t.Skip("the month began less than an hour ago: its last whole hour is last month's")
+		}
+		dir := t.TempDir()
+		prices := filepath.Join(dir, "prices.json")
+		writeFile(t, prices, `{"currency":"CNY","models":{"NVIDIA H200":10}}`)
+		ns := filepath.Join(dir, "namespaces.json")
+		writeFile(t, ns, `{"team-b":"ads_x"}`)
+		budgets := filepath.Join(dir, "budgets.json")
+		writeFile(t, budgets, `{"currency":"CNY","budgets":[{"project":"p_tiny","monthly_gpu_hours":10}]}`)
+		s := startServer(t, dsn, "--tokens", nodeTokens(t), "--prices", prices, "--namespace-projects", ns, "--budgets", budgets)
+		billingTask(t, s, "t-tiny", "p_tiny", "pod-a", wholeGPU("GPU-a", 0.01), h, h+3600)
+		rep := fmt.Sprintf(`{"schema_version":1,"node":"gpu-node-1","time":%d,"interval_seconds":3600,"samples":60,
+			"gpus":[],"instances":[%s,%s]}`, h+3600, billingInstance("GPU-a", "pod-a", "team-a", 1, -1),
+			billingInstance("GPU-e", "pod-e", "team-b", 1, -1))
+		expect(t, s.do(t, post("/v1/nodes/report", rep, "n-secret")), 201, "")
+
+		body := string(s.do(t, request{Method: "GET", Path: "/metrics", Token: "a-secret", NoSpecCheck: true}).Body)
+		for _, w := range []string{
+			`paddle_project_month_gpu_seconds{project="p_tiny"} 3600`,
+			`paddle_project_month_cost{project="p_tiny"} 10`,
+			`paddle_project_month_gpu_seconds{project="ads_x"} 3600`,
+			`paddle_project_budget_gpu_seconds{project="p_tiny"} 36000`,
+		} {
+			if !strings.Contains(body, w+"\n") {
+				t.Errorf("/metrics has no %s", w)
+			}
+		}
+
+		r := runMonitor(t, "report", "--db", dsn, "--prices", prices, "--budgets", budgets, "--namespace-projects", ns,
+			"--month", now.Format("2006-01"), "--format", "json")
+		if r.code != 0 {
+			t.Fatalf("report: exit %d: %s", r.code, r.stderr)
+		}
+		for _, row := range decodeReport(t, r.stdout)["rows"].([]any) {
+			m := row.(map[string]any)
+			if m["key"].(map[string]any)["project"] != "p_tiny" {
+				continue
+			}
+			b, _ := m["budget"].(map[string]any)
+			if b == nil || b["used"] != 1.0 || b["used_share"] != 0.1 {
+				t.Errorf("p_tiny's budget: %v", m["budget"])
+			}
+			return
+		}
+		t.Errorf("no row p_tiny: %s", r.stdout)
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
@@ -30,12 +31,16 @@ const (
 	// window's first and last hours, when they are not whole, count in
 	// proportion to the part of them inside it.
 	qBillingUsers = `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
-		MIN(runtime), MIN(container_id), MIN(pod_uid), MIN(namespace), MIN(pod), MIN(container), MIN(slurm_job), MIN(uid), MIN(cgroup),
-		MIN(declared), MIN(declared_task_id), MIN(declared_project), MIN(declared_owner),
 		MIN(last_time), MAX(last_time),
 		SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
 		FROM node_user_hours WHERE hour >= ? AND hour < ?
 		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
+	// A user's identity columns, for a user_key that does not split back
+	// into them (a field holding the separator): the primary key's hour
+	// range.
+	qBillingIdentity = `SELECT runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup,
+		declared, declared_task_id, declared_project, declared_owner
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ? LIMIT 1`
 	// The same group by report time (the rare group of billingUsers that
 	// ties to several registrations): the primary key's hour range.
 	qBillingUserTimes = `SELECT last_time, SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
@@ -168,6 +173,9 @@ type billingGroup struct {
 // the row's hour inside it, between 0 and 1 (whole numbers of the
 // window's ends, never text of a caller).
 func partSQL(q string, from, to int64) string {
+	if mod(from, 3600) == 0 && mod(to, 3600) == 0 {
+		return strings.ReplaceAll(q, " * "+hourPart, "")
+	}
 	part := fmt.Sprintf(`((CASE WHEN hour + 3600 < %d THEN hour + 3600 ELSE %d END) - (CASE WHEN hour > %d THEN hour ELSE %d END)) / 3600.0`,
 		to, to, from, from)
 	return strings.ReplaceAll(q, hourPart, part)
@@ -182,13 +190,30 @@ func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billing
 	var out []billingGroup
 	for rows.Next() {
 		var g billingGroup
-		var mig, decl int64
-		var uid sql.NullInt64
-		u := &g.user
+		var mig int64
 		if err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
-			&u.Runtime, &u.ContainerID, &u.PodUID, &u.Namespace, &u.Pod, &u.Container, &u.SlurmJob, &uid, &u.Cgroup,
-			&decl, &u.DeclaredTaskID, &u.DeclaredProject, &u.DeclaredOwner, &g.minLast, &g.maxLast,
-			&g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules); err != nil {
+			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules); err != nil {
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		g.use.MIG = mig == 1
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	rows.Close()
+	for i := range out {
+		g := &out[i]
+		if id, ok := parseUserKey(g.key); ok {
+			g.user = id
+			continue
+		}
+		var uid sql.NullInt64
+		var decl int64
+		u := &g.user
+		if err := s.r.QueryRowContext(ctx, s.bind(qBillingIdentity), h0, to, g.node, g.key).Scan(&u.Runtime, &u.ContainerID, &u.PodUID,
+			&u.Namespace, &u.Pod, &u.Container, &u.SlurmJob, &uid, &u.Cgroup, &decl, &u.DeclaredTaskID, &u.DeclaredProject,
+			&u.DeclaredOwner); err != nil {
 			return nil, fmt.Errorf("store: billing: %w", err)
 		}
 		if uid.Valid {
@@ -196,10 +221,30 @@ func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billing
 			u.UID = &v
 		}
 		u.Declared = decl != 0
-		g.use.MIG = mig == 1
-		out = append(out, g)
 	}
-	return out, rows.Err()
+	return out, nil
+}
+
+// parseUserKey is the identity UserIdentity.Key joined into key, ok false
+// when key does not split back into it.
+func parseUserKey(key string) (UserIdentity, bool) {
+	f := strings.Split(key, "\x1f")
+	if len(f) != 13 || (f[9] != "" && f[9] != "d") {
+		return UserIdentity{}, false
+	}
+	id := UserIdentity{Runtime: f[0], ContainerID: f[1], PodUID: f[2], Namespace: f[3], Pod: f[4], Container: f[5], SlurmJob: f[6],
+		Cgroup: f[8], Declared: f[9] == "d", DeclaredTaskID: f[10], DeclaredProject: f[11], DeclaredOwner: f[12]}
+	if f[7] != "" {
+		v, err := strconv.ParseInt(f[7], 10, 64)
+		if err != nil || strconv.FormatInt(v, 10) != f[7] {
+			return UserIdentity{}, false
+		}
+		id.UID = &v
+	}
+	if id.Key() != key {
+		return UserIdentity{}, false
+	}
+	return id, true
 }
 
 func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g billingGroup) ([]billingGroup, error) {

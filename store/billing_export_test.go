@@ -16,7 +16,12 @@ func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
 		{Name: "billing user times", SQL: s.bind(partSQL(qBillingUserTimes, from, to)),
 			Index:   idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"),
 			Example: []any{from, to, "node-1", "u1", 0, "", "", 0, 0}},
+		{Name: "billing identity", SQL: s.bind(qBillingIdentity),
+			Index: idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"), Example: []any{from, to, "node-1", "u1"}},
 		{Name: "billing cover", SQL: s.bind(qBillingCover),
 			Index: idx("sqlite_autoindex_node_gpu_hours_1", "node_gpu_hours_pkey"), Example: []any{from, to}},
 	}
 }
+
+// ParseUserKeyForTest is parseUserKey.
+func ParseUserKeyForTest(key string) (UserIdentity, bool) { return parseUserKey(key) }

@@ -205,7 +205,10 @@ func run() error {
 		return fmt.Errorf("paddle-monitor report: %w", err)
 	}
 	fmt.Println("(forecast: what the month will have cost if the idle task keeps its 2 GPUs until the 1st)")
-	return bg.Wait()
+	if err := bg.Wait(); err != nil {
+		return err
+	}
+	return d.nodeAgent(gpuEnv, tokenFile)
 }
 
 // mint runs `paddle-monitor token` and returns the token and its entry.

@@ -131,8 +131,8 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
 	}
-	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope), Namespaces: h.cfg.Namespaces})
+	rep, err := h.compute(r.Context(), report.Query{Window: win, By: []string{"project"},
+		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}, false)
 	if err != nil {
 		h.api.storeFailed(w, "page report", err)
 		return

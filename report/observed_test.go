@@ -158,8 +158,8 @@ func TestBillingBasis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Observed != (c.basis != "") || len(rep.Rows) != 1 {
-				t.Fatalf("observed %v, rows %+v", rep.Observed, rep.Rows)
+			if rep.Observed() != (c.basis != "") || len(rep.Rows) != 1 {
+				t.Fatalf("observed %v, rows %+v", rep.Observed(), rep.Rows)
 			}
 			row := rep.Rows[0]
 			if row.BillingBasis != c.basis || row.GPUHours != c.gpu || rep.Total.GPUHours != c.gpu {

@@ -254,9 +254,11 @@ type Report struct {
 	Currency *string  `json:"currency"`
 	Rows     []Row    `json:"rows"`
 	Total    Figures  `json:"total"`
-	// Observed says a node report covered some of the window: the rows
-	// and the total have the billing columns.
-	Observed bool `json:"-"`
+	// Closed is set when the report is a closed month's statement
+	// (absent otherwise); Adjustments list the late data of closed months
+	// this month's statement counts (absent when none).
+	Closed      *Closed      `json:"closed,omitempty"`
+	Adjustments []Adjustment `json:"adjustments,omitempty"`
 }
 
 // acc accumulates one row's sums before they become Figures.
@@ -555,13 +557,17 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	r.Total = total.figures(q.Prices, q.Metrics)
 	if observed {
 		total.billingFigures(&r.Total)
-		r.Observed = true
 	}
 	if err := addBudgets(ctx, src, q, r); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
+
+// Observed says a node report covered some of the report's window: the
+// rows and the total have the billing columns (read back from JSON too, as
+// a closed month's statement is).
+func (r *Report) Observed() bool { return r.Total.BillingBasis != "" }
 
 // rowID joins a row's key values in the order of by with a byte that no
 // label value may hold, so that comparing IDs compares keys value by value

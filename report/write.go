@@ -111,7 +111,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 	if budgeted {
 		head = append(head, budgetColumns...)
 	}
-	if r.Observed {
+	if r.Observed() {
 		head = append(head, billingColumns...)
 	}
 	if err := cw.Write(head); err != nil {
@@ -126,7 +126,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 		if budgeted {
 			rec = append(rec, row.Budget.values()...)
 		}
-		if r.Observed {
+		if r.Observed() {
 			rec = append(rec, row.billingValues()...)
 		}
 		if err := cw.Write(rec); err != nil {
@@ -159,6 +159,10 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(w, ", cost in %s", *r.Currency)
 	}
 	fmt.Fprintln(w)
+	if c := r.Closed; c != nil {
+		fmt.Fprintf(w, "closed on %s (statement %s version %d): these figures do not move; --live recomputes them\n",
+			c.ClosedAt.Format(time.RFC3339), c.Month, c.Version)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -191,11 +195,12 @@ func WriteTable(w io.Writer, r *Report) error {
 				share(b.UsedShare), num(b.Forecast), share(b.ForecastShare))
 		}
 	}
-	if r.Observed {
+	if r.Observed() {
 		t := r.Total
 		fmt.Fprintf(w, "billed on the %s basis: %s GPU-hours declared, %s observed (attributed), %s undeclared charged to projects; gpu_hours and cost are what is billed.\n",
 			t.BillingBasis, num(*t.DeclaredGPUHours), num(*t.ObservedGPUHours), num(*t.UndeclaredGPUHours))
 	}
+	writeAdjustments(w, r)
 	if len(r.Metrics) > 0 {
 		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it (metric_*_tasks of them).")
 	}
@@ -253,4 +258,16 @@ func (f Figures) billingValues() []string {
 		return num(*x)
 	}
 	return []string{opt(f.DeclaredGPUHours), opt(f.ObservedGPUHours), opt(f.UndeclaredGPUHours), f.BillingBasis}
+}
+
+// writeAdjustments adds the table's lines of late data of closed months.
+func writeAdjustments(w io.Writer, r *Report) {
+	for _, a := range r.Adjustments {
+		cost := ""
+		if a.Cost != nil {
+			cost = ", cost " + strconv.FormatFloat(*a.Cost, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "adjustment of %s (closed; late data counted here), project %s: %s GPU-hours%s, %d task(s)\n",
+			a.AdjustmentOf, a.Project, num(a.GPUHours), cost, len(a.Tasks))
+	}
 }

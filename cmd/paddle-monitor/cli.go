@@ -101,7 +101,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, usage())
 	default:
-		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+		var ok bool
+		if err, ok = runBooks(args[0], args[1:], stdout); !ok {
+			err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+		}
 	}
 	var help *helpRequested
 	switch {

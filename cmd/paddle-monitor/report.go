@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
@@ -37,6 +38,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
+	live := fs.Bool("live", false, "recompute a closed month from the tasks instead of serving its statement (audit)")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -88,7 +90,10 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	rep, err := report.Compute(ctx, st, q)
+	rep, err := books.Report(ctx, st, q, *live)
+	if errors.Is(err, report.ErrBadQuery) {
+		return badQuery(err, "")
+	}
 	if err != nil {
 		return err
 	}
@@ -130,8 +135,8 @@ func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c 
 	if c.fleet != nil && c.fleet.Namespaces != nil {
 		ns = c.fleet.Namespaces.Project
 	}
-	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log, Fleet: c.fleet,
-		Namespaces: ns})
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log,
+		Fleet: c.fleet, Books: st, Namespaces: ns})
 	// The open tasks are written on /metrics directly (the same bytes as
 	// the collector gathered, without a const metric per series).
 	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil))

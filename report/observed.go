@@ -54,6 +54,8 @@ type InstanceUse struct {
 // figures of the part of its counted interval in the window its node's
 // reports covered (which the observed use replaces).
 type ObservedTask struct {
+	// ID is the store's key of the task (RunningTask.ID).
+	ID     int64
 	Key    map[string]string
 	Failed bool
 	// CountedSeconds is its counted interval's length in the window;

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // observingSource is a fakeSource that is also an Observer.
@@ -169,5 +170,43 @@ func TestBillingBasis(t *testing.T) {
 				t.Errorf("billing columns without reports: %+v", row.Figures)
 			}
 		})
+	}
+}
+
+// observingRunning is an observingSource that also lists running tasks.
+type observingRunning struct {
+	observingSource
+	running []RunningTask
+}
+
+func (o *observingRunning) RunningTasks(context.Context, int64) ([]RunningTask, error) {
+	return o.running, nil
+}
+
+// A forecast on the observed basis, by hand: on December 31 at 00:00 nlp's
+// running task declared 0.01 of a GPU for its 10 hours so far, but its
+// node's reports saw it hold the GPU whole: used 10 GPU-hours, and the 24
+// hours left at its observed 1 GPU: 34 (at its declared 0.01: 10.24).
+func TestForecastObserved(t *testing.T) {
+	budgets, err := ParseBudgets(strings.NewReader(`{"budgets": [{"project": "nlp", "monthly_gpu_hours": 100}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)
+	k := key("project", "nlp", "owner", "dan")
+	gk := key("project", "nlp", "owner", "dan", "model", "T4")
+	declared := GPUSums{Key: gk, InstanceSeconds: 36000, GPUSeconds: 360}
+	src := &observingRunning{observingSource: observingSource{
+		fakeSource: fakeSource{tasks: []TaskSums{{Key: k, Tasks: 1, Open: 1}}, gpus: []GPUSums{declared}},
+		obs: &Observations{Covered: true, Tasks: []ObservedTask{{ID: 7, Key: k, CountedSeconds: 36000, CoveredSeconds: 36000,
+			CoveredDeclared: []GPUSums{declared}, Observed: []InstanceUse{{Model: "T4", Seconds: 36000}}}}}},
+		running: []RunningTask{{ID: 7, Project: "nlp", Owner: "dan", GPUCount: 1, GPUs: []RunningGPU{{Model: "T4", Share: 0.01}}}}}
+	r, err := Compute(context.Background(), src, Query{Window: Month(now), Budgets: budgets, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.Rows[0].Budget
+	if b == nil || b.Used != 10 || b.Forecast != 34 {
+		t.Errorf("nlp's budget: %+v", b)
 	}
 }

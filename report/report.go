@@ -558,7 +558,7 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	if observed {
 		total.billingFigures(&r.Total)
 	}
-	if err := addBudgets(ctx, src, q, r); err != nil {
+	if err := addBudgets(ctx, src, q, r, obs); err != nil {
 		return nil, err
 	}
 	return r, nil

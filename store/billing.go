@@ -153,7 +153,7 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 		if err != nil {
 			return nil, err
 		}
-		t.Observed = u.use
+		t.ID, t.Observed = id, u.use
 		obs.Tasks = append(obs.Tasks, *t)
 	}
 	sort.SliceStable(obs.Undeclared, func(i, j int) bool { return obs.Undeclared[i].Namespace < obs.Undeclared[j].Namespace })

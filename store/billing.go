@@ -51,10 +51,12 @@ const (
 	// seconds per hour (the most any of its GPUs was covered), grouped in
 	// the key's order.
 	qBillingCover = `SELECT hour, node, MAX(observed_s) FROM node_gpu_hours WHERE hour >= ? AND hour < ? GROUP BY hour, node`
-	// tasks' primary key, one lookup per attributed task.
-	qBillingTask = `SELECT task_id, task_name, project, owner, priority, env, pipeline, step, hostname, gpu_count, gpu_unlisted,
-		start_time, end_time, last_seen, CASE WHEN end_time IS NOT NULL AND (exit_code <> 0 OR gate_passed = 0) THEN 1 ELSE 0 END
-		FROM tasks WHERE id = ?`
+	// tasks' primary key, one lookup per attributed task; its counted end
+	// as the report's span counts it (countedEnd).
+	qBillingTask = `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
+		tk.gpu_count, tk.gpu_unlisted, tk.start_time, tk.end_time, ` + countedEnd + `,
+		CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END
+		FROM tasks tk WHERE tk.id = ?`
 	// task_gpus' primary key (task_key, position).
 	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
 		util_mean, energy_joules FROM task_gpus WHERE task_key = ? ORDER BY position`
@@ -276,22 +278,15 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 func (s *Store) billedTask(ctx context.Context, id, from, to int64, cover map[int64]float64) (*report.ObservedTask, error) {
 	var k [9]string
 	var gpuCount, unlisted, start, failed int64
-	var end, seen sql.NullInt64
+	var end sql.NullInt64
+	var e int64 // the counted end
 	err := s.r.QueryRowContext(ctx, s.bind(qBillingTask), id).Scan(&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8],
-		&gpuCount, &unlisted, &start, &end, &seen, &failed)
+		&gpuCount, &unlisted, &start, &end, &e, &failed)
 	if err != nil {
 		return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	t := &report.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
 		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
-	// The counted end, as the report's span counts it.
-	e := start
-	switch {
-	case end.Valid:
-		e = end.Int64
-	case seen.Valid:
-		e = seen.Int64
-	}
 	s0, e1 := max(start, from), min(e, to)
 	if e1 <= s0 {
 		return t, nil
@@ -344,8 +339,8 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, cover map[in
 			g.UtilWeighted, g.UtilSeconds = share*c*util.Float64, share*c
 		}
 		if end.Valid && energy.Valid {
-			if end.Int64 > start {
-				g.EnergyJoules = energy.Float64 * c / float64(end.Int64-start)
+			if e > start {
+				g.EnergyJoules = energy.Float64 * c / float64(e-start)
 			} else {
 				g.EnergyJoules = energy.Float64
 			}

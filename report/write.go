@@ -111,6 +111,9 @@ func WriteCSV(w io.Writer, r *Report) error {
 	if budgeted {
 		head = append(head, budgetColumns...)
 	}
+	if r.Observed() {
+		head = append(head, billingColumns...)
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -122,6 +125,9 @@ func WriteCSV(w io.Writer, r *Report) error {
 		rec = append(rec, row.values(priced, false, r.Metrics)...)
 		if budgeted {
 			rec = append(rec, row.Budget.values()...)
+		}
+		if r.Observed() {
+			rec = append(rec, row.billingValues()...)
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -189,6 +195,11 @@ func WriteTable(w io.Writer, r *Report) error {
 				share(b.UsedShare), num(b.Forecast), share(b.ForecastShare))
 		}
 	}
+	if r.Observed() {
+		t := r.Total
+		fmt.Fprintf(w, "billed on the %s basis: %s GPU-hours declared, %s observed (attributed), %s undeclared charged to projects; gpu_hours and cost are what is billed.\n",
+			t.BillingBasis, num(*t.DeclaredGPUHours), num(*t.ObservedGPUHours), num(*t.UndeclaredGPUHours))
+	}
 	writeAdjustments(w, r)
 	if len(r.Metrics) > 0 {
 		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it (metric_*_tasks of them).")
@@ -231,6 +242,22 @@ func (b *BudgetFigures) values() []string {
 		return num(*x)
 	}
 	return []string{b.Kind, num(b.Limit), num(b.Used), opt(b.UsedShare), num(b.Forecast), opt(b.ForecastShare)}
+}
+
+// billingColumns are the CSV's billing columns (docs/cost.md, "Two
+// bases"), after the figures and the budget, in a report whose window a
+// node report covered.
+var billingColumns = []string{"declared_gpu_hours", "observed_gpu_hours", "undeclared_gpu_hours", "billing_basis"}
+
+// billingValues are the row's billing cells.
+func (f Figures) billingValues() []string {
+	opt := func(x *float64) string {
+		if x == nil {
+			return ""
+		}
+		return num(*x)
+	}
+	return []string{opt(f.DeclaredGPUHours), opt(f.ObservedGPUHours), opt(f.UndeclaredGPUHours), f.BillingBasis}
 }
 
 // writeAdjustments adds the table's lines of late data of closed months.

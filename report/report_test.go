@@ -478,7 +478,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	r.Currency, r.Total.Cost, r.Total.UnpricedGPUHours = &c, &zero, &u
 	table.Reset()
 	WriteTable(&table, r)
-	if !strings.Contains(table.String(), "40 GPU-hours matched no price and no default") {
+	if !strings.Contains(table.String(), "40.0 GPU-hours matched no price and no default") {
 		t.Errorf("table with unpriced hours:\n%s", table.String())
 	}
 }

@@ -43,6 +43,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
 	format := fs.String("format", "table", "table, csv or json")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
+	columns := fs.StringSlice("columns", nil, "table: the figure columns to show, comma-separated, names as in the JSON and CSV (key columns always come first)")
+	wide := fs.Bool("wide", false, "table: show every column, however wide (default: what fits 120 columns)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,7 +66,10 @@ func reportCmd(args []string, stdout io.Writer) error {
 	switch *format {
 	case "table", "csv", "json":
 	default:
-		return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
+		return fmt.Errorf("%w: --format %q: allowed: table, csv, json", errUsage, *format)
+	}
+	if *wide && len(*columns) > 0 {
+		return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
 	}
 	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
 		return err
@@ -84,7 +89,15 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return report.Write(stdout, rep, *format)
+	if *format != "table" {
+		return report.Write(stdout, rep, *format)
+	}
+	// The names are checked against the report's own columns: cost and
+	// the budget's exist only with prices and budgets.
+	if err := report.CheckColumns(rep, *columns); err != nil {
+		return badQuery(err, "--")
+	}
+	return report.WriteTableWith(stdout, rep, report.TableOptions{Columns: *columns, Wide: *wide})
 }
 
 // badQuery is a usage error of the report's query, as report says it (its

@@ -2,6 +2,7 @@ package register
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
@@ -15,6 +16,8 @@ const HeartbeatWarnEvery = time.Minute
 // matters) and logs what became of them: a failed heartbeat at warning,
 // at most once per HeartbeatWarnEvery, each warning counting the failures
 // since the previous one; the first delivery after failures at info. A
+// heartbeat abandoned because ctx was cancelled (the command ended) is no
+// failure. A
 // Heartbeats is used by one goroutine at a time (supervise mode never
 // sends two heartbeats at once).
 type Heartbeats struct {
@@ -32,6 +35,12 @@ type Heartbeats struct {
 // the type says; the error is Client.SendHeartbeat's.
 func (h *Heartbeats) Send(ctx context.Context, hb Heartbeat) error {
 	err := h.Client.SendHeartbeat(ctx, hb.Key(), hb.Marshal())
+	if errors.Is(err, context.Canceled) {
+		// Abandoned, not failed: the command ended while it was in
+		// flight (its own timeout is DeadlineExceeded, a failure).
+		h.logger().Debug("heartbeat abandoned: the command ended", "task_id", hb.TaskID)
+		return err
+	}
 	h.note(hb.TaskID, err)
 	return err
 }

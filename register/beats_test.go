@@ -3,6 +3,7 @@ package register
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -70,3 +71,32 @@ func TestHeartbeatsWarnOncePerMinute(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat abandoned because the command ended (its context cancelled
+// while in flight) is not a failure: nothing at info or above, and the
+// next failure is the first.
+func TestHeartbeatsAbandonedIsNoFailure(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	defer close(hang)
+	var logs bytes.Buffer
+	h := &Heartbeats{Client: newTestClient(t, srv.URL), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.Send(ctx, NewHeartbeat("hb-2", time.Now(), time.Now(), nil)) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if logs.Len() != 0 || h.failing != 0 {
+		t.Errorf("an abandoned heartbeat logged %q and counted %d failures", logs.String(), h.failing)
+	}
+}
+

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/drain"
 )
 
 // Each mode's --help lists only the flags that mode reads: run mode its
@@ -16,20 +17,20 @@ import (
 // spool subcommand) the node's spool settings and its own flags.
 
 // spoolSettings are the settings a spool command reads.
-var spoolSettings = []string{"spool-path", "spool-max", "spool-max-age",
-	"monitor-url", "monitor-token-file", "monitor-ca-file", "log-level", "log-format"}
+var spoolSettings = set("spool-path", "spool-max", "spool-max-age",
+	"monitor-url", "monitor-token-file", "monitor-ca-file", "log-level", "log-format")
 
 // labelsSettings are the settings `labels` reads: the labels' policy and
 // the GPU probe (the labels include the GPU count).
-var labelsSettings = []string{"labels-mode", "policy", "gpu-probe", "gpu-timeout", "log-level", "log-format"}
+var labelsSettings = set("labels-mode", "policy", "gpu-probe", "gpu-timeout", "log-level", "log-format")
 
-// spoolCommands say what each spool subcommand does, for its help.
-var spoolCommands = []struct{ name, summary string }{
-	{"list", "print the pending entries (--dead: the dead letters; --completions: the completions) as JSON lines"},
-	{"stats", "print the counts of entries as one JSON object"},
-	{"flush", "send the pending entries to the monitor (--all: every spool file of the directory; --watch: keep draining)"},
-	{"requeue", "move the dead letters back to the pending entries"},
-	{"purge", "delete the dead letters (purge --dead)"},
+// set is a set of flag names.
+func set(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 // printHelp writes mode's usage and the flags named by keep (every flag
@@ -62,7 +63,7 @@ func runHelp(w io.Writer, flags *config.FlagSet) {
 func labelsHelp(w io.Writer, flags *config.FlagSet) {
 	printHelp(w, flags, "usage: paddle-entrypoint labels [flags]\n\n"+
 		"Print the labels a start with this environment would write, one key=value per line; exit 0, or 65 when they are rejected.",
-		func(name string) bool { return slices.Contains(labelsSettings, name) })
+		func(name string) bool { return labelsSettings[name] })
 }
 
 // spoolHelp is `paddle-entrypoint spool [SUBCOMMAND] --help`: the
@@ -70,7 +71,7 @@ func labelsHelp(w io.Writer, flags *config.FlagSet) {
 func spoolHelp(w io.Writer, flags *config.FlagSet, args []string) {
 	sub := ""
 	for _, a := range args {
-		if _, ok := spoolFlags[a]; ok {
+		if _, ok := drain.Flags[a]; ok {
 			sub = a
 			break
 		}
@@ -78,22 +79,22 @@ func spoolHelp(w io.Writer, flags *config.FlagSet, args []string) {
 	var head strings.Builder
 	if sub == "" {
 		head.WriteString("usage: paddle-entrypoint spool list|stats|flush|requeue|purge [flags]\n")
-		for _, c := range spoolCommands {
-			fmt.Fprintf(&head, "\n  %-8s %s", c.name, c.summary)
+		for _, c := range drain.Commands {
+			fmt.Fprintf(&head, "\n  %-8s %s", c.Name, c.Summary)
 		}
 	} else {
 		fmt.Fprintf(&head, "usage: paddle-entrypoint spool %s [flags]\n", sub)
-		for _, c := range spoolCommands {
-			if c.name == sub {
-				fmt.Fprintf(&head, "\n%s.", strings.ToUpper(c.summary[:1])+c.summary[1:])
+		for _, c := range drain.Commands {
+			if c.Name == sub {
+				fmt.Fprintf(&head, "\n%s.", strings.ToUpper(c.Summary[:1])+c.Summary[1:])
 			}
 		}
 	}
 	printHelp(w, flags, head.String(), func(name string) bool {
-		if slices.Contains(spoolSettings, name) {
+		if spoolSettings[name] {
 			return true
 		}
-		for s, own := range spoolFlags {
+		for s, own := range drain.Flags {
 			if (sub == "" || s == sub) && slices.Contains(own, name) {
 				return true
 			}

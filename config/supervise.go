@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -25,25 +24,22 @@ const (
 // superviseFlag is the shorthand for --mode supervise.
 const superviseFlag = "supervise"
 
-// flagAlone is the value of a flag given without one (--signal-group).
-var flagAlone = map[string]string{"signal-group": "on"}
-
-var superviseSettings = [...]setting{
-	{flag: "mode", env: "PADDLE_ENTRYPOINT_MODE", def: string(ModeExec),
-		help:  "exec (replace the entrypoint with the command) or supervise (run it as a child and report how it ended)",
-		parse: func(c *Config, s string) error { return mode(&c.Mode, s) }},
-	{flag: "signal-group", env: "PADDLE_SIGNAL_GROUP", def: "0",
-		help:  "supervise mode: forward signals to the command's process group (the command leads a new group)",
-		parse: func(c *Config, s string) error { return boolean(&c.SignalGroup, s) }},
-	{flag: "complete-budget", env: "PADDLE_COMPLETE_BUDGET", def: DefaultCompleteBudget.String(),
-		help:  "supervise mode: time from the command's end to the supervisor's exit, for reporting",
-		parse: func(c *Config, s string) error { return duration(&c.CompleteBudget, s) }},
-	{flag: "gpu-sample", env: "PADDLE_GPU_SAMPLE", def: DefaultGPUSample.String(),
-		help:  "supervise mode: GPU utilisation sampling interval; 0 turns sampling off",
-		parse: func(c *Config, s string) error { return duration(&c.GPUSample, s) }},
-	{flag: "heartbeat", env: "PADDLE_HEARTBEAT", def: "0",
-		help:  "supervise mode: heartbeat interval while the command runs; 0 (default) turns it off",
-		parse: func(c *Config, s string) error { return duration(&c.Heartbeat, s) }},
+var superviseSettings = []setting{
+	{Flag: "mode", Var: "PADDLE_ENTRYPOINT_MODE", Type: "string", Default: string(ModeExec),
+		Doc:   "exec (replace the entrypoint with the command) or supervise (run it as a child and report how it ended)",
+		Parse: func(c *Config, s string) error { return mode(&c.Mode, s) }},
+	{Flag: "signal-group", Var: "PADDLE_SIGNAL_GROUP", Type: "on|off", Default: "0", Alone: "on",
+		Doc:   "supervise mode: forward signals to the command's process group (the command leads a new group)",
+		Parse: func(c *Config, s string) error { return onOff(&c.SignalGroup, s) }},
+	{Flag: "complete-budget", Var: "PADDLE_COMPLETE_BUDGET", Type: "duration", Default: DefaultCompleteBudget.String(),
+		Doc:   "supervise mode: time from the command's end to the supervisor's exit, for reporting",
+		Parse: func(c *Config, s string) error { return duration(&c.CompleteBudget, s) }},
+	{Flag: "gpu-sample", Var: "PADDLE_GPU_SAMPLE", Type: "duration", Default: DefaultGPUSample.String(),
+		Doc:   "supervise mode: GPU utilisation sampling interval; 0 turns sampling off",
+		Parse: func(c *Config, s string) error { return duration(&c.GPUSample, s) }},
+	{Flag: "heartbeat", Var: "PADDLE_HEARTBEAT", Type: "duration", Default: "0",
+		Doc:   "supervise mode: heartbeat interval while the command runs; 0 (default) turns it off",
+		Parse: func(c *Config, s string) error { return duration(&c.Heartbeat, s) }},
 }
 
 func mode(dst *Mode, s string) error {
@@ -52,18 +48,6 @@ func mode(dst *Mode, s string) error {
 		return err
 	}
 	*dst = Mode(m)
-	return nil
-}
-
-func boolean(dst *bool, s string) error {
-	switch strings.ToLower(s) {
-	case "1", "true", "yes", "on":
-		*dst = true
-	case "0", "false", "no", "off":
-		*dst = false
-	default:
-		return fmt.Errorf("%q is not 1 or 0", s)
-	}
 	return nil
 }
 

@@ -52,9 +52,9 @@ tests:
         values: '80x30'
       - series: 'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-b",Hostname="node1",modelName="Tesla T4"}'
         values: '40x30'
-      - series: 'paddle_task_gpu_info{task_id="t1",project="search",owner="ann",hostname="node1",UUID="GPU-a",gpu_model="Tesla T4"}'
+      - series: 'paddle_task_gpu_info{task_id="t1",project="search",owner="ann",hostname="node1",UUID="GPU-a",gpu_model="Tesla T4",instance="monitor-0",job="paddle-monitor"}'
         values: '1x30'
-      - series: 'paddle_task_gpu_info{task_id="t1",project="search",owner="ann",hostname="node1",UUID="GPU-b",gpu_model="Tesla T4"}'
+      - series: 'paddle_task_gpu_info{task_id="t1",project="search",owner="ann",hostname="node1",UUID="GPU-b",gpu_model="Tesla T4",instance="monitor-0",job="paddle-monitor"}'
         values: '1x30'
     promql_expr_test:
 `, rules)

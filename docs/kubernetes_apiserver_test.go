@@ -4,8 +4,9 @@ package docs
 // and kube-scheduler (built once by scripts/kube-apiserver.sh, the one place
 // their version is pinned) and etcd (Debian's etcd-server) on 127.0.0.1,
 // with their data, a self-signed serving certificate and static tokens in a
-// temporary directory. The tests apply deploy/kubernetes/priority.yaml and
-// the admission block of kubernetes.md, and create pods as a team's user:
+// temporary directory. The tests apply deploy/kubernetes/priority.yaml,
+// deploy/kubernetes/admission.yaml and kubernetes.md's namespace with its
+// list, and create pods as a team's user and as an administrator:
 // what the server stores (priorityClassName, priority, preemptionPolicy),
 // how it refuses (its message) and whom the scheduler preempts is what a
 // cluster does. There is no controller manager and no kubelet: the tests
@@ -298,6 +299,7 @@ func k8sPath(t *testing.T, apiVersion, kind, namespace string) string {
 		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 		"Namespace":                        "namespaces", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
 		"Pod": "pods", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings", "Node": "nodes",
+		"DaemonSet": "daemonsets", "RuntimeClass": "runtimeclasses",
 	}
 	res, ok := resources[kind]
 	if !ok {
@@ -353,31 +355,38 @@ func k8sObjects(t *testing.T, text []byte) []map[string]any {
 	return out
 }
 
-// k8sAdmissionBlock returns the objects of kubernetes.md's admission block
-// (the one with the ValidatingAdmissionPolicy).
-func k8sAdmissionBlock(t *testing.T) []map[string]any {
+// k8sAdmissionObjects returns the objects of deploy/kubernetes/admission.yaml
+// and of kubernetes.md's block with the paddle-projects ConfigMap (the
+// namespace team-a and its list).
+func k8sAdmissionObjects(t *testing.T) []map[string]any {
 	t.Helper()
+	b, err := os.ReadFile("../deploy/kubernetes/admission.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := k8sObjects(t, b)
 	doc, err := os.ReadFile("kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range k8sYAMLBlock.FindAllSubmatch(doc, -1) {
-		if bytes.Contains(b[1], []byte("kind: ValidatingAdmissionPolicy\n")) {
-			return k8sObjects(t, b[1])
+		if bytes.Contains(b[1], []byte("name: paddle-projects\n")) {
+			return append(objs, k8sObjects(t, b[1])...)
 		}
 	}
-	t.Fatal("kubernetes.md has no block with the ValidatingAdmissionPolicy")
+	t.Fatal("kubernetes.md has no block with the paddle-projects ConfigMap")
 	return nil
 }
 
-// k8sPod is a pod of namespace team-a running the Paddle image with env in
-// its first container.
+// k8sPod is a pod of namespace team-a running the Paddle image on a GPU
+// with env in its container.
 func k8sPod(name string, env ...corev1.EnvVar) *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", Labels: map[string]string{"paddle.example.com/project": "search_ranking"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "train", Image: "my-registry/paddle:2.6.1-gpu", Args: []string{"python", "train.py"}, Env: env,
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
 		}}},
 	}
 }
@@ -429,7 +438,7 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range append(k8sObjects(t, priority), k8sAdmissionBlock(t)...) {
+	for _, obj := range append(k8sObjects(t, priority), k8sAdmissionObjects(t)...) {
 		s.mustCreate(t, obj)
 	}
 	// What a controller manager and a cluster administrator would have
@@ -500,12 +509,19 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 			class: "", prio: "0", preempt: "PreemptLowerPriority"},
 		{name: "a value the entrypoint refuses", pod: k8sPod("p-urgent", k8sLiteral("PADDLE_PRIORITY", "urgent")),
 			class: "", prio: "0", preempt: "PreemptLowerPriority"},
-		{name: "only the first container counts", pod: func() *corev1.Pod {
+		{name: "a container without GPUs does not count", pod: func() *corev1.Pod {
 			p := k8sPod("p-second")
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: "busybox",
 				Env: []corev1.EnvVar{k8sLiteral("PADDLE_PRIORITY", "high")}})
 			return p
 		}(), class: "", prio: "0", preempt: "PreemptLowerPriority"},
+		{name: "a second GPU container asking higher: the lowest wins", pod: func() *corev1.Pod {
+			p := k8sPod("p-two-gpu", k8sLiteral("PADDLE_PRIORITY", "medium"))
+			side := *p.Spec.Containers[0].DeepCopy()
+			side.Name, side.Env = "second", []corev1.EnvVar{k8sLiteral("PADDLE_PRIORITY", "high")}
+			p.Spec.Containers = append(p.Spec.Containers, side)
+			return p
+		}(), class: "paddle-medium", prio: "10000", preempt: "PreemptLowerPriority"},
 		{name: "a glob of the namespace's list", pod: k8sPod("p-ocr", k8sLiteral("PADDLE_PROJECT", "OCR-invoices"),
 			k8sLiteral("PADDLE_PRIORITY", "medium")), class: "paddle-medium", prio: "10000", preempt: "PreemptLowerPriority"},
 		{name: "the project from the pod's label", pod: k8sPod("p-label", fromLabel("PADDLE_PROJECT", "paddle.example.com/project")),
@@ -527,11 +543,11 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 	argo.Name, argo.Namespace = "p-argo", "team-a"
 	kfp := k8sKFPPod(job)
 	kfp.Name, kfp.Namespace = "p-kfp", "team-a"
-	// Argo's wait container comes first: the priority comes from the
-	// workflow's podPriorityClassName there (kubernetes.md).
+	// Argo's wait container comes first: the class comes from the GPU
+	// container behind it.
 	tests = append(tests,
-		podCase{name: "an Argo Workflows pod (init, wait, emissary)", pod: argo, class: "", prio: "0", preempt: "PreemptLowerPriority"},
-		podCase{name: "a Kubeflow Pipelines pod (launcher)", pod: kfp, class: "", prio: "0", preempt: "PreemptLowerPriority"},
+		podCase{name: "an Argo Workflows pod (init, wait, emissary)", pod: argo, class: "paddle-high", prio: "100000", preempt: "PreemptLowerPriority"},
+		podCase{name: "a Kubeflow Pipelines pod (launcher)", pod: kfp, class: "paddle-high", prio: "100000", preempt: "PreemptLowerPriority"},
 	)
 	jobPod := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: *job.Spec.Template.ObjectMeta.DeepCopy(), Spec: *job.Spec.Template.Spec.DeepCopy()}
@@ -574,6 +590,45 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 		t.Errorf("a Job claiming admin: %d %s", code, k8sString(out, "message"))
 	}
 
+	// Every case of the CEL evaluation (kubernetes_test.go) on the real
+	// server, in its namespace with its list: the bypasses refused with
+	// their message, the pods of the docs admitted with their class.
+	m := k8sLoad(t)
+	for ns, cm := range k8sParams(t, m) {
+		if ns == "team-a" {
+			continue
+		}
+		s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"paddle.example.com/admission": "enforce"}}})
+		s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}})
+		s.mustCreate(t, cm)
+	}
+	k8sEventually(t, "the lists of the other namespaces", func() string {
+		code, out := s.create(t, s.admin, k8sPipelinePods(t)[0], "?dryRun=All")
+		if code != http.StatusCreated {
+			return fmt.Sprintf("%d %s", code, k8sString(out, "message"))
+		}
+		return ""
+	})
+	for _, c := range k8sCases(t, m) {
+		// Names of their own: the pods and the Job above exist.
+		obj := k8sUnstructured(t, c.obj)
+		obj["metadata"].(map[string]any)["name"] = "case-" + obj["metadata"].(map[string]any)["name"].(string)
+		code, out := s.create(t, s.admin, obj, "?dryRun=All")
+		msg := k8sString(out, "message")
+		switch {
+		case c.deny != "":
+			if code != http.StatusForbidden || !strings.HasPrefix(msg[strings.Index(msg, ": ")+2:], denied) || !strings.Contains(msg, c.deny) {
+				t.Errorf("%s: %d %q, want 403 with %q", c.name, code, msg, c.deny)
+			}
+		case code != http.StatusCreated:
+			t.Errorf("%s: %d %s", c.name, code, msg)
+		case c.class != "-" && k8sString(out, "spec", "priorityClassName") != c.class:
+			t.Errorf("%s: priorityClassName %q, want %q", c.name, k8sString(out, "spec", "priorityClassName"), c.class)
+		}
+	}
+
 	// alice may write ConfigMaps in team-a, but not the list of what
 	// team-a may claim; the administrator may.
 	patch := map[string]any{"data": map[string]any{"projects": "*"}}
@@ -589,31 +644,31 @@ func TestK8sAPIServerAdmission(t *testing.T) {
 		t.Errorf("alice creating another ConfigMap: %d %s", code, k8sString(out, "message"))
 	}
 	// A namespace being deleted takes its list with it: the namespace
-	// controller (here alice, who has its rights in team-b but not the
+	// controller (here alice, who has its rights in team-z but not the
 	// grant) may delete it then, and only then.
 	s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"paddle.example.com/admission": "enforce"}}})
+		ObjectMeta: metav1.ObjectMeta{Name: "team-z", Labels: map[string]string{"paddle.example.com/admission": "enforce"}}})
 	s.mustCreate(t, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "paddle-projects", Namespace: "team-b"}, Data: map[string]string{"projects": "nlp"}})
+		ObjectMeta: metav1.ObjectMeta{Name: "paddle-projects", Namespace: "team-z"}, Data: map[string]string{"projects": "nlp"}})
 	s.mustCreate(t, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-		"metadata": map[string]any{"name": "cleanup", "namespace": "team-b"},
+		"metadata": map[string]any{"name": "cleanup", "namespace": "team-z"},
 		"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"delete"}}}})
 	s.mustCreate(t, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-		"metadata": map[string]any{"name": "cleanup-alice", "namespace": "team-b"},
+		"metadata": map[string]any{"name": "cleanup-alice", "namespace": "team-z"},
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cleanup"},
 		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}}})
-	k8sEventually(t, "alice's rights in team-b", func() string {
-		code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-b/configmaps/paddle-projects?dryRun=All", nil)
-		if code != http.StatusForbidden || !strings.Contains(string(body), "only a user who may grant projects in namespace team-b") {
+	k8sEventually(t, "alice's rights in team-z", func() string {
+		code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-z/configmaps/paddle-projects?dryRun=All", nil)
+		if code != http.StatusForbidden || !strings.Contains(string(body), "only a user who may grant projects in namespace team-z") {
 			return fmt.Sprintf("%d %s", code, body)
 		}
 		return ""
 	})
-	if code, body := s.do(t, s.admin, "DELETE", "/api/v1/namespaces/team-b", nil); code != http.StatusOK {
-		t.Fatalf("deleting team-b: %d %s", code, body)
+	if code, body := s.do(t, s.admin, "DELETE", "/api/v1/namespaces/team-z", nil); code != http.StatusOK {
+		t.Fatalf("deleting team-z: %d %s", code, body)
 	}
 	k8sEventually(t, "the list of a namespace being deleted", func() string {
-		if code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-b/configmaps/paddle-projects", nil); code != http.StatusOK {
+		if code, body := s.do(t, s.alice, "DELETE", "/api/v1/namespaces/team-z/configmaps/paddle-projects", nil); code != http.StatusOK {
 			return fmt.Sprintf("%d %s", code, body)
 		}
 		return ""
@@ -831,4 +886,59 @@ func TestK8sAPIServerPreemption(t *testing.T) {
 		t.Fatalf("removing the victim: %d %s", code, body)
 	}
 	k8sEventually(t, "the high pod on the freed GPUs", bound("resnet50"))
+}
+
+// deploy/kubernetes/paddle-node.yaml on the real API server with Pod
+// Security admission on (as every kube-apiserver has it): its namespace and
+// DaemonSet are created, and the DaemonSet's pod (made here as its
+// controller would, on node gpu-node-7) is admitted in that namespace and
+// refused, naming hostPID and the host paths, in a namespace that enforces
+// baseline, as a team's would.
+func TestK8sAPIServerNodeAgent(t *testing.T) {
+	s := k8sStartServer(t)
+	b, err := os.ReadFile("../deploy/kubernetes/paddle-node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The RuntimeClass the NVIDIA GPU Operator makes, which the pod names.
+	s.mustCreate(t, map[string]any{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+		"metadata": map[string]any{"name": "nvidia"}, "handler": "nvidia"})
+	var template map[string]any
+	for _, obj := range k8sObjects(t, b) {
+		s.mustCreate(t, obj)
+		if obj["kind"] == "DaemonSet" {
+			template = obj["spec"].(map[string]any)["template"].(map[string]any)
+		}
+	}
+	if template == nil {
+		t.Fatal("paddle-node.yaml has no DaemonSet")
+	}
+	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "paddle-node"}})
+	s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}})
+	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}})
+	pod := func(ns string) map[string]any {
+		meta := map[string]any{"name": "paddle-node-x7k2p", "namespace": ns, "labels": template["metadata"].(map[string]any)["labels"]}
+		spec := map[string]any{}
+		for k, v := range template["spec"].(map[string]any) {
+			spec[k] = v
+		}
+		spec["nodeName"] = "gpu-node-7"
+		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+	}
+	k8sEventually(t, "the agent's pod in its namespace", func() string {
+		if code, out := s.create(t, s.admin, pod("paddle-node"), ""); code != http.StatusCreated {
+			return fmt.Sprintf("%d %s", code, k8sString(out, "message"))
+		}
+		return ""
+	})
+	code, out := s.create(t, s.admin, pod("team-a"), "?dryRun=All")
+	msg := k8sString(out, "message")
+	for _, want := range []string{`violates PodSecurity "baseline:latest"`, "host namespaces (hostPID=true)", "hostPath volumes"} {
+		if code != http.StatusForbidden || !strings.Contains(msg, want) {
+			t.Errorf("the agent's pod in a baseline namespace: %d %q, want 403 with %q", code, msg, want)
+		}
+	}
 }

@@ -16,9 +16,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 const (
@@ -192,20 +193,18 @@ func buildInRoot() error {
 func buildOnHost() error {
 	setup.shipped = filepath.Join(setup.repo, hostShippedDir)
 	setup.fakeNVML = filepath.Join(stateDir, "fakenvml-host")
-	steps := [][]string{
-		{"env", "CGO_ENABLED=0", "go", "build", "-trimpath", "-ldflags", ldflags(), "-o", filepath.Join(setup.shipped, "paddle-entrypoint"), "."},
-		{"env", "CGO_ENABLED=1", "go", "build", "-trimpath", "-ldflags", ldflags(), "-o", filepath.Join(setup.shipped, "paddle-gpu-probe"), "./cmd/paddle-gpu-probe"},
-		{"mkdir", "-p", setup.fakeNVML},
-		{"gcc", "-O2", "-shared", "-fPIC", "-o", filepath.Join(setup.fakeNVML, "libnvidia-ml.so.1"), "testdata/fakenvml/fakenvml.c"},
+	if err := os.MkdirAll(setup.fakeNVML, 0o755); err != nil {
+		return err
 	}
-	for _, s := range steps {
-		c := exec.Command(s[0], s[1:]...)
+	steps := []*exec.Cmd{
+		harness.GoBuild(filepath.Join(setup.shipped, "paddle-entrypoint"), ".", false, "-ldflags", ldflags()),
+		harness.GoBuild(filepath.Join(setup.shipped, "paddle-gpu-probe"), "./cmd/paddle-gpu-probe", true, "-ldflags", ldflags()),
+		harness.CC(filepath.Join(setup.fakeNVML, "libnvidia-ml.so.1"), "testdata/fakenvml/fakenvml.c", "-shared", "-fPIC"),
+	}
+	for _, c := range steps {
 		c.Dir = setup.repo
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, out)
-		}
 	}
-	return nil
+	return harness.Run(steps...)
 }
 
 // buildImage builds Dockerfile.paddle from the repository as its build
@@ -255,16 +254,4 @@ func execute(t *testing.T, timeout time.Duration, stdin string, env []string, ar
 	return r
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}
+func exitCode(err error) int { return harness.ExitCode(err) }

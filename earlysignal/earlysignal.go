@@ -1,5 +1,14 @@
-// Package earlysignal catches the terminating signals at the earliest
-// moment a Go program can: the init of a package that imports nothing but
+// Package earlysignal owns the entrypoint's signals from the program's
+// first init until the command starts: it catches the terminating signals
+// in its init, Watch turns them into the start's cancellation (and runs
+// supervise mode's catchers in the background), Context serves a command
+// that stops on its own terms (the spool commands), Exit ends one that
+// watches nothing with 128+N, ResetDefault gives them the kernel's default
+// just before exec, and CatchAll catches every other Catchable signal for
+// supervise mode's forwarder, which reads Channel once the command runs.
+//
+// It catches the terminating signals at the earliest moment a Go program
+// can: the init of a package that imports nothing but
 // os/signal (and what it needs), which the Go runtime initialises long
 // before the packages of the product (package initialisation picks, among
 // the packages whose imports are done, the first by import path).

@@ -18,7 +18,7 @@ import (
 // These tests drive Start, Wait and Stop with shell scripts standing in for
 // the probe executable, so every way a probe can end is reproducible. The
 // real probe against a fake NVML library is tested through the built
-// binaries (gpu_blackbox_test.go at the repository root).
+// binaries (test/entrypoint/gpu_count_test.go).
 
 // logBuffer collects log records as JSON lines.
 type logBuffer struct {

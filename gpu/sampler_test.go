@@ -17,7 +17,7 @@ import (
 
 // These tests run shell scripts as the sampler, writing sample lines as
 // the probe's sampling mode does; the real probe against the fake NVML
-// library is tested in gpu_sample_blackbox_test.go at the repository root.
+// library is tested in test/entrypoint/gpu_sample_test.go.
 
 func ptr[T any](v T) *T { return &v }
 

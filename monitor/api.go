@@ -121,14 +121,8 @@ func New(cfg Config) *API {
 	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), allowed: map[string][]string{},
 		slots: make(chan struct{}, cfg.MaxInFlight), skewed: newHostSet(maxSkewedHosts)}
-	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paddle_monitor_http_requests_total",
-		Help: "HTTP requests answered by paddle-monitor, by endpoint (the route's pattern) and status code.",
-	}, []string{"endpoint", "code"})
-	a.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "paddle_monitor_store_errors_total",
-		Help: "Database operations of paddle-monitor that failed, by operation.",
-	}, []string{"operation"})
+	a.requests = famRequests.counterVec()
+	a.storeErrs = famStoreErrors.counterVec()
 	// Every operation's series exists from the start (at 0), so that
 	// rate() and alerts see the first error.
 	for _, op := range []string{"register", "complete", "heartbeat", "task", "tasks", "ping"} {

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -158,8 +157,11 @@ func tooManyOpen(from store.Sender, err error) string {
 	if from.Token != "" {
 		who = "token " + from.Token
 	}
-	_, detail, _ := strings.Cut(err.Error(), "(")
-	return who + " has reached its bound of open tasks (--max-open-per-token; " + strings.TrimSuffix(detail, ")") +
+	detail := err.Error()
+	if tm, ok := errors.AsType[*store.TooManyOpenError](err); ok {
+		detail = tm.Detail()
+	}
+	return who + " has reached its bound of open tasks (--max-open-per-token; " + detail +
 		"): complete some, or wait until those not seen for --open-ttl no longer count"
 }
 

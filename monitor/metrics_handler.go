@@ -72,15 +72,15 @@ func (a *API) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	enc := expfmt.NewEncoder(out, format)
-	own := tasks.Families()
+	own := tasks.families()
 	writeOwn := func(before string) error {
-		for len(own) > 0 && (before == "" || own[0] < before) {
-			name := own[0]
+		for len(own) > 0 && (before == "" || own[0].Name < before) {
+			f := own[0]
 			own = own[1:]
-			if filter != nil && !filter[name] {
+			if filter != nil && !filter[f.Name] {
 				continue
 			}
-			if err := tasks.WriteFamily(out, name); err != nil {
+			if err := tasks.writeFamily(out, f); err != nil {
 				return err
 			}
 		}

@@ -48,31 +48,12 @@ func NewProjectCollector(src report.Source, prices *report.Prices, budgets *repo
 	return &ProjectCollector{src: src, prices: prices, budgets: budgets, now: now, log: log, timeout: 30 * time.Second}
 }
 
-var (
-	projectGPUSecondsDesc = prometheus.NewDesc("paddle_project_month_gpu_seconds",
-		"GPU-seconds a project used in the current UTC month, as the report counts them (computed at most once a minute).",
-		[]string{"project"}, nil)
-	projectCostDesc = prometheus.NewDesc("paddle_project_month_cost",
-		"What a project's GPUs cost in the current UTC month, in the prices file's currency (computed at most once a minute).",
-		[]string{"project"}, nil)
-	budgetGPUSecondsDesc = prometheus.NewDesc("paddle_project_budget_gpu_seconds",
-		"A project's monthly GPU budget (monthly_gpu_hours of the budgets file, in GPU-seconds).",
-		[]string{"project"}, nil)
-	budgetCostDesc = prometheus.NewDesc("paddle_project_budget_cost",
-		"A project's monthly cost budget (monthly_cost of the budgets file, in its currency).",
-		[]string{"project"}, nil)
-	projectScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_project_scrape_error",
-		"1 if computing the project month series failed the last time (paddle_project_* series are then missing), else 0.",
-		nil, nil)
-)
-
-// Describe implements prometheus.Collector.
+// Describe implements prometheus.Collector: the families of
+// projectFamilies.
 func (c *ProjectCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- projectGPUSecondsDesc
-	ch <- projectCostDesc
-	ch <- budgetGPUSecondsDesc
-	ch <- budgetCostDesc
-	ch <- projectScrapeErrorDesc
+	for _, f := range projectFamilies {
+		ch <- descs[f]
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -94,25 +75,25 @@ func (c *ProjectCollector) compute(now time.Time) []prometheus.Metric {
 	rep, err := report.Compute(ctx, c.src, report.Query{Window: report.Month(now), By: []string{"project"}, Prices: c.prices, Now: now})
 	if err != nil {
 		c.log.Error("project month series: the report failed", "err", err)
-		return []prometheus.Metric{prometheus.MustNewConstMetric(projectScrapeErrorDesc, prometheus.GaugeValue, 1)}
+		return []prometheus.Metric{famProjectScrapeError.metric(1)}
 	}
-	out := []prometheus.Metric{prometheus.MustNewConstMetric(projectScrapeErrorDesc, prometheus.GaugeValue, 0)}
+	out := []prometheus.Metric{famProjectScrapeError.metric(0)}
 	seen := map[string]bool{}
 	emit := func(project string, gpuHours float64, cost *float64) {
 		seen[project] = true
-		out = append(out, prometheus.MustNewConstMetric(projectGPUSecondsDesc, prometheus.GaugeValue, math.Round(gpuHours*3600*100)/100, project))
+		out = append(out, famProjectGPUSeconds.metric(math.Round(gpuHours*3600*100)/100, project))
 		if c.prices != nil {
 			v := 0.0
 			if cost != nil {
 				v = *cost
 			}
-			out = append(out, prometheus.MustNewConstMetric(projectCostDesc, prometheus.GaugeValue, v, project))
+			out = append(out, famProjectCost.metric(v, project))
 		}
 		if l, ok := c.budgets.For(project); ok {
 			if l.Kind == report.BudgetCost {
-				out = append(out, prometheus.MustNewConstMetric(budgetCostDesc, prometheus.GaugeValue, l.Value, project))
+				out = append(out, famBudgetCost.metric(l.Value, project))
 			} else {
-				out = append(out, prometheus.MustNewConstMetric(budgetGPUSecondsDesc, prometheus.GaugeValue, l.Value*3600, project))
+				out = append(out, famBudgetGPUSeconds.metric(l.Value*3600, project))
 			}
 		}
 	}

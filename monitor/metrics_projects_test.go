@@ -20,14 +20,14 @@ type countingSource struct {
 	lastFrom time.Time
 }
 
-func (c *countingSource) ReportTasks(_ context.Context, w report.Window, _ []string) ([]report.TaskSums, error) {
+func (c *countingSource) ReportSums(_ context.Context, w report.Window, _ []string, _ bool) (report.Sums, error) {
 	c.reports++
 	c.lastFrom = w.From
-	return []report.TaskSums{{Key: map[string]string{"project": "search", "owner": "ann"}, Tasks: 1, Open: 1}}, nil
-}
-
-func (c *countingSource) ReportGPUs(context.Context, report.Window, []string) ([]report.GPUSums, error) {
-	return []report.GPUSums{{Key: map[string]string{"project": "search", "owner": "ann", "model": "Tesla T4"}, InstanceSeconds: c.gpuSec, GPUSeconds: float64(c.gpuSec)}}, nil
+	return report.Sums{
+		Tasks: []report.TaskSums{{Key: map[string]string{"project": "search", "owner": "ann"}, Tasks: 1, Open: 1}},
+		GPUs: []report.GPUSums{{Key: map[string]string{"project": "search", "owner": "ann", "model": "Tesla T4"},
+			InstanceSeconds: c.gpuSec, GPUSeconds: float64(c.gpuSec)}},
+	}, nil
 }
 
 func (c *countingSource) ReportMetric(context.Context, report.Window, []string, string) ([]report.MetricSums, error) {

@@ -51,59 +51,11 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 	return &TaskCollector{src: src, ttl: ttl, now: now, timeout: 10 * time.Second}
 }
 
-var (
-	taskInfoDesc = prometheus.NewDesc("paddle_task_info", helpTaskInfo,
-		taskInfoLabels, nil)
-	taskGPUInfoDesc = prometheus.NewDesc("paddle_task_gpu_info", helpTaskGPUInfo,
-		taskGPUInfoLabels, nil)
-	taskGPUShareDesc = prometheus.NewDesc("paddle_task_gpu_share", helpTaskGPUShare,
-		taskGPULabels, nil)
-	taskGPUUtilDesc = prometheus.NewDesc("paddle_task_gpu_utilization_percent", helpTaskGPUUtil,
-		taskGPULabels, nil)
-	taskIdleDesc = prometheus.NewDesc("paddle_task_idle_seconds", helpTaskIdle,
-		taskIdleLabels, nil)
-	taskStartDesc = prometheus.NewDesc("paddle_task_start_time_seconds", helpTaskStart,
-		taskIdentityLabels, nil)
-	taskEstimateDesc = prometheus.NewDesc("paddle_task_duration_estimate_seconds", helpTaskEstimate,
-		taskIdentityLabels, nil)
-	taskScrapeErrorDesc = prometheus.NewDesc("paddle_monitor_task_scrape_error", helpTaskScrapeError,
-		nil, nil)
-)
-
-// The families' help and label names, shared by the collector's Descs and
-// the text writer (metrics_text.go).
-const (
-	helpTaskInfo        = "A task registered with paddle-monitor and not completed (value 1); its labels identify the task (k8s_pod_uid joins kube-state-metrics' pod series)."
-	helpTaskGPUInfo     = "A GPU or MIG instance an open task runs on (value 1); a MIG instance has its parent's UUID with GPU_I_ID and GPU_I_PROFILE, as dcgm-exporter labels it. Join GPU metrics on UUID and GPU_I_ID: DCGM_FI_DEV_GPU_UTIL * on(UUID, GPU_I_ID) group_left(project, owner) paddle_task_gpu_info."
-	helpTaskGPUShare    = "The fraction of the physical GPU an open task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU."
-	helpTaskGPUUtil     = "Mean utilisation (percent) of a GPU an open task runs on, over the interval of the task's latest heartbeat with samples."
-	helpTaskIdle        = "How long every sampled GPU of an open task has been below 1 % (last heartbeat minus idle_since); 0 while busy. Absent for a task not heard from for three heartbeat intervals (lost, not idle)."
-	helpTaskStart       = "When an open task started (Unix seconds, its registration's start_time)."
-	helpTaskEstimate    = "How long an open task said it would run (its registration's duration_est)."
-	helpTaskScrapeError = "1 if reading the open tasks from the database failed during this scrape (paddle_task_* series are then missing), else 0."
-)
-
-var (
-	taskInfoLabels    = []string{"task_id", "task_name", "project", "owner", "priority", "env", "pipeline", "step", "hostname", "k8s_pod_uid"}
-	taskGPUInfoLabels = []string{"task_id", "project", "owner", "hostname", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "gpu_model"}
-	taskGPULabels     = []string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}
-	taskIdleLabels    = []string{"task_id", "task_name", "project", "owner", "hostname"}
-	// project and owner are labels of every per-task series: tasks of
-	// scopes no one token sees together may share a task_id (MONITOR.md
-	// 11), and two series of the same labels would fail the scrape.
-	taskIdentityLabels = []string{"task_id", "project", "owner"}
-)
-
-// Describe implements prometheus.Collector.
+// Describe implements prometheus.Collector: the families of taskFamilies.
 func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- taskInfoDesc
-	ch <- taskGPUInfoDesc
-	ch <- taskGPUShareDesc
-	ch <- taskGPUUtilDesc
-	ch <- taskIdleDesc
-	ch <- taskStartDesc
-	ch <- taskEstimateDesc
-	ch <- taskScrapeErrorDesc
+	for _, f := range taskFamilies {
+		ch <- descs[f]
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -112,10 +64,10 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	tasks, err := c.src.OpenTasks(ctx, c.now().Add(-c.ttl).Unix(), 0)
 	if err != nil {
-		ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 1)
+		ch <- famTaskScrapeError.metric(1)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(taskScrapeErrorDesc, prometheus.GaugeValue, 0)
+	ch <- famTaskScrapeError.metric(0)
 
 	// Tasks under one task_id differ in project or owner (the store's
 	// identity), so their series differ too.
@@ -123,18 +75,14 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 	served := map[series]bool{}
 	now := c.now().Unix()
 	for _, t := range tasks {
-		ch <- prometheus.MustNewConstMetric(taskInfoDesc, prometheus.GaugeValue, 1,
+		ch <- famTaskInfo.metric(1,
 			t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
-		ch <- prometheus.MustNewConstMetric(taskStartDesc, prometheus.GaugeValue, float64(t.StartTime), t.TaskID, t.Project, t.Owner)
+		ch <- famTaskStart.metric(float64(t.StartTime), t.TaskID, t.Project, t.Owner)
 		if t.DurationEst != nil {
-			ch <- prometheus.MustNewConstMetric(taskEstimateDesc, prometheus.GaugeValue, float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
+			ch <- famTaskEstimate.metric(float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
 		}
 		if t.Sampled && !lost(t, now) {
-			idle := 0.0
-			if t.IdleSince != nil {
-				idle = float64(max(t.LastSeen-*t.IdleSince, 0))
-			}
-			ch <- prometheus.MustNewConstMetric(taskIdleDesc, prometheus.GaugeValue, idle,
+			ch <- famTaskIdle.metric(idleSeconds(&t),
 				t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
 		}
 		for _, g := range t.GPUs {
@@ -147,13 +95,13 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 				continue // a GPU (instance) listed twice by one task: one series
 			}
 			served[k] = true
-			ch <- prometheus.MustNewConstMetric(taskGPUInfoDesc, prometheus.GaugeValue, 1,
+			ch <- famTaskGPUInfo.metric(1,
 				t.TaskID, t.Project, t.Owner, t.Hostname, g.UUID, gi, g.Profile, g.Model)
 			// With project and owner, another scope's task under the
 			// same id on the same GPU cannot set this task's share.
-			ch <- prometheus.MustNewConstMetric(taskGPUShareDesc, prometheus.GaugeValue, g.Share, t.TaskID, t.Project, t.Owner, g.UUID, gi)
+			ch <- famTaskGPUShare.metric(g.Share, t.TaskID, t.Project, t.Owner, g.UUID, gi)
 			if g.LatestUtilMean != nil {
-				ch <- prometheus.MustNewConstMetric(taskGPUUtilDesc, prometheus.GaugeValue, *g.LatestUtilMean,
+				ch <- famTaskGPUUtil.metric(*g.LatestUtilMean,
 					t.TaskID, t.Project, t.Owner, g.UUID, gi)
 			}
 		}
@@ -166,4 +114,13 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 // applies.
 func lost(t store.OpenTask, now int64) bool {
 	return t.Interval != nil && *t.Interval > 0 && now-t.LastSeen > 3**t.Interval
+}
+
+// idleSeconds is paddle_task_idle_seconds of a task with GPU samples:
+// last_seen − idle_since while idle, 0 while busy.
+func idleSeconds(t *store.OpenTask) float64 {
+	if t.IdleSince == nil {
+		return 0
+	}
+	return float64(max(t.LastSeen-*t.IdleSince, 0))
 }

@@ -15,19 +15,6 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
-// TaskFamilies are the names of the families the task collector serves
-// (Describe's Descs, and what WriteText writes), by name.
-var TaskFamilies = []string{
-	"paddle_monitor_task_scrape_error",
-	"paddle_task_duration_estimate_seconds",
-	"paddle_task_gpu_info",
-	"paddle_task_gpu_share",
-	"paddle_task_gpu_utilization_percent",
-	"paddle_task_idle_seconds",
-	"paddle_task_info",
-	"paddle_task_start_time_seconds",
-}
-
 // TaskText is one scrape's open tasks, ready to be written in the text
 // exposition format (0.0.4) without building a prometheus.Metric per
 // series: with 20,000 tasks of 8 GPUs each the const metrics, Gather's
@@ -111,55 +98,50 @@ func (c *TaskCollector) Read() *TaskText {
 	return s
 }
 
-// Families returns the names of the families s writes, by name (those
-// with at least one series).
-func (s *TaskText) Families() []string {
+// families returns the families s writes, by name (those with at least
+// one series).
+func (s *TaskText) families() []*Family {
 	if s.failed {
-		return TaskFamilies[:1]
+		return []*Family{&famTaskScrapeError}
 	}
-	var out []string
-	for _, name := range TaskFamilies {
-		if s.count(name) > 0 {
-			out = append(out, name)
+	var out []*Family
+	for _, f := range taskFamilies {
+		if s.count(f) > 0 {
+			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func (s *TaskText) count(name string) int {
-	switch name {
-	case "paddle_monitor_task_scrape_error":
+func (s *TaskText) count(f *Family) int {
+	n := 0
+	switch f {
+	case &famTaskScrapeError:
 		return 1
-	case "paddle_task_duration_estimate_seconds":
-		n := 0
+	case &famTaskEstimate:
 		for i := range s.tasks {
 			if s.tasks[i].DurationEst != nil {
 				n++
 			}
 		}
-		return n
-	case "paddle_task_gpu_info", "paddle_task_gpu_share":
+	case &famTaskGPUInfo, &famTaskGPUShare:
 		return len(s.gpus)
-	case "paddle_task_gpu_utilization_percent":
-		n := 0
+	case &famTaskGPUUtil:
 		for _, g := range s.gpus {
 			if g.g.LatestUtilMean != nil {
 				n++
 			}
 		}
-		return n
-	case "paddle_task_idle_seconds":
-		n := 0
+	case &famTaskIdle:
 		for i := range s.tasks {
 			if s.idle(&s.tasks[i]) {
 				n++
 			}
 		}
-		return n
-	case "paddle_task_info", "paddle_task_start_time_seconds":
+	case &famTaskInfo, &famTaskStart:
 		return len(s.tasks)
 	}
-	return 0
+	return n
 }
 
 func (s *TaskText) idle(t *store.OpenTask) bool { return t.Sampled && !lost(*t, s.now) }
@@ -168,8 +150,8 @@ func (s *TaskText) idle(t *store.OpenTask) bool { return t.Sampled && !lost(*t, 
 func (s *TaskText) WriteTo(w io.Writer) (int64, error) {
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 64<<10)
-	for _, name := range s.Families() {
-		if err := s.WriteFamily(bw, name); err != nil {
+	for _, f := range s.families() {
+		if err := s.writeFamily(bw, f); err != nil {
 			return cw.n, err
 		}
 	}
@@ -188,119 +170,54 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// WriteFamily writes the family name (one of Families) with its HELP and
-// TYPE lines.
-func (s *TaskText) WriteFamily(w *bufio.Writer, name string) error {
+// writeFamily writes the family f (one of families) with its HELP and
+// TYPE lines. The label values go in the order of f.Labels, as Collect
+// passes them.
+func (s *TaskText) writeFamily(w *bufio.Writer, f *Family) error {
 	l := &lineWriter{w: w}
-	switch name {
-	case "paddle_monitor_task_scrape_error":
-		l.header(name, helpTaskScrapeError)
+	l.header(f)
+	switch f {
+	case &famTaskScrapeError:
 		v := 0.0
 		if s.failed {
 			v = 1
 		}
-		l.start(name)
-		l.value(v)
-	case "paddle_task_duration_estimate_seconds":
-		l.header(name, helpTaskEstimate)
+		l.series(v)
+	case &famTaskEstimate, &famTaskStart:
 		s.sort()
 		for _, t := range s.identity {
-			if t.DurationEst == nil {
-				continue
+			if f == &famTaskStart {
+				l.series(float64(t.StartTime), t.TaskID, t.Project, t.Owner)
+			} else if t.DurationEst != nil {
+				l.series(float64(*t.DurationEst), t.TaskID, t.Project, t.Owner)
 			}
-			l.start(name)
-			l.label('{', "owner", t.Owner)
-			l.label(',', "project", t.Project)
-			l.label(',', "task_id", t.TaskID)
-			l.end()
-			l.value(float64(*t.DurationEst))
 		}
-	case "paddle_task_start_time_seconds":
-		l.header(name, helpTaskStart)
-		s.sort()
-		for _, t := range s.identity {
-			l.start(name)
-			l.label('{', "owner", t.Owner)
-			l.label(',', "project", t.Project)
-			l.label(',', "task_id", t.TaskID)
-			l.end()
-			l.value(float64(t.StartTime))
-		}
-	case "paddle_task_gpu_info":
-		l.header(name, helpTaskGPUInfo)
+	case &famTaskGPUInfo:
 		s.sort()
 		for _, g := range s.gpuInfo {
-			l.start(name)
-			l.label('{', "GPU_I_ID", g.gi)
-			l.label(',', "GPU_I_PROFILE", g.g.Profile)
-			l.label(',', "UUID", g.g.UUID)
-			l.label(',', "gpu_model", g.g.Model)
-			l.label(',', "hostname", g.t.Hostname)
-			l.label(',', "owner", g.t.Owner)
-			l.label(',', "project", g.t.Project)
-			l.label(',', "task_id", g.t.TaskID)
-			l.end()
-			l.value(1)
+			l.series(1, g.t.TaskID, g.t.Project, g.t.Owner, g.t.Hostname, g.g.UUID, g.gi, g.g.Profile, g.g.Model)
 		}
-	case "paddle_task_gpu_share", "paddle_task_gpu_utilization_percent":
+	case &famTaskGPUShare, &famTaskGPUUtil:
 		s.sort()
-		util := name == "paddle_task_gpu_utilization_percent"
-		if util {
-			l.header(name, helpTaskGPUUtil)
-		} else {
-			l.header(name, helpTaskGPUShare)
-		}
 		for _, g := range s.gpuOrder {
 			v := g.g.Share
-			if util {
+			if f == &famTaskGPUUtil {
 				if g.g.LatestUtilMean == nil {
 					continue
 				}
 				v = *g.g.LatestUtilMean
 			}
-			l.start(name)
-			l.label('{', "GPU_I_ID", g.gi)
-			l.label(',', "UUID", g.g.UUID)
-			l.label(',', "owner", g.t.Owner)
-			l.label(',', "project", g.t.Project)
-			l.label(',', "task_id", g.t.TaskID)
-			l.end()
-			l.value(v)
+			l.series(v, g.t.TaskID, g.t.Project, g.t.Owner, g.g.UUID, g.gi)
 		}
-	case "paddle_task_idle_seconds":
-		l.header(name, helpTaskIdle)
+	case &famTaskIdle:
 		s.sort()
 		for _, t := range s.idleOnes {
-			idle := 0.0
-			if t.IdleSince != nil {
-				idle = float64(max(t.LastSeen-*t.IdleSince, 0))
-			}
-			l.start(name)
-			l.label('{', "hostname", t.Hostname)
-			l.label(',', "owner", t.Owner)
-			l.label(',', "project", t.Project)
-			l.label(',', "task_id", t.TaskID)
-			l.label(',', "task_name", t.TaskName)
-			l.end()
-			l.value(idle)
+			l.series(idleSeconds(t), t.TaskID, t.TaskName, t.Project, t.Owner, t.Hostname)
 		}
-	case "paddle_task_info":
-		l.header(name, helpTaskInfo)
+	case &famTaskInfo:
 		s.sort()
 		for _, t := range s.info {
-			l.start(name)
-			l.label('{', "env", t.Env)
-			l.label(',', "hostname", t.Hostname)
-			l.label(',', "k8s_pod_uid", t.K8sPodUID)
-			l.label(',', "owner", t.Owner)
-			l.label(',', "pipeline", t.Pipeline)
-			l.label(',', "priority", t.Priority)
-			l.label(',', "project", t.Project)
-			l.label(',', "step", t.Step)
-			l.label(',', "task_id", t.TaskID)
-			l.label(',', "task_name", t.TaskName)
-			l.end()
-			l.value(1)
+			l.series(1, t.TaskID, t.TaskName, t.Project, t.Owner, t.Priority, t.Env, t.Pipeline, t.Step, t.Hostname, t.K8sPodUID)
 		}
 	}
 	return l.flush()
@@ -382,29 +299,52 @@ type lineWriter struct {
 	w   *bufio.Writer
 	buf []byte
 	err error
+	// The family of the series written: its name, label names and their
+	// indexes by name.
+	name   string
+	labels []string
+	order  []int
 }
 
-func (l *lineWriter) header(name, help string) {
+// header writes f's HELP and TYPE lines, and makes f the family of the
+// series that follow.
+func (l *lineWriter) header(f *Family) {
+	l.name = f.Name
+	l.order = make([]int, len(f.Labels))
+	for i := range l.order {
+		l.order[i] = i
+	}
+	slices.SortFunc(l.order, func(a, b int) int { return cmp.Compare(f.Labels[a], f.Labels[b]) })
+	l.labels = f.Labels
 	l.buf = append(l.buf, "# HELP "...)
-	l.buf = append(l.buf, name...)
+	l.buf = append(l.buf, f.Name...)
 	l.buf = append(l.buf, ' ')
-	l.buf = appendEscaped(l.buf, help, false)
+	l.buf = appendEscaped(l.buf, f.Help, false)
 	l.buf = append(l.buf, "\n# TYPE "...)
-	l.buf = append(l.buf, name...)
-	l.buf = append(l.buf, " gauge\n"...)
+	l.buf = append(l.buf, f.Name...)
+	l.buf = append(l.buf, ' ')
+	l.buf = append(l.buf, f.typeName()...)
+	l.buf = append(l.buf, '\n')
 }
 
-func (l *lineWriter) start(name string) { l.buf = append(l.buf, name...) }
-
-func (l *lineWriter) label(sep byte, name, value string) {
-	l.buf = append(l.buf, sep)
-	l.buf = append(l.buf, name...)
-	l.buf = append(l.buf, '=', '"')
-	l.buf = appendEscaped(l.buf, value, true)
-	l.buf = append(l.buf, '"')
+// series writes one series of the header's family: its labels by name (as
+// expfmt orders them) with vals, given in the family's label order, and v.
+func (l *lineWriter) series(v float64, vals ...string) {
+	l.buf = append(l.buf, l.name...)
+	sep := byte('{')
+	for _, i := range l.order {
+		l.buf = append(l.buf, sep)
+		l.buf = append(l.buf, l.labels[i]...)
+		l.buf = append(l.buf, '=', '"')
+		l.buf = appendEscaped(l.buf, vals[i], true)
+		l.buf = append(l.buf, '"')
+		sep = ','
+	}
+	if len(l.order) > 0 {
+		l.buf = append(l.buf, '}')
+	}
+	l.value(v)
 }
-
-func (l *lineWriter) end() { l.buf = append(l.buf, '}') }
 
 // value ends the line with v as expfmt's writeFloat writes it.
 func (l *lineWriter) value(v float64) {

@@ -132,23 +132,6 @@ func TestTaskTextEqualsGathered(t *testing.T) {
 	}
 }
 
-// TaskFamilies are the families Describe describes, by name.
-func TestTaskFamiliesDescribed(t *testing.T) {
-	ch := make(chan *prometheus.Desc, 16)
-	monitor.NewTaskCollector(nil, time.Hour, nil).Describe(ch)
-	close(ch)
-	var names []string
-	for d := range ch {
-		s := d.String()
-		i := strings.Index(s, `fqName: "`) + len(`fqName: "`)
-		names = append(names, s[i:i+strings.IndexByte(s[i:], '"')])
-	}
-	slices.Sort(names)
-	if !slices.Equal(names, monitor.TaskFamilies) {
-		t.Errorf("Describe: %v, TaskFamilies: %v", names, monitor.TaskFamilies)
-	}
-}
-
 // /metrics with ServeTasks serves the bytes promhttp serves with the
 // collector registered: the tasks' families among the registry's by name,
 // plain or gzipped, filtered by name[]; protobuf is still served.
@@ -239,7 +222,8 @@ func TestServeTasksEqualsRegistered(t *testing.T) {
 	}
 }
 
-// 20,000 open tasks of 8 GPUs each, as MONITOR.md 7's goal counts them.
+// 20,000 open tasks of 8 GPUs each, as the goal of docs/benchmarks.md
+// counts them.
 func benchTasks() []store.OpenTask {
 	f := 42.5
 	tasks := make([]store.OpenTask, 20000)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -126,7 +125,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	// team reads beside cost.
 	metrics, err := report.ParseMetrics(r.URL.Query()["metric"])
 	if err != nil {
-		h.api.fail(w, http.StatusBadRequest, "parameter "+strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
 	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},

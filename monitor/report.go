@@ -167,7 +167,10 @@ func fileTime(t time.Time) string {
 }
 
 // badParameter is the answer's text for a query parameter the report
-// package refused: "parameter " and its message, which names it.
+// package refused: "parameter " and its rule, which names it.
 func badParameter(err error) string {
-	return "parameter " + strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": ")
+	if qe, ok := errors.AsType[*report.QueryError](err); ok {
+		return "parameter " + qe.Rule
+	}
+	return "parameter " + err.Error()
 }

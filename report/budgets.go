@@ -1,14 +1,11 @@
 package report
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -24,8 +21,7 @@ const (
 // and a glob's limit applies to each matching project on its own.
 type Budgets struct {
 	Currency string
-	exact    map[string]Limit
-	globs    []budgetGlob // longest pattern first
+	limits   names[Limit]
 }
 
 // Limit is one project's monthly budget.
@@ -34,25 +30,12 @@ type Limit struct {
 	Value float64 // in Currency, or GPU-hours
 }
 
-type budgetGlob struct {
-	pattern string
-	limit   Limit
-}
-
 // For returns the budget of project, if any.
 func (b *Budgets) For(project string) (Limit, bool) {
 	if b == nil {
 		return Limit{}, false
 	}
-	if l, ok := b.exact[project]; ok {
-		return l, true
-	}
-	for _, g := range b.globs {
-		if m, _ := path.Match(g.pattern, project); m {
-			return g.limit, true
-		}
-	}
-	return Limit{}, false
+	return b.limits.lookup(project)
 }
 
 // Exact lists the projects named without a glob, in byte order (they have
@@ -61,8 +44,8 @@ func (b *Budgets) Exact() []string {
 	if b == nil {
 		return nil
 	}
-	out := make([]string, 0, len(b.exact))
-	for p := range b.exact {
+	out := make([]string, 0, len(b.limits.exact))
+	for p := range b.limits.exact {
 		out = append(out, p)
 	}
 	sort.Strings(out)
@@ -74,17 +57,7 @@ func (b *Budgets) HasCost() bool {
 	if b == nil {
 		return false
 	}
-	for _, l := range b.exact {
-		if l.Kind == BudgetCost {
-			return true
-		}
-	}
-	for _, g := range b.globs {
-		if g.limit.Kind == BudgetCost {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(b.limits.all(), func(l Limit) bool { return l.Kind == BudgetCost })
 }
 
 // ErrBadBudgets classifies every error about a budgets file's content.
@@ -108,19 +81,14 @@ type budgetEntry struct {
 // at least 0); a project twice, unknown fields and malformed globs are
 // errors naming the field.
 func ParseBudgets(r io.Reader) (*Budgets, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var f budgetsFile
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadBudgets, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: more than one JSON value", ErrBadBudgets)
+	if err := decodeFile(r, &f, ErrBadBudgets); err != nil {
+		return nil, err
 	}
 	if f.Budgets == nil {
 		return nil, fmt.Errorf("%w: budgets: required (a list of {project, monthly_cost or monthly_gpu_hours})", ErrBadBudgets)
 	}
-	b := &Budgets{exact: map[string]Limit{}}
+	b := &Budgets{}
 	if f.Currency != nil {
 		b.Currency = strings.TrimSpace(*f.Currency)
 	}
@@ -149,22 +117,10 @@ func ParseBudgets(r io.Reader) (*Budgets, error) {
 		if l.Value < 0 || math.IsNaN(l.Value) || math.IsInf(l.Value, 0) {
 			return nil, fmt.Errorf("%w: %s: a limit is a number of at least 0, not %v", ErrBadBudgets, field, l.Value)
 		}
-		if !strings.ContainsAny(p, `*?[\`) {
-			b.exact[p] = l
-			continue
-		}
-		if _, err := path.Match(p, ""); err != nil {
+		if err := b.limits.add(p, l); err != nil {
 			return nil, fmt.Errorf("%w: budgets[%d].project: %q is not a valid glob: %w", ErrBadBudgets, i, p, err)
 		}
-		b.globs = append(b.globs, budgetGlob{p, l})
 	}
-	sort.Slice(b.globs, func(i, j int) bool {
-		x, y := b.globs[i].pattern, b.globs[j].pattern
-		if len(x) != len(y) {
-			return len(x) > len(y)
-		}
-		return x < y
-	})
 	return b, nil
 }
 
@@ -172,13 +128,9 @@ func ParseBudgets(r io.Reader) (*Budgets, error) {
 // prices in force (nil: none; pricesName is their file, for the error): a
 // cost budget needs prices of the same currency. Errors name the files.
 func LoadBudgets(name string, prices *Prices, pricesName string) (*Budgets, error) {
-	raw, err := os.ReadFile(name)
+	b, err := loadFile("budgets file", name, ParseBudgets)
 	if err != nil {
-		return nil, fmt.Errorf("budgets file: %w", err)
-	}
-	b, err := ParseBudgets(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("budgets file %s: %w", name, err)
+		return nil, err
 	}
 	if !b.HasCost() {
 		return b, nil

@@ -1,16 +1,11 @@
 package report
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path"
 	"regexp"
-	"sort"
 	"strings"
 )
 
@@ -24,12 +19,10 @@ type Prices struct {
 	// without a model (device nodes); without one they cost 0 and count as
 	// unpriced.
 	Default *float64
-	exact   map[string]float64
-	globs   []glob // longest pattern first
+	models  names[float64]
 	// The keys that name a MIG profile, apart: only they price an
 	// instance-hour, and they never price a whole GPU.
-	profileExact map[string]float64
-	profileGlobs []glob
+	profiles names[float64]
 	// PricePerKWh and CO2KgPerKWh turn energy into money and CO2 (nil
 	// without them).
 	PricePerKWh, CO2KgPerKWh *float64
@@ -56,20 +49,7 @@ func (p *Prices) ProfilePrice(model, profile string) (price float64, ok bool) {
 		return 0, false
 	}
 	name := model + " " + profile
-	if v, ok := p.profileExact[name]; ok {
-		return v, true
-	}
-	for _, g := range p.profileGlobs {
-		if m, _ := path.Match(g.pattern, name); m {
-			return g.price, true
-		}
-	}
-	return 0, false
-}
-
-type glob struct {
-	pattern string
-	price   float64
+	return p.profiles.lookup(name)
 }
 
 // EntryPrice returns the hourly price of one GPU entry of a task: a MIG
@@ -91,13 +71,8 @@ func (p *Prices) EntryPrice(model, profile string, mig bool, share float64) (pri
 // nothing prices it.
 func (p *Prices) Price(model string) (price float64, ok bool) {
 	if model != "" {
-		if v, ok := p.exact[model]; ok {
+		if v, ok := p.models.lookup(model); ok {
 			return v, true
-		}
-		for _, g := range p.globs {
-			if m, _ := path.Match(g.pattern, model); m {
-				return g.price, true
-			}
 		}
 	}
 	if p.Default != nil {
@@ -126,16 +101,11 @@ var ErrBadPrices = errors.New("bad prices file")
 // 0.55}}. Unknown fields, negative or missing prices and malformed globs
 // are errors naming the field.
 func ParsePrices(r io.Reader) (*Prices, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var f pricesFile
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadPrices, err)
+	if err := decodeFile(r, &f, ErrBadPrices); err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: more than one JSON value", ErrBadPrices)
-	}
-	p := &Prices{exact: map[string]float64{}, profileExact: map[string]float64{}}
+	p := &Prices{}
 	if e := f.Energy; e != nil {
 		for _, x := range []struct {
 			field string
@@ -173,27 +143,13 @@ func ParsePrices(r io.Reader) (*Prices, error) {
 		if err := checkPrice(field, *v); err != nil {
 			return nil, err
 		}
-		exact, globs := p.exact, &p.globs
+		table := &p.models
 		if namesProfile(name) {
-			exact, globs = p.profileExact, &p.profileGlobs
+			table = &p.profiles
 		}
-		if !strings.ContainsAny(name, `*?[\`) {
-			exact[name] = *v
-			continue
-		}
-		if _, err := path.Match(name, ""); err != nil {
+		if err := table.add(name, *v); err != nil {
 			return nil, fmt.Errorf("%w: %s: not a valid glob: %w", ErrBadPrices, field, err)
 		}
-		*globs = append(*globs, glob{name, *v})
-	}
-	for _, g := range [][]glob{p.globs, p.profileGlobs} {
-		sort.Slice(g, func(i, j int) bool {
-			a, b := g[i].pattern, g[j].pattern
-			if len(a) != len(b) {
-				return len(a) > len(b)
-			}
-			return a < b
-		})
 	}
 	return p, nil
 }
@@ -207,13 +163,5 @@ func checkPrice(field string, v float64) error {
 
 // LoadPrices reads the prices file at name; errors name the file.
 func LoadPrices(name string) (*Prices, error) {
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("prices file: %w", err)
-	}
-	p, err := ParsePrices(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("prices file %s: %w", name, err)
-	}
-	return p, nil
+	return loadFile("prices file", name, ParsePrices)
 }

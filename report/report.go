@@ -30,8 +30,27 @@ import (
 var Keys = []string{"project", "owner", "priority", "env", "pipeline", "step", "task_name", "hostname", "model"}
 
 // ErrBadQuery classifies every error about a report's parameters (dates,
-// keys, window), so that an HTTP handler can answer 400 for it.
+// keys, window), so that an HTTP handler can answer 400 for it. Each such
+// error is a *QueryError (errors.As) that is ErrBadQuery (errors.Is).
 var ErrBadQuery = errors.New("bad report query")
+
+// QueryError is a report parameter refused: Param is the parameter's name
+// as the caller spelled it ("from", "--from", "by", "metric"; "" for the
+// window as a whole) and Rule the sentence that says what is wrong,
+// beginning with the parameter's name, as a caller shows it after its
+// own prefix ("parameter " on HTTP).
+type QueryError struct{ Param, Rule string }
+
+func (e *QueryError) Error() string { return ErrBadQuery.Error() + ": " + e.Rule }
+
+// Unwrap makes every QueryError ErrBadQuery for errors.Is.
+func (e *QueryError) Unwrap() error { return ErrBadQuery }
+
+// badQuery is the QueryError of param with the rule formatted from format
+// and args.
+func badQuery(param, format string, args ...any) *QueryError {
+	return &QueryError{Param: param, Rule: fmt.Sprintf(format, args...)}
+}
 
 // Window is the half-open interval [From, To) a report counts.
 type Window struct {
@@ -131,41 +150,35 @@ type MetricSums struct {
 	Tasks int64
 }
 
-// Source is what a report needs from a store. Both methods count the
-// window's part of every task as the package comment says and group by
-// keys plus project and owner (GPUSums by model too); they never return
+// Source is what a report needs from a store. Its sums count the window's
+// part of every task as the package comment says; they are grouped, never
 // every task.
 type Source interface {
-	ReportTasks(ctx context.Context, w Window, keys []string) ([]TaskSums, error)
-	ReportGPUs(ctx context.Context, w Window, keys []string) ([]GPUSums, error)
+	// ReportSums computes a report's task and GPU sums (Sums) grouped by
+	// keys, and by project and owner too when scoped (the reader's scope
+	// is applied on those; unscoped, the reader sees every task).
+	ReportSums(ctx context.Context, w Window, keys []string, scoped bool) (Sums, error)
 	// ReportMetric sums the completion metric named metric (a key of the
 	// completion's metrics object, dots and all) as MetricSums says,
-	// grouped like ReportTasks.
+	// grouped by keys, project and owner.
 	ReportMetric(ctx context.Context, w Window, keys []string, metric string) ([]MetricSums, error)
 }
 
-// Sums are a report's task and GPU sums as a SumSource computes them in
-// one call: Tasks and GPUs grouped like ReportTasks and ReportGPUs (several
-// entries may share a key: the report adds them up), and, when the keys
-// hold model, Base: the task sums by the keys without model, each task
-// once (the total, and the GPUs counted without being listed).
+// Sums are a report's task and GPU sums as ReportSums computes them:
+// Tasks (TaskSums) and GPUs (GPUSums, by model too) grouped by the keys
+// (several entries may share a key: the report adds them up), and, when
+// the keys hold model, Base: the task sums by the keys without model,
+// each task once (the total, and the GPUs counted without being listed).
+// By model, a task counts in Tasks once under every model it has GPUs of
+// (the empty model for GPUs without one, and for no GPU at all).
 type Sums struct {
 	Tasks []TaskSums
 	GPUs  []GPUSums
 	Base  []TaskSums
 }
 
-// SumSource is a Source that computes a report's sums in fewer passes
-// than ReportTasks and ReportGPUs asked one after the other. With scoped
-// false (the reader sees every task) the groups are the keys alone, not
-// the keys plus project and owner, which the scope needs.
-type SumSource interface {
-	Source
-	ReportSums(ctx context.Context, w Window, keys []string, scoped bool) (Sums, error)
-}
-
-// Figures are one row's (or the total's) numbers, as section 5 of the
-// monitor's contract names them.
+// Figures are one row's (or the total's) numbers, as docs/cost.md (How
+// time is counted) names them.
 type Figures struct {
 	Tasks               int64    `json:"tasks"`
 	CompletedTasks      int64    `json:"completed_tasks"`
@@ -402,31 +415,13 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	// model out.
 	byModel := slices.Contains(by, "model")
 	base := slices.DeleteFunc(slices.Clone(by), func(k string) bool { return k == "model" })
-	var tasks, baseTasks []TaskSums
-	var gpus []GPUSums
-	if ss, ok := src.(SumSource); ok {
-		sums, err := ss.ReportSums(ctx, q.Window, by, q.Scope != nil)
-		if err != nil {
-			return nil, fmt.Errorf("report: sums: %w", err)
-		}
-		tasks, gpus, baseTasks = sums.Tasks, sums.GPUs, sums.Base
-		if !byModel {
-			baseTasks = tasks
-		}
-	} else {
-		var err error
-		if tasks, err = src.ReportTasks(ctx, q.Window, by); err != nil {
-			return nil, fmt.Errorf("report: task sums: %w", err)
-		}
-		if gpus, err = src.ReportGPUs(ctx, q.Window, by); err != nil {
-			return nil, fmt.Errorf("report: GPU sums: %w", err)
-		}
+	sums, err := src.ReportSums(ctx, q.Window, by, q.Scope != nil)
+	if err != nil {
+		return nil, fmt.Errorf("report: sums: %w", err)
+	}
+	tasks, gpus, baseTasks := sums.Tasks, sums.GPUs, sums.Base
+	if !byModel {
 		baseTasks = tasks
-		if byModel {
-			if baseTasks, err = src.ReportTasks(ctx, q.Window, base); err != nil {
-				return nil, fmt.Errorf("report: task sums: %w", err)
-			}
-		}
 	}
 
 	rows := map[string]*acc{}
@@ -539,10 +534,10 @@ func rowID(by []string, key map[string]string) string {
 // Check says whether the window is usable: both ends set, From before To.
 func (w Window) Check() error {
 	if w.From.IsZero() || w.To.IsZero() {
-		return fmt.Errorf("%w: the window needs both from and to", ErrBadQuery)
+		return badQuery("", "the window needs both from and to")
 	}
 	if !w.From.Before(w.To) {
-		return fmt.Errorf("%w: from (%s) must be before to (%s)", ErrBadQuery,
+		return badQuery("", "from (%s) must be before to (%s)",
 			w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -560,11 +555,11 @@ func ParseKeys(s string) ([]string, error) {
 		k = strings.TrimSpace(k)
 		switch {
 		case k == "":
-			return nil, fmt.Errorf("%w: by %q: an empty key (keys are comma-separated: %s)", ErrBadQuery, s, strings.Join(Keys, ", "))
+			return nil, badQuery("by", "by %q: an empty key (keys are comma-separated: %s)", s, strings.Join(Keys, ", "))
 		case !slices.Contains(Keys, k):
-			return nil, fmt.Errorf("%w: by: unknown key %q (allowed: %s)", ErrBadQuery, k, strings.Join(Keys, ", "))
+			return nil, badQuery("by", "by: unknown key %q (allowed: %s)", k, strings.Join(Keys, ", "))
 		case slices.Contains(out, k):
-			return nil, fmt.Errorf("%w: by: key %q given twice", ErrBadQuery, k)
+			return nil, badQuery("by", "by: key %q given twice", k)
 		}
 		out = append(out, k)
 	}
@@ -582,14 +577,14 @@ const maxMetrics = 64
 // metric and the rule.
 func ParseMetrics(names []string) ([]string, error) {
 	if len(names) > maxMetrics {
-		return nil, fmt.Errorf("%w: metric: %d metrics asked for, at most %d", ErrBadQuery, len(names), maxMetrics)
+		return nil, badQuery("metric", "metric: %d metrics asked for, at most %d", len(names), maxMetrics)
 	}
 	for i, n := range names {
 		if !labels.ValidName(n, "") {
-			return nil, fmt.Errorf("%w: metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", ErrBadQuery, n)
+			return nil, badQuery("metric", "metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", n)
 		}
 		if slices.Contains(names[:i], n) {
-			return nil, fmt.Errorf("%w: metric %q given twice", ErrBadQuery, n)
+			return nil, badQuery("metric", "metric %q given twice", n)
 		}
 	}
 	return names, nil
@@ -601,7 +596,7 @@ func ParseMetrics(names []string) ([]string, error) {
 // name, for the error.
 func ParseDate(name, s string) (time.Time, error) {
 	if s == "" {
-		return time.Time{}, fmt.Errorf("%w: %s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", ErrBadQuery, name)
+		return time.Time{}, badQuery(name, "%s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", name)
 	}
 	for _, layout := range []string{time.DateOnly, monthLayout} {
 		if t, err := time.Parse(layout, s); err == nil {
@@ -610,7 +605,7 @@ func ParseDate(name, s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", ErrBadQuery, name, s)
+		return time.Time{}, badQuery(name, "%s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", name, s)
 	}
 	return t.UTC(), nil
 }
@@ -622,7 +617,7 @@ const monthLayout = "2006-01"
 func ParseMonth(name, s string) (Window, error) {
 	t, err := time.Parse(monthLayout, s)
 	if err != nil {
-		return Window{}, fmt.Errorf("%w: %s: %q is not YYYY-MM (a month such as 2026-11)", ErrBadQuery, name, s)
+		return Window{}, badQuery(name, "%s: %q is not YYYY-MM (a month such as 2026-11)", name, s)
 	}
 	return Month(t), nil
 }
@@ -643,9 +638,9 @@ type WindowParams struct {
 func (p WindowParams) Select(now time.Time) (Window, error) {
 	switch {
 	case p.From != "" && p.To == "":
-		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.ToName, p.FromName)
+		return Window{}, badQuery(p.ToName, "%s is required with %s (the two go together)", p.ToName, p.FromName)
 	case p.To != "" && p.From == "":
-		return Window{}, fmt.Errorf("%w: %s is required with %s (the two go together)", ErrBadQuery, p.FromName, p.ToName)
+		return Window{}, badQuery(p.FromName, "%s is required with %s (the two go together)", p.FromName, p.ToName)
 	case p.From != "":
 		var w Window
 		var err error

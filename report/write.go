@@ -22,7 +22,7 @@ func Write(w io.Writer, r *Report, format string) error {
 	case "json":
 		return WriteJSON(w, r)
 	}
-	return fmt.Errorf("%w: format %q is not one of %s", ErrBadQuery, format, strings.Join(Formats, ", "))
+	return badQuery("format", "format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
 
 // WriteJSON writes r as one indented JSON object and a newline.

@@ -11,7 +11,7 @@ import (
 )
 
 // Sampled is a heartbeat that carries the last interval's GPU samples
-// (ENTRYPOINT.md section 12): what the monitor keeps to see idle GPUs while
+// (docs/contract.md, Supervise mode): what the monitor keeps to see idle GPUs while
 // they are idle.
 type Sampled struct {
 	TaskID string

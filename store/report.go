@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -64,32 +63,11 @@ const spanModels = `(
     AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')
 ) sp`
 
-// groupColumns returns the GROUP BY columns of a report: its keys, then
-// project and owner (the reader's scope is applied on those), then model
-// when gpu is set, each once.
-func groupColumns(keys []string, gpu bool) ([]string, error) {
-	var cols []string
-	for _, k := range keys {
-		if !slices.Contains(report.Keys, k) {
-			return nil, fmt.Errorf("store: report key %q is not a column", k)
-		}
-		if !slices.Contains(cols, k) {
-			cols = append(cols, k)
-		}
-	}
-	for _, k := range []string{"project", "owner", "model"} {
-		if (k != "model" || gpu) && !slices.Contains(cols, k) {
-			cols = append(cols, k)
-		}
-	}
-	return cols, nil
-}
-
 // taskGroups returns what groups spanned tasks by keys, project and owner:
 // the columns, the expressions that select them, the WITH clause and the
 // FROM. By model, a task joins the models it has GPUs of.
 func taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
-	if cols, err = groupColumns(keys, false); err != nil {
+	if cols, err = groupCols(keys, true, false); err != nil {
 		return nil, nil, "", "", err
 	}
 	with, from = "WITH "+spanSQL, "span sp"
@@ -108,77 +86,6 @@ func taskGroups(keys []string) (cols, sel []string, with, from string, err error
 // before the window waited in an earlier one).
 const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
 
-// ReportTasks implements report.Source: task-level sums grouped by keys,
-// project and owner. With the key model, a task counts once under every
-// model it has GPUs of (the empty model for GPUs without one, and for no
-// GPU at all).
-func (s *Store) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
-	cols, sel, q, from, err := taskGroups(keys)
-	if err != nil {
-		return nil, err
-	}
-	list := strings.Join(sel, ", ")
-	q += `
-SELECT ` + list + `,
-  COUNT(*), CAST(SUM(sp.completed) AS BIGINT), CAST(SUM(sp.failed) AS BIGINT),
-  CAST(SUM(sp.gate_failed) AS BIGINT), CAST(SUM(1 - sp.completed) AS BIGINT),
-  CAST(SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
-    AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
-  SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
-    AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
-  CAST(SUM(sp.gpu_unlisted * sp.sec) AS BIGINT),
-  CAST(SUM(sp.failed * sp.gpu_unlisted * sp.sec) AS BIGINT),
-  CAST(SUM(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
-  CAST(SUM(CASE WHEN ` + queued + ` THEN 1 ELSE 0 END) AS BIGINT),
-  CAST(MAX(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)
-FROM ` + from + `
-GROUP BY ` + list
-	rows, err := s.reportQuery(ctx, q, w, "")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []report.TaskSums
-	for rows.Next() {
-		vals := make([]string, len(cols))
-		var t report.TaskSums
-		dest := make([]any, 0, len(cols)+12)
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		var actual sql.NullFloat64
-		var longest sql.NullInt64
-		dest = append(dest, &t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
-			&t.UnlistedGPUSeconds, &t.FailedUnlistedGPUSeconds, &t.QueueWaitSeconds, &t.QueueWaitTasks, &longest)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("store: report: %w", err)
-		}
-		t.ActualSeconds = actual.Float64
-		t.QueueWaitMax = longest.Int64
-		t.Key = keyMap(cols, vals)
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: report: %w", err)
-	}
-	return out, nil
-}
-
-// ReportGPUs implements report.Source: sums over the GPUs the tasks listed
-// (with their models and the completion's summaries), grouped by keys,
-// project, owner and model, and apart for MIG instances by profile. Hours
-// are weighted by each GPU's share; energy is the completed tasks' own,
-// each task's clipped to the window in proportion to the part of
-// end_time − start_time inside it (all of it for a task that lasted no
-// time).
-func (s *Store) ReportGPUs(ctx context.Context, w report.Window, keys []string) ([]report.GPUSums, error) {
-	cols, err := groupColumns(keys, true)
-	if err != nil {
-		return nil, err
-	}
-	return s.gpuSums(ctx, w, cols)
-}
-
 // metricValue is, per dialect, the SQL of one task's value of the metric
 // :k from its completion's metrics (tm.metrics, a JSON object of numbers
 // the monitor wrote): the number, or NULL when the key is absent or its
@@ -196,8 +103,8 @@ var metricValue = map[Dialect]string{
 
 // ReportMetric implements report.Source: the sum and count of a completion
 // metric over the completed tasks whose end is inside the window and that
-// reported it as a number, grouped like ReportTasks (by model, a task
-// counts under every model it has GPUs of).
+// reported it as a number, grouped by keys, project and owner (by model,
+// a task counts under every model it has GPUs of).
 func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string, metric string) ([]report.MetricSums, error) {
 	if _, err := report.ParseMetrics([]string{metric}); err != nil {
 		return nil, err
@@ -220,126 +127,18 @@ SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
   WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
 ) v
 GROUP BY ` + list
-	rows, err := s.reportQuery(ctx, q, w, metric)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []report.MetricSums
-	for rows.Next() {
-		vals := make([]string, len(cols))
-		var m report.MetricSums
-		dest := make([]any, 0, len(cols)+2)
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
+	err = s.scanReport(ctx, q, w, metric, len(cols), func(vals []string) ([]any, func()) {
 		var sum sql.NullFloat64
-		dest = append(dest, &sum, &m.Tasks)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("store: report: metric %s: %w", metric, err)
-		}
-		if m.Tasks == 0 {
-			continue
-		}
-		m.Sum = sum.Float64
-		m.Key = keyMap(cols, vals)
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: report: metric %s: %w", metric, err)
-	}
-	return out, nil
-}
-
-func keyMap(cols, vals []string) map[string]string {
-	m := make(map[string]string, len(cols))
-	for i, c := range cols {
-		m[c] = vals[i]
-	}
-	return m
-}
-
-// reportQuery binds the window to every :f and :t of q, and metric to
-// every :k, in order, and runs it on the read pool (on PostgreSQL in a
-// read-only transaction with pgReportSettings).
-func (s *Store) reportQuery(ctx context.Context, q string, w report.Window, metric string) (*reportRows, error) {
-	var b strings.Builder
-	var args []any
-	for {
-		i := strings.IndexByte(q, ':')
-		if i < 0 || i+1 >= len(q) || (q[i+1] != 'f' && q[i+1] != 't' && q[i+1] != 'k') {
-			if i < 0 {
-				b.WriteString(q)
-				break
+		var m report.MetricSums
+		return []any{&sum, &m.Tasks}, func() {
+			if m.Tasks > 0 {
+				m.Sum, m.Key = sum.Float64, keyMap(cols, vals)
+				out = append(out, m)
 			}
-			b.WriteString(q[:i+1])
-			q = q[i+1:]
-			continue
 		}
-		b.WriteString(q[:i] + "?")
-		switch q[i+1] {
-		case 'f':
-			args = append(args, w.From.Unix())
-		case 't':
-			args = append(args, w.To.Unix())
-		default:
-			args = append(args, metric)
-		}
-		q = q[i+2:]
-	}
-	if s.dialect != Postgres {
-		rows, err := s.r.QueryContext(ctx, s.bind(b.String()), args...)
-		if err != nil {
-			return nil, fmt.Errorf("store: report: %w", err)
-		}
-		return &reportRows{Rows: rows}, nil
-	}
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("store: report: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, pgReportSettings); err != nil {
-		tx.Rollback()
-		return nil, fmt.Errorf("store: report: %w", err)
-	}
-	rows, err := tx.QueryContext(ctx, s.bind(b.String()), args...)
-	if err != nil {
-		tx.Rollback()
-		return nil, fmt.Errorf("store: report: %w", err)
-	}
-	return &reportRows{Rows: rows, tx: tx}, nil
-}
-
-// pgReportSettings are PostgreSQL's settings for the report's statements,
-// local to the read-only transaction each runs in. The planner cannot know
-// that the span's second set (completed tasks that started before the
-// window and ended after its start: end_time > f AND start_time < f) is a
-// few hundred tasks: it multiplies the two conditions' shares and expects
-// a quarter of the table (219,713 of 1,000,000 tasks for 530 in the
-// benchmark's month). Over-costed so, every statement was JIT-compiled
-// (0.74 s of a 1.9 s statement by model, more than it ran), and the GPUs
-// were joined by hashing the whole task_gpus table (2 million rows, 0.5 s,
-// spilled to disk) where an index lookup per spanned task on task_gpus'
-// primary key (task_key, position) takes what the month has. So: no JIT,
-// and the join by nested loop on that index (hash and merge joins off);
-// EXPLAIN ANALYZE of the month by model: 1.9 s before, 0.5 s after.
-const pgReportSettings = `SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true),
-  set_config('enable_mergejoin', 'off', true)`
-
-// reportRows are a report statement's rows; Close ends the transaction
-// they were read in, if any (PostgreSQL's, for pgReportSettings).
-type reportRows struct {
-	*sql.Rows
-	tx *sql.Tx
-}
-
-func (r *reportRows) Close() error {
-	err := r.Rows.Close()
-	if r.tx != nil {
-		err = errors.Join(err, r.tx.Rollback())
-		r.tx = nil
-	}
-	return err
+	})
+	return out, err
 }
 
 // groupCols returns the GROUP BY columns of ReportSums: its keys, then
@@ -363,8 +162,8 @@ func groupCols(keys []string, scoped, gpu bool) ([]string, error) {
 	return cols, nil
 }
 
-// taskSumsSQL are the task-level sums of ReportTasks' groups over the rows
-// of sp, as a SELECT list. first is the column that says which rows stand
+// taskSumsSQL are the task-level sums (report.TaskSums) over the rows of
+// sp, as a SELECT list. first is the column that says which rows stand
 // for their task ("" when every row is one task): rows by GPU count their
 // task once per model, on the task's first GPU of that model.
 func taskSumsSQL(first string) string {
@@ -387,7 +186,7 @@ func taskSumsSQL(first string) string {
   CAST(MAX(CASE WHEN ` + and + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)`
 }
 
-// gpuSumsSQL are ReportGPUs' sums over the GPU rows of sp (the span's
+// gpuSumsSQL are the GPU sums (report.GPUSums) over the GPU rows of sp (the span's
 // columns and the GPU's, g the prefix of the GPU's), as a SELECT list.
 func gpuSumsSQL(g string) string {
 	return `CAST(SUM(sp.sec) AS BIGINT),
@@ -436,19 +235,13 @@ func gpuScan(g *report.GPUSums) (dest []any, done func()) {
 const unlistedOnly = `(sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id)))
     AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')`
 
-// fence, at the end of a subquery, keeps the planner from merging it into
-// the query around it, so that a column computed by a correlated subquery
-// (modelSums' first, baseSums' unlisted_only) is computed once per row:
-// merged, SQLite copies the subquery into every expression that names the
-// column (EXPLAIN QUERY PLAN listed it twelve times). A LIMIT that limits
-// nothing in SQLite, an OFFSET 0 in PostgreSQL (which takes no LIMIT -1).
-var fence = map[Dialect]string{SQLite: "LIMIT -1", Postgres: "OFFSET 0"}
-
-// ReportSums implements report.SumSource. Without the key model it is
-// ReportTasks and ReportGPUs, grouped by the keys alone when scoped is
-// false. With model it is two passes over the window's tasks, where
-// ReportTasks by model, ReportGPUs and ReportTasks without model were
-// three (and the first of them two joins):
+// ReportSums implements report.Source, grouped by the keys alone when
+// scoped is false. Without the key model it is two passes over the
+// window's tasks: the task sums (taskSums) and the GPU sums (gpuSums).
+// With model it is two passes too, where separate statements for the
+// task sums by model, the GPU sums and the task sums without model were
+// three (and the first of them two joins; the store's tests keep those
+// statements as the oracle these passes must equal):
 //   - the task sums without model (Base), apart for the tasks that stand
 //     in the row of the empty model without a GPU of it (unlistedOnly),
 //     whose sums are also the task sums of that row;
@@ -486,7 +279,7 @@ func (s *Store) ReportSums(ctx context.Context, w report.Window, keys []string, 
 	return sums, nil
 }
 
-// taskSums is ReportTasks without model, grouped by cols: one pass over
+// taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
 func (s *Store) taskSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, error) {
 	sel := prefixed("sp.", cols)
@@ -498,7 +291,7 @@ FROM span sp`
 GROUP BY ` + strings.Join(sel, ", ")
 	}
 	var out []report.TaskSums
-	err := s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
 		out = append(out, report.TaskSums{})
 		t := &out[len(out)-1]
 		dest, done := taskScan(t)
@@ -507,8 +300,12 @@ GROUP BY ` + strings.Join(sel, ", ")
 	return out, err
 }
 
-// gpuSums is ReportGPUs grouped by cols (model among them): span's
-// indexes, then task_gpus' primary key (task_key, position).
+// gpuSums are the GPU sums grouped by cols (model among them), apart for
+// MIG instances by profile, hours weighted by each GPU's share; energy is
+// the completed tasks' own, each task's clipped to the window in
+// proportion to the part of end_time − start_time inside it (all of it for
+// a task that lasted no time). Span's indexes, then task_gpus' primary
+// key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {
 	sel := prefixed("sp.", cols)
 	for i, c := range cols {
@@ -522,7 +319,7 @@ SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
 FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
 	var out []report.GPUSums
-	err := s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
 		out = append(out, report.GPUSums{})
 		g := &out[len(out)-1]
 		dest, done := gpuScan(g)
@@ -544,7 +341,7 @@ SELECT ` + list + `, ` + taskSumsSQL("") + `
 FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + fence[s.dialect] + `) sp
 GROUP BY ` + list
 	var only []int64
-	err = s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+	err = s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
 		base = append(base, report.TaskSums{})
 		only = append(only, 0)
 		t := &base[len(base)-1]
@@ -585,7 +382,7 @@ FROM (
 GROUP BY ` + list
 	var tasks []report.TaskSums
 	var gpus []report.GPUSums
-	err := s.scanReport(ctx, q, w, len(cols), func(vals []string) ([]any, func()) {
+	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
 		tasks, gpus = append(tasks, report.TaskSums{}), append(gpus, report.GPUSums{})
 		t, g := &tasks[len(tasks)-1], &gpus[len(gpus)-1]
 		gdest, gdone := gpuScan(g)
@@ -601,40 +398,4 @@ GROUP BY ` + list
 		return nil, nil, err
 	}
 	return tasks, gpus, nil
-}
-
-func prefixed(p string, cols []string) []string {
-	out := make([]string, len(cols))
-	for i, c := range cols {
-		out[i] = p + c
-	}
-	return out
-}
-
-// scanReport runs q and scans each row: its first n columns are the
-// group's key values, the rest go to the destinations row returns (it is
-// called once per row, with the values the key columns will hold once the
-// row is scanned; done runs then).
-func (s *Store) scanReport(ctx context.Context, q string, w report.Window, n int, row func(vals []string) (dest []any, done func())) error {
-	rows, err := s.reportQuery(ctx, q, w, "")
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		vals := make([]string, n)
-		dest := make([]any, 0, n+24)
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		more, done := row(vals)
-		if err := rows.Scan(append(dest, more...)...); err != nil {
-			return fmt.Errorf("store: report: %w", err)
-		}
-		done()
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: report: %w", err)
-	}
-	return nil
 }

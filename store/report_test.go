@@ -360,23 +360,6 @@ func TestReportQueueWaitByPriority(t *testing.T) {
 	})
 }
 
-// separateQueries is the store seen as a plain report.Source: Compute
-// asks ReportTasks and ReportGPUs apart (and ReportTasks again without
-// model), as it did before ReportSums.
-type separateQueries struct{ s *store.Store }
-
-func (q separateQueries) ReportTasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
-	return q.s.ReportTasks(ctx, w, keys)
-}
-
-func (q separateQueries) ReportGPUs(ctx context.Context, w report.Window, keys []string) ([]report.GPUSums, error) {
-	return q.s.ReportGPUs(ctx, w, keys)
-}
-
-func (q separateQueries) ReportMetric(ctx context.Context, w report.Window, keys []string, metric string) ([]report.MetricSums, error) {
-	return q.s.ReportMetric(ctx, w, keys, metric)
-}
-
 // ReportSums' passes answer the reports of the separate queries byte for
 // byte, for every key alone, model with another key, with and without a
 // scope (unscoped, the groups leave project and owner out), on both
@@ -418,7 +401,7 @@ func TestReportSumsEqualsSeparateQueries(t *testing.T) {
 				}
 				for _, by := range bys {
 					for _, scope := range []func(string, string) bool{nil, all, some} {
-						want := run(separateQueries{s}, by, scope)
+						want := run(store.SeparateQueriesForTest(s), by, scope)
 						if got := run(s, by, scope); got != want {
 							t.Errorf("by %v (scope %v): ReportSums answers\n%s\nthe separate queries\n%s", by, scope != nil, got, want)
 						}

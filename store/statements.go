@@ -159,7 +159,8 @@ var (
 
 	// heartbeatTaskID: a heartbeat of a sender that sees every task (nil
 	// scope) is this one statement, every open task under the task_id at
-	// once (MONITOR.md section 11: a heartbeat updates each); on
+	// once (docs/monitor.md, Teams sharing one monitor: a heartbeat
+	// updates each); on
 	// PostgreSQL the heartbeats waiting together are these statements in
 	// one pipeline (hbBatcher, batch.go). "end_time IS NULL" is written
 	// inside a CASE so that no planner may take it for the predicate of

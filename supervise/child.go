@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/command"
+	"github.com/paddle-entrypoint/paddle-entrypoint/earlysignal"
 	"golang.org/x/sys/unix"
 )
 
@@ -114,7 +115,7 @@ func signalName(s syscall.Signal) string {
 	if n := unix.SignalName(s); n != "" {
 		return n
 	}
-	if s >= 34 && s <= maxSignal {
+	if s >= 34 && s <= earlysignal.MaxSignal {
 		return "SIGRTMIN+" + strconv.Itoa(int(s)-34)
 	}
 	return "signal " + strconv.Itoa(int(s))

@@ -2,9 +2,9 @@ package supervise
 
 import (
 	"os"
-	"os/signal"
-	"slices"
 	"syscall"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/earlysignal"
 )
 
 // neverForwarded are signals the supervisor takes (so that one sent with
@@ -15,35 +15,6 @@ var neverForwarded = map[syscall.Signal]bool{
 	syscall.SIGTTIN: true, syscall.SIGTTOU: true,
 	syscall.SIGSEGV: true, syscall.SIGBUS: true, syscall.SIGILL: true, syscall.SIGFPE: true,
 	syscall.SIGTRAP: true, syscall.SIGSYS: true, syscall.SIGABRT: true,
-}
-
-// maxSignal is the highest real-time signal on Linux.
-const maxSignal = 64
-
-// catchable returns the signals the supervisor catches: every one but
-// SIGKILL and SIGSTOP (which cannot be), SIGCHLD (the reaper's), SIGURG (the
-// Go runtime's own preemption signal: one sent with kill is ignored, its
-// default), and those the caller ignored, which stay ignored, for the
-// command too, and are not forwarded.
-func catchable() []os.Signal {
-	var out []os.Signal
-	for n := 1; n <= maxSignal; n++ {
-		s := syscall.Signal(n)
-		switch s {
-		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG:
-			continue
-		case syscall.SIGPROF, 32, 33, 34:
-			// The Go runtime's own (profiling; glibc's and musl's
-			// internal signals): os/signal cannot catch them, so
-			// they cannot be forwarded (docs/supervise.md).
-			continue
-		}
-		if signal.Ignored(s) {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // Signals passes caught signals to the command, or to its process group.
@@ -63,20 +34,15 @@ func NewSignals() *Signals {
 	return &Signals{ch: make(chan os.Signal, 64), caught: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Catch catches every catchable signal. os/signal enables signals one at a
+// Catch catches every catchable signal (earlysignal.Catchable), but those
+// Also brings. os/signal enables signals one at a
 // time, each a round trip to the Go runtime's signal thread (about a
 // millisecond for the 60 of them), so the caller runs it in the background
 // while the start-up work goes on; Run waits for it before the command
 // starts. Signals caught before the command starts are kept (up to the
 // channel's size) and forwarded then.
 func (f *Signals) Catch() {
-	var sigs []os.Signal
-	for _, s := range catchable() {
-		if !slices.Contains(f.alsoSigs, s) {
-			sigs = append(sigs, s)
-		}
-	}
-	signal.Notify(f.ch, sigs...)
+	earlysignal.CatchAll(f.ch, f.alsoSigs)
 	close(f.caught)
 }
 

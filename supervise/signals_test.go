@@ -3,6 +3,8 @@ package supervise
 import (
 	"syscall"
 	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/earlysignal"
 )
 
 func TestSignalName(t *testing.T) {
@@ -18,7 +20,7 @@ func TestSignalName(t *testing.T) {
 
 func TestCatchable(t *testing.T) {
 	caught := map[syscall.Signal]bool{}
-	for _, s := range catchable() {
+	for _, s := range earlysignal.Catchable() {
 		caught[s.(syscall.Signal)] = true
 	}
 	for _, s := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG} {

@@ -10,7 +10,11 @@
 // so `promtool check metrics` passes and node_exporter reads it without a
 // scrape error; every series carries task_id; each family has a fixed set of
 // label names in a file (a MIG task's GPU family adds GPU_I_ID and
-// GPU_I_PROFILE), all valid under Prometheus' legacy naming rules.
+// GPU_I_PROFILE), all valid under Prometheus' legacy naming rules. Each GPU
+// (instance) also has its share of the physical GPU, labelled as the
+// monitor's paddle_task_gpu_share, so a MIG instance or a time-sliced GPU
+// counts at its share where Prometheus reads this file instead of the
+// monitor (deploy/prometheus/paddle-rules.yml).
 package textfile
 
 import (
@@ -50,6 +54,7 @@ const (
 	InfoName      = "paddle_task_info"
 	GPUInfoName   = "paddle_task_gpu_info"
 	StartTimeName = "paddle_task_start_time_seconds"
+	GPUShareName  = "paddle_task_gpu_share"
 )
 
 var (
@@ -63,6 +68,9 @@ var (
 	// scrape error, and Prometheus reads an absent label as empty.
 	gpuInfoMIGLabels = append(slices.Clone(gpuInfoLabels), "GPU_I_ID", "GPU_I_PROFILE")
 	startLabels      = []string{"task_id"}
+	// gpuShareLabels are the monitor's for the same series: GPU_I_ID is
+	// empty for a whole GPU.
+	gpuShareLabels = []string{"task_id", "project", "owner", "UUID", "GPU_I_ID"}
 )
 
 // HELP texts are constant: node_exporter drops a family whose HELP differs
@@ -71,22 +79,29 @@ const (
 	infoHelp    = "Labels of a task started by paddle-entrypoint; always 1."
 	gpuInfoHelp = "One series per GPU of a task, by the GPU's UUID as dcgm-exporter labels it; always 1."
 	startHelp   = "When the task started, in Unix seconds."
+	shareHelp   = "The fraction of the physical GPU the task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU."
 )
 
 // FileName returns the file name of the task.
 func FileName(taskID string) string { return Prefix + taskID + Suffix }
 
 // Render returns the exposition text of the task: its info series, one
-// GPU info series per GPU with a UUID, and its start time.
+// GPU info series and one share series per GPU with a UUID, and its start
+// time.
 func Render(s *labels.Set, gpus []gpu.Device) ([]byte, error) {
 	fams := []*dto.MetricFamily{family(InfoName, infoHelp, gauge(1, infoLabels,
 		s.TaskID, s.TaskName, s.Project, s.Owner, s.Priority, s.Env, s.Pipeline, s.Step, s.Hostname))}
-	var perGPU []*dto.Metric
+	var perGPU, shares []*dto.Metric
 	mig := slices.ContainsFunc(gpus, func(d gpu.Device) bool { return d.MIG != nil })
 	for _, d := range gpus {
 		if !labels.ValidName(d.UUID, "") {
 			continue
 		}
+		instance := ""
+		if d.MIG != nil {
+			instance = strconv.Itoa(d.MIG.GPUInstanceID)
+		}
+		shares = append(shares, gauge(Share(d), gpuShareLabels, s.TaskID, s.Project, s.Owner, d.UUID, instance))
 		if !mig {
 			perGPU = append(perGPU, gauge(1, gpuInfoLabels, s.TaskID, s.Project, s.Owner, s.Hostname, d.UUID, d.Name))
 			continue
@@ -98,7 +113,8 @@ func Render(s *labels.Set, gpus []gpu.Device) ([]byte, error) {
 		perGPU = append(perGPU, gauge(1, gpuInfoMIGLabels, s.TaskID, s.Project, s.Owner, s.Hostname, d.UUID, d.Name, id, profile))
 	}
 	if len(perGPU) > 0 {
-		fams = append(fams, family(GPUInfoName, gpuInfoHelp, perGPU...))
+		fams = append(fams, family(GPUInfoName, gpuInfoHelp, perGPU...),
+			family(GPUShareName, shareHelp, shares...))
 	}
 	fams = append(fams, family(StartTimeName, startHelp, gauge(float64(s.StartTime), startLabels, s.TaskID)))
 	var buf bytes.Buffer
@@ -108,6 +124,20 @@ func Render(s *labels.Set, gpus []gpu.Device) ([]byte, error) {
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// Share is the fraction of its physical GPU that d stands for: a MIG
+// instance's slices / total slices (whatever else was set), else the share
+// the probe set (PADDLE_GPU_SHARE for a whole GPU) when it is in (0, 1],
+// else 1.
+func Share(d gpu.Device) float64 {
+	if d.MIG != nil && d.MIG.Slices > 0 && d.MIG.TotalSlices >= d.MIG.Slices {
+		return float64(d.MIG.Slices) / float64(d.MIG.TotalSlices)
+	}
+	if d.Share > 0 && d.Share <= 1 {
+		return d.Share
+	}
+	return 1
 }
 
 func family(name, help string, ms ...*dto.Metric) *dto.MetricFamily {

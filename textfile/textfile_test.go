@@ -41,6 +41,10 @@ paddle_task_info{task_id="job-7",task_name="resnet50",project="视觉",owner="an
 # TYPE paddle_task_gpu_info gauge
 paddle_task_gpu_info{task_id="job-7",project="视觉",owner="ann@example.com",hostname="node-3",UUID="GPU-5a3c0f0e-8a1b-2c3d-4e5f-60718293a4b5",gpu_model="NVIDIA H100 80GB HBM3"} 1
 paddle_task_gpu_info{task_id="job-7",project="视觉",owner="ann@example.com",hostname="node-3",UUID="GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",gpu_model="Tesla \"T4\""} 1
+# HELP paddle_task_gpu_share The fraction of the physical GPU the task holds on this GPU (instance): 1 for a whole GPU, slices / total slices for a MIG instance, the platform's share for a time-sliced or MPS GPU.
+# TYPE paddle_task_gpu_share gauge
+paddle_task_gpu_share{task_id="job-7",project="视觉",owner="ann@example.com",UUID="GPU-5a3c0f0e-8a1b-2c3d-4e5f-60718293a4b5",GPU_I_ID=""} 1
+paddle_task_gpu_share{task_id="job-7",project="视觉",owner="ann@example.com",UUID="GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",GPU_I_ID=""} 1
 # HELP paddle_task_start_time_seconds When the task started, in Unix seconds.
 # TYPE paddle_task_start_time_seconds gauge
 paddle_task_start_time_seconds{task_id="job-7"} 1.73295e+09
@@ -63,7 +67,7 @@ func TestRender(t *testing.T) {
 }
 
 func TestLabelNamesAreLegacyValid(t *testing.T) {
-	for _, names := range [][]string{infoLabels, gpuInfoLabels, startLabels} {
+	for _, names := range [][]string{infoLabels, gpuInfoLabels, startLabels, gpuShareLabels} {
 		if names[0] != "task_id" {
 			t.Errorf("%v: task_id is not the first label", names)
 		}
@@ -360,9 +364,42 @@ paddle_task_gpu_info{task_id="job-9",project="nlp",owner="cy",hostname="node-3",
 	if !strings.Contains(string(got), want) {
 		t.Errorf("Render =\n%s\nwant the GPU series\n%s", got, want)
 	}
+	// Each instance at its slices / 7, whatever share the probe set; the
+	// whole GPU of the same task at 1.
+	want = `paddle_task_gpu_share{task_id="job-9",project="nlp",owner="cy",UUID="GPU-11111111-2222-3333-4444-555555555555",GPU_I_ID="7"} 0.14285714285714285
+paddle_task_gpu_share{task_id="job-9",project="nlp",owner="cy",UUID="GPU-11111111-2222-3333-4444-555555555555",GPU_I_ID="2"} 0.42857142857142855
+paddle_task_gpu_share{task_id="job-9",project="nlp",owner="cy",UUID="GPU-66666666-7777-8888-9999-000000000000",GPU_I_ID=""} 1
+`
+	if !strings.Contains(string(got), want) {
+		t.Errorf("Render =\n%s\nwant the share series\n%s", got, want)
+	}
 	for _, n := range gpuInfoMIGLabels {
 		if !model.LegacyValidation.IsValidLabelName(n) {
 			t.Errorf("label name %q is not valid under the legacy rules", n)
+		}
+	}
+}
+
+// The share of each kind of GPU entry: a MIG instance's slices whatever
+// the probe set, a time-sliced GPU's PADDLE_GPU_SHARE, 1 otherwise (also
+// for a share out of (0, 1] and for MIG attributes NVML could not give).
+func TestShare(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    gpu.Device
+		want float64
+	}{
+		{"whole GPU, share unset", gpu.Device{UUID: "GPU-a"}, 1},
+		{"time-sliced four ways", gpu.Device{UUID: "GPU-a", Share: 0.25}, 0.25},
+		{"a share over 1", gpu.Device{UUID: "GPU-a", Share: 7}, 1},
+		{"a negative share", gpu.Device{UUID: "GPU-a", Share: -0.5}, 1},
+		{"MIG 1g of 7", gpu.Device{UUID: "GPU-a", Share: 1, MIG: &gpu.MIG{Slices: 1, TotalSlices: 7}}, 1.0 / 7},
+		{"MIG 3g of 7, a forged share", gpu.Device{UUID: "GPU-a", Share: 0.001, MIG: &gpu.MIG{Slices: 3, TotalSlices: 7}}, 3.0 / 7},
+		{"MIG without slice counts", gpu.Device{UUID: "GPU-a", Share: 0.5, MIG: &gpu.MIG{}}, 0.5},
+		{"MIG with more slices than the GPU", gpu.Device{UUID: "GPU-a", MIG: &gpu.MIG{Slices: 9, TotalSlices: 7}}, 1},
+	} {
+		if got := Share(c.d); got != c.want {
+			t.Errorf("%s: Share = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

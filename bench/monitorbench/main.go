@@ -211,7 +211,7 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// goals writes the table of MONITOR.md's targets against this run's
+// goals writes the table of the monitor's targets (docs/benchmarks.md, Goals) against this run's
 // figures, per store; a figure not measured in this run is left out.
 func goals(md *strings.Builder, envs ...*env) {
 	type goal struct {
@@ -263,7 +263,7 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"the same by model ≤ 2 s", atMost("report.model", 2, "s")},
 		{"/metrics with 20,000 open tasks × 8 GPUs ≤ 1 s", atMost("metrics.seconds", 1, "ms")},
 	}
-	fmt.Fprintf(md, "\n### Goals (MONITOR.md section 7)\n\n| goal |")
+	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {
 		fmt.Fprintf(md, " %s |", e.store)
 	}

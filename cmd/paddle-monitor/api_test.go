@@ -332,7 +332,8 @@ func TestTokens(t *testing.T) {
 		forged := regBody("v-1", "vision", "mallory@example.com", 1) // v-1 exists: 403, never 409
 		expect(t, s.do(t, registerReq(forged, "s-secret")), 403, "")
 		// Writes of tasks outside the token's scope answer as for an
-		// unused task_id (MONITOR.md 11): a completion waits (200
+		// unused task_id (docs/monitor.md, Teams sharing one monitor): a
+		// completion waits (200
 		// pending), a heartbeat is 404.
 		a = s.do(t, post("/v1/task/complete", completeBody("v-1", 0, 1794703600), "s-secret"))
 		expect(t, a, 200, "")

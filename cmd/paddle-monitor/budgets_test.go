@@ -1,6 +1,6 @@
 package main
 
-// Black-box tests of budgets (MONITOR.md section 9) on the built
+// Black-box tests of budgets (docs/cost.md, Budgets) on the built
 // paddle-monitor: `report --budgets` and `serve --budgets` over the
 // fixture (report/testdata/README.md computes every figure by hand), bad
 // budgets files refused at start, and the project month series of

@@ -6,11 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 )
 
 // commands are the subcommands, in the order usage lists them: each line
@@ -131,76 +131,45 @@ func versionCmd(args []string, stdout io.Writer) error {
 	return err
 }
 
-// env is a setting's environment variable: the flag wins over it.
-type env struct {
-	fs *pflag.FlagSet
+// Settings that come from flags and the environment are settings tables
+// (package settings) with the Refuse policy: a deployment's settings are
+// its own, so a malformed variable stops the command, naming it
+// (docs/monitor.md).
+
+// entry is one setting of a command whose settings struct is T.
+type entry[T any] = settings.Entry[T]
+
+// str stores a string setting in the field field returns.
+func str[T any](field func(*T) *string) func(*T, string) error {
+	return func(c *T, s string) error { *field(c) = s; return nil }
 }
 
-// str defines a string flag whose default comes from the variable when set.
-func (e env) str(name, variable, def, help string) *string {
-	if v, ok := os.LookupEnv(variable); ok && v != "" {
-		def = v
+// sourceEntries are the settings serve and report share: the database
+// (a secret: PADDLE_MONITOR_DB_FILE may name a file holding it), the
+// prices and the budgets.
+func sourceEntries[T any](src func(*T) *sources, pricesDoc, budgetsDoc string) []entry[T] {
+	return []entry[T]{
+		{Flag: "db", Var: "PADDLE_MONITOR_DB", Type: "string", Default: "paddle-monitor.db", Doc: "SQLite file, or postgres:// URL", Secret: true,
+			Parse: str(func(c *T) *string { return &src(c).db })},
+		{Flag: "prices", Var: "PADDLE_MONITOR_PRICES", Type: "string", Doc: pricesDoc,
+			Parse: str(func(c *T) *string { return &src(c).prices })},
+		{Flag: "budgets", Var: "PADDLE_MONITOR_BUDGETS", Type: "string", Doc: budgetsDoc,
+			Parse: str(func(c *T) *string { return &src(c).budgets })},
 	}
-	return e.fs.String(name, def, help+" (env "+variable+")")
 }
 
-// secret is str for a setting that may hold a password (the database
-// URL): when the variable is unset, VARIABLE_FILE names a file holding the
-// value (surrounding whitespace trimmed), so that it need not sit in the
-// environment of every process or in a unit file.
-func (e env) secret(name, variable, def, help string) (*string, error) {
-	if v := os.Getenv(variable); v == "" {
-		if path := os.Getenv(variable + "_FILE"); path != "" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return nil, fmt.Errorf("%s_FILE: %w", variable, err)
-			}
-			if def = strings.TrimSpace(string(b)); def == "" {
-				return nil, fmt.Errorf("%s_FILE: %s is empty", variable, path)
-			}
-		}
-	}
-	return e.str(name, variable, def, help+" (or a file named by "+variable+"_FILE)"), nil
-}
+// sources are where serve and report read tasks, prices and budgets.
+type sources struct{ db, prices, budgets string }
 
-// duration is str for a Go duration; a bad value in the variable is an error
-// naming it.
-func (e env) duration(name, variable string, def time.Duration, help string) (*time.Duration, error) {
-	if v, ok := os.LookupEnv(variable); ok && v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%s=%q: not a positive Go duration (such as 168h)", variable, v)
-		}
-		def = d
+// resolve reads a command's settings after its flags are parsed: a
+// malformed flag is a usage error naming the command, a malformed
+// variable an error naming it (exit 1).
+func resolve[T any](t settings.Table[T], dst *T, fs *pflag.FlagSet) error {
+	_, err := t.Resolve(dst, fs, os.LookupEnv)
+	if fe, ok := errors.AsType[*settings.FlagError](err); ok {
+		return fmt.Errorf("%w: %s: --%s: %v", errUsage, fs.Name(), fe.Flag, fe.Err)
 	}
-	return e.fs.Duration(name, def, help+" (env "+variable+")"), nil
-}
-
-// integer is str for a whole number; a bad value in the variable is an
-// error naming it.
-func (e env) integer(name, variable string, def int, help string) (*int, error) {
-	if v, ok := os.LookupEnv(variable); ok && v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s=%q: not a positive whole number", variable, v)
-		}
-		def = n
-	}
-	return e.fs.Int(name, def, help+" (env "+variable+")"), nil
-}
-
-// boolean is str for a flag without a value (the variable: 1/true/0/false).
-func (e env) boolean(name, variable, help string) (*bool, error) {
-	def := false
-	switch v := strings.ToLower(os.Getenv(variable)); v {
-	case "":
-	case "1", "true", "yes":
-		def = true
-	case "0", "false", "no":
-	default:
-		return nil, fmt.Errorf("%s=%q: must be 1 or 0", variable, v)
-	}
-	return e.fs.Bool(name, def, help+" (env "+variable+")"), nil
+	return err
 }
 
 // newLogger builds the slog logger of --log-level and --log-format.

@@ -5,25 +5,34 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 )
 
 // TestKubernetesManifest: deploy/kubernetes decodes strictly into the
 // Kubernetes types (a misspelt field fails), takes the database URL from a
-// Secret, probes /healthz, and its settings are ones serve knows.
+// Secret and the prices and budgets from its ConfigMap (files the report
+// package accepts), protects /metrics, probes /healthz, serves on the
+// Service's port 8080, and its settings are ones serve knows.
 func TestKubernetesManifest(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/kubernetes/paddle-monitor.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	docs := bytes.Split(b, []byte("\n---\n"))
-	if len(docs) != 2 {
-		t.Fatalf("%d documents, want a Deployment and a Service", len(docs))
+	if len(docs) != 3 {
+		t.Fatalf("%d documents, want a Deployment, a Service and a ConfigMap", len(docs))
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(docs[2], &cm); err != nil || cm.Kind != "ConfigMap" {
+		t.Fatalf("ConfigMap: %v (%s)", err, cm.Kind)
 	}
 	var d appsv1.Deployment
 	if err := yaml.UnmarshalStrict(docs[0], &d); err != nil {
@@ -52,10 +61,54 @@ func TestKubernetesManifest(t *testing.T) {
 	if c.ReadinessProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("probes do not use /healthz")
 	}
+	if !slices.Contains(c.Args, "--metrics-auth") {
+		t.Errorf("serve %q: /metrics without --metrics-auth tells anyone who runs what and what each project spends", c.Args)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 || svc.Name != "paddle-monitor" || svc.Namespace != "paddle" {
+		t.Errorf("Service %s/%s ports %+v, want paddle/paddle-monitor on 8080", svc.Namespace, svc.Name, svc.Spec.Ports)
+	}
+	// The prices and budgets: the ConfigMap mounted where the arguments
+	// look, holding files the report package loads together.
+	var mountPath string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Name {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name {
+					mountPath = m.MountPath
+				}
+			}
+		}
+	}
+	if mountPath == "" {
+		t.Fatalf("the ConfigMap %s is not mounted", cm.Name)
+	}
+	dir := t.TempDir()
+	args := slices.Clone(c.Args)
+	for i, a := range args {
+		if strings.HasPrefix(a, mountPath+"/") {
+			name := strings.TrimPrefix(a, mountPath+"/")
+			if _, ok := cm.Data[name]; !ok {
+				t.Errorf("argument %s names a file the ConfigMap does not hold", a)
+			}
+			args[i] = filepath.Join(dir, name)
+		}
+	}
+	for name, data := range cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prices, err := report.LoadPrices(filepath.Join(dir, "prices.json"))
+	if err != nil {
+		t.Errorf("the ConfigMap's prices: %v", err)
+	}
+	if _, err := report.LoadBudgets(filepath.Join(dir, "budgets.json"), prices, "prices.json"); err != nil {
+		t.Errorf("the ConfigMap's budgets: %v", err)
+	}
 	// The arguments are accepted by the real binary: serve with them and
 	// the variables that are not secrets parses (it then fails on the
 	// tokens file, which does not exist here).
-	r := runMonitorEnv(t, t.TempDir(), []string{"PADDLE_MONITOR_LOG_FORMAT=json"}, c.Args...)
+	r := runMonitorEnv(t, t.TempDir(), []string{"PADDLE_MONITOR_LOG_FORMAT=json"}, args...)
 	if r.code != 1 || !strings.Contains(r.stderr, "tokens file: open /etc/paddle-monitor/tokens.json") {
 		t.Errorf("serve %v: exit %d %s", c.Args, r.code, r.stderr)
 	}

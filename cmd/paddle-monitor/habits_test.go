@@ -1,6 +1,6 @@
 package main
 
-// Black-box tests of the habits of MONITOR.md section 12 on the built
+// Black-box tests of the command line's habits on the built
 // paddle-monitor: the report's default window and --month, one version
 // format, each subcommand's own --help, and `token --add-to`.
 

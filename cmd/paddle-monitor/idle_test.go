@@ -1,6 +1,6 @@
 package main
 
-// Black-box tests of idle detection (MONITOR.md section 9) on the built
+// Black-box tests of idle detection (docs/cost.md, Idle tasks) on the built
 // paddle-monitor, on SQLite and PostgreSQL: heartbeats with gpus set each
 // GPU's latest utilisation and the task's idle_since, GET
 // /v1/tasks?state=idle lists the idle tasks with their cost so far, and

@@ -1,7 +1,7 @@
 package main
 
 // Black-box tests of GPU shares, MIG instances and energy on the built
-// paddle-monitor (MONITOR.md section 8): what the store keeps, which claims
+// paddle-monitor (docs/cost.md, MIG instances and shared GPUs): what the store keeps, which claims
 // end, and the /metrics series, on SQLite and PostgreSQL.
 
 import (
@@ -66,7 +66,8 @@ func claimEnded(t *testing.T, s *server, token, id string, i int) any {
 // ends a whole-GPU claim on its parent and the other way round. /metrics
 // shows the survivors with GPU_I_ID, GPU_I_PROFILE and their share. The
 // same without a tokens file (every task in one scope) and with a token of
-// the project's own (the store's scoped claim checks: MONITOR.md 11).
+// the project's own (the store's scoped claim checks: docs/monitor.md,
+// Teams sharing one monitor).
 func TestGPUInstanceClaims(t *testing.T) {
 	for _, scoped := range []bool{false, true} {
 		name := "open"

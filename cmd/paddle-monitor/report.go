@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
@@ -30,13 +30,7 @@ const reportTimeout = 10 * time.Minute
 func reportCmd(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
-	if err != nil {
-		return err
-	}
-	pricesFile := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON)")
-	budgetsFile := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")
+	reportSettings.Define(fs)
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
@@ -51,7 +45,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
 	}
+	var src sources
+	if err := resolve(reportSettings, &src, fs); err != nil {
+		return err
+	}
+	db, pricesFile, budgetsFile := &src.db, &src.prices, &src.budgets
 	q := report.Query{}
+	var err error
 	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month,
 		FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(time.Now())
 	if err != nil {
@@ -100,13 +100,22 @@ func reportCmd(args []string, stdout io.Writer) error {
 	return report.WriteTableWith(stdout, rep, report.TableOptions{Columns: *columns, Wide: *wide})
 }
 
+// reportSettings are report's settings from the environment too: the
+// database, the prices and the budgets, as for serve.
+var reportSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c },
+	"GPU prices file (JSON)", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")}
+
 // badQuery is a usage error of the report's query, as report says it (its
-// parameter names after prefix) without report.ErrBadQuery's own words.
+// rule, naming the parameter after prefix) without report.ErrBadQuery's
+// own words.
 func badQuery(err error, prefix string) error {
-	return fmt.Errorf("%w: %s%s", errUsage, prefix, strings.TrimPrefix(err.Error(), report.ErrBadQuery.Error()+": "))
+	if qe, ok := errors.AsType[*report.QueryError](err); ok {
+		return fmt.Errorf("%w: %s%s", errUsage, prefix, qe.Rule)
+	}
+	return fmt.Errorf("%w: %s%w", errUsage, prefix, err)
 }
 
-// mountReport adds what issue 12 serves to a monitor: GET /v1/report, the
+// mountReport adds the report's parts to a monitor: GET /v1/report, the
 // page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {

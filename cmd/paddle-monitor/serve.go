@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
@@ -29,78 +32,67 @@ const shutdownGrace = 10 * time.Second
 
 // serveConfig is serve's settings after flags and environment.
 type serveConfig struct {
-	listen, db, tokens, prices string
-	budgets                    string
-	openTTL, claimGrace        time.Duration
-	maxOpenPerToken            int
-	maxInFlight                int
-	metricsAuth                bool
-	log                        *slog.Logger
+	listen, tokens      string
+	sources             // db, prices, budgets
+	openTTL, claimGrace time.Duration
+	maxOpenPerToken     int
+	maxInFlight         int
+	metricsAuth         bool
+	level, format       string
+	log                 *slog.Logger
 }
+
+// serveSettings are serve's settings (docs/monitor.md, Settings).
+var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries: slices.Concat([]entry[serveConfig]{
+	{Flag: "listen", Var: "PADDLE_MONITOR_LISTEN", Type: "string", Default: "127.0.0.1:8080", Doc: "address to listen on",
+		Parse: str(func(c *serveConfig) *string { return &c.listen })},
+	{Flag: "tokens", Var: "PADDLE_MONITOR_TOKENS", Type: "string", Doc: "tokens file (JSON); none: everything open",
+		Parse: str(func(c *serveConfig) *string { return &c.tokens })},
+}, sourceEntries(func(c *serveConfig) *sources { return &c.sources },
+	"GPU prices file (JSON) for the report", "monthly budgets of projects (JSON); a cost budget needs --prices"), []entry[serveConfig]{
+	{Flag: "log-level", Var: "PADDLE_MONITOR_LOG", Type: "string", Default: "info", Doc: "debug, info, warn or error",
+		Parse: str(func(c *serveConfig) *string { return &c.level })},
+	{Flag: "log-format", Var: "PADDLE_MONITOR_LOG_FORMAT", Type: "string", Default: "text", Doc: "text or json",
+		Parse: str(func(c *serveConfig) *string { return &c.format })},
+	{Flag: "open-ttl", Var: "PADDLE_MONITOR_OPEN_TTL", Type: "duration", Default: (168 * time.Hour).String(),
+		Doc:   "open tasks not seen for this long leave /metrics",
+		Parse: func(c *serveConfig, s string) (err error) { c.openTTL, err = settings.PositiveDuration(s); return err }},
+	{Flag: "claim-grace", Var: "PADDLE_MONITOR_CLAIM_GRACE", Type: "duration", Default: store.DefaultClaimGrace.String(),
+		Doc: "a task of another token's scope keeps its GPU claim until not seen for this long",
+		Parse: func(c *serveConfig, s string) (err error) {
+			c.claimGrace, err = settings.PositiveDuration(s)
+			return err
+		}},
+	{Flag: "max-open-per-token", Var: "PADDLE_MONITOR_MAX_OPEN_PER_TOKEN", Type: "int", Default: strconv.Itoa(store.DefaultMaxOpenPerToken),
+		Doc:   "open tasks and pending completions a token may have (admin tokens: no bound; no tokens file: for all)",
+		Parse: func(c *serveConfig, s string) (err error) { c.maxOpenPerToken, err = settings.Positive(s); return err }},
+	{Flag: "max-in-flight", Var: "PADDLE_MONITOR_MAX_IN_FLIGHT", Type: "int", Default: strconv.Itoa(monitor.DefaultMaxInFlight),
+		Doc:   "write requests handled at once (then 503 with Retry-After)",
+		Parse: func(c *serveConfig, s string) (err error) { c.maxInFlight, err = settings.Positive(s); return err }},
+	{Flag: "metrics-auth", Var: "PADDLE_MONITOR_METRICS_AUTH", Type: "bool", Default: "false", Alone: "true",
+		Doc:   "/metrics needs an admin token",
+		Parse: func(c *serveConfig, s string) (err error) { c.metricsAuth, err = settings.Bool(s); return err }},
+})}
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	e := env{fs}
-	c := &serveConfig{}
-	listen := e.str("listen", "PADDLE_MONITOR_LISTEN", "127.0.0.1:8080", "address to listen on")
-	db, err := e.secret("db", "PADDLE_MONITOR_DB", "paddle-monitor.db", "SQLite file, or postgres:// URL")
-	if err != nil {
-		return nil, err
-	}
-	tokens := e.str("tokens", "PADDLE_MONITOR_TOKENS", "", "tokens file (JSON); none: everything open")
-	prices := e.str("prices", "PADDLE_MONITOR_PRICES", "", "GPU prices file (JSON) for the report")
-	budgets := e.str("budgets", "PADDLE_MONITOR_BUDGETS", "", "monthly budgets of projects (JSON); a cost budget needs --prices")
-	level := e.str("log-level", "PADDLE_MONITOR_LOG", "info", "debug, info, warn or error")
-	format := e.str("log-format", "PADDLE_MONITOR_LOG_FORMAT", "text", "text or json")
-	ttl, err := e.duration("open-ttl", "PADDLE_MONITOR_OPEN_TTL", 168*time.Hour, "open tasks not seen for this long leave /metrics")
-	if err != nil {
-		return nil, err
-	}
-	grace, err := e.duration("claim-grace", "PADDLE_MONITOR_CLAIM_GRACE", store.DefaultClaimGrace,
-		"a task of another token's scope keeps its GPU claim until not seen for this long")
-	if err != nil {
-		return nil, err
-	}
-	maxOpen, err := e.integer("max-open-per-token", "PADDLE_MONITOR_MAX_OPEN_PER_TOKEN", store.DefaultMaxOpenPerToken,
-		"open tasks and pending completions a token may have (admin tokens: no bound; no tokens file: for all)")
-	if err != nil {
-		return nil, err
-	}
-	inFlight, err := e.integer("max-in-flight", "PADDLE_MONITOR_MAX_IN_FLIGHT", monitor.DefaultMaxInFlight,
-		"write requests handled at once (then 503 with Retry-After)")
-	if err != nil {
-		return nil, err
-	}
-	metricsAuth, err := e.boolean("metrics-auth", "PADDLE_MONITOR_METRICS_AUTH", "/metrics needs an admin token")
-	if err != nil {
-		return nil, err
-	}
+	serveSettings.Define(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
 	}
-	if *ttl <= 0 {
-		return nil, fmt.Errorf("%w: --open-ttl must be positive", errUsage)
+	c := &serveConfig{}
+	if err := resolve(serveSettings, c, fs); err != nil {
+		return nil, err
 	}
-	if *grace <= 0 {
-		return nil, fmt.Errorf("%w: --claim-grace must be positive", errUsage)
-	}
-	if *maxOpen < 1 {
-		return nil, fmt.Errorf("%w: --max-open-per-token must be at least 1", errUsage)
-	}
-	if *inFlight < 1 {
-		return nil, fmt.Errorf("%w: --max-in-flight must be at least 1", errUsage)
-	}
-	if *metricsAuth && *tokens == "" {
+	if c.metricsAuth && c.tokens == "" {
 		return nil, fmt.Errorf("%w: --metrics-auth needs --tokens (an admin token must exist)", errUsage)
 	}
-	c.listen, c.db, c.tokens, c.prices, c.openTTL, c.metricsAuth = *listen, *db, *tokens, *prices, *ttl, *metricsAuth
-	c.claimGrace, c.maxOpenPerToken, c.maxInFlight = *grace, *maxOpen, *inFlight
-	c.budgets = *budgets
-	if c.log, err = newLogger(stderr, *level, *format); err != nil {
+	var err error
+	if c.log, err = newLogger(stderr, c.level, c.format); err != nil {
 		return nil, err
 	}
 	return c, nil

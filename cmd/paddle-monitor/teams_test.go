@@ -1,6 +1,6 @@
 package main
 
-// Black-box tests of MONITOR.md section 11, teams sharing one monitor: two
+// Black-box tests of teams sharing one monitor (docs/monitor.md): two
 // team tokens (search_*, ads_*) and an admin, as a hostile team would try
 // them.
 
@@ -108,7 +108,8 @@ func TestTaskIdentityPerScope(t *testing.T) {
 		if tb := taskOf(t, s, "/v1/tasks/pod-a", b); tb["project"] != "ads_ctr" || tb["same_task_id"] != nil {
 			t.Errorf("B's task pod-a: %v", tb)
 		}
-		// Within one scope section 3 stands: a different body is 409, the
+		// Within one scope the registration's rules stand: a different
+		// body is 409, the
 		// same 200.
 		expect(t, s.do(t, registerReq(teamReg("pod-a", "search_other", "ann@example.com", start, "GPU-pod-a"), a)), 409, "different body")
 		expect(t, s.do(t, registerReq(teamReg("pod-a", "search_rank", "ann@example.com", start, "GPU-pod-a"), a)), 200, "")
@@ -226,7 +227,8 @@ func TestTaskIdentityPerScope(t *testing.T) {
 }
 
 // TestOneScopeWithoutTokens: with no tokens file everything is one scope,
-// so section 3's rules are unchanged: another project under a stored id is
+// so the registration's rules are unchanged: another project under a
+// stored id is
 // 409, a completion applies to the one task.
 func TestOneScopeWithoutTokens(t *testing.T) {
 	s := startServer(t, storetest.SQLiteDSN(t))

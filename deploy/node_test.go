@@ -1,0 +1,153 @@
+package deploy
+
+// deploy/kubernetes/paddle-node.yaml, decoded strictly into the Kubernetes
+// types and judged by the Pod Security evaluator clusters run: what the
+// node agent needs (docs/node.md), and nothing it must not take (a GPU).
+// docs/kubernetes_apiserver_test.go creates its pod on a real API server.
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
+	"sigs.k8s.io/yaml"
+)
+
+func loadNodeAgent(t *testing.T) (*corev1.Namespace, *appsv1.DaemonSet) {
+	t.Helper()
+	b, err := os.ReadFile("kubernetes/paddle-node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := bytes.Split(b, []byte("\n---\n"))
+	if len(parts) != 2 {
+		t.Fatalf("%d documents, want a Namespace and a DaemonSet", len(parts))
+	}
+	var ns corev1.Namespace
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(parts[0], &ns); err != nil || ns.Kind != "Namespace" {
+		t.Fatalf("Namespace: %v (%s)", err, ns.Kind)
+	}
+	if err := yaml.UnmarshalStrict(parts[1], &ds); err != nil || ds.Kind != "DaemonSet" {
+		t.Fatalf("DaemonSet: %v (%s)", err, ds.Kind)
+	}
+	return &ns, &ds
+}
+
+func TestNodeAgentManifest(t *testing.T) {
+	ns, ds := loadNodeAgent(t)
+	spec := ds.Spec.Template.Spec
+	if ds.Namespace != ns.Name || ns.Labels[psaapi.EnforceLevelLabel] != string(psaapi.LevelPrivileged) {
+		t.Errorf("the DaemonSet is in %q; its namespace %q enforces %q, want privileged", ds.Namespace, ns.Name, ns.Labels[psaapi.EnforceLevelLabel])
+	}
+	if !spec.HostPID || spec.RuntimeClassName == nil || *spec.RuntimeClassName != "nvidia" {
+		t.Errorf("hostPID %v, runtimeClassName %v", spec.HostPID, spec.RuntimeClassName)
+	}
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
+		t.Fatalf("%d containers, %d init containers, want the agent alone", len(spec.Containers), len(spec.InitContainers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Add, "SYS_PTRACE") ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || sc.Privileged == nil || *sc.Privileged ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("securityContext %+v: want root with SYS_PTRACE, every other capability dropped, not privileged", sc)
+	}
+	// It must not take a GPU from training: no nvidia.com resource at all.
+	for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+		for r := range l {
+			if strings.HasPrefix(string(r), "nvidia.com/") {
+				t.Errorf("the agent asks for %s", r)
+			}
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if e := env["NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME is not the downward API's spec.nodeName: %+v", e)
+	}
+	if env["NVIDIA_VISIBLE_DEVICES"].Value != "all" {
+		t.Errorf("NVIDIA_VISIBLE_DEVICES %q, want all", env["NVIDIA_VISIBLE_DEVICES"].Value)
+	}
+	if _, ok := env["PADDLE_NODE_FINAL"]; ok {
+		t.Error("PADDLE_NODE_FINAL is set: every rolling update would end the nodes' capacity")
+	}
+	// The token from a Secret, at the file PADDLE_NODE_TOKEN_FILE names;
+	// the host paths the agent reads and writes.
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	tok := vols["token"]
+	if tok.Secret == nil || !strings.HasPrefix(env["PADDLE_NODE_TOKEN_FILE"].Value, mounts["token"]+"/") {
+		t.Errorf("the token: volume %+v at %q, PADDLE_NODE_TOKEN_FILE %q", tok, mounts["token"], env["PADDLE_NODE_TOKEN_FILE"].Value)
+	}
+	for name, path := range map[string]string{"pod-resources": "/var/lib/kubelet/pod-resources",
+		"cri-socket": "/run/containerd/containerd.sock", "spool": "/var/lib/paddle-node"} {
+		if v := vols[name]; v.HostPath == nil || v.HostPath.Path != path || mounts[name] != path {
+			t.Errorf("volume %s: %+v mounted at %q, want the host's %s at the same path", name, v.HostPath, mounts[name], path)
+		}
+	}
+	tolerates := false
+	for _, tl := range spec.Tolerations {
+		if tl.Key == "nvidia.com/gpu" && tl.Operator == corev1.TolerationOpExists && tl.Effect == corev1.TaintEffectNoSchedule {
+			tolerates = true
+		}
+	}
+	if !tolerates {
+		t.Errorf("no toleration of the nvidia.com/gpu NoSchedule taint: %+v", spec.Tolerations)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].HostPort != 9402 || !slices.Contains(c.Args, "0.0.0.0:9402") {
+		t.Errorf("ports %+v, args %q: want --listen on the host's port 9402", c.Ports, c.Args)
+	}
+	// Prometheus scrapes that port as job paddle-node.
+	for _, sc := range loadPromConfig(t).ScrapeConfigs {
+		if sc.JobName == "paddle-node" && (len(sc.StaticConfigs) == 0 || !strings.HasSuffix(sc.StaticConfigs[0].Targets[0], ":9402")) {
+			t.Errorf("the paddle-node scrape job's targets %+v are not port 9402", sc.StaticConfigs)
+		}
+	}
+}
+
+// Pod Security: the namespace's level admits the agent's pod; restricted
+// and baseline, what training namespaces run, refuse it (so it needs the
+// namespace of its own the manifest makes).
+func TestNodeAgentPodSecurity(t *testing.T) {
+	ns, ds := loadNodeAgent(t)
+	ev, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := ds.Spec.Template
+	check := func(level psaapi.Level) psapolicy.AggregateCheckResult {
+		return psapolicy.AggregateCheckResults(ev.EvaluatePod(psaapi.LevelVersion{Level: level, Version: psaapi.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec))
+	}
+	level, err := psaapi.ParseLevel(ns.Labels[psaapi.EnforceLevelLabel])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := check(level); !r.Allowed {
+		t.Errorf("refused by its namespace's level %s: %s", level, r.ForbiddenDetail())
+	}
+	for _, l := range []psaapi.Level{psaapi.LevelBaseline, psaapi.LevelRestricted} {
+		r := check(l)
+		if reason := r.ForbiddenReason(); r.Allowed || !strings.Contains(reason, "host namespaces") ||
+			!strings.Contains(reason, "hostPath volumes") && !strings.Contains(reason, "restricted volume types") {
+			t.Errorf("at %s: allowed %v (%s), want refused for hostPID and hostPath", l, r.Allowed, r.ForbiddenReason())
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// claim applies "one GPU instance runs one task" for the new task's GPU at
+// position i (on GPU instance gi, nil for a whole GPU; exclusive 1 when it
+// holds its whole instance): open tasks that started earlier on the same
+// instance lose their claim at the new task's start, and if a later task
+// already claims it (this registration came late, from a spool), the new
+// task's own claim ended when that one started. Which claims collide is
+// claimCollides' rule (statements.go). Both are ranges of task_gpus' own
+// indexes (its copy of each task's start and end), whatever the number of
+// open tasks.
+//
+// Across scopes a live task keeps its claim: another task's claim is ended,
+// or lets it end this one's, only when it is within the sender's scope or
+// has not been seen for the claim grace (a later task also when it has
+// completed); otherwise both claims stand, and OpenTasks serves both until
+// the older one is not seen for the grace. A sender that sees every task
+// (nil scope) runs the two range statements alone.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int64, i int, uuid string, now int64, gi *int64, exclusive int64) error {
+	c := claimArgs(gi, exclusive)
+	if r.From.Scope == nil {
+		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, append([]any{r.StartTime, uuid, r.StartTime, key}, c...)...); err != nil {
+			return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+		}
+		var later sql.NullInt64
+		if err := s.queryRow(ctx, tx, stmtLaterClaim, append([]any{uuid, r.StartTime, key}, c...)...).Scan(&later); err != nil {
+			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+		}
+		if later.Valid {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, later.Int64, key, i); err != nil {
+				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+			}
+		}
+		return nil
+	}
+	stale := now - int64(s.claimGrace/time.Second)
+	// yields tells whether the claim of task k gives way: within the
+	// sender's scope, not seen for the grace, or (a later one) completed.
+	yields := func(k int64, laterTask bool) (bool, error) {
+		var project, owner string
+		var seen int64
+		var ended bool
+		if err := s.queryRow(ctx, tx, stmtClaimTask, k).Scan(&project, &owner, &seen, &ended); err != nil {
+			return false, fmt.Errorf("store: register %s: claims: %w", r.TaskID, err)
+		}
+		return r.From.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
+	}
+	// Older claims: (task key, position).
+	older, err := s.pairs(ctx, tx, stmtOlderClaims, append([]any{uuid, r.StartTime, key}, c...)...)
+	if err != nil {
+		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
+	}
+	for _, c := range older {
+		ok, err := yields(c[0], false)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, r.StartTime, c[0], c[1]); err != nil {
+				return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+			}
+		}
+	}
+	// Later claims: (task key, start_time).
+	later, err := s.pairs(ctx, tx, stmtLaterClaims, append([]any{uuid, r.StartTime, key}, c...)...)
+	if err != nil {
+		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+	}
+	for _, l := range later {
+		ok, err := yields(l[0], true)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, l[1], key, i); err != nil {
+				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// pairs runs a statement of two integer columns and returns its rows.
+func (s *Store) pairs(ctx context.Context, q querier, st *stmt, args ...any) ([][2]int64, error) {
+	rows, err := s.query(ctx, q, st, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][2]int64
+	for rows.Next() {
+		var p [2]int64
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// claimArgs are the arguments of the claim statements' collision rule
+// (claimCollides) for a new claim on GPU instance gi (nil: a whole GPU)
+// that holds its whole instance when exclusive is 1.
+func claimArgs(gi *int64, exclusive int64) []any {
+	g := int64(-1)
+	if gi != nil {
+		g = *gi
+	}
+	return []any{g, exclusive, g, g, exclusive}
+}
+
+// share is the entry's share as the store keeps it: the registration's,
+// else slices / total_slices for MIG, else 1.
+func (g RegisteredGPU) share() float64 {
+	if g.Share > 0 {
+		return g.Share
+	}
+	if m := g.MIG; m != nil && m.Slices != nil && m.TotalSlices != nil && *m.TotalSlices > 0 && *m.Slices > 0 {
+		return float64(*m.Slices) / float64(*m.TotalSlices)
+	}
+	return 1
+}

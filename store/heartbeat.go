@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+)
+
+// Heartbeat moves the last-seen time of every open task under taskID
+// within scope forward to at (never back), and records the server's
+// receipt time as when they were last seen; a completed task's heartbeat
+// changes nothing. ErrNotFound when there is no such task within scope: a
+// caller outside the scope learns nothing about the task.
+//
+// On SQLite heartbeats are written in the batcher's group commits (fifty
+// clients must not queue for a fsync each); on PostgreSQL they are
+// statements outside a transaction, as a heartbeat never races with
+// anything it could corrupt (it only moves last_seen and seen_at forward).
+func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error {
+	if scope == nil {
+		return s.heartbeatAll(ctx, taskID, at)
+	}
+	op := func(ctx context.Context, read, write querier) (bool, error) {
+		same, err := s.visible(ctx, read, taskID, scope)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if len(same) == 0 {
+			return false, ErrNotFound
+		}
+		now := s.now().Unix()
+		for _, t := range same {
+			if _, err := s.exec(ctx, write, stmtHeartbeat, at, at, now, now, t.key); err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+			}
+		}
+		return true, nil
+	}
+	if s.batch != nil {
+		// Several tasks under one id are several statements: a savepoint.
+		return s.batch.run(ctx, "heartbeat "+taskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+			return op(ctx, tx, tx)
+		})
+	}
+	_, err := op(ctx, s.r, s.w)
+	return err
+}
+
+// heartbeatAll is Heartbeat for a sender that sees every task: one
+// statement updates every open task under taskID. Only when it updated
+// none does a second one tell a completed task (nothing to do, no error)
+// from no task (ErrNotFound). On SQLite the statement runs in the
+// batcher's group commit without a savepoint (a failing statement undoes
+// itself); on PostgreSQL the heartbeats waiting together are one
+// statement in autocommit (hbBatcher): one round trip, one commit.
+func (s *Store) heartbeatAll(ctx context.Context, taskID string, at int64) error {
+	op := func(ctx context.Context, q querier) (bool, error) {
+		now := s.now().Unix()
+		res, err := s.exec(ctx, q, stmtHeartbeatTaskID, at, at, now, now, taskID)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+		var stored int64
+		if err := s.queryRow(ctx, q, stmtTaskIDStored, taskID).Scan(&stored); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if stored == 0 {
+			return false, ErrNotFound
+		}
+		return false, nil // completed: answered and ignored
+	}
+	if s.hb != nil {
+		return s.hb.run(ctx, taskID, at)
+	}
+	return s.batch.run(ctx, "heartbeat "+taskID, true, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return op(ctx, tx)
+	})
+}

@@ -146,11 +146,11 @@ func optional(x *float64, format func(float64) string) string {
 func oneDecimal(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 
 // CheckColumns checks names for TableOptions.Columns against r's table:
-// an unknown one is an error wrapping ErrBadQuery that names it and the
+// an unknown one is a *QueryError of "columns" that names it and the
 // allowed ones.
 func CheckColumns(r *Report, names []string) error {
 	if _, err := termtable.Select(TableColumns(r), TableOptions{Columns: names}); err != nil {
-		return fmt.Errorf("%w: columns: %w", ErrBadQuery, err)
+		return badQuery("columns", "columns: %v", err)
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func WriteTableWith(w io.Writer, r *Report, opt TableOptions) error {
 	rows = append(rows, tableRow{Total: true, F: r.Total})
 	lay, err := termtable.Write(w, TableColumns(r), rows, opt)
 	if err != nil {
-		return fmt.Errorf("%w: columns: %w", ErrBadQuery, err)
+		return badQuery("columns", "columns: %v", err)
 	}
 	if len(lay.Dropped) > 0 {
 		width := opt.Width

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/termtable"
 )
 
 func f64(x float64) *float64 { return &x }
@@ -111,13 +109,14 @@ func TestTableColumnsErrors(t *testing.T) {
 		t.Errorf("known columns: %v", err)
 	}
 	err := CheckColumns(r, []string{"cost", "gpu_hour"})
-	if !errors.Is(err, ErrBadQuery) || !errors.Is(err, termtable.ErrUnknownColumn) ||
+	qe, ok := errors.AsType[*QueryError](err)
+	if !ok || qe.Param != "columns" || !errors.Is(err, ErrBadQuery) ||
 		!strings.Contains(err.Error(), `unknown column "gpu_hour": allowed: project, owner, tasks,`) ||
 		!strings.Contains(err.Error(), "budget_forecast_share") {
 		t.Errorf("unknown column: %v", err)
 	}
 	r.Currency = nil
-	if err := CheckColumns(r, []string{"cost"}); !errors.Is(err, termtable.ErrUnknownColumn) {
+	if err := CheckColumns(r, []string{"cost"}); !errors.Is(err, ErrBadQuery) {
 		t.Errorf("cost without prices: %v", err)
 	}
 }

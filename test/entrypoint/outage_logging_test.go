@@ -1,4 +1,4 @@
-package main
+package entrypoint
 
 // Black-box tests of what the built entrypoint logs during a monitor
 // outage (docs/registration.md, "Outages in the log"): a registration's

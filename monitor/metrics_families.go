@@ -54,6 +54,9 @@ var (
 	famStoreErrors = Family{"paddle_monitor_store_errors_total",
 		"Database operations of paddle-monitor that failed, by operation.",
 		prometheus.CounterValue, []string{"operation"}}
+	famRequestsCancelled = Family{"paddle_monitor_requests_cancelled_total",
+		"Requests whose client cancelled them or timed out while the database worked on them, by operation; not database errors.",
+		prometheus.CounterValue, []string{"operation"}}
 )
 
 // The open tasks' families (TaskCollector, TaskText). project and owner
@@ -125,7 +128,7 @@ var projectFamilies = []*Family{&famProjectGPUSeconds, &famProjectCost, &famBudg
 // are.
 func Families() []Family {
 	var out []Family
-	for _, f := range byName(append(append([]*Family{&famRequests, &famStoreErrors}, taskFamilies...), projectFamilies...)...) {
+	for _, f := range byName(append(append([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies...), projectFamilies...)...) {
 		c := *f
 		c.Labels = slices.Clone(f.Labels)
 		out = append(out, c)

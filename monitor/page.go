@@ -131,19 +131,19 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
 		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope)})
 	if err != nil {
-		h.api.storeFailed(w, "page report", err)
+		h.api.storeFailed(w, r, "page report", err)
 		return
 	}
 	open, err := h.cfg.Source.OpenTasks(r.Context(), now.Add(-h.cfg.OpenTTL).Unix(), 0)
 	if err != nil {
-		h.api.storeFailed(w, "page open tasks", err)
+		h.api.storeFailed(w, r, "page open tasks", err)
 		return
 	}
 
 	idle, more, err := h.cfg.Source.Tasks(r.Context(), store.Filter{State: "idle", IdleFor: int64(DefaultIdleFor / time.Second),
 		Limit: pageRunningMax}, scope)
 	if err != nil {
-		h.api.storeFailed(w, "page idle tasks", err)
+		h.api.storeFailed(w, r, "page idle tasks", err)
 		return
 	}
 

@@ -133,7 +133,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		return
 	}
 	if err != nil {
-		h.api.storeFailed(w, "report", err)
+		h.api.storeFailed(w, r, "report", err)
 		return
 	}
 	var b bytes.Buffer

@@ -33,6 +33,13 @@ func TestParseKeys(t *testing.T) {
 		{"project,,owner", "", "an empty key"},
 		{"project,project", "", `key "project" given twice`},
 		{"Project", "", `unknown key "Project"`},
+		{"label:Cost_Center,project", "label:cost_center,project", ""},
+		{"label:team.a-b", "label:team.a-b", ""},
+		{"label:cost_center,label:COST_CENTER", "", `key "label:cost_center" given twice`},
+		{"label:", "", `label key "label:": NAME must be`},
+		{"label:cost center", "", `label key "label:cost center": NAME must be`},
+		{"label:'x", "", `NAME must be`},
+		{"label:-x", "", `NAME must be`},
 	} {
 		got, err := ParseKeys(c.in)
 		if c.wantErr != "" {

@@ -38,6 +38,39 @@ const spanSQL = `span AS (
   ) x
 )`
 
+// spanOf is span with, for each label key of cols ("label:NAME",
+// report.LabelName), a column lbl_<i> (i its position in cols) holding
+// the task's label NAME, "" when it has none; and the expressions that
+// select cols from it (sp.<col>, sp.lbl_<i>). NAME follows the labels'
+// name rule (report.ParseKeys checked it: letters, digits, '.', '_', '-'),
+// so it is written into the statement as a literal; the labels column is
+// JSON the monitor wrote.
+func (s *Store) spanOf(cols []string) (span string, sel []string) {
+	extra := ""
+	sel = make([]string, len(cols))
+	for i, c := range cols {
+		name, ok := report.LabelName(c)
+		if !ok {
+			sel[i] = "sp." + c
+			continue
+		}
+		alias := fmt.Sprintf("lbl_%d", i)
+		extra += ",\n      COALESCE(" + labelValue[s.dialect](name) + ", '') AS " + alias
+		sel[i] = "sp." + alias
+	}
+	if extra == "" {
+		return spanSQL, sel
+	}
+	return strings.ReplaceAll(spanSQL, spanColumns, spanColumns+extra), sel
+}
+
+// labelValue is, per dialect, the SQL of a task's label name from its
+// labels column (a JSON object of strings), NULL when absent.
+var labelValue = map[Dialect]func(name string) string{
+	SQLite:   func(name string) string { return `json_extract(tk.labels, '$."` + name + `"')` },
+	Postgres: func(name string) string { return `CAST(tk.labels AS jsonb) ->> '` + name + `'` },
+}
+
 const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.gpu_unlisted, tk.duration_est, tk.duration_seconds, tk.end_time,
       tk.start_time, tk.submit_time,
@@ -66,17 +99,14 @@ const spanModels = `(
 // taskGroups returns what groups spanned tasks by keys, project and owner:
 // the columns, the expressions that select them, the WITH clause and the
 // FROM. By model, a task joins the models it has GPUs of.
-func taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
+func (s *Store) taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
 	if cols, err = groupCols(keys, true, false); err != nil {
 		return nil, nil, "", "", err
 	}
-	with, from = "WITH "+spanSQL, "span sp"
-	sel = make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = "sp." + c
-		if c == "model" {
-			from = spanModels
-		}
+	span, sel := s.spanOf(cols)
+	with, from = "WITH "+span, "span sp"
+	if slices.Contains(cols, "model") {
+		from = spanModels
 	}
 	return cols, sel, with, from, nil
 }
@@ -109,7 +139,7 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	if _, err := report.ParseMetrics([]string{metric}); err != nil {
 		return nil, err
 	}
-	cols, sel, q, from, err := taskGroups(keys)
+	cols, sel, q, from, err := s.taskGroups(keys)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +177,7 @@ GROUP BY ` + list
 func groupCols(keys []string, scoped, gpu bool) ([]string, error) {
 	var cols []string
 	for _, k := range keys {
-		if !slices.Contains(report.Keys, k) {
+		if _, label := report.LabelName(k); !label && !slices.Contains(report.Keys, k) {
 			return nil, fmt.Errorf("store: report key %q is not a column", k)
 		}
 		if !slices.Contains(cols, k) {
@@ -282,8 +312,8 @@ func (s *Store) ReportSums(ctx context.Context, w report.Window, keys []string, 
 // taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
 func (s *Store) taskSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, error) {
-	sel := prefixed("sp.", cols)
-	q := "WITH " + spanSQL + `
+	span, sel := s.spanOf(cols)
+	q := "WITH " + span + `
 SELECT ` + strings.Join(append(sel, taskSumsSQL("")), ", ") + `
 FROM span sp`
 	if len(sel) > 0 {
@@ -307,14 +337,14 @@ GROUP BY ` + strings.Join(sel, ", ")
 // a task that lasted no time). Span's indexes, then task_gpus' primary
 // key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {
-	sel := prefixed("sp.", cols)
+	span, sel := s.spanOf(cols)
 	for i, c := range cols {
 		if c == "model" {
 			sel[i] = "g.model"
 		}
 	}
 	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
-	q := "WITH " + spanSQL + `
+	q := "WITH " + span + `
 SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
 FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
@@ -334,9 +364,9 @@ GROUP BY ` + list
 // that row. One pass over span (its three indexes); unlistedOnly's
 // lookups on task_gpus' primary key.
 func (s *Store) baseSums(ctx context.Context, w report.Window, cols []string) (base, empty []report.TaskSums, err error) {
-	sel := prefixed("sp.", cols)
+	span, sel := s.spanOf(cols)
 	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
-	q := "WITH " + spanSQL + `
+	q := "WITH " + span + `
 SELECT ` + list + `, ` + taskSumsSQL("") + `
 FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + fence[s.dialect] + `) sp
 GROUP BY ` + list
@@ -368,9 +398,9 @@ GROUP BY ` + list
 // a task counts once per model, on its first GPU of that model (the
 // NOT EXISTS of an earlier position with the model, on the same key).
 func (s *Store) modelSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, []report.GPUSums, error) {
-	sel := prefixed("sp.", cols)
+	span, sel := s.spanOf(cols)
 	list := strings.Join(append(sel, "CASE WHEN sp.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "sp.mig_profile"), ", ")
-	q := "WITH " + spanSQL + `
+	q := "WITH " + span + `
 SELECT ` + list + `, ` + gpuSumsSQL("sp.") + `,
   ` + taskSumsSQL("sp.first") + `
 FROM (

@@ -34,7 +34,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
-	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
+	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label)")
 	format := fs.String("format", "table", "table, csv or json")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
 	columns := fs.StringSlice("columns", nil, "table: the figure columns to show, comma-separated, names as in the JSON and CSV (key columns always come first)")
@@ -70,6 +70,9 @@ func reportCmd(args []string, stdout io.Writer) error {
 	}
 	if *wide && len(*columns) > 0 {
 		return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
+	}
+	if *format != "table" && (*wide || len(*columns) > 0) {
+		return fmt.Errorf("%w: --wide and --columns choose the table's columns; --format %s has every column", errUsage, *format)
 	}
 	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
 		return err

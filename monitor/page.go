@@ -40,11 +40,14 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		if kind == report.BudgetCost {
 			return strconv.FormatFloat(v, 'f', 2, 64)
 		}
-		return strconv.FormatFloat(v, 'f', 1, 64) + " GPU-h"
+		return significant(v) + " GPU-h"
 	},
 	"percent": func(x *float64) string {
-		if x == nil {
+		switch {
+		case x == nil:
 			return "–"
+		case *x*100 > 999:
+			return ">999 %"
 		}
 		return strconv.FormatFloat(*x*100, 'f', 0, 64) + " %"
 	},
@@ -74,8 +77,9 @@ type pageBar struct {
 
 type pageTask struct {
 	TaskID, Name, Project, Owner, Hostname string
-	GPUs                                   int64
-	Started, LastSeen                      string
+	// GPUs is what it holds: a count of whole GPUs, MIG profiles, shares.
+	GPUs              string
+	Started, LastSeen string
 }
 
 // pageIdle is one task of "Idle now".
@@ -100,6 +104,11 @@ type pageData struct {
 	EnergyPriced, CO2 bool
 	Bars              []pageBar
 	ChartHeight       int
+	// Rows are the main table's: each project with its previous month's
+	// amount (PrevMonthName's) and the change; Trend the twelve months.
+	Rows          []pageRow
+	PrevMonthName string
+	Trend         trendChart
 	CSV               []struct{ Label, URL string }
 	JSON              string
 	Running           []pageTask
@@ -162,23 +171,36 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		d.Currency = *rep.Currency
 		d.EnergyPriced, d.CO2 = h.cfg.Prices.PricePerKWh != nil, h.cfg.Prices.CO2KgPerKWh != nil
 	}
-	// Bars: one per project, the longest 420 px wide.
+	months, err := h.monthReports(r.Context(), win, trendMonths, now, reportScope(scope))
+	if err != nil {
+		h.api.storeFailed(w, r, "page report", err)
+		return
+	}
+	d.Rows = compared(rep, months[len(months)-2], d.Priced)
+	d.PrevMonthName = months[len(months)-2].From.Format("January")
+	d.Trend = trend(months, d.Priced, d.Currency)
+	// Bars: one per project, the longest 420 px wide: cost with prices,
+	// GPU-hours without.
 	max := 0.0
 	for _, row := range rep.Rows {
-		max = maxf(max, row.GPUHours)
+		max = maxf(max, amount(row.Figures, d.Priced))
 	}
 	for i, row := range rep.Rows {
 		width := 0
 		if max > 0 {
-			width = int(420*row.GPUHours/max + 0.5)
+			width = int(420*amount(row.Figures, d.Priced)/max + 0.5)
 		}
 		label := row.Key["project"]
 		short := label
 		if len([]rune(short)) > 22 {
 			short = string([]rune(short)[:21]) + "…"
 		}
+		value := significant(row.GPUHours) + " GPU-h"
+		if d.Priced {
+			value = strconv.FormatFloat(amount(row.Figures, true), 'f', 2, 64) + " " + d.Currency
+		}
 		d.Bars = append(d.Bars, pageBar{Label: label, LabelShort: short, Y: i * 28, Width: width,
-			TextX: 170 + width + 6, Value: significant(row.GPUHours) + " GPU-h"})
+			TextX: 170 + width + 6, Value: value})
 	}
 	d.ChartHeight = len(d.Bars)*28 + 4
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}
@@ -206,7 +228,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			continue
 		}
 		d.Running = append(d.Running, pageTask{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project,
-			Owner: t.Owner, Hostname: t.Hostname, GPUs: t.GPUCount,
+			Owner: t.Owner, Hostname: t.Hostname, GPUs: gpusText(t),
 			Started:  time.Unix(t.StartTime, 0).UTC().Format("2006-01-02 15:04"),
 			LastSeen: time.Unix(t.LastSeen, 0).UTC().Format("2006-01-02 15:04")})
 	}

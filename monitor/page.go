@@ -109,11 +109,11 @@ type pageData struct {
 	Rows          []pageRow
 	PrevMonthName string
 	Trend         trendChart
-	CSV               []struct{ Label, URL string }
-	JSON              string
-	Running           []pageTask
-	RunningMore       int
-	Now               string
+	CSV           []struct{ Label, URL string }
+	JSON          string
+	Running       []pageTask
+	RunningMore   int
+	Now           string
 }
 
 // page answers GET /: one month's GPU-hours and cost per project as a

@@ -114,3 +114,21 @@ func TestPageFitsAt1400(t *testing.T) {
 		t.Errorf("the details table after a click: visible %v (%v)", shown, err)
 	}
 }
+
+// The page's running tasks show what each holds of its GPUs: s04-shared-
+// open of the MIG fixture holds a quarter of an H100 (report/testdata's
+// README), shown as 0.25, not 1.
+func TestPageRunningTaskShare(t *testing.T) {
+	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h")
+	postFixtureFile(t, s, "", "fixture-mig.json")
+	a := s.do(t, request{Method: "GET", Path: "/?month=2025-12", NoSpecCheck: true})
+	body := string(a.Body)
+	i := strings.Index(body, "<h2>Running tasks</h2>")
+	if a.Status != 200 || i < 0 {
+		t.Fatalf("GET /: %d\n%s", a.Status, body)
+	}
+	running := body[i:]
+	if !strings.Contains(running, `<td class="key">cho</td><td class="key">`) || !strings.Contains(running, "<td>0.25</td>") {
+		t.Errorf("the running shared task is not shown with its share 0.25:\n%s", running)
+	}
+}

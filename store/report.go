@@ -24,12 +24,19 @@ import (
 //     inside it);
 //   - only [max(start, f), min(end, t)) counts.
 //
+// A task without a completion that is idle now (idle_since, from its
+// sampled heartbeats) has idle_sec: the part of [idle_since, its counted
+// end) inside the window, the hours "Idle now" shows; its GPUs' idle
+// GPU-hours count them at each GPU's share until its completion's
+// idle_share takes over.
+//
 // The three branches are disjoint and each has its index (migration 0003):
 // tasks started inside the window, completed tasks that started before and
 // ended after its start, open tasks that started before and were seen
 // after it.
 const spanSQL = `span AS (
-  SELECT x.*, CASE WHEN x.e1 > x.s0 THEN x.e1 - x.s0 ELSE 0 END AS sec FROM (
+  SELECT x.*, CASE WHEN x.e1 > x.s0 THEN x.e1 - x.s0 ELSE 0 END AS sec,
+    CASE WHEN x.i0 IS NOT NULL AND x.e1 > x.i0 THEN x.e1 - x.i0 ELSE 0 END AS idle_sec FROM (
     SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.start_time >= :f AND tk.start_time < :t
     UNION ALL
     SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.end_time > :f AND tk.start_time < :f
@@ -78,6 +85,8 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
       CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
+      CASE WHEN tk.end_time IS NULL AND tk.idle_since IS NOT NULL
+           THEN CASE WHEN tk.idle_since > :f THEN tk.idle_since ELSE :f END END AS i0,
       CASE WHEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) < :t
            THEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) ELSE :t END AS e1`
 
@@ -222,8 +231,10 @@ func gpuSumsSQL(g string) string {
 	return `CAST(SUM(sp.sec) AS BIGINT),
   SUM(` + g + `share * sp.sec),
   SUM(sp.failed * ` + g + `share * sp.sec),
-  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END),
-  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL AND sp.failed = 0 THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END
+    + ` + g + `share * sp.idle_sec),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL AND sp.failed = 0 THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END
+    + ` + g + `share * sp.idle_sec),
   SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `util_mean ELSE 0 END),
   SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec ELSE 0 END),
   SUM(CASE WHEN sp.completed = 1 AND ` + g + `energy_joules IS NOT NULL THEN

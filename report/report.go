@@ -297,13 +297,19 @@ func (a *acc) addGPUs(g GPUSums, p *Prices) {
 	if p == nil {
 		return
 	}
+	// By model a MIG instance's key is its model and profile
+	// ("NVIDIA H100 80GB HBM3 1g.10gb"): prices look the model up.
+	model := g.Key["model"]
+	if g.MIG && g.Profile != "" {
+		model = strings.TrimSuffix(model, " "+g.Profile)
+	}
 	if g.MIG {
-		if price, ok := p.ProfilePrice(g.Key["model"], g.Profile); ok {
+		if price, ok := p.ProfilePrice(model, g.Profile); ok {
 			a.cost += price * float64(g.InstanceSeconds)
 			return
 		}
 	}
-	if price, ok := p.Price(g.Key["model"]); ok {
+	if price, ok := p.Price(model); ok {
 		a.cost += price * g.GPUSeconds
 	} else {
 		a.unpricedSec += g.GPUSeconds

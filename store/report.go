@@ -97,13 +97,22 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
 // One pass over span and the tasks' GPUs by index: no DISTINCT, no join
 // back to span (both sorted every row of a month's GPUs).
 const spanModels = `(
-  SELECT sp.*, g.model AS model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
-  WHERE NOT EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND g2.model = g.model)
+  SELECT sp.*, ` + modelKey + ` AS model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
+  WHERE NOT EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
   UNION ALL
   SELECT sp.*, '' AS model FROM span sp
   WHERE (sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id)))
     AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')
 ) sp`
+
+// modelKey is the key model of a GPU row g: its model, and for a MIG
+// instance with a profile the model and the profile ("NVIDIA H100 80GB
+// HBM3 1g.10gb"), so a report by model keeps instances apart from whole
+// GPUs and from each other; sameModelKey says g2 has g's key.
+const (
+	modelKey     = `CASE WHEN g.gpu_instance_id IS NOT NULL AND g.mig_profile <> '' THEN g.model || ' ' || g.mig_profile ELSE g.model END`
+	sameModelKey = `g2.model = g.model AND (CASE WHEN g2.gpu_instance_id IS NOT NULL THEN g2.mig_profile ELSE '' END) = (CASE WHEN g.gpu_instance_id IS NOT NULL THEN g.mig_profile ELSE '' END)`
+)
 
 // taskGroups returns what groups spanned tasks by keys, project and owner:
 // the columns, the expressions that select them, the WITH clause and the
@@ -351,7 +360,7 @@ func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]
 	span, sel := s.spanOf(cols)
 	for i, c := range cols {
 		if c == "model" {
-			sel[i] = "g.model"
+			sel[i] = modelKey
 		}
 	}
 	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
@@ -415,8 +424,8 @@ func (s *Store) modelSums(ctx context.Context, w report.Window, cols []string) (
 SELECT ` + list + `, ` + gpuSumsSQL("sp.") + `,
   ` + taskSumsSQL("sp.first") + `
 FROM (
-  SELECT sp.*, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
-    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND g2.model = g.model)
+  SELECT sp.*, ` + modelKey + ` AS model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
+    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
       THEN 0 ELSE 1 END AS first
   FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + fence[s.dialect] + `
 ) sp

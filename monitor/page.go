@@ -206,7 +206,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}
 	for _, c := range []struct{ label, by string }{
 		{"by project", "project"}, {"by project and owner", "project,owner"}, {"by GPU model", "model"},
-		{"by project and pipeline step", "project,pipeline,step"},
+		{"by project and pipeline step", "project,pipeline,step"}, {"by task (chargeback: one line per task)", report.TaskKey},
 	} {
 		v := url.Values{"from": period["from"], "to": period["to"], "by": {c.by}, "format": {"csv"}, "metric": metrics}
 		d.CSV = append(d.CSV, struct{ Label, URL string }{c.label, "/v1/report?" + v.Encode()})

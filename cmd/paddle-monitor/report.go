@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +35,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
-	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label)")
+	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label); task alone, with --format csv: the chargeback statement, one line per task")
 	format := fs.String("format", "table", "table, csv or json")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
 	columns := fs.StringSlice("columns", nil, "table: the figure columns to show, comma-separated, names as in the JSON and CSV (key columns always come first)")
@@ -57,7 +58,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badQuery(err, "")
 	}
-	if q.By, err = report.ParseKeys(*by); err != nil {
+	chargeback := strings.TrimSpace(*by) == report.TaskKey
+	if chargeback && *format != "csv" {
+		return fmt.Errorf("%w: --by task is the chargeback statement, one line per task: it takes --format csv", errUsage)
+	}
+	if chargeback {
+		q.By = []string{report.TaskKey}
+	} else if q.By, err = report.ParseKeys(*by); err != nil {
 		return badQuery(err, "--")
 	}
 	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
@@ -88,6 +95,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	if chargeback {
+		statement, err := report.Chargeback(ctx, st, q)
+		if err != nil {
+			return err
+		}
+		return report.WriteChargebackCSV(stdout, statement)
+	}
 	rep, err := report.Compute(ctx, st, q)
 	if err != nil {
 		return err

@@ -80,6 +80,8 @@ type pageTask struct {
 	// GPUs is what it holds: a count of whole GPUs, MIG profiles, shares.
 	GPUs              string
 	Started, LastSeen string
+	// NoEnd: it reported nothing since its start (exec mode).
+	NoEnd bool
 }
 
 // pageIdle is one task of "Idle now".
@@ -113,6 +115,7 @@ type pageData struct {
 	JSON          string
 	Running       []pageTask
 	RunningMore   int
+	NoEnd         int // running tasks that reported nothing since their start
 	Now           string
 }
 
@@ -219,7 +222,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		d.Idle = append(d.Idle, pageIdle{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project, Owner: t.Owner,
 			GPUs: t.GPUCount, IdleFor: idleFor(t), Cost: costSoFar(h.cfg.Prices, t)})
 	}
-	for _, t := range open {
+	execTTL := h.cfg.ExecTTL
+	if execTTL <= 0 {
+		execTTL = DefaultExecTTL
+	}
+	for _, t := range alive(open, execTTL, now) {
 		if !scope.Allows(t.Project, t.Owner) {
 			continue
 		}
@@ -230,7 +237,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		d.Running = append(d.Running, pageTask{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project,
 			Owner: t.Owner, Hostname: t.Hostname, GPUs: gpusText(t),
 			Started:  time.Unix(t.StartTime, 0).UTC().Format("2006-01-02 15:04"),
-			LastSeen: time.Unix(t.LastSeen, 0).UTC().Format("2006-01-02 15:04")})
+			LastSeen: time.Unix(t.LastSeen, 0).UTC().Format("2006-01-02 15:04"),
+			NoEnd:    NoEndReported(t)})
+		if NoEndReported(t) {
+			d.NoEnd++
+		}
 	}
 
 	var b bytes.Buffer

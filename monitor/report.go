@@ -36,6 +36,9 @@ type ReportConfig struct {
 	// OpenTTL: open tasks not seen for this long are not "running" on the
 	// page (nor on /metrics).
 	OpenTTL time.Duration
+	// ExecTTL: open tasks that reported nothing since their start are not
+	// on the page's running tasks this long after it (0: DefaultExecTTL).
+	ExecTTL time.Duration
 	Log     *slog.Logger
 	// Now is the clock (time.Now when nil): the page's "this month".
 	Now func() time.Time

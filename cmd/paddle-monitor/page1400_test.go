@@ -27,7 +27,7 @@ func TestPageFitsAt1400(t *testing.T) {
 	budgets := filepath.Join(dir, "budgets.json")
 	writeFile(t, budgets, `{"currency": "CNY", "budgets": [{"project": "search", "monthly_cost": 500},
 		{"project": "vision", "monthly_gpu_hours": 0.05}, {"project": "*", "monthly_gpu_hours": 10}]}`)
-	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--budgets", budgets, "--open-ttl", "200000h")
+	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--budgets", budgets, "--open-ttl", "200000h", "--exec-ttl", "200000h")
 	postFixture(t, s, "")
 
 	actx, cancel := chromedp.NewExecAllocator(context.Background(),
@@ -119,7 +119,7 @@ func TestPageFitsAt1400(t *testing.T) {
 // open of the MIG fixture holds a quarter of an H100 (report/testdata's
 // README), shown as 0.25, not 1.
 func TestPageRunningTaskShare(t *testing.T) {
-	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h")
+	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h", "--exec-ttl", "200000h")
 	postFixtureFile(t, s, "", "fixture-mig.json")
 	a := s.do(t, request{Method: "GET", Path: "/?month=2025-12", NoSpecCheck: true})
 	body := string(a.Body)

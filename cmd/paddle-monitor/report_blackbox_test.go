@@ -277,7 +277,7 @@ func TestReportCommandErrors(t *testing.T) {
 func TestMetricsOpenTasksPromtool(t *testing.T) {
 	// The fixture's open tasks were last seen in 2025: a long --open-ttl
 	// keeps them on /metrics, the default one drops them.
-	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h")
+	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h", "--exec-ttl", "200000h")
 	postFixture(t, s, "")
 	a := s.do(t, get("/metrics", ""))
 	body := string(a.Body)
@@ -335,7 +335,7 @@ func chromium(t *testing.T) string {
 func TestPageInBrowser(t *testing.T) {
 	browser := chromium(t)
 	tokens := tokensFile(t, t.TempDir())
-	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--open-ttl", "200000h", "--tokens", tokens)
+	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--open-ttl", "200000h", "--exec-ttl", "200000h", "--tokens", tokens)
 	postFixture(t, s, "a-secret")
 
 	opts := []chromedp.ExecAllocatorOption{

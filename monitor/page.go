@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -111,12 +112,16 @@ type pageData struct {
 	Rows          []pageRow
 	PrevMonthName string
 	Trend         trendChart
-	CSV           []struct{ Label, URL string }
-	JSON          string
-	Running       []pageTask
-	RunningMore   int
-	NoEnd         int // running tasks that reported nothing since their start
-	Now           string
+	// ByLabel is the month by the extra label Label (by=label:NAME), nil
+	// without one.
+	ByLabel     *report.Report
+	Label       string
+	CSV         []struct{ Label, URL string }
+	JSON        string
+	Running     []pageTask
+	RunningMore int
+	NoEnd       int // running tasks that reported nothing since their start
+	Now         string
 }
 
 // page answers GET /: one month's GPU-hours and cost per project as a
@@ -139,6 +144,20 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	if err != nil {
 		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
+	}
+	// by=label:NAME adds a table of the month by that extra label.
+	var byLabel []string
+	if v := r.URL.Query().Get("by"); v != "" {
+		keys, err := report.ParseKeys(v)
+		_, isLabel := report.LabelName(v)
+		if err == nil && (len(keys) != 1 || !isLabel) {
+			err = fmt.Errorf("by: the page groups by one extra label, label:NAME (got %q)", v)
+		}
+		if err != nil {
+			h.api.fail(w, http.StatusBadRequest, badParameter(err))
+			return
+		}
+		byLabel = keys
 	}
 	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
 		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope)})
@@ -173,6 +192,14 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	if d.Priced {
 		d.Currency = *rep.Currency
 		d.EnergyPriced, d.CO2 = h.cfg.Prices.PricePerKWh != nil, h.cfg.Prices.CO2KgPerKWh != nil
+	}
+	if byLabel != nil {
+		d.Label = strings.TrimPrefix(byLabel[0], report.LabelPrefix)
+		if d.ByLabel, err = report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: byLabel,
+			Prices: h.cfg.Prices, Now: now, Scope: reportScope(scope)}); err != nil {
+			h.api.storeFailed(w, r, "page report", err)
+			return
+		}
 	}
 	months, err := h.monthReports(r.Context(), win, trendMonths, now, reportScope(scope))
 	if err != nil {
@@ -213,6 +240,10 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	} {
 		v := url.Values{"from": period["from"], "to": period["to"], "by": {c.by}, "format": {"csv"}, "metric": metrics}
 		d.CSV = append(d.CSV, struct{ Label, URL string }{c.label, "/v1/report?" + v.Encode()})
+	}
+	if byLabel != nil {
+		v := url.Values{"from": period["from"], "to": period["to"], "by": byLabel, "format": {"csv"}, "metric": metrics}
+		d.CSV = append(d.CSV, struct{ Label, URL string }{"by label " + d.Label, "/v1/report?" + v.Encode()})
 	}
 	if len(metrics) > 0 {
 		period["metric"] = metrics

@@ -95,6 +95,29 @@ func TestReportByLabel(t *testing.T) {
 		if want := `[label:cost_center] 3 ""=3 "cc-1"=2.5 "cc-2"=2`; got != want {
 			t.Errorf("JSON by label: %s, want %s", got, want)
 		}
+		// The page: a table by the label, and its CSV link.
+		page := string(s.do(t, request{Method: "GET", Path: "/?month=2025-11&by=label:cost_center", NoSpecCheck: true}).Body)
+		i := strings.Index(page, `<table class="label">`)
+		if i < 0 {
+			t.Fatalf("the page by label has no label table:\n%s", page)
+		}
+		table, _, _ := strings.Cut(page[i:], "</table>")
+		for _, w := range []string{
+			`<th class="key">cost_center</th>`,
+			`<tr><td class="key">(none)</td><td>3.00</td><td>0 %</td><td>1</td></tr>`,
+			`<tr><td class="key">cc-1</td><td>2.50</td><td>0 %</td><td>2</td></tr>`,
+			`<tr><td class="key">cc-2</td><td>2.00</td><td>0 %</td><td>1</td></tr>`,
+		} {
+			if !strings.Contains(table, w) {
+				t.Errorf("the page's label table lacks %s:\n%s", w, table)
+			}
+		}
+		if !strings.Contains(page, `by=label%3Acost_center&amp;format=csv`) {
+			t.Errorf("the page has no CSV link by the label")
+		}
+		if a := s.do(t, request{Method: "GET", Path: "/?by=owner", NoSpecCheck: true}); a.Status != 400 {
+			t.Errorf("page by=owner: %d, want 400", a.Status)
+		}
 		for _, bad := range []string{"label:", "label:cost center", "label:-x"} {
 			if a := s.do(t, get("/v1/report?month=2025-11&by="+strings.ReplaceAll(bad, " ", "%20"), "")); a.Status != 400 ||
 				!strings.Contains(a.Error(t), "NAME must be 1 to") {

@@ -19,14 +19,34 @@ type Token struct {
 	Projects []string `json:"projects,omitempty"`
 	Owners   []string `json:"owners,omitempty"`
 	Admin    bool     `json:"admin,omitempty"`
+	// Nodes makes a node token: it may send node reports for the node
+	// names matching one of these globs (case-insensitive) and nothing
+	// else (docs/node.md, "Identity and trust").
+	Nodes []string `json:"nodes,omitempty"`
 
 	hash []byte
+}
+
+// IsNode reports whether t is a node token.
+func (t *Token) IsNode() bool { return len(t.Nodes) > 0 }
+
+// MayReport reports whether t may send a node report for node: an admin
+// token for any node, a node token for the names its globs match, a team
+// token for none.
+func (t *Token) MayReport(node string) bool {
+	if t.Admin {
+		return true
+	}
+	return len(t.Nodes) > 0 && node != "" && matchAny(t.Nodes, node)
 }
 
 // Scope is what the token may write and read; nil for an admin (everything).
 func (t *Token) Scope() *Scope {
 	if t.Admin {
 		return nil
+	}
+	if t.IsNode() {
+		return &Scope{Projects: []string{}} // no task at all
 	}
 	return &Scope{Projects: t.Projects, Owners: t.Owners}
 }
@@ -77,10 +97,13 @@ func Parse(b []byte, name string) (*Set, error) {
 			return nil, fmt.Errorf("%s: sha256 must be 64 hexadecimal digits (the SHA-256 of the token, never the token)", where)
 		}
 		t.hash = h
-		if !t.Admin && len(t.Projects) == 0 {
+		if t.IsNode() && (t.Admin || len(t.Projects) > 0 || len(t.Owners) > 0) {
+			return nil, fmt.Errorf("%s: nodes does not combine with projects, owners or admin (a node token sends node reports only)", where)
+		}
+		if !t.Admin && !t.IsNode() && len(t.Projects) == 0 {
 			return nil, fmt.Errorf("%s: projects is empty and admin is not set (the token could do nothing)", where)
 		}
-		for _, p := range append(append([]string{}, t.Projects...), t.Owners...) {
+		for _, p := range append(append(append([]string{}, t.Projects...), t.Owners...), t.Nodes...) {
 			if !ValidPattern(p) {
 				return nil, fmt.Errorf("%s: %q is not a valid glob pattern", where, p)
 			}
@@ -133,4 +156,23 @@ func Mint(name string, projects, owners []string, admin bool) (secret string, en
 	secret = "pdm_" + hex.EncodeToString(b)
 	sum := sha256.Sum256([]byte(secret))
 	return secret, &Token{Name: name, SHA256: hex.EncodeToString(sum[:]), Projects: projects, Owners: owners, Admin: admin}, nil
+}
+
+// MintNode makes a node token for the node-name globs nodes (docs/node.md,
+// "Identity and trust"): its entry carries only "nodes".
+func MintNode(name string, nodes []string) (secret string, entry *Token, err error) {
+	if len(nodes) == 0 {
+		return "", nil, errors.New("token: --node needs at least one glob")
+	}
+	for _, p := range nodes {
+		if p == "" || !ValidPattern(p) {
+			return "", nil, fmt.Errorf("token: --node %q is not a valid glob pattern", p)
+		}
+	}
+	secret, entry, err = Mint(name, nil, nil, true)
+	if err != nil {
+		return "", nil, err
+	}
+	entry.Admin, entry.Nodes = false, nodes
+	return secret, entry, nil
 }

@@ -57,11 +57,11 @@ func Command(ctx context.Context, n Node, sub string, o Options, w io.Writer) in
 	}
 	switch sub {
 	case "list":
-		list := s.List
+		q := s.Registrations()
 		if completions {
-			list = s.ListCompletions
+			q = s.Completions()
 		}
-		entries, err := list(ctx, dead)
+		entries, err := q.List(ctx, dead)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
@@ -72,26 +72,20 @@ func Command(ctx context.Context, n Node, sub string, o Options, w io.Writer) in
 			out.Encode(e)
 		}
 	case "stats":
-		st, err := s.Stats(ctx)
+		st, err := statsOf(ctx, s)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
-		cst, err := s.CompletionStats(ctx)
-		if err != nil {
-			return spoolFailed(log, s.Path(), err)
-		}
-		out.Encode(struct {
-			spool.Stats
-			spool.CompletionStats
-		}{st, cst})
+		out.Encode(st)
 	case "requeue":
-		n, err := s.Requeue(ctx)
+		// Every kind's dead letters, in one transaction.
+		n, err := s.Registrations().Requeue(ctx, spool.Completions)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
 		out.Encode(map[string]int{"requeued": n})
 	case "purge":
-		n, err := s.PurgeDead(ctx)
+		n, err := s.Registrations().PurgeDead(ctx, spool.Completions)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
@@ -102,6 +96,31 @@ func Command(ctx context.Context, n Node, sub string, o Options, w io.Writer) in
 		return d.Flush(ctx, out, o.Interval)
 	}
 	return 0
+}
+
+// fileStats is what `spool stats` prints: the registrations' counts, with
+// foreign and legacy counting the completions too, and the completions'.
+type fileStats struct {
+	spool.Stats
+	CompletionsPending int `json:"completions_pending"`
+	CompletionsDead    int `json:"completions_dead"`
+	CompletionsDropped int `json:"completions_dropped"`
+}
+
+// statsOf counts the entries of spool file s, every kind the entrypoint
+// writes.
+func statsOf(ctx context.Context, s *spool.Spool) (fileStats, error) {
+	st, err := s.Registrations().Stats(ctx)
+	if err != nil {
+		return fileStats{}, err
+	}
+	cst, err := s.Completions().Stats(ctx)
+	if err != nil {
+		return fileStats{}, err
+	}
+	st.Foreign += cst.Foreign
+	st.Legacy += cst.Legacy
+	return fileStats{Stats: st, CompletionsPending: cst.Pending, CompletionsDead: cst.Dead, CompletionsDropped: cst.Dropped}, nil
 }
 
 func spoolFailed(log *slog.Logger, path string, err error) int {

@@ -163,7 +163,7 @@ func (d *Drainer) file(ctx context.Context, r *register.Registrar, t *tokens, pa
 		// killed a moment ago are sent now, not after their hold.
 		s = s.IgnoringHolds()
 	}
-	r.Queue = s
+	sendFrom(r, s)
 	res := Result{Spool: path}
 	fr, err := r.Flush(ctx, 0)
 	if err == nil && fr.Stopped == nil {
@@ -181,7 +181,7 @@ func (d *Drainer) file(ctx context.Context, r *register.Registrar, t *tokens, pa
 	// A fresh context: the count is wanted even when a signal ended the pass.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LockTimeout)
 	defer cancel()
-	st, err := s.Stats(sctx)
+	st, err := statsOf(sctx, s)
 	if err != nil {
 		res.Locked = res.Locked || errors.Is(err, spool.ErrLocked)
 		if res.Error == "" {
@@ -189,10 +189,7 @@ func (d *Drainer) file(ctx context.Context, r *register.Registrar, t *tokens, pa
 		}
 		return res
 	}
-	pending := st.Pending
-	if cst, err := s.CompletionStats(sctx); err == nil {
-		pending += cst.Pending
-	}
+	pending := st.Pending + st.CompletionsPending
 	// What is left that this flush may send; the others are foreign.
 	pending -= st.Foreign
 	res.Pending, res.Foreign, res.Legacy = &pending, st.Foreign, st.Legacy

@@ -45,7 +45,7 @@ func fill(t *testing.T, path string, ids ...string) {
 	s := spool.New(spool.Options{Path: path})
 	for _, id := range ids {
 		e := spool.Entry{TaskID: id, Payload: json.RawMessage(`{"task_id":"` + id + `","project":"vision"}`), Fingerprint: spool.FingerprintNone}
-		if _, err := s.Enqueue(context.Background(), e); err != nil {
+		if _, err := s.Registrations().Enqueue(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
 	}

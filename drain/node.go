@@ -79,10 +79,16 @@ func (n Node) Registrar() *register.Registrar {
 
 func (n Node) registrarWith(t *tokens) *register.Registrar {
 	r := &register.Registrar{Client: t.own, ClientFor: t.ClientFor, Logger: n.Log, Check: n.payloadCheck()}
-	if q := n.Spool(t.Sendable); q != nil {
-		r.Queue = q
+	if s := n.Spool(t.Sendable); s != nil {
+		sendFrom(r, s)
 	}
 	return r
+}
+
+// sendFrom makes r send the registrations of spool file s, and keep its
+// outage memory there.
+func sendFrom(r *register.Registrar, s *spool.Spool) {
+	r.Queue, r.Outages = s.Registrations(), s
 }
 
 // payloadCheck returns the check every stored payload passes before it is
@@ -142,10 +148,11 @@ func FlushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool
 // LogLegacy says, once per start, how many spooled entries of the previous
 // format (no token fingerprint) wait for `spool flush --legacy`.
 func LogLegacy(ctx context.Context, q register.Queue, log *slog.Logger) {
-	s, ok := q.(*spool.Spool)
+	sq, ok := q.(*spool.Queue)
 	if !ok {
 		return
 	}
+	s := sq.Spool()
 	if n, err := s.LegacyPending(ctx); err == nil && n > 0 {
 		log.Warn("spool: entries of the previous format (no token fingerprint) wait for `spool flush --legacy`", "count", n, "spool", s.Path())
 	}

@@ -141,8 +141,8 @@ func (t *Task) registerTask(ctx context.Context) {
 	r.Backlog = backlogPerStart
 	r.OutageHold = cfg.OutageHold
 	if r.Register(ctx, t.set.TaskID, register.Body(t.set, t.inv)) == register.Delivered && ctx.Err() == nil {
-		if q, ok := r.Queue.(*spool.Spool); ok {
-			drain.FlushCompletions(ctx, r, q, backlogPerStart, register.FlushResult{}, log)
+		if q, ok := r.Queue.(*spool.Queue); ok {
+			drain.FlushCompletions(ctx, r, q.Spool(), backlogPerStart, register.FlushResult{}, log)
 		}
 	}
 	if ctx.Err() == nil {

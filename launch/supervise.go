@@ -109,8 +109,8 @@ func (r *taskReport) Started(time.Time) {
 		r.registrar = r.node.Registrar()
 		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Check: r.registrar.Check, Logger: r.log}
 		r.beats = &register.Heartbeats{Client: r.registrar.Client, Logger: r.log}
-		if q, ok := r.registrar.Queue.(*spool.Spool); ok {
-			r.completer.Queue = q.Completions()
+		if q, ok := r.registrar.Queue.(*spool.Queue); ok {
+			r.completer.Queue = q.Spool().Completions()
 			drain.LogLegacy(context.Background(), q, r.log)
 		}
 		// Its own context: Finish ends it, within the completion budget.

@@ -233,8 +233,18 @@ func scopeOf(tok *access.Token) *access.Scope {
 }
 
 // authenticate returns the caller's token (nil with no tokens file: all
-// open), or the status and message of a refusal (401).
+// open), or the status and message of a refusal: 401, then 403 for a node
+// token (it may send node reports only: nodes.go).
 func (a *API) authenticate(r *http.Request) (tok *access.Token, status int, msg string) {
+	tok, status, msg = a.authenticateAny(r)
+	if status == 0 && tok != nil && tok.IsNode() {
+		return nil, http.StatusForbidden, "token " + tok.Name + " is a node token: it may only send node reports (POST /v1/nodes/report)"
+	}
+	return tok, status, msg
+}
+
+// authenticateAny is authenticate for every kind of token.
+func (a *API) authenticateAny(r *http.Request) (tok *access.Token, status int, msg string) {
 	set := a.cfg.Tokens()
 	if set == nil {
 		return nil, 0, ""

@@ -122,6 +122,9 @@ type pageData struct {
 	RunningMore int
 	NoEnd       int // running tasks that reported nothing since their start
 	Now         string
+	// Fleet is the ledger's section (page_fleet.go); nil without node
+	// reports in the month.
+	Fleet *pageFleet
 }
 
 // page answers GET /: one month's GPU-hours and cost per project as a
@@ -178,7 +181,13 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 
+	fleet, err := h.fleet(r.Context(), win, scope, now)
+	if err != nil {
+		h.api.storeFailed(w, r, "page fleet", err)
+		return
+	}
 	d := pageData{
+		Fleet:     fleet,
 		IdleMore:  more != "",
 		Budgeted:  h.cfg.Budgets != nil,
 		Month:     win.From.Format("2006-01"),

@@ -42,6 +42,9 @@ type ReportConfig struct {
 	Log     *slog.Logger
 	// Now is the clock (time.Now when nil): the page's "this month".
 	Now func() time.Time
+	// Fleet is the ledger the page's "Fleet" section shows (nil: no
+	// section).
+	Fleet *LedgerConfig
 }
 
 type reports struct {

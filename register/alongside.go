@@ -152,23 +152,16 @@ func (a *Alongside) run(ctx context.Context) {
 func (a *Alongside) register(ctx context.Context, g *registration) Outcome {
 	b := AlongsideRetry.backOff()
 	for {
-		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-		g.attempts++
-		err := a.r.Client.Send(actx, g.taskID, g.body)
-		cancel()
-		switch classify(err) {
-		case delivered:
+		dec, err := g.try(ctx, AttemptTimeout)
+		switch dec.Action {
+		case Remove:
 			if g.spooled {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
-				if err := a.r.Queue.Delete(dctx, g.id); err != nil {
-					g.log.Warn("delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
-				}
-				cancel()
+				dropDelivered(ctx, true, a.r.Queue, g.id, g.log, "")
 			}
 			return Delivered
-		case permanent:
+		case Bury:
 			g.lastErr = err
-			g.bury(context.WithoutCancel(ctx), err)
+			g.bury(context.WithoutCancel(ctx), dec.answer(a.r.Client, err))
 			return Dead
 		}
 		g.lastErr = err

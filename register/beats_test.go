@@ -99,4 +99,3 @@ func TestHeartbeatsAbandonedIsNoFailure(t *testing.T) {
 		t.Errorf("an abandoned heartbeat logged %q and counted %d failures", logs.String(), h.failing)
 	}
 }
-

@@ -206,33 +206,31 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 		return kept
 	}
 	b := c.Retry.backOff()
+	d := c.Deliverer()
 	attempts := 0
 	for {
-		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-		err := c.transport().Send(actx, nil, taskID, body)
-		cancel()
+		// Through the engine: its transport and status policy, with this
+		// supervisor's own client.
+		e := spool.Entry{TaskID: taskID, Payload: body, QueuedAt: start, Attempts: attempts, Fingerprint: c.Client.Fingerprint()}
+		dec, err := d.try(ctx, c.Client, e, taskID, AttemptTimeout)
 		attempts++
 		out := kept
-		switch classify(err) {
-		case delivered:
+		switch {
+		case dec.Action == Remove:
 			out = Delivered
 			if spooled {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
-				if err := c.Queue.Delete(dctx, id); err != nil {
-					log.Warn("completion delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
-				}
-				cancel()
+				dropDelivered(ctx, true, c.Queue, id, log, "completion ")
 			}
-		case permanent:
+		case dec.Action == Bury:
 			out = Dead
-			answer := c.Client.Redact(err.Error())
+			answer := dec.answer(c.Client, err)
 			log.Error("monitor refused the completion for good; not retried", "answer", answer)
 			if spooled {
 				if err := c.Queue.Bury(ctx, id, answer); err != nil {
 					log.Warn("spool: dead letter not kept", "err", err)
 				}
 			}
-		case retryable:
+		case classify(err) != unusable: // kept: tried again within the budget
 			if spooled && ctx.Err() == nil {
 				c.Queue.Attempted(ctx, id, c.Client.Redact(err.Error()))
 			}
@@ -272,6 +270,23 @@ func registrationFate(o Outcome) string {
 		return "was refused for good (a dead letter: paddle-entrypoint spool list --dead, then spool requeue)"
 	}
 	return "was neither delivered nor spooled"
+}
+
+// dropDelivered deletes the spool copy of an entry just delivered; what
+// is left costs only a duplicate the monitor answers 409, and is logged
+// (what names the entry: "" or "completion "). With grace, a ctx already
+// done still leaves afterDeliveryTimeout for it (nothing waits on a
+// supervisor's last write); without, ctx bounds it (Register returns by
+// its budget's deadline).
+func dropDelivered(ctx context.Context, grace bool, q Pending, id uint64, log *slog.Logger, what string) {
+	if grace {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
+		defer cancel()
+	}
+	if err := q.Delete(ctx, id); err != nil {
+		log.Warn(what+"delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
+	}
 }
 
 // Flush sends pending completions whose registration is no longer pending

@@ -30,7 +30,7 @@ import (
 // payload the check refuses is never sent and becomes a dead letter.
 
 // Pending is a queue of spooled entries as the engine uses it.
-// *spool.Queue implements it (and *spool.Spool, for registrations).
+// *spool.Queue implements it.
 type Pending interface {
 	Oldest(ctx context.Context, n int) ([]spool.Entry, error)
 	Attempted(ctx context.Context, id uint64, lastErr string) error
@@ -290,14 +290,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		return done, nil
 	}
 	cl := d.clientFor(e.Fingerprint)
-	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	sendErr := d.Transport.Send(actx, cl, key, e.Payload)
-	cancel()
-	policy := d.Policy
-	if policy == nil {
-		policy = EntrypointPolicy
-	}
-	dec := policy(e, sendErr, time.Now())
+	dec, sendErr := d.try(ctx, cl, e, key, AttemptTimeout)
 	switch dec.Action {
 	case Remove:
 		if err := d.Queue.Delete(ctx, e.ID); err != nil {
@@ -306,11 +299,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		res.Delivered++
 		return done, nil
 	case Bury:
-		answer := "refused"
-		if sendErr != nil {
-			answer = cl.Redact(sendErr.Error())
-		}
-		answer = dec.Note + answer
+		answer := dec.answer(cl, sendErr)
 		log.Error("monitor refused a spooled "+d.noun()+" for good; moved to the dead letters", "answer", answer)
 		if err := d.Queue.Bury(ctx, e.ID, answer); err != nil {
 			return stopped, err
@@ -336,6 +325,35 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		return stopped, nil
 	}
 	return stopped, fmt.Errorf("register: status policy answered an unknown action %d", dec.Action)
+}
+
+// try makes one attempt to send entry e under key with client c (nil: the
+// one e's fingerprint picks), cut short after timeout, and returns the
+// status policy's decision on its result, and the result. Every attempt
+// goes through here: a flush's of spooled entries, and the first tries of
+// a new entry (Registrar.Register, RegisterAlongside, Completer.Complete),
+// which act on the decision as the package comment says.
+func (d *Deliverer) try(ctx context.Context, c *Client, e spool.Entry, key string, timeout time.Duration) (Decision, error) {
+	if c == nil {
+		c = d.clientFor(e.Fingerprint)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	err := d.Transport.Send(actx, c, key, e.Payload)
+	cancel()
+	policy := d.Policy
+	if policy == nil {
+		policy = EntrypointPolicy
+	}
+	return policy(e, err, time.Now()), err
+}
+
+// answer is what a dead letter keeps of an attempt the decision buries:
+// the note and the monitor's answer, redacted by c.
+func (dec Decision) answer(c *Client, err error) string {
+	if err == nil {
+		return dec.Note + "refused"
+	}
+	return dec.Note + c.Redact(err.Error())
 }
 
 func (d *Deliverer) noun() string {

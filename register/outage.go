@@ -21,8 +21,8 @@ import (
 // answered otherwise: what is left when the start ends is the outcome the
 // contract describes.
 
-// Outages is the outage memory's store; *spool.Spool implements it. A
-// Registrar's Queue that implements it is used.
+// Outages is the outage memory's store; *spool.Spool implements it (the
+// memory is the file's, whichever queue a registrar sends from).
 type Outages interface {
 	Outage(ctx context.Context, url string) (since time.Time, found bool, err error)
 	RecordOutage(ctx context.Context, url string, since time.Time) error
@@ -42,8 +42,8 @@ const (
 
 // outages returns the store of the outage memory, nil when there is none.
 func (r *Registrar) outages() Outages {
-	if o, ok := r.Queue.(Outages); ok && r.Client != nil && r.Client.base != "" {
-		return o
+	if r.Outages != nil && r.Client != nil && r.Client.base != "" {
+		return r.Outages
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestIsOutage(t *testing.T) {
 func TestKnownOutageHold(t *testing.T) {
 	s := spool.New(spool.Options{Path: t.TempDir() + "/spool.db"})
 	cl, _ := NewClient(ClientConfig{URL: "http://monitor:8080"})
-	r := &Registrar{Client: cl, Queue: s, OutageHold: time.Minute}
+	r := &Registrar{Client: cl, Queue: s.Registrations(), Outages: s, OutageHold: time.Minute}
 	ctx := context.Background()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	if _, active, found := r.knownOutage(ctx, now); active || found {
@@ -67,10 +67,10 @@ func TestKnownOutageHold(t *testing.T) {
 		}
 	}
 	other, _ := NewClient(ClientConfig{URL: "http://other:8080"})
-	if _, active, _ := (&Registrar{Client: other, Queue: s, OutageHold: time.Minute}).knownOutage(ctx, now); active {
+	if _, active, _ := (&Registrar{Client: other, Queue: s.Registrations(), Outages: s, OutageHold: time.Minute}).knownOutage(ctx, now); active {
 		t.Error("an outage of one monitor URL applied to another")
 	}
-	if _, active, _ := (&Registrar{Client: cl, Queue: s}).knownOutage(ctx, now); active {
+	if _, active, _ := (&Registrar{Client: cl, Queue: s.Registrations(), Outages: s}).knownOutage(ctx, now); active {
 		t.Error("OutageHold 0 still reads the memory")
 	}
 }

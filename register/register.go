@@ -1,8 +1,27 @@
 // Package register delivers a task's registration and completion to the
 // monitor API, and spools what it cannot deliver within the budget. One
-// delivery engine (Deliverer, deliver.go) sends every kind's spooled
-// entries, with the status policy apart from the transport; Registrar and
-// Completer use it, and the node agent uses it for its reports.
+// delivery engine (Deliverer, deliver.go) makes every attempt, with the
+// status policy apart from the transport: a flush's of every kind's
+// spooled entries, and the first tries of a new registration (Register,
+// RegisterAlongside) or completion (Complete), which go through the same
+// transport and status policy (Deliverer.try). The node agent uses it for
+// its reports.
+//
+// What the first tries of a new entry keep of their own, and why:
+//   - when to try again: within the budget, on the RetryPolicy's waits
+//     fitted into it and the monitor's Retry-After (a flush tries an entry
+//     once per pass, with its own backoff between passes); a network error
+//     ends a flush (the rest would fail too) but is tried again within a
+//     budget;
+//   - the write-ahead entry: written at the first failure (Register) or
+//     before the first try (RegisterAlongside, Complete), held from other
+//     processes while this one retries, released when it stops; the
+//     outage memory; the outcome and its log line;
+//   - no payload check (Registrar.Check): it vets bodies read back from a
+//     file that another process, or an older version, may have written; a
+//     new entry's body was built by this process from labels it checked
+//     under the same policy at the start, and is sent under its own task
+//     id. Once spooled, the entry is checked like any other.
 //
 // Guarantees: Register returns by its context's deadline (the budget) and,
 // when the context is cancelled by a signal, within signalSpoolTimeout of
@@ -66,8 +85,7 @@ const spoolReserve = 250 * time.Millisecond
 const flushBatch = 100
 
 // Queue is the spool as registration and completion use it: the engine's
-// Pending, and the write-ahead of a fresh entry. *spool.Queue implements it,
-// and *spool.Spool for registrations.
+// Pending, and the write-ahead of a fresh entry. *spool.Queue implements it.
 type Queue interface {
 	Pending
 	Enqueue(ctx context.Context, e spool.Entry) (uint64, error)
@@ -81,7 +99,10 @@ type Registrar struct {
 	Logger  *slog.Logger
 	Backlog int         // older pending entries sent per start after our own
 	Retry   RetryPolicy // zero: DefaultRetry
-	// OutageHold turns the outage memory on (exec mode): see outage.go.
+	// Outages is the outage memory's store (the spool file); nil: none.
+	// OutageHold turns the memory on (exec mode): see outage.go; a
+	// delivery clears its record whatever the hold.
+	Outages    Outages
 	OutageHold time.Duration
 	// Backoff: Flush skips entries whose own backoff since their last
 	// attempt has not passed (the node's drainer, which passes again and
@@ -100,7 +121,7 @@ type Registrar struct {
 	ClientFor func(fp string) *Client
 }
 
-// holder is the spool's Hold (*spool.Spool has it): the writer of an entry
+// holder is the queue's Hold (*spool.Queue has it): the writer of an entry
 // keeps other processes off it while it is still trying it itself.
 type holder interface {
 	Hold(ctx context.Context, id uint64, until time.Time) error
@@ -217,6 +238,9 @@ type registration struct {
 	// warning; later says who sends the kept registration.
 	warned bool
 	later  string
+	// engine makes the attempts (deliver.go); begun is the first one's time.
+	engine *Deliverer
+	begun  time.Time
 }
 
 func (g *registration) run(ctx context.Context) Outcome {
@@ -225,21 +249,19 @@ func (g *registration) run(ctx context.Context) Outcome {
 		if ctx.Err() != nil {
 			return g.stop(ctx)
 		}
-		err := g.attempt(ctx)
+		dec, err := g.attempt(ctx)
 		if err != nil {
 			g.lastErr = err
 		}
-		switch classify(err) {
-		case delivered:
+		switch dec.Action {
+		case Remove:
 			if g.spooled {
-				if err := g.r.Queue.Delete(ctx, g.id); err != nil {
-					g.log.Warn("delivered, but its spool entry stays until a later send (a duplicate the monitor answers 409)", "err", err)
-				}
+				dropDelivered(ctx, false, g.r.Queue, g.id, g.log, "")
 			}
 			g.deliveredOutage(ctx)
 			return Delivered
-		case permanent:
-			g.bury(ctx, err)
+		case Bury:
+			g.bury(ctx, dec.answer(g.r.Client, err))
 			return Dead
 		}
 		if ctx.Err() != nil {
@@ -269,23 +291,31 @@ func (g *registration) run(ctx context.Context) Outcome {
 // While the registration is not yet spooled, the try leaves part of the
 // budget for the spool write that follows a failure: a monitor that never
 // answers must not take the whole budget and leave nothing kept.
-func (g *registration) attempt(ctx context.Context) error {
+func (g *registration) attempt(ctx context.Context) (Decision, error) {
 	timeout, reserve := g.attemptLimits()
 	if deadline, ok := ctx.Deadline(); ok && !g.spooled && !g.noSpool && g.r.Queue != nil {
 		left := time.Until(deadline)
 		timeout = min(timeout, left-min(reserve, left/2))
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	g.attempts++
-	err := g.r.Client.Send(actx, g.taskID, g.body)
+	dec, err := g.try(ctx, timeout)
 	if err != nil {
 		g.log.Debug("registration attempt failed", "attempt", g.attempts, "err", g.r.Client.Redact(err.Error()))
 	}
 	if isOutage(err) {
 		g.outages++
 	}
-	return err
+	return dec, err
+}
+
+// try makes the registration's next attempt through the delivery engine:
+// the Registrar's transport and status policy, with its own client.
+func (g *registration) try(ctx context.Context, timeout time.Duration) (Decision, error) {
+	if g.engine == nil {
+		g.engine, g.begun = g.r.Deliverer(), time.Now()
+	}
+	g.attempts++
+	e := spool.Entry{TaskID: g.taskID, Payload: g.body, QueuedAt: g.begun, Attempts: g.attempts - 1, Fingerprint: g.r.Client.Fingerprint()}
+	return g.engine.try(ctx, g.r.Client, e, g.taskID, timeout)
 }
 
 // remember writes a failed attempt to the spool: the entry itself at the
@@ -407,9 +437,9 @@ func (g *registration) kept() Outcome {
 	return Lost
 }
 
-// bury keeps a registration the monitor refused for good as a dead letter.
-func (g *registration) bury(ctx context.Context, err error) {
-	answer := g.r.Client.Redact(err.Error())
+// bury keeps a registration the monitor refused for good as a dead letter,
+// with answer (redacted).
+func (g *registration) bury(ctx context.Context, answer string) {
 	g.log.Error("monitor refused the registration for good; not retried", "answer", answer, "spool", g.r.Queue != nil)
 	q := g.r.Queue
 	if q == nil || g.noSpool {

@@ -84,7 +84,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			ctx := context.Background()
 			e := Entry{TaskID: "t", Payload: benchBody}
 			for b.Loop() {
-				if _, err := s.Enqueue(ctx, e); err != nil {
+				if _, err := s.Registrations().Enqueue(ctx, e); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -100,11 +100,11 @@ func BenchmarkOldestDelete(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		es, err := s.Oldest(ctx, 1)
+		es, err := s.Registrations().Oldest(ctx, 1)
 		if err != nil || len(es) != 1 {
 			b.Fatal(es, err)
 		}
-		if err := s.Delete(ctx, es[0].ID); err != nil {
+		if err := s.Registrations().Delete(ctx, es[0].ID); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -119,7 +119,7 @@ func BenchmarkOldestDeleteMany(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		es, err := s.Oldest(ctx, batch)
+		es, err := s.Registrations().Oldest(ctx, batch)
 		if err != nil || len(es) != batch {
 			b.Fatal(len(es), err)
 		}
@@ -127,7 +127,7 @@ func BenchmarkOldestDeleteMany(b *testing.B) {
 		for i, e := range es {
 			ids[i] = e.ID
 		}
-		if err := s.DeleteMany(ctx, ids); err != nil {
+		if err := s.Registrations().DeleteMany(ctx, ids); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -146,16 +146,16 @@ func BenchmarkOldestAtStart(b *testing.B) {
 			s := benchSpool(b, 10000, 0)
 			if bc.create {
 				ctx := context.Background()
-				id, err := s.Enqueue(ctx, Entry{TaskID: "t", Payload: benchBody})
+				id, err := s.Registrations().Enqueue(ctx, Entry{TaskID: "t", Payload: benchBody})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.Delete(ctx, id); err != nil {
+				if err := s.Registrations().Delete(ctx, id); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for b.Loop() {
-				if es, err := s.Oldest(context.Background(), 10); err != nil || len(es) != 0 {
+				if es, err := s.Registrations().Oldest(context.Background(), 10); err != nil || len(es) != 0 {
 					b.Fatal(es, err)
 				}
 			}
@@ -167,7 +167,7 @@ func BenchmarkOldestAtStart(b *testing.B) {
 func BenchmarkStats(b *testing.B) {
 	s := benchSpool(b, 1<<30, 10000)
 	for b.Loop() {
-		if st, err := s.Stats(context.Background()); err != nil || st.Pending != 10000 {
+		if st, err := s.Registrations().Stats(context.Background()); err != nil || st.Pending != 10000 {
 			b.Fatal(st, err)
 		}
 	}
@@ -196,7 +196,7 @@ func BenchmarkRequeue10000(b *testing.B) {
 			return nil
 		})
 		b.StartTimer()
-		n, err := s.Requeue(ctx)
+		n, err := s.Registrations().Requeue(ctx)
 		if err != nil || n != 10000 {
 			b.Fatalf("requeued %d: %v", n, err)
 		}

@@ -3,7 +3,6 @@ package spool
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -27,56 +26,6 @@ var (
 	bucketCompletionsDeadT = []byte("completions_dead_by_token")
 	keyCompletionsDropped  = []byte("completions_dropped")
 )
-
-// CompletionStats counts a spool's completions.
-type CompletionStats struct {
-	Pending int `json:"completions_pending"`
-	Dead    int `json:"completions_dead"`
-	Dropped int `json:"completions_dropped"`
-}
-
-// EnqueueCompletion is s.Completions().Enqueue.
-func (s *Spool) EnqueueCompletion(ctx context.Context, e Entry) (uint64, error) {
-	return s.Completions().Enqueue(ctx, e)
-}
-
-// DeleteCompletion is s.Completions().Delete.
-func (s *Spool) DeleteCompletion(ctx context.Context, id uint64) error {
-	return s.Completions().Delete(ctx, id)
-}
-
-// AttemptedCompletion is s.Completions().Attempted.
-func (s *Spool) AttemptedCompletion(ctx context.Context, id uint64, lastErr string) error {
-	return s.Completions().Attempted(ctx, id, lastErr)
-}
-
-// BuryCompletion is s.Completions().Bury.
-func (s *Spool) BuryCompletion(ctx context.Context, id uint64, answer string) error {
-	return s.Completions().Bury(ctx, id, answer)
-}
-
-// HoldCompletion is s.Completions().Hold.
-func (s *Spool) HoldCompletion(ctx context.Context, id uint64, until time.Time) error {
-	return s.Completions().Hold(ctx, id, until)
-}
-
-// ReadyCompletions is s.Completions().Oldest: up to n pending completions
-// (n <= 0: all), oldest first, whose task's registration is not pending,
-// that this process may send (Options.Sendable) and that nobody holds.
-func (s *Spool) ReadyCompletions(ctx context.Context, n int) ([]Entry, error) {
-	return s.Completions().Oldest(ctx, n)
-}
-
-// ListCompletions is s.Completions().List.
-func (s *Spool) ListCompletions(ctx context.Context, dead bool) ([]Entry, error) {
-	return s.Completions().List(ctx, dead)
-}
-
-// CompletionStats counts pending, dead and dropped completions.
-func (s *Spool) CompletionStats(ctx context.Context) (CompletionStats, error) {
-	st, err := s.Completions().Stats(ctx)
-	return CompletionStats{Pending: st.Pending, Dead: st.Dead, Dropped: st.Dropped}, err
-}
 
 // RegistrationPending reports whether taskID's registration is pending.
 func (s *Spool) RegistrationPending(ctx context.Context, taskID string) (bool, error) {

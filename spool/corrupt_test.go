@@ -21,11 +21,11 @@ func validSpool(t *testing.T, path string, n int) []byte {
 	s, _ := testSpool(t, Options{Path: path})
 	for i := range n {
 		id := "old-" + string(rune('a'+i))
-		if _, err := s.Enqueue(context.Background(), Entry{TaskID: id, Payload: body(id, 1500)}); err != nil {
+		if _, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: id, Payload: body(id, 1500)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.BuryNew(context.Background(), Entry{TaskID: "dead-1", Payload: body("dead-1", 10)}, "400"); err != nil {
+	if err := s.Registrations().BuryNew(context.Background(), Entry{TaskID: "dead-1", Payload: body("dead-1", 10)}, "400"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -101,11 +101,11 @@ func TestSpoolCorruptFileRenamedAside(t *testing.T) {
 				var err error
 				switch op {
 				case "Enqueue":
-					_, err = s.Enqueue(ctx, Entry{TaskID: "new", Payload: body("new", 10)})
+					_, err = s.Registrations().Enqueue(ctx, Entry{TaskID: "new", Payload: body("new", 10)})
 				case "Stats":
-					_, err = s.Stats(ctx)
+					_, err = s.Registrations().Stats(ctx)
 				case "Oldest":
-					_, err = s.Oldest(ctx, 0)
+					_, err = s.Registrations().Oldest(ctx, 0)
 				}
 				if err != nil {
 					t.Fatalf("%s on the damaged file: %v, want the fresh spool used", op, err)
@@ -134,7 +134,7 @@ func TestSpoolCorruptFileRenamedAside(t *testing.T) {
 				if op != "Enqueue" {
 					enqueue(t, s, "new")
 				}
-				es, err := s.Oldest(ctx, 0)
+				es, err := s.Registrations().Oldest(ctx, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -175,7 +175,7 @@ func TestSpoolCorruptAsideNamesDoNotClobber(t *testing.T) {
 		if err := os.WriteFile(path, []byte(strings.Repeat("garbage", i+1)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Stats(context.Background()); err != nil {
+		if _, err := s.Registrations().Stats(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,7 +231,7 @@ func TestSpoolFreshFileKeepsOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := testSpool(t, Options{Path: path})
-	es, err := s.Oldest(context.Background(), 0)
+	es, err := s.Registrations().Oldest(context.Background(), 0)
 	if err != nil || len(es) != 2 {
 		t.Fatalf("Oldest = %v, %v; want the 2 salvaged entries", taskIDs(es), err)
 	}

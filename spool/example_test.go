@@ -24,7 +24,8 @@ func ExampleSpool() {
 		MaxAge:      30 * 24 * time.Hour,
 		LockTimeout: time.Second,
 	})
-	id, err := s.Enqueue(ctx, spool.Entry{
+	regs := s.Registrations()
+	id, err := regs.Enqueue(ctx, spool.Entry{
 		TaskID:  "0f8fad5b-d9cb-469f-a165-70867728950e",
 		Payload: []byte(`{"schema_version":1,"task_id":"0f8fad5b-d9cb-469f-a165-70867728950e","task_name":"resnet50"}`),
 	})
@@ -32,15 +33,15 @@ func ExampleSpool() {
 		fmt.Println("spool unavailable, the start goes on:", err)
 		return
 	}
-	_ = s.Attempted(ctx, id, "503 Service Unavailable")
+	_ = regs.Attempted(ctx, id, "503 Service Unavailable")
 
-	pending, _ := s.Oldest(ctx, 10)
+	pending, _ := regs.Oldest(ctx, 10)
 	for _, e := range pending {
 		fmt.Printf("%s attempts=%d last_error=%q\n", e.TaskID, e.Attempts, e.LastError)
 		// ... POST e.Payload with Idempotency-Key: e.TaskID; on 2xx or 409:
-		_ = s.Delete(ctx, e.ID)
+		_ = regs.Delete(ctx, e.ID)
 	}
-	st, _ := s.Stats(ctx)
+	st, _ := regs.Stats(ctx)
 	fmt.Printf("pending=%d dead=%d dropped=%d\n", st.Pending, st.Dead, st.Dropped)
 	// Output:
 	// 0f8fad5b-d9cb-469f-a165-70867728950e attempts=1 last_error="503 Service Unavailable"

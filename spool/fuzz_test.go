@@ -54,7 +54,7 @@ func compact(b []byte) []byte {
 func FuzzCheckMeta(f *testing.F) {
 	path := filepath.Join(f.TempDir(), "spool-0.db")
 	s := New(Options{Path: path})
-	if _, err := s.Enqueue(f.Context(), Entry{TaskID: "a", Payload: []byte(`{}`)}); err != nil {
+	if _, err := s.Registrations().Enqueue(f.Context(), Entry{TaskID: "a", Payload: []byte(`{}`)}); err != nil {
 		f.Fatal(err)
 	}
 	valid, err := os.ReadFile(path)

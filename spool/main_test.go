@@ -81,7 +81,7 @@ func body(taskID string, pad int) json.RawMessage {
 
 func enqueue(t testing.TB, s *Spool, taskID string) uint64 {
 	t.Helper()
-	id, err := s.Enqueue(context.Background(), Entry{TaskID: taskID, Payload: body(taskID, 64)})
+	id, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: taskID, Payload: body(taskID, 64)})
 	if err != nil {
 		t.Fatalf("Enqueue(%s): %v", taskID, err)
 	}
@@ -98,7 +98,7 @@ func taskIDs(es []Entry) []string {
 
 func stats(t testing.TB, s *Spool) Stats {
 	t.Helper()
-	st, err := s.Stats(context.Background())
+	st, err := s.Registrations().Stats(context.Background())
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}

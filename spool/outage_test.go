@@ -36,7 +36,7 @@ func TestOutageRecord(t *testing.T) {
 	if bytes.Contains(raw, []byte("s3cret")) || bytes.Contains(raw, []byte("monitor:8080")) {
 		t.Error("the spool file holds the monitor URL")
 	}
-	if st, _ := s.Stats(ctx); st != (Stats{}) {
+	if st, _ := s.Registrations().Stats(ctx); st != (Stats{}) {
 		t.Errorf("an outage record counts as an entry: %+v", st)
 	}
 	if err := s.ClearOutage(ctx, url); err != nil {

@@ -44,7 +44,7 @@ func crashWriter(path, prefix string) int {
 	out := bufio.NewWriter(os.Stdout)
 	for n := 0; ; n++ {
 		id := prefix + "-" + strconv.Itoa(n)
-		if _, err := s.Enqueue(context.Background(), Entry{TaskID: id, Payload: body(id, crashPad(n))}); err != nil {
+		if _, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: id, Payload: body(id, crashPad(n))}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -115,7 +115,7 @@ func TestSpoolCrashSafety(t *testing.T) {
 	}
 
 	s, lb := testSpool(t, Options{Path: path})
-	es, err := s.List(context.Background(), false)
+	es, err := s.Registrations().List(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func writeConcurrently(path, prefix string, goroutines, each int) error {
 		wg.Go(func() {
 			for i := range each {
 				id := fmt.Sprintf("%s-%d-%d", prefix, g, i)
-				if _, err := s.Enqueue(context.Background(), Entry{TaskID: id, Payload: body(id, 100)}); err != nil {
+				if _, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: id, Payload: body(id, 100)}); err != nil {
 					errs <- fmt.Errorf("%s: %w", id, err)
 				}
 			}
@@ -214,7 +214,7 @@ func TestSpoolConcurrentWriters(t *testing.T) {
 		}
 	}
 	s, _ := testSpool(t, Options{Path: path})
-	es, err := s.List(context.Background(), false)
+	es, err := s.Registrations().List(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,10 +277,13 @@ func TestSpoolLockedFile(t *testing.T) {
 				name string
 				run  func() error
 			}{
-				{"Enqueue", func() error { _, err := s.Enqueue(ctx, Entry{TaskID: "x", Payload: body("x", 1)}); return err }},
-				{"Stats", func() error { _, err := s.Stats(ctx); return err }},
-				{"Oldest", func() error { _, err := s.Oldest(ctx, 1); return err }},
-				{"Delete", func() error { return s.Delete(ctx, 1) }},
+				{"Enqueue", func() error {
+					_, err := s.Registrations().Enqueue(ctx, Entry{TaskID: "x", Payload: body("x", 1)})
+					return err
+				}},
+				{"Stats", func() error { _, err := s.Registrations().Stats(ctx); return err }},
+				{"Oldest", func() error { _, err := s.Registrations().Oldest(ctx, 1); return err }},
+				{"Delete", func() error { return s.Registrations().Delete(ctx, 1) }},
 			} {
 				start := time.Now()
 				err := op.run()
@@ -297,7 +300,7 @@ func TestSpoolLockedFile(t *testing.T) {
 			long := New(Options{Path: path, LockTimeout: time.Minute})
 			dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			start := time.Now()
-			_, err := long.Enqueue(dctx, Entry{TaskID: "x", Payload: body("x", 1)})
+			_, err := long.Registrations().Enqueue(dctx, Entry{TaskID: "x", Payload: body("x", 1)})
 			cancel()
 			if took := time.Since(start); !errors.Is(err, ErrLocked) || took > 100*time.Millisecond+margin {
 				t.Errorf("Enqueue with a 100ms context: %v after %v", err, took)
@@ -306,7 +309,7 @@ func TestSpoolLockedFile(t *testing.T) {
 			cctx, cancel := context.WithCancel(ctx)
 			go func() { time.Sleep(50 * time.Millisecond); cancel() }()
 			start = time.Now()
-			_, err = long.Enqueue(cctx, Entry{TaskID: "x", Payload: body("x", 1)})
+			_, err = long.Registrations().Enqueue(cctx, Entry{TaskID: "x", Payload: body("x", 1)})
 			if took := time.Since(start); !errors.Is(err, context.Canceled) || took > 50*time.Millisecond+margin {
 				t.Errorf("Enqueue cancelled after 50ms: %v after %v", err, took)
 			}
@@ -328,13 +331,13 @@ func TestSpoolSharedLock(t *testing.T) {
 	enqueue(t, s, "a")
 	release := holdLock(t, s.Path(), syscall.LOCK_SH)
 	defer release()
-	if st, err := s.Stats(context.Background()); err != nil || st.Pending != 1 {
+	if st, err := s.Registrations().Stats(context.Background()); err != nil || st.Pending != 1 {
 		t.Errorf("Stats under another reader's lock: %+v, %v", st, err)
 	}
-	if es, err := s.List(context.Background(), false); err != nil || len(es) != 1 {
+	if es, err := s.Registrations().List(context.Background(), false); err != nil || len(es) != 1 {
 		t.Errorf("List under another reader's lock: %v, %v", es, err)
 	}
-	if _, err := s.Enqueue(context.Background(), Entry{TaskID: "b", Payload: body("b", 1)}); !errors.Is(err, ErrLocked) {
+	if _, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: "b", Payload: body("b", 1)}); !errors.Is(err, ErrLocked) {
 		t.Errorf("Enqueue under a reader's lock: %v, want ErrLocked", err)
 	}
 }
@@ -346,11 +349,11 @@ func TestSpoolUnavailablePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := testSpool(t, Options{Path: filepath.Join(file, "spool-0.db")})
-	_, err := s.Enqueue(context.Background(), Entry{TaskID: "a", Payload: body("a", 1)})
+	_, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: "a", Payload: body("a", 1)})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("Enqueue below a regular file: %v, want ErrUnavailable (ENOTDIR)", err)
 	}
-	if _, err := s.Stats(context.Background()); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Registrations().Stats(context.Background()); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Stats below a regular file: %v, want ErrUnavailable", err)
 	}
 }
@@ -367,35 +370,35 @@ func unprivileged(dir string) int {
 	}
 
 	// A directory this user cannot write: the file cannot be created.
-	if _, err := sp(filepath.Join(dir, "rootdir", "spool-65534.db")).Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) || !errors.Is(err, os.ErrPermission) {
+	if _, err := sp(filepath.Join(dir, "rootdir", "spool-65534.db")).Registrations().Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) || !errors.Is(err, os.ErrPermission) {
 		fail("Enqueue in an unwritable directory: %v", err)
 	}
 	// nor the directory.
-	if _, err := sp(filepath.Join(dir, "rootdir", "sub", "spool-65534.db")).Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
+	if _, err := sp(filepath.Join(dir, "rootdir", "sub", "spool-65534.db")).Registrations().Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
 		fail("Enqueue needing a directory it cannot make: %v", err)
 	}
 	// Another user's spool, readable: not trusted, so not even read (its
 	// entries are that user's labels), and never written.
 	valid := sp(filepath.Join(dir, "rootdir", "spool-0.db"))
-	if es, err := valid.List(ctx, false); !errors.Is(err, ErrUntrusted) || len(es) != 0 {
+	if es, err := valid.Registrations().List(ctx, false); !errors.Is(err, ErrUntrusted) || len(es) != 0 {
 		fail("List of another user's readable spool: %v, %v", es, err)
 	}
-	if _, err := valid.Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
+	if _, err := valid.Registrations().Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
 		fail("Enqueue into a read-only spool: %v", err)
 	}
-	if err := valid.Delete(ctx, 1); !errors.Is(err, ErrUnavailable) {
+	if err := valid.Registrations().Delete(ctx, 1); !errors.Is(err, ErrUnavailable) {
 		fail("Delete in a read-only spool: %v", err)
 	}
 	// Not even readable.
-	if _, err := sp(filepath.Join(dir, "rootdir", "spool-private.db")).Stats(ctx); !errors.Is(err, ErrUnavailable) {
+	if _, err := sp(filepath.Join(dir, "rootdir", "spool-private.db")).Registrations().Stats(ctx); !errors.Is(err, ErrUnavailable) {
 		fail("Stats of an unreadable spool: %v", err)
 	}
 	// A corrupt file it may not rename.
 	corrupt := sp(filepath.Join(dir, "rootdir", "spool-corrupt.db"))
-	if _, err := corrupt.Stats(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrUntrusted) {
+	if _, err := corrupt.Registrations().Stats(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrUntrusted) {
 		fail("Stats of a corrupt file it may not rename: %v", err)
 	}
-	if _, err := corrupt.Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
+	if _, err := corrupt.Registrations().Enqueue(ctx, entry); !errors.Is(err, ErrUnavailable) {
 		fail("Enqueue into a corrupt file it may not rename: %v", err)
 	}
 	if len(fails) > 0 {

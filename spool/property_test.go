@@ -46,40 +46,40 @@ func FuzzOperations(f *testing.F) {
 				var err error
 				switch kind {
 				case 0:
-					_, err = s.Enqueue(ctx, Entry{TaskID: id, Payload: body(id, pad), Fingerprint: fp})
+					_, err = s.Registrations().Enqueue(ctx, Entry{TaskID: id, Payload: body(id, pad), Fingerprint: fp})
 					if err == nil {
 						added++
 					}
 				case 1:
-					if err = s.BuryNew(ctx, Entry{TaskID: id, Payload: body(id, pad), Fingerprint: fp}, "403"); err == nil {
+					if err = s.Registrations().BuryNew(ctx, Entry{TaskID: id, Payload: body(id, pad), Fingerprint: fp}, "403"); err == nil {
 						added++
 					}
 				case 2:
 					var es []Entry
-					if es, err = s.Oldest(ctx, 1); err == nil && len(es) == 1 {
-						err = s.Bury(ctx, es[0].ID, "403")
+					if es, err = s.Registrations().Oldest(ctx, 1); err == nil && len(es) == 1 {
+						err = s.Registrations().Bury(ctx, es[0].ID, "403")
 					}
 				case 3:
-					_, err = s.Requeue(ctx)
+					_, err = s.Registrations().Requeue(ctx)
 				case 4:
 					var n int
-					n, err = s.PurgeDead(ctx)
+					n, err = s.Registrations().PurgeDead(ctx)
 					gone += n
 				case 5:
 					var es []Entry
-					if es, err = s.Oldest(ctx, int(op>>3)%4+1); err == nil {
+					if es, err = s.Registrations().Oldest(ctx, int(op>>3)%4+1); err == nil {
 						var ids []uint64
 						for _, e := range es {
 							ids = append(ids, e.ID)
 						}
-						if err = s.DeleteMany(ctx, ids); err == nil {
+						if err = s.Registrations().DeleteMany(ctx, ids); err == nil {
 							gone += len(ids)
 						}
 					}
 				case 6:
 					var es []Entry
-					if es, err = s.Oldest(ctx, 1); err == nil && len(es) == 1 {
-						err = s.Attempted(ctx, es[0].ID, "503")
+					if es, err = s.Registrations().Oldest(ctx, 1); err == nil && len(es) == 1 {
+						err = s.Registrations().Attempted(ctx, es[0].ID, "503")
 					}
 				}
 				done <- err

@@ -36,6 +36,10 @@ func (s *Spool) Completions() *Queue { return s.Queue(Completions) }
 // Kind returns the queue's kind.
 func (q *Queue) Kind() Kind { return q.k }
 
+// Spool returns the spool file the queue is in (its other kinds, its
+// outage memory).
+func (q *Queue) Spool() *Spool { return q.s }
+
 // Path returns the spool file's path.
 func (q *Queue) Path() string { return q.s.opt.Path }
 
@@ -95,26 +99,13 @@ func (q *Queue) Enqueue(ctx context.Context, e Entry) (uint64, error) {
 // attempt, its error and its time. An id that is no longer pending (another
 // process delivered, dropped or expired it) is not an error.
 func (q *Queue) Attempted(ctx context.Context, id uint64, lastErr string) error {
-	s := q.s
-	now := s.opt.Now()
-	return s.update(ctx, q.k, func(b buckets, _ *changes) error {
-		bk, v := b.findPending(id)
-		if v == nil {
-			return nil
-		}
+	now := q.s.opt.Now()
+	return q.patchPending(ctx, id, func(v []byte) map[string]any {
 		e, ok := decode(itob(id), v)
 		if !ok {
 			return nil // Oldest buries it; nothing worth counting here
 		}
-		nv, err := patch(v, map[string]any{
-			"attempts":     e.Attempts + 1,
-			"last_error":   lastErr,
-			"last_attempt": now,
-		})
-		if err != nil {
-			return nil
-		}
-		return bk.Put(itob(id), nv)
+		return map[string]any{"attempts": e.Attempts + 1, "last_error": lastErr, "last_attempt": now}
 	})
 }
 
@@ -122,17 +113,27 @@ func (q *Queue) Attempted(ctx context.Context, id uint64, lastErr string) error 
 // until until (a zero time releases it): the writer of a write-ahead
 // entry renews it while it keeps trying, and releases it when it stops.
 func (q *Queue) Hold(ctx context.Context, id uint64, until time.Time) error {
-	s := q.s
-	return s.update(ctx, q.k, func(b buckets, _ *changes) error {
+	var val any
+	if !until.IsZero() {
+		val = until
+	}
+	return q.patchPending(ctx, id, func([]byte) map[string]any { return map[string]any{"held_until": val} })
+}
+
+// patchPending sets the fields that fields returns (nil: none) in pending
+// entry id's record. An id that is no longer pending, or a record that
+// cannot be patched, is left as it is: not an error.
+func (q *Queue) patchPending(ctx context.Context, id uint64, fields func(v []byte) map[string]any) error {
+	return q.s.update(ctx, q.k, func(b buckets, _ *changes) error {
 		bk, v := b.findPending(id)
 		if v == nil {
 			return nil
 		}
-		var val any
-		if !until.IsZero() {
-			val = until
+		f := fields(v)
+		if f == nil {
+			return nil
 		}
-		nv, err := patch(v, map[string]any{"held_until": val})
+		nv, err := patch(v, f)
 		if err != nil {
 			return nil
 		}

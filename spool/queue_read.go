@@ -3,6 +3,7 @@ package spool
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -229,73 +230,41 @@ func (q *Queue) stats(ctx context.Context, also *Kind) (Stats, error) {
 	return st, err
 }
 
-// Requeue moves every dead letter back to pending and returns how many. A
-// requeued entry gets a new id at the back of the queue, its attempts reset
-// to zero and its answer cleared, so it is tried again as if new; it keeps
-// its task id, payload, first queued time and last error, and RequeuedAt
-// records the move (its age for MaxAge counts from then). Dead letters that
-// cannot be sent (undecodable records) stay dead.
-func (q *Queue) Requeue(ctx context.Context) (int, error) {
+// Requeue moves every dead letter of the queue (and of the kinds also, in
+// the same file) back to pending and returns how many, all in one
+// transaction: a requeue cut short moves none. A requeued entry gets a new
+// id at the back of its kind's queue, its attempts reset to zero and its
+// answer cleared, so it is tried again as if new; it keeps its task id,
+// payload, first queued time and last error, and RequeuedAt records the
+// move (its age for MaxAge counts from then). Dead letters that cannot be
+// sent (undecodable records) stay dead.
+func (q *Queue) Requeue(ctx context.Context, also ...Kind) (int, error) {
 	s := q.s
 	if s.missing() {
 		return 0, nil
 	}
 	now := s.opt.Now()
+	kinds := q.kinds(also)
 	var moved, kept int
-	var ch changes
+	var ch []changes
 	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
-		moved, kept, ch = 0, 0, changes{}
+		moved, kept, ch = 0, 0, make([]changes, len(kinds))
 		return db.Update(func(tx *bolt.Tx) error {
-			b := createBuckets(tx, q.k)
-			if b.err != nil {
-				return b.err
-			}
-			for _, fam := range []struct{ dead, pending *bolt.Bucket }{{b.dead, b.pending}, {b.deadT, b.pendingT}} {
-				var keys [][]byte
-				c := fam.dead.Cursor()
-				for k, v := c.First(); k != nil; k, v = c.Next() {
-					if err := stopped(ctx, len(keys)+kept); err != nil {
-						return err // rolled back: the file is as it was
-					}
-					if _, ok := decode(k, v); !ok {
-						kept++
-						continue
-					}
-					keys = append(keys, clone(k))
+			for i, k := range kinds {
+				b := createBuckets(tx, k)
+				if b.err != nil {
+					return b.err
 				}
-				for i, k := range keys {
-					if err := stopped(ctx, i); err != nil {
-						return err
-					}
-					nv, err := patch(fam.dead.Get(k), map[string]any{
-						"attempts":    0,
-						"answer":      nil,
-						"dead_at":     nil,
-						"expires_at":  nil,
-						"held_until":  nil,
-						"requeued_at": now,
-					})
-					if err != nil {
-						kept++
-						continue
-					}
-					seq, err := b.pending.NextSequence()
-					if err != nil {
-						return err
-					}
-					if nv, err = patch(nv, map[string]any{"id": seq}); err != nil {
-						return err
-					}
-					if err := fam.pending.Put(itob(seq), nv); err != nil {
-						return err
-					}
-					if err := fam.dead.Delete(k); err != nil {
-						return err
-					}
-					moved++
+				m, n, err := requeueKind(ctx, b, now)
+				moved, kept = moved+m, kept+n
+				if err != nil {
+					return err // rolled back: the file is as it was
+				}
+				if err := s.bound(b, &ch[i]); err != nil {
+					return err
 				}
 			}
-			return s.bound(b, &ch)
+			return nil
 		})
 	})
 	if err != nil {
@@ -304,12 +273,77 @@ func (q *Queue) Requeue(ctx context.Context) (int, error) {
 	if kept > 0 {
 		s.log.Warn("spool: dead letters that cannot be sent stay dead", "path", s.opt.Path, "count", kept)
 	}
-	s.logChanges(q.k, ch)
+	for i, k := range kinds {
+		s.logChanges(k, ch[i])
+	}
 	return moved, nil
 }
 
-// PurgeDead deletes every dead letter and returns how many.
-func (q *Queue) PurgeDead(ctx context.Context) (int, error) {
+// kinds is the queue's kind followed by those of also that are not it.
+func (q *Queue) kinds(also []Kind) []Kind {
+	out := []Kind{q.k}
+	for _, k := range also {
+		if k.valid() && !slices.ContainsFunc(out, func(o Kind) bool { return o.name == k.name }) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// requeueKind moves the dead letters of b's kind back to pending, within
+// the caller's transaction, and returns how many it moved and kept dead.
+func requeueKind(ctx context.Context, b buckets, now time.Time) (moved, kept int, err error) {
+	for _, fam := range []struct{ dead, pending *bolt.Bucket }{{b.dead, b.pending}, {b.deadT, b.pendingT}} {
+		var keys [][]byte
+		c := fam.dead.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if err := stopped(ctx, len(keys)+kept); err != nil {
+				return moved, kept, err
+			}
+			if _, ok := decode(k, v); !ok {
+				kept++
+				continue
+			}
+			keys = append(keys, clone(k))
+		}
+		for i, k := range keys {
+			if err := stopped(ctx, i); err != nil {
+				return moved, kept, err
+			}
+			nv, err := patch(fam.dead.Get(k), map[string]any{
+				"attempts":    0,
+				"answer":      nil,
+				"dead_at":     nil,
+				"expires_at":  nil,
+				"held_until":  nil,
+				"requeued_at": now,
+			})
+			if err != nil {
+				kept++
+				continue
+			}
+			seq, err := b.pending.NextSequence()
+			if err != nil {
+				return moved, kept, err
+			}
+			if nv, err = patch(nv, map[string]any{"id": seq}); err != nil {
+				return moved, kept, err
+			}
+			if err := fam.pending.Put(itob(seq), nv); err != nil {
+				return moved, kept, err
+			}
+			if err := fam.dead.Delete(k); err != nil {
+				return moved, kept, err
+			}
+			moved++
+		}
+	}
+	return moved, kept, nil
+}
+
+// PurgeDead deletes every dead letter of the queue (and of the kinds also,
+// in the same file, in the same transaction) and returns how many.
+func (q *Queue) PurgeDead(ctx context.Context, also ...Kind) (int, error) {
 	s := q.s
 	if s.missing() {
 		return 0, nil
@@ -318,17 +352,19 @@ func (q *Queue) PurgeDead(ctx context.Context) (int, error) {
 	err := s.do(ctx, modeModify, func(db *bolt.DB) error {
 		n = 0
 		return db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{q.k.dead, q.k.deadT} {
-				bk := tx.Bucket(name)
-				if bk == nil {
-					continue
-				}
-				n += bk.Stats().KeyN // nothing written yet in this transaction
-				if err := tx.DeleteBucket(name); err != nil {
-					return err
-				}
-				if _, err := tx.CreateBucket(name); err != nil {
-					return err
+			for _, k := range q.kinds(also) {
+				for _, name := range [][]byte{k.dead, k.deadT} {
+					bk := tx.Bucket(name)
+					if bk == nil {
+						continue
+					}
+					n += bk.Stats().KeyN // nothing written yet in this transaction
+					if err := tx.DeleteBucket(name); err != nil {
+						return err
+					}
+					if _, err := tx.CreateBucket(name); err != nil {
+						return err
+					}
 				}
 			}
 			return nil

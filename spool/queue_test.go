@@ -97,7 +97,7 @@ func TestReportQueue(t *testing.T) {
 		ids = append(ids, id)
 	}
 	enqueue(t, s, "task-a")
-	if _, err := s.EnqueueCompletion(ctx, Entry{TaskID: "task-b", Payload: body("task-b", 1)}); err != nil {
+	if _, err := s.Completions().Enqueue(ctx, Entry{TaskID: "task-b", Payload: body("task-b", 1)}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{}
@@ -111,7 +111,7 @@ func TestReportQueue(t *testing.T) {
 	if got, _ := q.Oldest(ctx, 2); !slices.Equal(keys(got), want[:2]) {
 		t.Errorf("Oldest(2) = %q, want %q", keys(got), want[:2])
 	}
-	if regs, _ := s.Oldest(ctx, 0); !slices.Equal(keys(regs), []string{"task-a"}) {
+	if regs, _ := s.Registrations().Oldest(ctx, 0); !slices.Equal(keys(regs), []string{"task-a"}) {
 		t.Errorf("registrations = %q: the reports' kind leaked into them", keys(regs))
 	}
 	// The oldest is answered 400: a dead letter with the answer.
@@ -157,7 +157,7 @@ func TestReportQueue(t *testing.T) {
 	// The registration, queued at +5, expires at +16: into the dead
 	// letters, as registrations do, with nothing counted as dropped.
 	now = start.Add(16 * time.Minute)
-	if regs, err := s.Oldest(ctx, 0); err != nil || len(regs) != 0 {
+	if regs, err := s.Registrations().Oldest(ctx, 0); err != nil || len(regs) != 0 {
 		t.Fatalf("registrations at +16 = %q, %v", keys(regs), err)
 	}
 	if regs := stats(t, s); regs.Pending != 0 || regs.Dead != 1 || regs.Expired != 0 || regs.Dropped != 0 {
@@ -304,4 +304,64 @@ func FuzzQueueOperations(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Requeue and PurgeDead take other kinds of the same file: their dead
+// letters move (or go) in the same transaction, each kind counted once,
+// and a kind not named is left alone.
+func TestRequeuePurgeWithOtherKinds(t *testing.T) {
+	ctx := context.Background()
+	reports, err := NewKind("reports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Path: t.TempDir() + "/spool.db"})
+	bury := func() {
+		t.Helper()
+		for _, kn := range []struct {
+			k Kind
+			n int
+		}{{Registrations, 2}, {Completions, 3}, {reports, 1}} {
+			k := kn.k
+			for i := range kn.n {
+				id := fmt.Sprintf("%s-%d", k.Name(), i)
+				if err := s.Queue(k).BuryNew(ctx, Entry{TaskID: id, Payload: body(id, 1)}, "400"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	counts := func() (out [3][2]int) {
+		t.Helper()
+		for i, k := range []Kind{Registrations, Completions, reports} {
+			st, err := s.Queue(k).Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = [2]int{st.Pending, st.Dead}
+		}
+		return out
+	}
+	bury()
+	// The queue's own kind named again among the others counts once.
+	if n, err := s.Completions().Requeue(ctx, Registrations, Completions, Registrations); err != nil || n != 5 {
+		t.Fatalf("Requeue = %d, %v; want 5", n, err)
+	}
+	if got, want := counts(), [3][2]int{{2, 0}, {3, 0}, {0, 1}}; got != want {
+		t.Errorf("after Requeue: pending, dead of registrations, completions, reports = %v, want %v", got, want)
+	}
+	bury()
+	if n, err := s.Registrations().PurgeDead(ctx, Completions); err != nil || n != 5 {
+		t.Fatalf("PurgeDead = %d, %v; want 5", n, err)
+	}
+	if got, want := counts(), [3][2]int{{2, 0}, {3, 0}, {0, 2}}; got != want {
+		t.Errorf("after PurgeDead: %v, want %v", got, want)
+	}
+	// Without other kinds, only the queue's own.
+	if n, err := s.Queue(reports).Requeue(ctx); err != nil || n != 2 {
+		t.Fatalf("reports Requeue = %d, %v; want 2", n, err)
+	}
+	if got, want := counts(), [3][2]int{{2, 0}, {3, 0}, {2, 0}}; got != want {
+		t.Errorf("after the reports' Requeue: %v, want %v", got, want)
+	}
 }

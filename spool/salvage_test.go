@@ -82,7 +82,7 @@ func TestSalvagedReadOnly(t *testing.T) {
 	if err != nil || len(p) != 1 || p[0].TaskID != "a" || len(d) != 0 {
 		t.Errorf("Salvaged = %v, %v, %v", p, d, err)
 	}
-	if _, err := New(Options{Path: path}).Stats(context.Background()); err == nil {
+	if _, err := New(Options{Path: path}).Registrations().Stats(context.Background()); err == nil {
 		t.Error("bbolt opened a file renamed aside")
 	}
 }

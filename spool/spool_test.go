@@ -23,7 +23,7 @@ func TestSpoolQueueOrderAndDelivery(t *testing.T) {
 	if !slices.IsSorted(ids) || ids[0] == 0 {
 		t.Fatalf("ids %v: want increasing, non-zero", ids)
 	}
-	es, err := s.Oldest(ctx, 2)
+	es, err := s.Registrations().Oldest(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,33 +37,33 @@ func TestSpoolQueueOrderAndDelivery(t *testing.T) {
 		t.Errorf("entry = %+v, want version %d, a queued time, no attempts", es[0], RecordVersion)
 	}
 
-	if err := s.Attempted(ctx, ids[0], "503 Service Unavailable"); err != nil {
+	if err := s.Registrations().Attempted(ctx, ids[0], "503 Service Unavailable"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Attempted(ctx, ids[0], "connection refused"); err != nil {
+	if err := s.Registrations().Attempted(ctx, ids[0], "connection refused"); err != nil {
 		t.Fatal(err)
 	}
-	es, _ = s.Oldest(ctx, 1)
+	es, _ = s.Registrations().Oldest(ctx, 1)
 	if es[0].Attempts != 2 || es[0].LastError != "connection refused" || es[0].LastAttempt.IsZero() {
 		t.Errorf("after two attempts: %+v", es[0])
 	}
 
-	if err := s.Delete(ctx, ids[0]); err != nil {
+	if err := s.Registrations().Delete(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, ids[0]); err != nil {
+	if err := s.Registrations().Delete(ctx, ids[0]); err != nil {
 		t.Errorf("deleting an entry already gone: %v, want nil (another process may have delivered it)", err)
 	}
-	if err := s.Attempted(ctx, ids[0], "x"); err != nil {
+	if err := s.Registrations().Attempted(ctx, ids[0], "x"); err != nil {
 		t.Errorf("Attempted on an entry gone: %v, want nil", err)
 	}
-	if err := s.DeleteMany(ctx, ids[1:]); err != nil {
+	if err := s.Registrations().DeleteMany(ctx, ids[1:]); err != nil {
 		t.Fatal(err)
 	}
 	if st := stats(t, s); st != (Stats{}) {
 		t.Errorf("stats after delivering all = %+v, want zero", st)
 	}
-	es, err = s.Oldest(ctx, 0)
+	es, err = s.Registrations().Oldest(ctx, 0)
 	if err != nil || len(es) != 0 {
 		t.Errorf("Oldest after delivering all = %v, %v", es, err)
 	}
@@ -74,7 +74,7 @@ func TestSpoolOldestAll(t *testing.T) {
 	for i := range 5 {
 		enqueue(t, s, string(rune('a'+i)))
 	}
-	es, err := s.Oldest(context.Background(), 0)
+	es, err := s.Registrations().Oldest(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,28 +88,28 @@ func TestSpoolMissingFileReadsEmptyAndCreatesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not-yet")
 	path := filepath.Join(dir, "spool-1000.db")
 	s, _ := testSpool(t, Options{Path: path})
-	if es, err := s.Oldest(ctx, 10); err != nil || es != nil {
+	if es, err := s.Registrations().Oldest(ctx, 10); err != nil || es != nil {
 		t.Errorf("Oldest = %v, %v", es, err)
 	}
 	for _, dead := range []bool{false, true} {
-		if es, err := s.List(ctx, dead); err != nil || es != nil {
+		if es, err := s.Registrations().List(ctx, dead); err != nil || es != nil {
 			t.Errorf("List(%v) = %v, %v", dead, es, err)
 		}
 	}
-	if st, err := s.Stats(ctx); err != nil || st != (Stats{}) {
+	if st, err := s.Registrations().Stats(ctx); err != nil || st != (Stats{}) {
 		t.Errorf("Stats = %+v, %v", st, err)
 	}
-	if n, err := s.Requeue(ctx); err != nil || n != 0 {
+	if n, err := s.Registrations().Requeue(ctx); err != nil || n != 0 {
 		t.Errorf("Requeue = %d, %v", n, err)
 	}
-	if n, err := s.PurgeDead(ctx); err != nil || n != 0 {
+	if n, err := s.Registrations().PurgeDead(ctx); err != nil || n != 0 {
 		t.Errorf("PurgeDead = %d, %v", n, err)
 	}
 	for name, err := range map[string]error{
-		"Attempted":  s.Attempted(ctx, 1, "x"),
-		"Delete":     s.Delete(ctx, 1),
-		"DeleteMany": s.DeleteMany(ctx, []uint64{1, 2}),
-		"Bury":       s.Bury(ctx, 1, "400"),
+		"Attempted":  s.Registrations().Attempted(ctx, 1, "x"),
+		"Delete":     s.Registrations().Delete(ctx, 1),
+		"DeleteMany": s.Registrations().DeleteMany(ctx, []uint64{1, 2}),
+		"Bury":       s.Registrations().Bury(ctx, 1, "400"),
 	} {
 		if err != nil {
 			t.Errorf("%s on a missing spool: %v", name, err)
@@ -127,10 +127,10 @@ func TestSpoolMissingFileReadsEmptyAndCreatesNothing(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := s.Stats(ctx); err != nil || st != (Stats{}) {
+	if st, err := s.Registrations().Stats(ctx); err != nil || st != (Stats{}) {
 		t.Errorf("Stats of an empty file = %+v, %v", st, err)
 	}
-	if es, err := s.Oldest(ctx, 1); err != nil || es != nil {
+	if es, err := s.Registrations().Oldest(ctx, 1); err != nil || es != nil {
 		t.Errorf("Oldest of an empty file = %v, %v", es, err)
 	}
 	if fi, _ := os.Stat(path); fi.Size() != 0 {
@@ -188,7 +188,7 @@ func TestSpoolRefusesSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := testSpool(t, Options{Path: path})
-	_, err := s.Enqueue(context.Background(), Entry{TaskID: "a", Payload: body("a", 1)})
+	_, err := s.Registrations().Enqueue(context.Background(), Entry{TaskID: "a", Payload: body("a", 1)})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Enqueue through a symlink: %v, want ErrUnavailable", err)
 	}
@@ -209,10 +209,10 @@ func TestSpoolEnqueueRejectsBadEntries(t *testing.T) {
 		{TaskID: "a", Payload: json.RawMessage(`{"a":`)},
 		{TaskID: "a", Payload: json.RawMessage(`"str"`)},
 	} {
-		if _, err := s.Enqueue(context.Background(), e); err == nil {
+		if _, err := s.Registrations().Enqueue(context.Background(), e); err == nil {
 			t.Errorf("Enqueue(%+v) accepted", e)
 		}
-		if err := s.BuryNew(context.Background(), e, "400"); err == nil {
+		if err := s.Registrations().BuryNew(context.Background(), e, "400"); err == nil {
 			t.Errorf("BuryNew(%+v) accepted", e)
 		}
 	}
@@ -226,7 +226,7 @@ func TestSpoolBoundedDropsOldest(t *testing.T) {
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		enqueue(t, s, id)
 	}
-	es, err := s.List(context.Background(), false)
+	es, err := s.Registrations().List(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestSpoolBoundedDropsOldest(t *testing.T) {
 
 	// Dead letters are bounded as well, and counted apart.
 	for _, id := range []string{"v", "w", "x", "y"} {
-		if err := s.BuryNew(context.Background(), Entry{TaskID: id, Payload: body(id, 1)}, "400 Bad Request"); err != nil {
+		if err := s.Registrations().BuryNew(context.Background(), Entry{TaskID: id, Payload: body(id, 1)}, "400 Bad Request"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,14 +262,14 @@ func TestSpoolExpiry(t *testing.T) {
 	enqueue(t, s, "young")
 
 	now = now.Add(2 * time.Hour) // old ones are 25h old, young 2h
-	es, err := s.Oldest(ctx, 10)
+	es, err := s.Registrations().Oldest(ctx, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := taskIDs(es); !slices.Equal(got, []string{"young"}) {
 		t.Errorf("Oldest = %v, want [young]", got)
 	}
-	dead, err := s.List(ctx, true)
+	dead, err := s.Registrations().List(ctx, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,19 +299,19 @@ func TestSpoolBuryRequeuePurge(t *testing.T) {
 	s, _ := testSpool(t, Options{MaxAge: time.Hour, Now: func() time.Time { return now }})
 	a := enqueue(t, s, "a")
 	enqueue(t, s, "b")
-	if err := s.Attempted(ctx, a, "400 Bad Request"); err != nil {
+	if err := s.Registrations().Attempted(ctx, a, "400 Bad Request"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Bury(ctx, a, "400 Bad Request: unknown project"); err != nil {
+	if err := s.Registrations().Bury(ctx, a, "400 Bad Request: unknown project"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Bury(ctx, a, "again"); err != nil {
+	if err := s.Registrations().Bury(ctx, a, "again"); err != nil {
 		t.Errorf("burying an entry no longer pending: %v", err)
 	}
-	if err := s.BuryNew(ctx, Entry{TaskID: "c", Payload: body("c", 1)}, "422 Unprocessable Entity"); err != nil {
+	if err := s.Registrations().BuryNew(ctx, Entry{TaskID: "c", Payload: body("c", 1)}, "422 Unprocessable Entity"); err != nil {
 		t.Fatal(err)
 	}
-	dead, _ := s.List(ctx, true)
+	dead, _ := s.Registrations().List(ctx, true)
 	if len(dead) != 2 || dead[0].TaskID != "a" || dead[0].Answer != "400 Bad Request: unknown project" || dead[0].ID != a ||
 		dead[0].Attempts != 1 || dead[1].TaskID != "c" || dead[1].Answer != "422 Unprocessable Entity" {
 		t.Fatalf("dead letters = %+v", dead)
@@ -324,11 +324,11 @@ func TestSpoolBuryRequeuePurge(t *testing.T) {
 	// they are two hours old by their first queued time but do not expire
 	// at once.
 	now = now.Add(2 * time.Hour)
-	n, err := s.Requeue(ctx)
+	n, err := s.Registrations().Requeue(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("Requeue = %d, %v; want 2", n, err)
 	}
-	pending, err := s.Oldest(ctx, 0)
+	pending, err := s.Registrations().Oldest(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestSpoolBuryRequeuePurge(t *testing.T) {
 		t.Errorf("stats = %+v, want 2 pending, 1 dead (b expired)", st)
 	}
 
-	n, err = s.PurgeDead(ctx)
+	n, err = s.Registrations().PurgeDead(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("PurgeDead = %d, %v; want 1", n, err)
 	}
@@ -367,7 +367,7 @@ func TestSpoolRecordVersions(t *testing.T) {
 	putRaw(t, s.Path(), "pending", []byte("short"), []byte(`{"task_id":"k","payload":{}}`))
 	enqueue(t, s, "last")
 
-	es, err := s.Oldest(ctx, 0)
+	es, err := s.Registrations().Oldest(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestSpoolRecordVersions(t *testing.T) {
 	if nw.Version != 7 || string(nw.Payload) != `{"task_id":"newer","x":1}` {
 		t.Errorf("newer record read as %+v", nw)
 	}
-	if err := s.Attempted(ctx, nw.ID, "timeout"); err != nil {
+	if err := s.Registrations().Attempted(ctx, nw.ID, "timeout"); err != nil {
 		t.Fatal(err)
 	}
 	raw := rawRecord(t, s.Path(), "pending", nw.ID)
@@ -391,7 +391,7 @@ func TestSpoolRecordVersions(t *testing.T) {
 		t.Errorf("updating a newer record lost or broke fields: %s", raw)
 	}
 
-	dead, err := s.List(ctx, true)
+	dead, err := s.Registrations().List(ctx, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestSpoolRecordVersions(t *testing.T) {
 		t.Errorf("undecodable records not logged: %s", lb)
 	}
 	// They cannot be sent, so requeue leaves them dead.
-	if n, err := s.Requeue(ctx); err != nil || n != 0 {
+	if n, err := s.Registrations().Requeue(ctx); err != nil || n != 0 {
 		t.Errorf("Requeue = %d, %v; want 0", n, err)
 	}
 }
@@ -447,14 +447,14 @@ func TestSpoolPayloadBytesKept(t *testing.T) {
 	ctx := context.Background()
 	s, _ := testSpool(t, Options{})
 	payload := json.RawMessage(`{"task_name":"a&b","note":"<x>","owner":"ä@example.com"}`)
-	id, err := s.Enqueue(ctx, Entry{TaskID: "a", Payload: payload})
+	id, err := s.Registrations().Enqueue(ctx, Entry{TaskID: "a", Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Attempted(ctx, id, "timeout"); err != nil {
+	if err := s.Registrations().Attempted(ctx, id, "timeout"); err != nil {
 		t.Fatal(err)
 	}
-	es, err := s.Oldest(ctx, 1)
+	es, err := s.Registrations().Oldest(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,8 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 // heartbeatSampledTx is HeartbeatSampled's work on one task (key) in a
 // transaction; wrote tells whether it wrote anything.
 func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled, key int64) (wrote bool, _ error) {
-	var end, seen, idleSince sql.NullInt64
-	if err := s.queryRow(ctx, tx, stmtSampledTask, key).Scan(&end, &seen, &idleSince); err != nil {
+	var end, seen, idleSince, observed sql.NullInt64
+	if err := s.queryRow(ctx, tx, stmtSampledTask, key).Scan(&end, &seen, &idleSince, &observed); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	if end.Valid {
@@ -124,6 +124,12 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 	}
 	var since *int64
 	switch {
+	case observed.Valid:
+		// Node reports observe the task: its idleness follows them
+		// (nodes.go, observedIdleness), never its heartbeats.
+		if idleSince.Valid {
+			since = &idleSince.Int64
+		}
 	case idle && idleSince.Valid:
 		since = &idleSince.Int64
 	case idle:

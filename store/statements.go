@@ -184,7 +184,7 @@ var (
 		postgresIndex: "tasks_identity", postgresOnly: true, example: []any{[]string{"t", "u"}}}
 
 	// A heartbeat with GPU samples (idle.go).
-	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since FROM tasks WHERE id = ?",
+	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since, observed_at FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
 	stmtSampledGPUs = &stmt{sql: "SELECT position, uuid, mig_uuid FROM task_gpus WHERE task_key = ? AND uuid <> '' ORDER BY position",
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}

@@ -18,8 +18,13 @@ import (
 var commands = []struct{ name, synopsis, summary string }{
 	{"serve", "serve  [flags]", "Serve the monitor API, the cost page and /metrics until SIGTERM (docs/monitor.md)."},
 	{"report", "report [flags]", "Print GPU-hours and cost per project (or --by other keys) for a window; default: the current UTC month."},
-	{"token", "token  NAME (--project GLOB)... [(--owner GLOB)...] [--add-to FILE] | NAME --admin [--add-to FILE]",
+	{"token", "token  NAME (--project GLOB)... [(--owner GLOB)...] [--add-to FILE] | NAME --admin [--add-to FILE] | NAME (--node GLOB)... [--add-to FILE]",
 		"Mint a token: the secret on the first line, its tokens-file entry (SHA-256 only) on the second; --add-to FILE appends the entry to a tokens file."},
+	{"ledger", "ledger [--month M | --from T --to T] [--by node|model|project|namespace|state] [--format table|json|csv] [flags]",
+		"Print the fleet's GPU-hours from the node reports: capacity and its five states (attributed, undeclared, unattributed, unallocated, unobserved) with their costs."},
+	{"discrepancies", "discrepancies [--month M | --from T --to T] [flags]",
+		"Print, as JSON, where what the tasks declared differs from what the nodes observed, and the undeclared and unattributed users."},
+	{"node", "node   retire NODE [--db DB]", "Retire a node: its GPUs stop counting in the ledger now, and another node may report them (a moved GPU)."},
 	{"version", "version   (also --version)", "Print the version."},
 }
 
@@ -92,6 +97,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = token(args[1:], stdout)
 	case "report":
 		err = reportCmd(args[1:], stdout)
+	case "node":
+		err = nodeCmd(args[1:], stdout)
+	case "ledger", "discrepancies":
+		err = ledgerCmd(args[0], args[1:], stdout)
 	case "version", "--version":
 		err = versionCmd(args[1:], stdout)
 	case "help", "--help", "-h":

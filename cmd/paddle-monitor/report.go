@@ -136,7 +136,7 @@ func badQuery(err error, prefix string) error {
 // page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
-	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log})
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log, Fleet: c.fleet})
 	// The open tasks are written on /metrics directly (the same bytes as
 	// the collector gathered, without a const metric per series).
 	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil).WithExecTTL(c.execTTL))

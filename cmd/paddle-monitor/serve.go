@@ -40,6 +40,8 @@ type serveConfig struct {
 	maxInFlight         int
 	metricsAuth         bool
 	level, format       string
+	nodes               nodeSettings          // node reports and the ledger (nodes.go)
+	fleet               *monitor.LedgerConfig // the ledger's configuration, once the store is open
 	log                 *slog.Logger
 }
 
@@ -76,7 +78,7 @@ var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries
 	{Flag: "metrics-auth", Var: "PADDLE_MONITOR_METRICS_AUTH", Type: "bool", Default: "false", Alone: "true",
 		Doc:   "/metrics needs an admin token",
 		Parse: func(c *serveConfig, s string) (err error) { c.metricsAuth, err = settings.Bool(s); return err }},
-})}
+}, nodeEntries(func(c *serveConfig) *nodeSettings { return &c.nodes }, true))}
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
@@ -164,9 +166,16 @@ func serve(args []string, stderr io.Writer) error {
 		MaxInFlight: c.maxInFlight,
 		Prices:      prices,
 	})
+	if c.fleet, err = fleetConfig(st, c, prices); err != nil {
+		return err
+	}
 	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {
 		return err
 	}
+	nodesCtx, stopNodes := context.WithCancel(context.Background())
+	defer stopNodes()
+	mountNodes(nodesCtx, api, st, &c.nodes, log)
+	mountLedger(api, c.fleet)
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

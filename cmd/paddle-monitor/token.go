@@ -21,6 +21,7 @@ func token(args []string, stdout io.Writer) error {
 	projects := fs.StringArray("project", nil, "project glob this token may write and read (repeatable)")
 	owners := fs.StringArray("owner", nil, "owner glob (repeatable; none: any owner)")
 	admin := fs.Bool("admin", false, "the token may write and read every project")
+	nodes := fs.StringArray("node", nil, "node-name glob (repeatable, case-insensitive): a node token, that may send node reports for those nodes and nothing else")
 	addTo := fs.String("add-to", "", "tokens file to append the entry to (created with mode 0600; a name already there is refused); then send serve SIGHUP")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -28,7 +29,17 @@ func token(args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: token takes one NAME", errUsage)
 	}
-	secret, entry, err := access.Mint(fs.Arg(0), *projects, *owners, *admin)
+	var secret string
+	var entry *access.Token
+	var err error
+	if len(*nodes) > 0 {
+		if len(*projects) > 0 || len(*owners) > 0 || *admin {
+			return fmt.Errorf("%w: token: --node does not combine with --project, --owner or --admin (a node token sends node reports only)", errUsage)
+		}
+		secret, entry, err = access.MintNode(fs.Arg(0), *nodes)
+	} else {
+		secret, entry, err = access.Mint(fs.Arg(0), *projects, *owners, *admin)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

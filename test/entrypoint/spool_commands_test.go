@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // spoolPending makes one pending entry per task id in k's spool, by starts
@@ -291,5 +293,79 @@ func TestSpoolSettingsFromFlags(t *testing.T) {
 	r := spoolRun(other, "list", "--spool-path", k.SpoolPath())
 	if r.Code != 0 || !strings.Contains(r.Stdout, `"task_id":"sp-flag-1"`) {
 		t.Errorf("exit %d, stdout %q\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// requeue and purge --dead act on every kind of entry the file holds: the
+// dead registrations and the dead completions, in one transaction, and
+// print the count of both together. A requeued completion comes back as
+// new (no attempts, no answer), and is still sent only after its task's
+// registration.
+func TestSpoolRequeuePurgeEveryKind(t *testing.T) {
+	k := newTask(t)
+	ctx := context.Background()
+	s := spool.New(spool.Options{Path: k.SpoolPath()})
+	dead := func() {
+		t.Helper()
+		for _, id := range []string{"kind-a", "kind-b"} {
+			e := spool.Entry{TaskID: id, Payload: []byte(`{"task_id":"` + id + `"}`), Fingerprint: spool.FingerprintNone}
+			if err := s.Registrations().BuryNew(ctx, e, "400 Bad Request"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Completions().BuryNew(ctx, e, "422 Unprocessable Entity"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e := spool.Entry{TaskID: "kind-c", Payload: []byte(`{"task_id":"kind-c"}`), Fingerprint: spool.FingerprintNone}
+		if err := s.Completions().BuryNew(ctx, e, "400 Bad Request"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func() [4]int {
+		t.Helper()
+		st := spoolStats(t, k)
+		return [4]int{st["pending"], st["dead"], st["completions_pending"], st["completions_dead"]}
+	}
+
+	dead()
+	if got := counts(); got != [4]int{0, 2, 0, 3} {
+		t.Fatalf("before: pending, dead, completions pending, completions dead = %v, want [0 2 0 3]", got)
+	}
+	r := spoolRun(k, "requeue")
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != `{"requeued":5}` {
+		t.Fatalf("requeue: exit %d, stdout %q\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if got := counts(); got != [4]int{2, 0, 3, 0} {
+		t.Errorf("after requeue: %v, want [2 0 3 0]", got)
+	}
+	c := *k
+	c.Args = []string{"spool", "list", "--completions"}
+	r = c.Run()
+	if r.Code != 0 {
+		t.Fatalf("list --completions: exit %d\n%s", r.Code, r.Stderr)
+	}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		var e spoolEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("list --completions: %q: %v", line, err)
+		}
+		if e.Attempts != 0 || e.Answer != "" {
+			t.Errorf("requeued completion %s: attempts %d, answer %q; want 0 and none", e.TaskID, e.Attempts, e.Answer)
+		}
+		ids = append(ids, e.TaskID)
+	}
+	if !slices.Equal(ids, []string{"kind-a", "kind-b", "kind-c"}) {
+		t.Errorf("requeued completions %q, want kind-a, kind-b, kind-c", ids)
+	}
+
+	// Purge: the dead letters of both kinds; the pending entries stay.
+	dead()
+	r = spoolRun(k, "purge", "--dead")
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != `{"purged":5}` {
+		t.Fatalf("purge --dead: exit %d, stdout %q\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if got := counts(); got != [4]int{2, 0, 3, 0} {
+		t.Errorf("after purge: %v, want [2 0 3 0]", got)
 	}
 }

@@ -97,7 +97,7 @@ func plant(t *testing.T, path string, entries ...spool.Entry) {
 		if e.Fingerprint == "" {
 			e.Fingerprint = spool.FingerprintNone
 		}
-		if _, err := s.Enqueue(context.Background(), e); err != nil {
+		if _, err := s.Registrations().Enqueue(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
 	}

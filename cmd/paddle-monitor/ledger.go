@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+)
+
+// fleetConfig is the ledger's configuration of serve (also the page's
+// "Fleet" section's).
+func fleetConfig(st *store.Store, c *serveConfig, prices *report.Prices) (*monitor.LedgerConfig, error) {
+	ns, err := c.nodes.namespaces()
+	if err != nil {
+		return nil, err
+	}
+	return &monitor.LedgerConfig{Source: st, Prices: prices, Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire}, nil
+}
+
+// mountLedger adds GET /v1/ledger and GET /v1/discrepancies.
+func mountLedger(api *monitor.API, cfg *monitor.LedgerConfig) {
+	monitor.MountLedger(api, *cfg)
+}
+
+// ledgerConfig is the settings of ledger and discrepancies.
+type ledgerConfig struct {
+	sources
+	nodes nodeSettings
+}
+
+// ledgerSettings: the database, the prices and the ledger's settings.
+var ledgerSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entries: slices.Concat(
+	sourceEntries(func(c *ledgerConfig) *sources { return &c.sources }, "GPU prices file (JSON)", "")[:2],
+	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false))}
+
+// ledgerCmd is `paddle-monitor ledger` and `paddle-monitor discrepancies`.
+func ledgerCmd(name string, args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	ledgerSettings.Define(fs)
+	from := fs.String("from", "", "start of the window, included (a whole hour): RFC 3339, YYYY-MM-DD or YYYY-MM; with --to, wins over --month")
+	to := fs.String("to", "", "end of the window, excluded (a whole hour); with --from")
+	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
+	var by, format *string
+	if name == "ledger" {
+		by = fs.String("by", ledger.ByNode, "node, model, project, namespace or state")
+		format = fs.String("format", "table", "table, csv or json")
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, name, fs.Args())
+	}
+	var c ledgerConfig
+	if err := resolve(ledgerSettings, &c, fs); err != nil {
+		return err
+	}
+	ns, err := c.nodes.namespaces()
+	if err != nil {
+		return err
+	}
+	q := ledger.Query{By: ledger.ByNode, Split: c.nodes.split, Namespaces: ns, Retire: c.nodes.retire, Now: time.Now()}
+	if by != nil {
+		q.By = *by
+	}
+	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month, FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(q.Now)
+	if err != nil {
+		return badQuery(err, "")
+	}
+	if err := q.Check(); err != nil {
+		return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), ledger.ErrBadQuery.Error()+": "))
+	}
+	if format != nil {
+		switch *format {
+		case "table", "csv", "json":
+		default:
+			return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
+		}
+	}
+	if q.Prices, _, err = loadPricing(c.prices, ""); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	st, err := store.Open(ctx, c.db, store.Options{MustExist: true})
+	if errors.Is(err, store.ErrNoDatabase) {
+		return fmt.Errorf("--db %s: no such database file (paddle-monitor serve creates it; %s never does)", c.db, name)
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if name == "discrepancies" {
+		d, err := ledger.FindDiscrepancies(ctx, st, q)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	l, err := ledger.Compute(ctx, st, q)
+	if err != nil {
+		return err
+	}
+	return ledger.Write(stdout, l, *format)
+}

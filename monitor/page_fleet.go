@@ -1,0 +1,130 @@
+package monitor
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+// pageFleetMax bounds the page's lists of undeclared use and
+// discrepancies (the API lists them all).
+const pageFleetMax = 20
+
+// pageFleet is the page's "Fleet" section: for an admin, capacity and its
+// five states per GPU model (a stacked bar each, with the figures); for a
+// team, its undeclared GPU-hours; for both, undeclared use and
+// discrepancies.
+type pageFleet struct {
+	Admin       bool
+	Models      []pageFleetModel
+	ChartHeight int
+	// Undeclared is the team's undeclared GPU-hours (a team's page).
+	Undeclared    float64
+	Users         []pageFleetUser
+	Discrepancies []ledger.TaskDiscrepancy
+	States        []pageFleetState // the legend
+}
+
+type pageFleetModel struct {
+	Model    string
+	Y        int
+	Capacity string
+	Segments []pageFleetSegment
+	Figures  string
+}
+
+type pageFleetSegment struct {
+	State, Value, Color string
+	X, Y, Width         int
+}
+
+// pageFleetUser is a user of "Undeclared use": Who is its pod, Slurm
+// job, host user or container.
+type pageFleetUser struct {
+	Node, State, Project, Namespace, Who string
+	GPUHours                             float64
+}
+
+type pageFleetState struct{ State, Color string }
+
+// fleetColors are the states' colours, in the order of ledger.States.
+var fleetColors = []string{"#3b7dd8", "#e0a030", "#c0392b", "#9aa5b1", "#d5dbe1"}
+
+// fleet computes the section for the window, or nil when the monitor has
+// no ledger or no node report counts in the window (the page is then as
+// without node reports).
+func (h *reports) fleet(ctx context.Context, win report.Window, scope *access.Scope, now time.Time) (*pageFleet, error) {
+	cfg := h.cfg.Fleet
+	if cfg == nil {
+		return nil, nil
+	}
+	q := ledger.Query{Window: win, By: ledger.ByModel, Split: cfg.Split, Prices: cfg.Prices, Namespaces: cfg.Namespaces, Scope: scope,
+		Retire: cfg.Retire, Now: now}
+	if q.Split == "" {
+		q.Split = ledger.SplitEqual
+	}
+	l, err := ledger.Compute(ctx, cfg.Source, q)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.Rows) == 0 {
+		return nil, nil
+	}
+	d, err := ledger.FindDiscrepancies(ctx, cfg.Source, q)
+	if err != nil {
+		return nil, err
+	}
+	f := &pageFleet{Admin: scope == nil, Undeclared: l.Total.States[1]}
+	for i, s := range ledger.States {
+		f.States = append(f.States, pageFleetState{s, fleetColors[i]})
+	}
+	widest := 0.0
+	for _, r := range l.Rows {
+		if r.Capacity != nil {
+			widest = max(widest, *r.Capacity)
+		}
+	}
+	for i, r := range l.Rows {
+		if r.Capacity == nil {
+			continue
+		}
+		m := pageFleetModel{Model: r.Key, Y: i * 34, Capacity: significant(*r.Capacity) + " GPU-h"}
+		if m.Model == "" {
+			m.Model = "(unknown model)"
+		}
+		x := 170.0
+		for j, s := range ledger.States {
+			w := 0.0
+			if widest > 0 {
+				w = 420 * r.States[j] / widest
+			}
+			m.Segments = append(m.Segments, pageFleetSegment{State: s, Value: significant(r.States[j]) + " GPU-h", Color: fleetColors[j],
+				X: int(x + 0.5), Y: m.Y, Width: int(x+w+0.5) - int(x+0.5)})
+			x += w
+			if j > 0 {
+				m.Figures += ", "
+			}
+			m.Figures += s + " " + significant(r.States[j])
+		}
+		f.Models = append(f.Models, m)
+	}
+	f.ChartHeight = len(f.Models)*34 + 4
+	for _, u := range d.Users[:min(len(d.Users), pageFleetMax)] {
+		who := u.ContainerID
+		switch {
+		case u.Pod != "":
+			who = u.Pod
+		case u.SlurmJob != "":
+			who = "Slurm job " + u.SlurmJob
+		case u.UID != nil:
+			who = "UID " + strconv.FormatInt(*u.UID, 10) + " " + u.Cgroup
+		}
+		f.Users = append(f.Users, pageFleetUser{Node: u.Node, State: u.State, Project: u.Project, Namespace: u.Namespace, Who: who, GPUHours: u.GPUHours})
+	}
+	f.Discrepancies = d.Tasks[:min(len(d.Tasks), pageFleetMax)]
+	return f, nil
+}

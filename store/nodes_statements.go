@@ -1,0 +1,127 @@
+package store
+
+// The statements of the node-report write path (nodes.go), with the index
+// each must be served by; TestNodeWritePlans explains each on both stores
+// with statistics, as TestWritePlans does for the tasks' write path.
+var (
+	stmtNodeReportStored = &stmt{sql: "SELECT body FROM node_reports WHERE node = ? AND time = ?",
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1)}}
+	// nodeSpans: the stored spans of the node that may overlap [a, b):
+	// those of reports whose time is after a (a span ends at or before its
+	// report's time), starting before b.
+	stmtNodeSpans = &stmt{sql: `SELECT span_start, span_end FROM node_reports
+		WHERE node = ? AND time > ? AND span_start < ? ORDER BY time`,
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1), int64(2)}}
+	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		sqliteIndex: "", postgresIndex: "", example: []any{"n", int64(1), int64(1), int64(0), int64(1), int64(0), "{}", int64(1)}}
+	// openLives: the open lives of a GPU UUID, on every node: its own
+	// node's to extend, and another node's, reported after the report's
+	// time − --node-retire, a claim that refuses the report (409).
+	stmtOpenLives = &stmt{sql: `SELECT node, first_start, last_end FROM node_gpus WHERE uuid = ? AND ended_at IS NULL`,
+		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1"}}
+	// insertLife: a new life; on a life of the same start (an ended one)
+	// the span extends it, and its end, so that no covered instant is
+	// outside every life.
+	stmtInsertLife = &stmt{sql: `INSERT INTO node_gpus (node, uuid, first_start, last_end, model) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (node, uuid, first_start) DO UPDATE SET
+		last_end = CASE WHEN node_gpus.last_end < excluded.last_end THEN excluded.last_end ELSE node_gpus.last_end END,
+		ended_at = CASE WHEN node_gpus.ended_at < excluded.last_end THEN excluded.last_end ELSE node_gpus.ended_at END`,
+		postgresIndex: "node_gpus_pkey", example: []any{"n", "GPU-1", int64(1), int64(2), "m"}}
+	stmtExtendLife = &stmt{sql: `UPDATE node_gpus SET first_start = CASE WHEN first_start > ? THEN ? ELSE first_start END,
+		last_end = CASE WHEN last_end < ? THEN ? ELSE last_end END, model = ?
+		WHERE node = ? AND uuid = ? AND first_start = ?`,
+		sqliteIndex: "sqlite_autoindex_node_gpus_1", postgresIndex: "node_gpus_pkey",
+		example: []any{int64(1), int64(1), int64(2), int64(2), "m", "n", "GPU-1", int64(1)}}
+	// endLife: a life whose last report is older than --node-retire ends
+	// there (endLives: a final report, node retire).
+	stmtEndLife = &stmt{sql: "UPDATE node_gpus SET ended_at = ? WHERE node = ? AND uuid = ? AND first_start = ?",
+		sqliteIndex: "sqlite_autoindex_node_gpus_1", postgresIndex: "node_gpus_pkey", example: []any{int64(1), "n", "GPU-1", int64(1)}}
+	// endLives: at the given time, or at the life's last covered instant
+	// when that is later (a final report arriving after newer ones).
+	stmtEndLives = &stmt{sql: "UPDATE node_gpus SET ended_at = CASE WHEN last_end > ? THEN last_end ELSE ? END WHERE node = ? AND ended_at IS NULL",
+		sqliteIndex: "node_gpus_open", postgresIndex: "node_gpus_open", example: []any{int64(1), int64(1), "n"}}
+	stmtUpsertNode = &stmt{sql: `INSERT INTO nodes (node, last_time, interval_seconds, latest) VALUES (?, ?, ?, ?)
+		ON CONFLICT (node) DO UPDATE SET last_time = excluded.last_time, interval_seconds = excluded.interval_seconds,
+		latest = excluded.latest, retired_at = NULL WHERE nodes.last_time < excluded.last_time`,
+		postgresIndex: "nodes_pkey", example: []any{"n", int64(1), int64(60), "{}"}}
+	stmtRetireNode = &stmt{sql: "UPDATE nodes SET retired_at = ? WHERE node = ?",
+		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{int64(1), "n"}}
+	stmtUpsertGPUHour = &stmt{sql: `INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s, energy_j)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (hour, node, uuid) DO UPDATE SET observed_s = node_gpu_hours.observed_s + excluded.observed_s,
+		unallocated_s = node_gpu_hours.unallocated_s + excluded.unallocated_s, energy_j = node_gpu_hours.energy_j + excluded.energy_j,
+		model = excluded.model`,
+		postgresIndex: "node_gpu_hours_pkey",
+		example:       []any{int64(0), "n", "GPU-1", "m", 1.5, 0.5, 0.0}}
+	stmtUpsertUserHour = &stmt{sql: `INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, profile, slices,
+		total_slices, runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id,
+		declared_project, declared_owner, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (hour, node, uuid, gpu_instance_id, user_key) DO UPDATE SET
+		last_time = CASE WHEN node_user_hours.last_time < excluded.last_time THEN excluded.last_time ELSE node_user_hours.last_time END,
+		equal_s = node_user_hours.equal_s + excluded.equal_s, util_s = node_user_hours.util_s + excluded.util_s,
+		busy_equal_s = node_user_hours.busy_equal_s + excluded.busy_equal_s, busy_util_s = node_user_hours.busy_util_s + excluded.busy_util_s,
+		energy_j = node_user_hours.energy_j + excluded.energy_j`,
+		postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(0), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0), "", "", "", "", "", "", "", nil, "",
+			int64(0), "", "", "", int64(1), 1.5, 1.5, 0.5, 0.5, 0.0}}
+	stmtPruneNodeReports = &stmt{sql: "DELETE FROM node_reports WHERE time < ?",
+		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1)}}
+)
+
+// Ties of a report's users to registrations (ledger.go, TieCandidates;
+// and the idleness of the latest report's tasks).
+var (
+	stmtTiePod = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' ORDER BY start_time, id`,
+		sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{"pod"}}
+	// tieSlurm: a registration of the same node (its hostname or
+	// k8s_node) with the same Slurm job.
+	stmtTieSlurm = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{"42", "n", "n"}}
+	// tieSlurmRun: the same for a registration that names its job as
+	// its pipeline run (orchestrator slurm, SLURM_JOB_ID).
+	stmtTieSlurmRun = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE pipeline_run = ? AND orchestrator = 'slurm' AND pipeline_run <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_slurm_run", postgresIndex: "tasks_slurm_run", example: []any{"42", "n", "n"}}
+	// tieContainer: the declared task of a container whose host name is
+	// the container's default one or whose k8s_node is the report's node.
+	stmtTieContainer = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
+		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t", "p", "", "", "h", "n"}}
+	// observedIdle: the idleness of an open task from its node's latest
+	// report (idle: kept, or set to the report's start; busy: cleared).
+	stmtObservedIdle = &stmt{sql: `UPDATE tasks SET
+		idle_since = CASE WHEN ? = 1 THEN COALESCE(idle_since, ?) END,
+		observed_at = ?,
+		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END
+		WHERE id = ? AND end_time IS NULL`,
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
+		example: []any{int64(1), int64(1), int64(2), int64(2), int64(2), int64(1)}}
+	stmtNodeLastTime = &stmt{sql: "SELECT last_time FROM nodes WHERE node = ?",
+		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{"n"}}
+)
+
+// SQLite's plan of an INSERT … ON CONFLICT names no index (its conflict
+// target is its primary key); PostgreSQL's names the arbiter.
+
+// nodeStatements is every statement of the node-report write path, by
+// name (the plan tests' subtests).
+var nodeStatements = map[string]*stmt{
+	"node report stored": stmtNodeReportStored,
+	"node spans":         stmtNodeSpans,
+	"insert node report": stmtInsertNodeReport,
+	"open GPU lives":     stmtOpenLives,
+	"insert GPU life":    stmtInsertLife,
+	"extend GPU life":    stmtExtendLife,
+	"end GPU life":       stmtEndLife,
+	"end GPU lives":      stmtEndLives,
+	"upsert node":        stmtUpsertNode,
+	"retire node":        stmtRetireNode,
+	"upsert GPU hour":    stmtUpsertGPUHour,
+	"upsert user hour":   stmtUpsertUserHour,
+	"prune node reports": stmtPruneNodeReports,
+	"lock node":          stmtLockTask,
+}

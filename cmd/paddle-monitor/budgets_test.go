@@ -206,10 +206,10 @@ func TestPageIdleAndBudgets(t *testing.T) {
 		}
 		for _, want := range []string{
 			`<td class="key" title="pg">stuck-loader</td><td class="key">cho@example.com</td><td class="key">vision</td><td>2</td><td>0 h 45 min</td><td>112.00</td>`,
-			`<th>Budget</th><th>Used</th><th>Forecast</th>`,
+			`<th>Budget used</th><th>Forecast</th>`,
 			// search: 401 of a 500 cost budget; nlp: 12.5 of 10 GPU-hours.
-			`<td>500.00</td><td>80 % (401.00)</td><td>80 % (401.00)</td>`,
-			`<td>10.0 GPU-h</td><td>125 % (12.5 GPU-h)</td><td>125 % (12.5 GPU-h)</td>`,
+			`<td>80 % (401.00 of 500.00)</td><td>80 % (401.00)</td>`,
+			`<td>125 % (12.5 GPU-h of 10.0 GPU-h)</td><td>125 % (12.5 GPU-h)</td>`,
 		} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the page lacks %s", want)

@@ -36,8 +36,8 @@ func TestBudgetsReport(t *testing.T) {
 		// The table says each budget in words.
 		r = runMonitor(t, append(append([]string{"report"}, window...), "--budgets", budgets)...)
 		for _, want := range []string{
-			"budget search: cost 401 of 500 (80.2 %), forecast 401 (80.2 %)\n",
-			"budget nlp: gpu_hours 12.5 of 10 (125.0 %), forecast 12.5 (125.0 %)\n",
+			"budget search: cost 401.00 of 500.00 (80.2 %), forecast 401.00 (80.2 %)\n",
+			"budget nlp: gpu_hours 12.5 of 10.0 (125.0 %), forecast 12.5 (125.0 %)\n",
 		} {
 			if r.code != 0 || !strings.Contains(r.stdout, want) {
 				t.Errorf("report --budgets --format table: exit %d %s; no %q in\n%s", r.code, r.stderr, want, r.stdout)

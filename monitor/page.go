@@ -162,8 +162,8 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		}
 		byLabel = keys
 	}
-	rep, err := report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope)})
+	rep, err := h.compute(r.Context(), report.Query{Window: win, By: []string{"project"},
+		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope)}, false)
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
 		return

@@ -43,8 +43,9 @@ func (h *reports) monthReports(ctx context.Context, win report.Window, n int, no
 	out := make([]*report.Report, n)
 	for i := range n {
 		w := report.Month(win.From.AddDate(0, i-n+1, 0))
-		rep, err := report.Compute(ctx, h.cfg.Source, report.Query{Window: w, By: []string{"project"},
-			Prices: h.cfg.Prices, Now: now, Scope: scope})
+		// A closed month's figures are its statement's (books).
+		rep, err := h.compute(ctx, report.Query{Window: w, By: []string{"project"},
+			Prices: h.cfg.Prices, Now: now, Scope: scope}, false)
 		if err != nil {
 			return nil, err
 		}

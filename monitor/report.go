@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
@@ -42,6 +43,10 @@ type ReportConfig struct {
 	Log     *slog.Logger
 	// Now is the clock (time.Now when nil): the page's "this month".
 	Now func() time.Time
+	// Books, when set, answer closed months from their statements, add
+	// open months' adjustments and refuse windows retention trimmed
+	// (package books); nil: every report is computed from the tasks.
+	Books books.Store
 	// Fleet is the ledger the page's "Fleet" section shows (nil: no
 	// section).
 	Fleet *LedgerConfig
@@ -141,7 +146,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		h.chargeback(w, r, q, format)
 		return
 	}
-	rep, err := report.Compute(r.Context(), h.cfg.Source, q)
+	rep, err := h.compute(r.Context(), q, r.URL.Query().Get("live") == "1")
 	if errors.Is(err, report.ErrBadQuery) {
 		h.api.fail(w, http.StatusBadRequest, err.Error())
 		return
@@ -150,6 +155,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		h.api.storeFailed(w, r, "report", err)
 		return
 	}
+	closedHeader(w, rep)
 	var b bytes.Buffer
 	switch format {
 	case "csv":

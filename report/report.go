@@ -241,6 +241,11 @@ type Report struct {
 	Currency *string  `json:"currency"`
 	Rows     []Row    `json:"rows"`
 	Total    Figures  `json:"total"`
+	// Closed is set when the report is a closed month's statement
+	// (absent otherwise); Adjustments list the late data of closed months
+	// this month's statement counts (absent when none).
+	Closed      *Closed      `json:"closed,omitempty"`
+	Adjustments []Adjustment `json:"adjustments,omitempty"`
 }
 
 // acc accumulates one row's sums before they become Figures.

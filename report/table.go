@@ -170,6 +170,10 @@ func WriteTableWith(w io.Writer, r *Report, opt TableOptions) error {
 		fmt.Fprintf(w, ", cost in %s", *r.Currency)
 	}
 	fmt.Fprintln(w)
+	if c := r.Closed; c != nil {
+		fmt.Fprintf(w, "closed on %s (statement %s version %d): these figures do not move; --live recomputes them\n",
+			c.ClosedAt.Format(time.RFC3339), c.Month, c.Version)
+	}
 	rows := make([]tableRow, 0, len(r.Rows)+1)
 	for _, row := range r.Rows {
 		rows = append(rows, tableRow{Key: row.Key, F: row.Figures, Budget: row.Budget})
@@ -203,6 +207,7 @@ func WriteTableWith(w io.Writer, r *Report, opt TableOptions) error {
 				amount(b.Forecast), optional(b.ForecastShare, termtable.Percent))
 		}
 	}
+	writeAdjustments(w, r)
 	if len(r.Metrics) > 0 {
 		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it.")
 	}

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -166,4 +167,16 @@ func (b *BudgetFigures) values() []string {
 		return num(*x)
 	}
 	return []string{b.Kind, num(b.Limit), num(b.Used), opt(b.UsedShare), num(b.Forecast), opt(b.ForecastShare)}
+}
+
+// writeAdjustments adds the table's lines of late data of closed months.
+func writeAdjustments(w io.Writer, r *Report) {
+	for _, a := range r.Adjustments {
+		cost := ""
+		if a.Cost != nil {
+			cost = ", cost " + strconv.FormatFloat(*a.Cost, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "adjustment of %s (closed; late data counted here), project %s: %s GPU-hours%s, %d task(s)\n",
+			a.AdjustmentOf, a.Project, num(a.GPUHours), cost, len(a.Tasks))
+	}
 }

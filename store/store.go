@@ -70,6 +70,9 @@ type Store struct {
 	claimGrace, openTTL time.Duration
 	maxOpen             int
 	log                 *slog.Logger
+	// sqliteDSN is the SQLite connection string, for a close's snapshot
+	// (closing.go); "" on PostgreSQL.
+	sqliteDSN string
 }
 
 // Options adjust Open.
@@ -167,6 +170,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		// not an allocation: an idle monitor holds little.
 		// temp_store(MEMORY): the report's GROUP BY sorts in memory.
 		q := "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_txlock=immediate"
+		s.sqliteDSN = "file:" + dsn + q
 		s.w, err = sql.Open("sqlite", "file:"+dsn+q)
 		if err != nil {
 			return nil, fmt.Errorf("store: %s: %w", dsn, err)

@@ -83,7 +83,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario}
+var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, yearScenario}
 
 func main() {
 	var o options
@@ -92,7 +92,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
 	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite databases (their directory is printed), to look into them after the run")
-	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,year", "scenarios to run, comma-separated")
 	flag.Parse()
 	if *floorServe != "" {
 		if err := serveFloor(*floorServe); err != nil {
@@ -142,8 +142,8 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
-		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks,
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths,
 		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), cpuModel(), loadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
@@ -262,6 +262,8 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"the same by owner ≤ 2 s", atMost("report.owner", 2, "s")},
 		{"the same by model ≤ 2 s", atMost("report.model", 2, "s")},
 		{"/metrics with 20,000 open tasks × 8 GPUs ≤ 1 s", atMost("metrics.seconds", 1, "ms")},
+		{"closed months + the open one (-year-months, -year-tasks a month): a closed month's report ≤ 100 ms", atMost("year.closed", 0.1, "ms")},
+		{"the same: the open month's report ≤ 2 s", atMost("year.open", 2, "s")},
 	}
 	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {

@@ -110,7 +110,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, usage())
 	default:
-		err = fmt.Errorf("%w: unknown command %q (allowed: %s)", errUsage, args[0], strings.Join(commandNames(), ", "))
+		var ok bool
+		if err, ok = runBooks(args[0], args[1:], stdout); !ok {
+			err = fmt.Errorf("%w: unknown command %q (allowed: %s)", errUsage, args[0], strings.Join(commandNames(), ", "))
+		}
 	}
 	var help *helpRequested
 	switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
@@ -37,6 +38,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
 	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label); task alone, with --format csv: the chargeback statement, one line per task")
 	format := fs.String("format", "table", "table, csv or json")
+	live := fs.Bool("live", false, "recompute a closed month from the tasks instead of serving its statement (audit)")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
 	columns := fs.StringSlice("columns", nil, "table: the figure columns to show, comma-separated, names as in the JSON and CSV (key columns always come first)")
 	wide := fs.Bool("wide", false, "table: show every column, however wide (default: what fits 120 columns)")
@@ -102,7 +104,10 @@ func reportCmd(args []string, stdout io.Writer) error {
 		}
 		return report.WriteChargebackCSV(stdout, statement)
 	}
-	rep, err := report.Compute(ctx, st, q)
+	rep, err := books.Report(ctx, st, q, *live)
+	if errors.Is(err, report.ErrBadQuery) {
+		return badQuery(err, "")
+	}
 	if err != nil {
 		return err
 	}
@@ -136,7 +141,8 @@ func badQuery(err error, prefix string) error {
 // page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
-	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log, Fleet: c.fleet})
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log,
+		Fleet: c.fleet, Books: st})
 	// The open tasks are written on /metrics directly (the same bytes as
 	// the collector gathered, without a const metric per series).
 	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil).WithExecTTL(c.execTTL))

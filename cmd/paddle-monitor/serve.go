@@ -43,6 +43,7 @@ type serveConfig struct {
 	nodes               nodeSettings          // node reports and the ledger (nodes.go)
 	fleet               *monitor.LedgerConfig // the ledger's configuration, once the store is open
 	log                 *slog.Logger
+	books               booksSettings // --auto-close, --retain (books.go)
 }
 
 // serveSettings are serve's settings (docs/monitor.md, Settings).
@@ -78,7 +79,8 @@ var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries
 	{Flag: "metrics-auth", Var: "PADDLE_MONITOR_METRICS_AUTH", Type: "bool", Default: "false", Alone: "true",
 		Doc:   "/metrics needs an admin token",
 		Parse: func(c *serveConfig, s string) (err error) { c.metricsAuth, err = settings.Bool(s); return err }},
-}, nodeEntries(func(c *serveConfig) *nodeSettings { return &c.nodes }, true))}
+}, nodeEntries(func(c *serveConfig) *nodeSettings { return &c.nodes }, true),
+	booksEntries(func(c *serveConfig) *booksSettings { return &c.books }))}
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
@@ -153,6 +155,12 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	// A restore refuses a SQLite file while this lock is held (books.go).
+	release, err := store.HoldStore(c.db)
+	if err != nil {
+		return err
+	}
+	defer release()
 	log.Info("database ready", "engine", st.Dialect(), "schema_version", store.SchemaVersion())
 
 	reg := prometheus.NewRegistry()
@@ -176,6 +184,12 @@ func serve(args []string, stderr io.Writer) error {
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
 	mountLedger(api, c.fleet)
+
+	stopBooks, err := startBooks(api, reg, st, c, log)
+	if err != nil {
+		return err
+	}
+	defer stopBooks()
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -1,0 +1,459 @@
+package main
+
+// The commands and serve's settings of a year of data (docs/monitor.md,
+// "Operating it for a year"): backup, restore, close, statements,
+// serve --auto-close and --retain.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
+	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+)
+
+// booksCommands are the commands' usage lines, after report.
+var booksCommands = []struct{ name, synopsis, summary string }{
+	{"close", "close  --month YYYY-MM [--reopen] [--db DSN] [--prices FILE] [--budgets FILE]",
+		"Close a month: store its statement (report by project and by project and owner, prices, budgets, SHA-256); --reopen reopens it (the statement is kept; the next close makes a new version)."},
+	{"statements", "statements [--db DSN] [--json]", "List the closed months' statements, every version, with their SHA-256 (checked against the stored body)."},
+	{"backup", "backup --db FILE --to FILE", "Copy a SQLite store while it serves (VACUUM INTO), verify the copy, print its size and task count."},
+	{"restore", "restore --from FILE --db FILE", "Replace a SQLite store with a verified backup; refused while a monitor serves it."},
+}
+
+func init() {
+	// After report, before token.
+	i := 2
+	for j, c := range commands {
+		if c.name == "report" {
+			i = j + 1
+		}
+	}
+	rest := append([]struct{ name, synopsis, summary string }{}, commands[i:]...)
+	commands = append(append(commands[:i], booksCommands...), rest...)
+}
+
+// runBooks runs the commands of this file; ok false for another command.
+func runBooks(name string, args []string, stdout io.Writer) (err error, ok bool) {
+	switch name {
+	case "close":
+		return closeCmd(args, stdout), true
+	case "statements":
+		return statementsCmd(args, stdout), true
+	case "backup":
+		return backupCmd(args, stdout), true
+	case "restore":
+		return restoreCmd(args, stdout), true
+	}
+	return nil, false
+}
+
+// dbSettings are the settings of statements, backup and restore: the
+// database alone, as serve takes it.
+var dbSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c }, "", "")[:1]}
+
+// closeSettings are close's: the database, the prices and budgets the
+// statement is computed with (and keeps), and the ledger's settings (its
+// states go into the statement when node reports exist).
+var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entries: slices.Concat(
+	sourceEntries(func(c *ledgerConfig) *sources { return &c.sources },
+		"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement"),
+	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false))}
+
+// statementLedger is the statements' ledger hook: the month's ledger by
+// state (ledger.Compute, as `paddle-monitor ledger --by state` prints it
+// in JSON), or null when no node report covers the month.
+func statementLedger(cfg monitor.LedgerConfig) books.Ledger {
+	return func(ctx context.Context, w report.Window) (json.RawMessage, error) {
+		split := cfg.Split
+		if split == "" {
+			split = ledger.SplitEqual
+		}
+		l, err := ledger.Compute(ctx, cfg.Source, ledger.Query{Window: w, By: ledger.ByState, Split: split, Prices: cfg.Prices,
+			Namespaces: cfg.Namespaces, Retire: cfg.Retire, Now: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		if l.Total.Capacity == nil || *l.Total.Capacity == 0 {
+			return nil, nil
+		}
+		return json.Marshal(l)
+	}
+}
+
+// openExisting opens a store that must exist (never creates a SQLite file).
+func openExisting(ctx context.Context, db string) (*store.Store, error) {
+	st, err := store.Open(ctx, db, store.Options{MustExist: true})
+	if errors.Is(err, store.ErrNoDatabase) {
+		return nil, fmt.Errorf("--db %s: no such database file", db)
+	}
+	return st, err
+}
+
+func closeCmd(args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("close", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	closeSettings.Define(fs)
+	month := fs.String("month", "", "the month to close, YYYY-MM (UTC)")
+	reopen := fs.Bool("reopen", false, "reopen the month instead (its statement is kept; the next close makes a new version)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: close takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *month == "" {
+		return fmt.Errorf("%w: close: --month is required (YYYY-MM)", errUsage)
+	}
+	var lc ledgerConfig
+	if err := resolve(closeSettings, &lc, fs); err != nil {
+		return err
+	}
+	db, pricesFile, budgetsFile := &lc.db, &lc.prices, &lc.budgets
+	ns, err := lc.nodes.namespaces()
+	if err != nil {
+		return err
+	}
+	if _, err := report.ParseMonth("--month", *month); err != nil {
+		return badQuery(err, "")
+	}
+	in, err := booksInputs(*pricesFile, *budgetsFile)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	in.Ledger = statementLedger(monitor.LedgerConfig{Source: st, Prices: in.Prices, Namespaces: ns, Split: lc.nodes.split, Retire: lc.nodes.retire})
+	by := "admin (paddle-monitor close)"
+	if u := os.Getenv("USER"); u != "" {
+		by = u + " (paddle-monitor close)"
+	}
+	if *reopen {
+		c, err := books.Reopen(ctx, st, *month, by)
+		if err != nil {
+			return err
+		}
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("month reopened", "month", c.Month, "version", c.Version, "by", by, "sha256", c.SHA256)
+		_, err = fmt.Fprintf(stdout, "%s reopened: version %d (sha256 %s) is kept; the next close makes version %d\n", c.Month, c.Version, c.SHA256, c.Version+1)
+		return err
+	}
+	c, created, err := books.Close(ctx, st, *month, by, in, time.Now())
+	if errors.Is(err, books.ErrNotOver) {
+		return fmt.Errorf("%w: --month: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	state := "closed"
+	if !created {
+		state = "already closed"
+	}
+	_, err = fmt.Fprintf(stdout, "%s %s: version %d, closed at %s, sha256 %s\n", c.Month, state, c.Version, c.ClosedAt.Format(time.RFC3339), c.SHA256)
+	return err
+}
+
+// booksInputs reads the prices and budgets files for a statement: parsed,
+// and as they are (the statement keeps them).
+func booksInputs(pricesFile, budgetsFile string) (books.Inputs, error) {
+	var in books.Inputs
+	var err error
+	if in.Prices, in.Budgets, err = loadPricing(pricesFile, budgetsFile); err != nil {
+		return in, err
+	}
+	if pricesFile != "" {
+		if in.PricesJSON, err = os.ReadFile(pricesFile); err != nil {
+			return in, err
+		}
+	}
+	if budgetsFile != "" {
+		if in.BudgetsJSON, err = os.ReadFile(budgetsFile); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+func statementsCmd(args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("statements", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dbSettings.Define(fs)
+	asJSON := fs.Bool("json", false, "one JSON object per version, with its body (the canonical JSON its hash is of)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: statements takes no arguments, got %q", errUsage, fs.Args())
+	}
+	var src sources
+	if err := resolve(dbSettings, &src, fs); err != nil {
+		return err
+	}
+	db := &src.db
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	all, err := st.Statements(ctx)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, c := range all {
+		body, err := st.StatementBody(ctx, c.Month, c.Version)
+		if err != nil {
+			return err
+		}
+		if books.Hash(body) != c.SHA256 {
+			bad = append(bad, fmt.Sprintf("%s version %d", c.Month, c.Version))
+		}
+		if *asJSON {
+			b, err := json.Marshal(struct {
+				monitor.Statement
+				Body json.RawMessage `json:"body"`
+			}{monitor.Statement{Month: c.Month, Version: c.Version, ClosedAt: c.ClosedAt, ClosedBy: c.ClosedBy, ReopenedAt: c.ReopenedAt,
+				ReopenedBy: c.ReopenedBy, SHA256: c.SHA256, InForce: c.ReopenedAt == nil}, json.RawMessage(body)})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+			continue
+		}
+		state := "in force"
+		if c.ReopenedAt != nil {
+			state = "reopened " + c.ReopenedAt.Format(time.RFC3339) + " by " + c.ReopenedBy
+		}
+		fmt.Fprintf(stdout, "%s  version %d  closed %s by %s  sha256 %s  %s\n", c.Month, c.Version, c.ClosedAt.Format(time.RFC3339), c.ClosedBy, c.SHA256, state)
+	}
+	if len(all) == 0 && !*asJSON {
+		fmt.Fprintln(stdout, "no month is closed")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("statements whose body does not match their sha256: %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+func backupCmd(args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("backup", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dbSettings.Define(fs)
+	to := fs.String("to", "", "the backup file to write (must not exist)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: backup takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *to == "" {
+		return fmt.Errorf("%w: backup: --to is required", errUsage)
+	}
+	var src sources
+	if err := resolve(dbSettings, &src, fs); err != nil {
+		return err
+	}
+	db := &src.db
+	if store.IsPostgresDSN(*db) {
+		return fmt.Errorf("%w: backup: --db is a PostgreSQL URL: use pg_dump (docs/monitor.md, \"Backups\")", errUsage)
+	}
+	start := time.Now()
+	info, err := store.Backup(context.Background(), *db, *to)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "backup %s: %d bytes, %d tasks, %d statements, schema version %d, integrity ok (%.1fs)\n",
+		info.Path, info.Bytes, info.Tasks, info.Statements, info.SchemaVersion, time.Since(start).Seconds())
+	return err
+}
+
+func restoreCmd(args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("restore", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dbSettings.Define(fs)
+	from := fs.String("from", "", "the backup file")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: restore takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *from == "" {
+		return fmt.Errorf("%w: restore: --from is required", errUsage)
+	}
+	var src sources
+	if err := resolve(dbSettings, &src, fs); err != nil {
+		return err
+	}
+	db := &src.db
+	if store.IsPostgresDSN(*db) {
+		return fmt.Errorf("%w: restore: --db is a PostgreSQL URL: use pg_restore (docs/monitor.md, \"Backups\")", errUsage)
+	}
+	info, aside, err := store.Restore(context.Background(), *from, *db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %s from %s: %d tasks, %d statements, schema version %d\n", *db, *from, info.Tasks, info.Statements, info.SchemaVersion)
+	if aside != "" {
+		fmt.Fprintf(stdout, "the database it replaced is kept as %s\n", aside)
+	}
+	return nil
+}
+
+// booksSettings are serve's settings of this file: 0 is off.
+type booksSettings struct {
+	autoClose, retain time.Duration
+}
+
+// booksEntries are serve's --auto-close and --retain.
+func booksEntries[T any](b func(*T) *booksSettings) []entry[T] {
+	return []entry[T]{
+		{Flag: "auto-close", Var: "PADDLE_MONITOR_AUTO_CLOSE", Type: "duration", Default: "0",
+			Doc:   "close each month this long after it ends (72h, 3d); 0: off",
+			Parse: func(c *T, s string) (err error) { b(c).autoClose, err = parseDays(s); return err }},
+		{Flag: "retain", Var: "PADDLE_MONITOR_RETAIN", Type: "duration", Default: "0",
+			Doc:   "delete, once a day, tasks of closed months counted to before now minus this (400d); 0: off, nothing is deleted",
+			Parse: func(c *T, s string) (err error) { b(c).retain, err = parseDays(s); return err }},
+	}
+}
+
+// parseDays reads a Go duration or a whole number of days ("400d"); "0"
+// is off.
+func parseDays(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 1 {
+			return 0, fmt.Errorf("%q: not a positive number of days (400d) nor a Go duration (72h)", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: not a positive number of days (400d) nor a Go duration (72h)", s)
+	}
+	return d, nil
+}
+
+// startBooks mounts the statements on a serving monitor and starts
+// --auto-close and --retain; stop ends them.
+func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig, log *slog.Logger) (stop func(), err error) {
+	in, err := booksInputs(c.prices, c.budgets)
+	if err != nil {
+		return nil, err
+	}
+	if c.fleet != nil {
+		in.Ledger = statementLedger(*c.fleet)
+	}
+	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log})
+	deleted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_monitor_retention_deleted_total",
+		Help: "Rows deleted by --retain, by kind (tasks; node_hours: the ledger's hourly rows)."}, []string{"kind"})
+	hold := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_monitor_retention_longest_hold_seconds",
+		Help: "The longest a batch of the last --retain run held the write lock."})
+	deleted.WithLabelValues("tasks")
+	deleted.WithLabelValues("node_hours")
+	if err := reg.Register(deleted); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(hold); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	if d := c.books.autoClose; d > 0 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			every(ctx, time.Hour, func() { autoClose(ctx, st, in, d, log) })
+		}()
+	} else {
+		done <- struct{}{}
+	}
+	if d := c.books.retain; d > 0 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			every(ctx, 24*time.Hour, func() {
+				res, err := st.Trim(ctx, time.Now().Add(-d), 500)
+				if err != nil {
+					log.Error("retention failed", "err", err)
+					return
+				}
+				deleted.WithLabelValues("tasks").Add(float64(res.Tasks))
+				deleted.WithLabelValues("node_hours").Add(float64(res.NodeHours))
+				hold.Set(res.LongestHold.Seconds())
+				log.Info("retention", "retain", d.String(), "cutoff", res.Cutoff, "tasks_deleted", res.Tasks, "node_hours_deleted", res.NodeHours,
+					"batches", res.Batches, "longest_hold", res.LongestHold.String())
+			})
+		}()
+	} else {
+		done <- struct{}{}
+	}
+	return func() { cancel(); <-done; <-done }, nil
+}
+
+// every runs f now and then every period until ctx ends.
+func every(ctx context.Context, period time.Duration, f func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// autoClose closes the latest month that ended at least after ago, unless
+// it is closed or was ever reopened (a reopened month is closed by hand).
+func autoClose(ctx context.Context, st *store.Store, in books.Inputs, after time.Duration, log *slog.Logger) {
+	now := time.Now().UTC()
+	m := report.Month(now.Add(-after)).From.AddDate(0, -1, 0)
+	month := m.Format("2006-01")
+	all, err := st.Statements(ctx)
+	if err != nil {
+		log.Error("auto-close", "month", month, "err", err)
+		return
+	}
+	for _, c := range all {
+		if c.Month == month && c.ReopenedAt != nil {
+			log.Info("auto-close: the month was reopened; close it by hand", "month", month)
+			return
+		}
+		if c.Month == month {
+			return
+		}
+	}
+	c, created, err := books.Close(ctx, st, month, "auto-close", in, now)
+	if err != nil {
+		log.Error("auto-close", "month", month, "err", err)
+		return
+	}
+	if created {
+		log.Info("month closed", "month", c.Month, "version", c.Version, "by", "auto-close", "sha256", c.SHA256)
+	}
+}

@@ -1,0 +1,134 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+)
+
+// BooksConfig is what MountStatements needs: the store's books and what a
+// statement is computed with.
+type BooksConfig struct {
+	Store  books.Store
+	Inputs books.Inputs
+	Now    func() time.Time
+	Log    *slog.Logger
+}
+
+// Statement is a statement's summary as GET /v1/statements and the close
+// answer it.
+type Statement struct {
+	Month      string     `json:"month"`
+	Version    int        `json:"version"`
+	ClosedAt   time.Time  `json:"closed_at"`
+	ClosedBy   string     `json:"closed_by"`
+	ReopenedAt *time.Time `json:"reopened_at"`
+	ReopenedBy string     `json:"reopened_by"`
+	SHA256     string     `json:"sha256"`
+	// InForce: the month's statement now (not reopened).
+	InForce bool `json:"in_force"`
+}
+
+type statements struct {
+	api *API
+	cfg BooksConfig
+}
+
+// MountStatements adds POST /v1/statements/{month}/close (admin: closes a
+// month; 201 with the new statement, 200 with the one in force) and GET
+// /v1/statements (admin: every version of every statement with its hash),
+// and makes the report and the page answer closed months from their
+// statements (ReportConfig.Books).
+func MountStatements(a *API, cfg BooksConfig) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &statements{api: a, cfg: cfg}
+	a.Handle("POST /v1/statements/{month}/close", h.admin(h.close))
+	a.Handle("GET /v1/statements", h.admin(h.list))
+}
+
+// admin wraps an endpoint that needs an admin token (when a tokens file is
+// in force): 401 without a valid token, 403 for a team token.
+func (h *statements) admin(next func(w http.ResponseWriter, r *http.Request, by string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, status, msg := h.api.authenticate(r)
+		if status != 0 {
+			h.api.fail(w, status, msg)
+			return
+		}
+		by := "admin"
+		if tok != nil {
+			if !tok.Admin {
+				h.api.fail(w, http.StatusForbidden, "closing months and listing statements need an admin token")
+				return
+			}
+			by = tok.Name
+		}
+		next(w, r, by)
+	}
+}
+
+func (h *statements) close(w http.ResponseWriter, r *http.Request, by string) {
+	month := r.PathValue("month")
+	c, created, err := books.Close(r.Context(), h.cfg.Store, month, by, h.cfg.Inputs, h.cfg.Now())
+	switch {
+	case errors.Is(err, report.ErrBadQuery), errors.Is(err, books.ErrNotOver):
+		h.api.fail(w, http.StatusBadRequest, "month: "+err.Error())
+		return
+	case err != nil:
+		h.api.storeFailed(w, r, "close month", err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		h.cfg.Log.Info("month closed", "month", c.Month, "version", c.Version, "by", by, "sha256", c.SHA256)
+	}
+	writeJSON(w, status, summary(c.Month, c.Version, c.ClosedAt, c.ClosedBy, c.ReopenedAt, c.ReopenedBy, c.SHA256))
+}
+
+func (h *statements) list(w http.ResponseWriter, r *http.Request, _ string) {
+	all, err := h.cfg.Store.Statements(r.Context())
+	if err != nil {
+		h.api.storeFailed(w, r, "statements", err)
+		return
+	}
+	out := []Statement{}
+	for _, c := range all {
+		out = append(out, summary(c.Month, c.Version, c.ClosedAt, c.ClosedBy, c.ReopenedAt, c.ReopenedBy, c.SHA256))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"statements": out})
+}
+
+func summary(month string, version int, closedAt time.Time, by string, reopenedAt *time.Time, reopenedBy, sum string) Statement {
+	return Statement{Month: month, Version: version, ClosedAt: closedAt, ClosedBy: by, ReopenedAt: reopenedAt,
+		ReopenedBy: reopenedBy, SHA256: sum, InForce: reopenedAt == nil}
+}
+
+// compute is the report of q: through the books when they are mounted
+// (closed months from their statements, adjustments, retention), else
+// computed from the tasks.
+func (h *reports) compute(ctx context.Context, q report.Query, live bool) (*report.Report, error) {
+	if h.cfg.Books == nil {
+		return report.Compute(ctx, h.cfg.Source, q)
+	}
+	return books.Report(ctx, h.cfg.Books, q, live)
+}
+
+// closedHeader says on a CSV or table answer that it is a closed month's
+// statement.
+func closedHeader(w http.ResponseWriter, rep *report.Report) {
+	if c := rep.Closed; c != nil {
+		w.Header().Set("Paddle-Statement", fmt.Sprintf("%s; version=%d; closed=%s", c.Month, c.Version, c.ClosedAt.Format(time.RFC3339)))
+	}
+}

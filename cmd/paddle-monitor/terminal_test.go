@@ -89,7 +89,7 @@ func TestReportTableFitsTerminal(t *testing.T) {
 			t.Errorf("report %v: exit %d, stderr %q; want 2 and one line starting %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
-	if r := runMonitor(t, "reprot"); r.code != 2 || !strings.HasPrefix(r.stderr, "paddle-monitor: usage: unknown command \"reprot\" (allowed: serve, report, token, ") || strings.Count(r.stderr, "\n") != 1 {
+	if r := runMonitor(t, "reprot"); r.code != 2 || !strings.HasPrefix(r.stderr, "paddle-monitor: usage: unknown command \"reprot\" (allowed: serve, report, ") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("unknown command: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -188,7 +188,7 @@ func WriteTableWith(w io.Writer, r *Report, opt TableOptions) error {
 		if width == 0 {
 			width = termtable.DefaultWidth
 		}
-		fmt.Fprintf(w, "Not shown to fit %d columns (--wide shows them): %s\n", width, strings.Join(lay.Dropped, ", "))
+		fmt.Fprintf(w, "Too wide for %d columns, --wide shows: %s\n", width, strings.Join(lay.Dropped, ", "))
 	}
 	if n := r.Total.OpenTasks; n > 0 {
 		fmt.Fprintf(w, "%d task(s) have no end (exec mode, or still running): counted up to their last heartbeat, or not at all.\n", n)

@@ -59,7 +59,7 @@ func TestReportTableFitsTerminal(t *testing.T) {
 		!strings.Contains(r.stdout, "\nsearch                                4       36.0  401.00       84.4 %       57.5             80.2 %\n") ||
 		!strings.Contains(r.stdout, "\nnlp                                   4       12.5   25.00       12.0 %        0.0            125.0 %\n") ||
 		!strings.Contains(r.stdout, "\nbudget recommendation-ranking-experime…: gpu_hours 2.50 of 10.0 (25.0 %), forecast 2.50 (25.0 %)\n") ||
-		strings.Contains(r.stdout, "Not shown") {
+		strings.Contains(r.stdout, "Too wide for") {
 		t.Errorf("report --by project: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
@@ -70,7 +70,7 @@ func TestReportTableFitsTerminal(t *testing.T) {
 		t.Errorf("--columns: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = runMonitor(t, append(base, "--wide")...)
-	if r.code != 0 || !strings.Contains(strings.Split(r.stdout, "\n")[1], "queue_wait_max_seconds") || strings.Contains(r.stdout, "Not shown") {
+	if r.code != 0 || !strings.Contains(strings.Split(r.stdout, "\n")[1], "queue_wait_max_seconds") || strings.Contains(r.stdout, "Too wide for") {
 		t.Errorf("--wide: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 

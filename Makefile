@@ -11,7 +11,7 @@ PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: build test demo e2e bench fuzz clean screenshot gpu-check
 
-build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor
+build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor bin/paddle-node
 
 # The entrypoint is static and cgo-free: immune to LD_BIND_NOW and to the
 # image's glibc. Only the GPU probe links go-nvml (cgo), see README.
@@ -21,6 +21,11 @@ bin/paddle-entrypoint: FORCE
 # The monitor is static and cgo-free too (SQLite through modernc.org/sqlite).
 bin/paddle-monitor: FORCE
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-monitor
+
+# The node agent is static and cgo-free too: NVML is read by its child,
+# paddle-gpu-probe (docs/node.md).
+bin/paddle-node: FORCE
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-node
 
 bin/paddle-gpu-probe: FORCE
 	CGO_ENABLED=1 CGO_CFLAGS="$(PROBE_CGO_CFLAGS)" $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe
@@ -37,10 +42,13 @@ demo: build
 # it alone); BENCHFLAGS="-iterations 10 -slow-iterations 2" for a quick run.
 # Then the monitor's benchmark (bench/monitorbench: SQLite and PostgreSQL side
 # by side) writes its own section; MONITORBENCHFLAGS="-rounds 1" for a quick run.
+# Then the node agent's cost (bench/nodebench: 8 GPUs, 200 processes, two
+# default intervals); NODEBENCHFLAGS="-duration 30s" for a quick run.
 BENCH_DOC ?= docs/benchmarks.md
 bench: build
 	$(GO) run ./bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
 	$(GO) run ./bench/monitorbench -monitor bin/paddle-monitor -doc "$(BENCH_DOC)" $(MONITORBENCHFLAGS)
+	$(GO) run ./bench/nodebench -node bin/paddle-node -doc "$(BENCH_DOC)" $(NODEBENCHFLAGS)
 
 # The image built from Dockerfile.paddle and run under podman, and the
 # shipped executables in a glibc-2.31 root (docs/image.md). Needs root; it

@@ -13,11 +13,15 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
+	github.com/prometheus/procfs v0.22.0
 	github.com/spf13/pflag v1.1.0
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sys v0.49.0
+	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
+	k8s.io/cri-api v0.37.2
+	k8s.io/kubelet v0.37.2
 	k8s.io/pod-security-admission v0.37.2
 	modernc.org/sqlite v1.62.0
 	sigs.k8s.io/yaml v1.6.0
@@ -46,7 +50,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pandatix/go-abnf v0.5.3 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/x448/float16 v0.8.4 // indirect

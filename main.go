@@ -121,7 +121,7 @@ func spoolCmd(args, environ []string) int {
 			return usage(fmt.Errorf("spool %s does not take --%s", sub, name))
 		}
 	}
-	cfg, err := config.Build(flags, environ, os.Geteuid())
+	cfg, err := config.BuildNode(flags, environ, os.Geteuid())
 	if err != nil {
 		return usage(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // Token is one entry of the tokens file.
@@ -60,12 +61,13 @@ type file struct {
 	Tokens []*Token `json:"tokens"`
 }
 
-// Load reads and checks a tokens file. Every problem names the file and the
-// entry.
+// Load reads and checks a tokens file: a regular file of at most
+// mountfile.MaxMonitorFile bytes, opened without blocking (a FIFO or a
+// device is refused). Every problem names the file and the entry.
 func Load(path string) (*Set, error) {
-	b, err := os.ReadFile(path)
+	b, err := mountfile.ReadAs("tokens file", path, mountfile.MaxMonitorFile)
 	if err != nil {
-		return nil, fmt.Errorf("tokens file: %w", err)
+		return nil, err
 	}
 	return Parse(b, path)
 }

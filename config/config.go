@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitorurl"
+	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 )
 
@@ -67,8 +68,15 @@ type Config struct {
 	Heartbeat      time.Duration // 0: off
 
 	// Warnings are malformed environment settings that fell back to their
-	// defaults; the caller logs them once its logger exists.
+	// defaults, and settings the task tried to set that the policy file
+	// locks; the caller logs them once its logger exists.
 	Warnings []string
+
+	// Policy is the policy file in force (nil: none, or PolicyErr);
+	// PolicyErr, why the file found could not be used (built-in rules
+	// apply, nothing is locked).
+	Policy    *policy.Policy
+	PolicyErr error
 }
 
 // Defaults.
@@ -156,21 +164,52 @@ func (f *FlagSet) Usage(w io.Writer) {
 	f.SetOutput(io.Discard)
 }
 
-// Build returns the configuration from parsed flags and the environment.
-// uid picks the default spool file.
+// Build returns the configuration of a task's start (run mode, labels)
+// from parsed flags and the environment, under the policy file
+// (policy.SystemPath whenever it exists, else --policy or
+// PADDLE_POLICY_FILE): its settings are the defaults, and a setting it
+// locks takes its value (or the built-in default) whatever the flags and
+// the environment say; each one the task tried to set is a warning, never
+// an error (docs/contract.md, Settings a task cannot change). uid picks the
+// default spool file.
 func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
+	return buildUnder(flags, environ, uid, policy.SystemPath, true)
+}
+
+// BuildNode is Build for the node's own tools (the spool commands, run by
+// an administrator with the flags they need): the policy file locks
+// nothing there.
+func BuildNode(flags *FlagSet, environ []string, uid int) (Config, error) {
+	return buildUnder(flags, environ, uid, policy.SystemPath, false)
+}
+
+// buildUnder is Build with the system policy path (tests point it elsewhere);
+// locked: whether the policy's settings apply.
+func buildUnder(flags *FlagSet, environ []string, uid int, systemPath string, locked bool) (Config, error) {
 	lookup := settings.Environ(environ)
-	var c Config
 	var fs *pflag.FlagSet
 	if flags != nil {
 		fs = flags.FlagSet
 	}
-	warnings, err := table.Resolve(&c, fs, lookup)
-	c.Warnings = warnings
+	var locks settings.Locks
+	var pol *policy.Policy
+	var polErr error
+	if locked {
+		pol, polErr = loadPolicy(systemPath, policyFile(flags, lookup))
+		locks = locksOf(pol)
+	}
+	var c Config
+	warnings, err := table.ResolveLocked(&c, fs, lookup, locks)
+	c.Warnings, c.Policy, c.PolicyErr = warnings, pol, polErr
 	if err != nil {
 		return c, err
 	}
-	if err := superviseFlagWins(&c, flags); err != nil {
+	if locks.Locked["PADDLE_ENTRYPOINT_MODE"] {
+		if flags != nil && flags.Changed(superviseFlag) {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("--%s: locked by the policy file %s (PADDLE_ENTRYPOINT_MODE); the task's value is ignored and %q applies",
+				superviseFlag, locks.Source, c.Mode))
+		}
+	} else if err := superviseFlagWins(&c, flags); err != nil {
 		return c, err
 	}
 	if c.GPUShare < 1 {
@@ -181,15 +220,69 @@ func Build(flags *FlagSet, environ []string, uid int) (Config, error) {
 	// A monitor URL that can never work is the caller's mistake when given
 	// as a flag; from the environment it is kept, so that the client warns
 	// once and spools every registration at once (nothing is lost).
-	if flags != nil && flags.Changed("monitor-url") && c.MonitorURL != "" {
+	if flags != nil && flags.Changed("monitor-url") && c.MonitorURL != "" && !locks.Locked["PADDLE_MONITOR_URL"] {
 		if _, err := monitorurl.Parse(c.MonitorURL); err != nil {
 			return c, fmt.Errorf("%w: --monitor-url: %v", ErrUsage, err)
 		}
 	}
-	if c.SpoolPath == "" && !spoolOff(flags, lookup) {
+	off := spoolOff(flags, lookup)
+	if locks.Locked["PADDLE_SPOOL_PATH"] {
+		off = strings.EqualFold(locks.Values["PADDLE_SPOOL_PATH"], "off")
+	}
+	if c.SpoolPath == "" && !off {
 		c.SpoolPath = DefaultSpoolPath(uid)
 	}
 	return c, nil
+}
+
+// policyFile is the policy path the task names (--policy, else
+// PADDLE_POLICY_FILE), used only where the system path does not exist.
+func policyFile(flags *FlagSet, lookup func(string) (string, bool)) string {
+	if flags != nil && flags.Changed("policy") {
+		return flags.Lookup("policy").Value.String()
+	}
+	v, _ := lookup("PADDLE_POLICY_FILE")
+	return v
+}
+
+// loadPolicy resolves and loads the policy file and holds its settings
+// and locks to the table: a file that does not pass is an error, and no
+// policy (the built-in rules apply; the caller logs the error).
+func loadPolicy(systemPath, userPath string) (*policy.Policy, error) {
+	pol, err := policy.Resolve(systemPath, userPath)
+	if err == nil {
+		err = pol.CheckSettings(known{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pol, nil
+}
+
+// locksOf are the policy's settings as the table's locks.
+func locksOf(pol *policy.Policy) settings.Locks {
+	if pol == nil {
+		return settings.Locks{}
+	}
+	l := settings.Locks{Values: pol.Settings, Locked: map[string]bool{}, Source: pol.Source}
+	for _, v := range pol.Locked {
+		l.Locked[v] = true
+	}
+	return l
+}
+
+// known is the table as the policy file's settings are checked against it.
+type known struct{}
+
+func (known) Has(variable string) bool {
+	_, ok := table.Entry(variable)
+	return ok
+}
+
+func (known) Check(variable, value string) error {
+	e, _ := table.Entry(variable)
+	var scratch Config
+	return e.Parse(&scratch, value)
 }
 
 // spoolOff reports whether the winning spool-path setting is "off".

@@ -207,4 +207,11 @@ func TestGPUShare(t *testing.T) {
 	if _, err := build(t, []string{"--gpu-share", "2"}); err == nil || !strings.Contains(err.Error(), "--gpu-share") {
 		t.Errorf("--gpu-share 2: %v, want a usage error", err)
 	}
+	// Below 0.01 the monitor refuses the registration: a bad value.
+	if _, err := build(t, []string{"--gpu-share", "0.001"}); err == nil || !strings.Contains(err.Error(), `"0.001" is not a decimal number from 0.01 to 1`) {
+		t.Errorf("--gpu-share 0.001: %v, want a usage error", err)
+	}
+	if c, err := build(t, nil, "PADDLE_GPU_SHARE=0.001"); err != nil || c.GPUShare != 1 || len(c.Warnings) != 1 {
+		t.Errorf("PADDLE_GPU_SHARE=0.001: share %v, warnings %q, %v; want 1 and a warning", c.GPUShare, c.Warnings, err)
+	}
 }

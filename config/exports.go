@@ -22,7 +22,7 @@ var exportSettings = []setting{
 		Doc:   "on: the GPUs are shared (time-slicing, MPS), so another task's textfile claiming them is not stale",
 		Parse: func(c *Config, s string) error { return onOff(&c.GPUShared, s) }},
 	{Flag: "gpu-share", Var: "PADDLE_GPU_SHARE", Type: "number", Default: "1",
-		Doc:   "the fraction (0, 1] of each whole GPU the task holds on a time-sliced or MPS GPU (4 replicas: 0.25); below 1 implies --gpu-shared; MIG instances take slices/total_slices",
+		Doc:   "the fraction [0.01, 1] of each whole GPU the task holds on a time-sliced or MPS GPU (4 replicas: 0.25); below 1 implies --gpu-shared; MIG instances take slices/total_slices",
 		Parse: func(c *Config, s string) error { return gpuShare(&c.GPUShare, s) }},
 	// The gate expression is kept as given: a malformed one is a usage
 	// error even from the environment (main checks it before the command
@@ -38,11 +38,13 @@ var exportSettings = []setting{
 		Parse: func(c *Config, s string) error { return exitStatus(&c.GateExit, s) }},
 }
 
-// gpuShare reads a share of a GPU: a decimal number in (0, 1].
+// gpuShare reads a share of a GPU: a decimal number in [0.01, 1] (the
+// monitor refuses a whole GPU's share below 0.01, which would make the
+// registration a dead letter).
 func gpuShare(dst *float64, s string) error {
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || strings.ContainsAny(s, "xXpPnNiI_") || !(f > 0 && f <= 1) {
-		return fmt.Errorf("%q is not a decimal number greater than 0 and at most 1", s)
+	if err != nil || strings.ContainsAny(s, "xXpPnNiI_") || !(f >= 0.01 && f <= 1) {
+		return fmt.Errorf("%q is not a decimal number from 0.01 to 1", s)
 	}
 	*dst = f
 	return nil

@@ -212,6 +212,9 @@ func run() error {
 	if err := bg.Wait(); err != nil {
 		return err
 	}
+	if err := d.nodeAgent(gpuEnv, tokenFile); err != nil {
+		return err
+	}
 	return d.page()
 }
 

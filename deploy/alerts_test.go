@@ -94,11 +94,6 @@ func TestAlertsNamesAndSeries(t *testing.T) {
 		t.Fatalf("alerts %q, want %q", got, want)
 	}
 	known := append(monitorSeries(t), append(slices.Clone(dcgm), "up")...)
-	for _, name := range ledgerSeries {
-		if !slices.Contains(known, name) {
-			known = append(known, name)
-		}
-	}
 	for _, r := range rules {
 		if r.expr == "" {
 			t.Fatalf("%s: no expression found", r.name)
@@ -111,15 +106,9 @@ func TestAlertsNamesAndSeries(t *testing.T) {
 	}
 }
 
-// ledgerSeries are the series of the monitor's ledger that the alerts
-// read (docs/node.md; the monitor serves them from the node agents'
-// reports): listed here by their contract names, as the ledger's collector
-// is not part of monitor.New's registry.
-var ledgerSeries = []string{"paddle_gpu_user_info", "paddle_node_report_age_seconds"}
-
 // monitorSeries are the names a monitor's /metrics serves: the API's own
-// series (gathered from a real monitor's registry) and what the task and
-// project collectors describe.
+// series (gathered from a real monitor's registry) and what the task,
+// project and fleet collectors describe.
 func monitorSeries(t *testing.T) []string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -135,6 +124,7 @@ func monitorSeries(t *testing.T) []string {
 	ch := make(chan *prometheus.Desc, 64)
 	monitor.NewTaskCollector(nil, time.Hour, nil).Describe(ch)
 	monitor.NewProjectCollector(nil, nil, nil, nil, nil).Describe(ch)
+	monitor.NewFleetCollector(monitor.FleetConfig{}).Describe(ch)
 	close(ch)
 	for d := range ch {
 		names = append(names, regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1])

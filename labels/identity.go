@@ -6,7 +6,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
 )
 
-// Identity is where a task sits in a pipeline and in Kubernetes. Values
+// Identity is where a task sits in a pipeline, in Kubernetes and in Slurm. Values
 // that come from an orchestrator's own environment (CI variables, the
 // downward API) were not written by the task's author: one that breaks a
 // rule is dropped with a notice, never a rejection.
@@ -17,6 +17,9 @@ type Identity struct {
 	Orchestrator                             string
 	K8sNamespace, K8sPod, K8sNode, K8sPodUID string
 	K8sJobIndex                              string // decimal digits
+	// SlurmJob is the Slurm job the task runs in (SLURM_JOB_ID), so that
+	// the node's observations of a Slurm job are tied to it.
+	SlurmJob string // decimal digits
 }
 
 // identityField is one built-in key added with the pipeline and Kubernetes
@@ -25,7 +28,7 @@ type Identity struct {
 type identityField struct {
 	key  string
 	own  string // the variable that sets it; "" for orchestrator
-	k8s  bool   // own is a downward-API variable, not the task's PADDLE_*
+	k8s  bool   // own is set for the task (Kubernetes' downward API, Slurm), not the task's PADDLE_*
 	dst  func(*Identity) *string
 	nums bool // digits only (a Job's completion index)
 }
@@ -40,6 +43,7 @@ var identityKeys = []identityField{
 	{key: "k8s_node", own: "NODE_NAME", k8s: true, dst: func(i *Identity) *string { return &i.K8sNode }},
 	{key: "k8s_pod_uid", own: "POD_UID", k8s: true, dst: func(i *Identity) *string { return &i.K8sPodUID }},
 	{key: "k8s_job_index", own: "JOB_COMPLETION_INDEX", k8s: true, nums: true, dst: func(i *Identity) *string { return &i.K8sJobIndex }},
+	{key: "slurm_job", own: "SLURM_JOB_ID", k8s: true, nums: true, dst: func(i *Identity) *string { return &i.SlurmJob }},
 }
 
 // IdentityKeys are the keys of Identity in labels file order.

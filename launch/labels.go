@@ -7,7 +7,6 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/logging"
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
 )
 
 // Labels is `paddle-entrypoint labels`: it prints the labels a start would
@@ -18,7 +17,7 @@ func Labels(cfg *config.Config, environ []string, version string) int {
 	t := New(cfg, environ, version)
 	log := t.log
 	logging.Settings(log, cfg.Warnings)
-	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
+	pol, err := cfg.Policy, cfg.PolicyErr
 	if err != nil {
 		log.Error("label policy unusable", "err", err)
 		return ExitRejected

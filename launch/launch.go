@@ -84,7 +84,9 @@ func (t *Task) Run(argv []string, start time.Time) int {
 	probe := gpu.Start(ctx, t.mode.gpuOptions(t.gpuOptions()))
 	defer probe.Stop()
 
-	pol, err := policy.Resolve(policy.SystemPath, cfg.PolicyFile)
+	// The policy file was read with the settings (config.Build): one
+	// file decides both.
+	pol, err := cfg.Policy, cfg.PolicyErr
 	if err != nil {
 		log.Error("label policy unusable; built-in rules apply", "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
 )
 
@@ -146,7 +147,9 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 		}
 		return a.TaskID+a.Project < b.TaskID+b.Project
 	})
-	d.Overcommitted = overcommits(tasks, scope, from, to, now)
+	if d.Overcommitted, err = overcommits(ctx, src, q.Window, scope); err != nil {
+		return nil, err
+	}
 	for _, u := range l.Users {
 		f := userFigures(u)
 		visible := scope == nil || (u.State == Undeclared && (&access.Scope{Projects: scope.Projects}).Allows(u.Project, ""))
@@ -189,74 +192,40 @@ func sameSet(gpus []store.DeclaredGPU, seen map[string]bool) bool {
 }
 
 // overcommits finds, per GPU instance, the first instant in the window at
-// which the declared shares of the tasks on it add up to more than 1.
-func overcommits(tasks []store.DeclaredTask, scope *access.Scope, from, to, now int64) []Overcommit {
+// which the declared shares of the claims on it add up to more than 1
+// (store.ShareOverlaps: each claim from its task's start to the earlier of
+// its claim's end and its task's counted end), listed when scope sees one
+// of its tasks.
+func overcommits(ctx context.Context, src Source, w report.Window, scope *access.Scope) ([]Overcommit, error) {
+	overlaps, err := src.ShareOverlaps(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	out := []Overcommit{}
 	type ik struct {
 		uuid string
 		gi   int64
 	}
-	type ev struct {
-		at    int64
-		share float64
-		task  int
-	}
-	events := map[ik][]ev{}
-	for i, t := range tasks {
-		end := now
-		if t.End != nil {
-			end = *t.End
+	listed := map[ik]bool{}
+	for _, ov := range overlaps { // by UUID, instance and time
+		k := ik{ov.UUID, -1}
+		if ov.GPUInstanceID != nil {
+			k.gi = *ov.GPUInstanceID
 		}
-		a, b := max(t.Start, from), min(end, to)
-		if b <= a {
+		if listed[k] {
 			continue
 		}
-		for _, g := range t.GPUs {
-			if g.UUID == "" {
-				continue
-			}
-			k := ik{g.UUID, -1}
-			if g.GPUInstanceID != nil {
-				k.gi = *g.GPUInstanceID
-			}
-			events[k] = append(events[k], ev{a, g.Share, i}, ev{b, -g.Share, i})
+		o := Overcommit{UUID: ov.UUID, GPUInstanceID: ov.GPUInstanceID, Time: time.Unix(ov.At, 0).UTC(), Share: round(ov.Total)}
+		mine := false
+		for _, t := range ov.Tasks {
+			o.Tasks = append(o.Tasks, TaskName{t.TaskID, t.Project, t.Owner})
+			mine = mine || scope.Allows(t.Project, t.Owner)
+		}
+		sort.Slice(o.Tasks, func(i, j int) bool { return fmt.Sprint(o.Tasks[i]) < fmt.Sprint(o.Tasks[j]) })
+		if mine {
+			listed[k] = true
+			out = append(out, o)
 		}
 	}
-	out := []Overcommit{}
-	for k, list := range events {
-		sort.Slice(list, func(i, j int) bool {
-			if list[i].at != list[j].at {
-				return list[i].at < list[j].at
-			}
-			return list[i].share < list[j].share // ends before starts
-		})
-		sum := 0.0
-		on := map[int]bool{}
-		for _, e := range list {
-			sum += e.share
-			on[e.task] = e.share > 0
-			if sum <= 1+1e-9 {
-				continue
-			}
-			o := Overcommit{UUID: k.uuid, Time: time.Unix(e.at, 0).UTC(), Share: round(sum)}
-			if k.gi >= 0 {
-				gi := k.gi
-				o.GPUInstanceID = &gi
-			}
-			mine := false
-			for i, v := range on {
-				if v {
-					t := tasks[i]
-					o.Tasks = append(o.Tasks, TaskName{t.TaskID, t.Project, t.Owner})
-					mine = mine || scope.Allows(t.Project, t.Owner)
-				}
-			}
-			sort.Slice(o.Tasks, func(i, j int) bool { return fmt.Sprint(o.Tasks[i]) < fmt.Sprint(o.Tasks[j]) })
-			if mine {
-				out = append(out, o)
-			}
-			break
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UUID < out[j].UUID })
-	return out
+	return out, nil
 }

@@ -60,6 +60,7 @@ type Source interface {
 	LedgerDataRaw(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
 	TieCandidates(ctx context.Context, node string, u *store.UserIdentity) ([]store.Tie, error)
 	DeclaredTasks(ctx context.Context, from, to int64) ([]store.DeclaredTask, error)
+	ShareOverlaps(ctx context.Context, w report.Window) ([]store.ShareOverlap, error)
 }
 
 // Query says which ledger to compute.

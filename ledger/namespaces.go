@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // ErrBadNamespaces classifies every error about a namespace-projects file.
@@ -56,11 +57,13 @@ func ParseNamespaceProjects(b []byte) (*NamespaceProjects, error) {
 	return n, nil
 }
 
-// LoadNamespaceProjects reads the file at name; errors name the file.
+// LoadNamespaceProjects reads the file at name (a regular file of at most
+// mountfile.MaxMonitorFile bytes, opened without blocking: a FIFO or a
+// device is refused); errors name the file.
 func LoadNamespaceProjects(name string) (*NamespaceProjects, error) {
-	b, err := os.ReadFile(name)
+	b, err := mountfile.ReadAs("--namespace-projects", name, mountfile.MaxMonitorFile)
 	if err != nil {
-		return nil, fmt.Errorf("--namespace-projects: %w", err)
+		return nil, err
 	}
 	n, err := ParseNamespaceProjects(b)
 	if err != nil {

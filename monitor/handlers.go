@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -123,6 +124,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	sent, err := wire.DecodeRegistration(body)
 	if err == nil {
 		reg = store.RegistrationOf(sent, body)
+		a.logMIGShares(sent)
 		err = a.ahead(r, reg.Hostname, "start_time", &reg.StartTime, now)
 	}
 	if err != nil {
@@ -149,6 +151,20 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, written{reg.TaskID, "created"})
 	default:
 		writeJSON(w, http.StatusOK, written{reg.TaskID, "exists"})
+	}
+}
+
+// logMIGShares logs each MIG entry whose share differs from its slices /
+// total_slices, which is what the store keeps (docs/monitor.md): the
+// registration is not refused for it.
+func (a *API) logMIGShares(sent *wire.Registration) {
+	for i, g := range sent.GPUs {
+		if g.MIG == nil || g.Share == nil || math.Abs(*g.Share-g.MIG.Share()) <= 1e-9 {
+			continue
+		}
+		a.cfg.Log.Warn("registration: a MIG entry's share is not its slices / total_slices; slices / total_slices is stored",
+			"task_id", sent.TaskID, "project", sent.Project, "owner", sent.Owner, "gpu", i,
+			"share", *g.Share, "stored_share", g.MIG.Share(), "profile", g.MIG.Profile)
 	}
 }
 

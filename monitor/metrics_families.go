@@ -21,7 +21,7 @@ type Family struct {
 // descs are the collectors' families' Descs, made once.
 var descs = func() map[*Family]*prometheus.Desc {
 	m := map[*Family]*prometheus.Desc{}
-	for _, f := range append(slices.Clone(taskFamilies), projectFamilies...) {
+	for _, f := range slices.Concat(taskFamilies, projectFamilies, fleetFamilies) {
 		m[f] = prometheus.NewDesc(f.Name, f.Help, f.Labels, nil)
 	}
 	return m
@@ -114,6 +114,22 @@ var (
 		prometheus.GaugeValue, nil}
 )
 
+// The fleet's families, from the node agents' reports (FleetCollector).
+var (
+	famFleetGPUSeconds = Family{"paddle_fleet_gpu_seconds",
+		"GPU-seconds of the fleet's capacity in the current UTC month, by ledger state (attributed, undeclared, unattributed, unallocated, unobserved) and GPU model, as the ledger counts them (computed at most once a minute).",
+		prometheus.GaugeValue, []string{"state", "gpu_model"}}
+	famGPUUserInfo = Family{"paddle_gpu_user_info",
+		"A user of a GPU instance in its node's latest report (value 1): the parent's UUID and GPU_I_ID as dcgm-exporter labels them, who the user is, and its ledger state (attributed, with its task and project; undeclared, with its namespace's project; unattributed).",
+		prometheus.GaugeValue, []string{"node", "UUID", "GPU_I_ID", "runtime", "container_id", "namespace", "pod", "container", "slurm_job", "task_id", "project", "state"}}
+	famNodeReportAge = Family{"paddle_node_report_age_seconds",
+		"Seconds since the end of a node's latest report (nodes not retired, whose last report was not final, within --node-retire).",
+		prometheus.GaugeValue, []string{"node"}}
+	famFleetScrapeError = Family{"paddle_monitor_fleet_scrape_error",
+		"1 if computing the fleet series failed the last time (the month's ledger, or reading the nodes' latest reports; those series are then missing or partial), else 0.",
+		prometheus.GaugeValue, nil}
+)
+
 // taskFamilies are the task collector's families by name (the order of
 // the exposition).
 var taskFamilies = byName(&famTaskScrapeError, &famTaskEstimate, &famTaskGPUInfo, &famTaskGPUShare,
@@ -123,12 +139,16 @@ var taskFamilies = byName(&famTaskScrapeError, &famTaskEstimate, &famTaskGPUInfo
 // describes them.
 var projectFamilies = []*Family{&famProjectGPUSeconds, &famProjectCost, &famBudgetGPUSeconds, &famBudgetCost, &famProjectScrapeError}
 
+// fleetFamilies are the fleet collector's families, in the order it
+// describes them.
+var fleetFamilies = []*Family{&famFleetGPUSeconds, &famGPUUserInfo, &famNodeReportAge, &famFleetScrapeError}
+
 // Families returns every family of the monitor's own (not the Go and
 // process collectors'), by name: copies, the declarations stay as they
 // are.
 func Families() []Family {
 	var out []Family
-	for _, f := range byName(append(append([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies...), projectFamilies...)...) {
+	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies, projectFamilies, fleetFamilies)...) {
 		c := *f
 		c.Labels = slices.Clone(f.Labels)
 		out = append(out, c)

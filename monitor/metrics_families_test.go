@@ -26,6 +26,7 @@ func TestFamiliesDeclared(t *testing.T) {
 	ch := make(chan *prometheus.Desc, 64)
 	monitor.NewTaskCollector(nil, time.Hour, nil).Describe(ch)
 	monitor.NewProjectCollector(nil, nil, nil, nil, nil).Describe(ch)
+	monitor.NewFleetCollector(monitor.FleetConfig{}).Describe(ch)
 	close(ch)
 	for d := range ch {
 		m := descParts.FindStringSubmatch(d.String())

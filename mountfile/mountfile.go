@@ -1,6 +1,8 @@
-// Package mountfile reads the small files an administrator mounts into a
-// container for the entrypoint: the label policy, the monitor's bearer
-// token, its CA bundle.
+// Package mountfile reads the small files an administrator gives a
+// program: those mounted into a container for the entrypoint (the label
+// policy, the monitor's bearer token, its CA bundle) and those the monitor
+// is told to read (its tokens, prices, budgets and namespace-projects
+// files, MaxMonitorFile at most).
 //
 // Guarantees: Read never blocks on what the path names (it opens with
 // O_NONBLOCK, so a FIFO cannot stall a start, and reads only regular files,
@@ -26,6 +28,11 @@ var (
 	ErrTooLarge = errors.New("file too large")
 )
 
+// MaxMonitorFile bounds each file paddle-monitor reads (docs/monitor.md):
+// far above any real tokens, prices, budgets or namespace-projects file,
+// far below what would strain the monitor's memory.
+const MaxMonitorFile = 16 << 20
+
 // Read returns the content of the regular file name, of at most max bytes.
 func Read(name string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -46,6 +53,22 @@ func Read(name string, max int64) ([]byte, error) {
 	}
 	if int64(len(data)) > max {
 		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
+	}
+	return data, nil
+}
+
+// ReadAs is Read for a file that errors call what (such as "tokens
+// file"): every error reads "WHAT NAME: PROBLEM", the file named once, and
+// still matches ErrNotRegular, ErrTooLarge or the file system's error
+// (fs.ErrNotExist, fs.ErrPermission) with errors.Is.
+func ReadAs(what, name string, max int64) ([]byte, error) {
+	data, err := Read(name, max)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the name is said once, below
+		}
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
 	}
 	return data, nil
 }

@@ -1,5 +1,6 @@
-// Package policy loads an administrator's label policy file and checks
-// label values against it.
+// Package policy loads an administrator's policy file: the rules for label
+// values, and the entrypoint's settings it gives (settings) and those a
+// task cannot change (locked).
 //
 // Guarantees: Load accepts only a well-formed policy: strict JSON with no
 // unknown field at any level, a mode of warn or enforce, glob patterns that
@@ -7,7 +8,10 @@
 // error naming the file and what is wrong, never a half-read policy. Resolve
 // gives SystemPath precedence over any path the task's environment names,
 // so the environment can never replace or weaken an administrator's policy.
-// A nil *Policy allows everything.
+// Settings and locked name variables of the form of a setting (a JSON
+// string, number or boolean each, a variable given once); CheckSettings
+// holds them to the entrypoint's own table. A nil *Policy allows
+// everything and locks nothing.
 //
 // Matching is case-insensitive (both pattern and value are lower-cased) and
 // nothing else: letters that look alike in other scripts (Cyrillic а for
@@ -79,6 +83,14 @@ type Policy struct {
 	// ExtraListed is true when the file has an extra_labels list (even an
 	// empty one, which accepts no extra label).
 	ExtraListed bool
+	// Settings are values of the entrypoint's settings, by variable name
+	// (PADDLE_MONITOR_URL), as text: a setting's default for the task, or,
+	// when locked, its value whatever the task says.
+	Settings map[string]string
+	// Locked are the settings a task cannot set (by variable or by flag),
+	// "accounting" expanded to Accounting: each takes its value from
+	// Settings, or the built-in default.
+	Locked []string
 }
 
 // Rule is the allow and deny patterns of one label key, lower-cased.
@@ -110,7 +122,7 @@ var builtin = map[string]bool{
 var identity = map[string]bool{
 	"pipeline": true, "pipeline_run": true, "step": true, "orchestrator": true,
 	"k8s_namespace": true, "k8s_pod": true, "k8s_node": true,
-	"k8s_pod_uid": true, "k8s_job_index": true,
+	"k8s_pod_uid": true, "k8s_job_index": true, "slurm_job": true,
 }
 
 // Resolve finds and loads the policy: systemPath whenever it exists (a
@@ -141,6 +153,8 @@ type file struct {
 	Required    []string        `json:"required"`
 	Labels      map[string]rule `json:"labels"`
 	ExtraLabels *[]string       `json:"extra_labels"`
+	Settings    json.RawMessage `json:"settings"`
+	Locked      json.RawMessage `json:"locked"`
 }
 
 type rule struct {
@@ -151,13 +165,9 @@ type rule struct {
 // Load reads and checks the policy file at path. Every error names the file
 // and the problem.
 func Load(name string) (*Policy, error) {
-	data, err := mountfile.Read(name, MaxFileSize)
+	data, err := mountfile.ReadAs("policy file", name, MaxFileSize)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is named once, below
-		}
-		return nil, fmt.Errorf("policy file %s: %w", name, err)
+		return nil, err
 	}
 	p, err := Parse(data)
 	if err != nil {
@@ -180,6 +190,13 @@ func Parse(data []byte) (*Policy, error) {
 		return nil, malformed("%v", err)
 	}
 	p := &Policy{Labels: map[string]Rule{}}
+	var err error
+	if p.Settings, err = parseSettings(f.Settings); err != nil {
+		return nil, err
+	}
+	if p.Locked, err = parseLocked(f.Locked); err != nil {
+		return nil, err
+	}
 	if f.Mode != nil {
 		switch *f.Mode {
 		case ModeWarn, ModeEnforce:
@@ -245,9 +262,15 @@ func strictFields(data []byte) error {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return malformed("%v", err)
 	}
-	known := []string{"mode", "required", "labels", "extra_labels"}
+	known := []string{"mode", "required", "labels", "extra_labels", "settings", "locked"}
 	if err := exactFields(data, "", known); err != nil {
 		return err
+	}
+	if raw, ok := top["settings"]; ok && string(raw) != "null" {
+		// A variable given twice: the last value must not silently win.
+		if err := exactFields(raw, "settings", nil); err != nil {
+			return err
+		}
 	}
 	raw, ok := top["labels"]
 	if !ok || string(raw) == "null" {

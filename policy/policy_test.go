@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -341,6 +342,8 @@ func FuzzPolicyParse(f *testing.F) {
 	f.Add(specExample)
 	f.Add(`{"labels": {"project": {"allow": ["[a-z]*"], "deny": ["\\*"]}}}`)
 	f.Add(`{"mode": "warn", "required": ["owner"], "extra_labels": []}`)
+	f.Add(`{"settings": {"PADDLE_GPU_SHARE": 0.5, "PADDLE_MONITOR_URL": "https://m"}, "locked": ["accounting", "PADDLE_OTEL"]}`)
+	f.Add(`{"locked": "accounting"}`)
 	f.Fuzz(func(t *testing.T, text string) {
 		p, err := Parse([]byte(text))
 		if err != nil {
@@ -358,6 +361,11 @@ func FuzzPolicyParse(f *testing.F) {
 		}
 		if p.Mode != "" && p.Mode != ModeWarn && p.Mode != ModeEnforce {
 			t.Fatalf("accepted mode %q", p.Mode)
+		}
+		for _, v := range append(slices.Collect(maps.Keys(p.Settings)), p.Locked...) {
+			if checkVariable(v) != nil {
+				t.Fatalf("accepted variable %q", v)
+			}
 		}
 	})
 }

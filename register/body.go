@@ -42,6 +42,7 @@ func Body(s *labels.Set, inv gpu.Inventory) []byte {
 		K8sNode:       s.K8sNode,
 		K8sPodUID:     s.K8sPodUID,
 		K8sJobIndex:   number(s.K8sJobIndex),
+		SlurmJob:      s.SlurmJob,
 		InvalidLabels: s.Invalid,
 		Labels:        s.Extra,
 		GPUs:          make(wire.GPUs[wire.RegisteredGPU], 0, len(inv.Devices)),

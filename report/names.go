@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
 )
 
 // names maps names (models, projects) to values, as the prices and the
@@ -86,13 +87,14 @@ func decodeFile(r io.Reader, v any, bad error) error {
 	return nil
 }
 
-// loadFile reads the file at name and parses it; errors name what (a
-// "prices file") and the file.
+// loadFile reads the file at name (a regular file of at most
+// mountfile.MaxMonitorFile bytes, opened without blocking) and parses it;
+// errors name what (a "prices file") and the file.
 func loadFile[T any](what, name string, parse func(io.Reader) (T, error)) (T, error) {
 	var zero T
-	raw, err := os.ReadFile(name)
+	raw, err := mountfile.ReadAs(what, name, mountfile.MaxMonitorFile)
 	if err != nil {
-		return zero, fmt.Errorf("%s: %w", what, err)
+		return zero, err
 	}
 	v, err := parse(bytes.NewReader(raw))
 	if err != nil {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with NVIDIA GPUs, run what paddle-entrypoint
 # runs against the real driver and print what each part saw, in well under
-# five minutes (about 40 s with the defaults):
+# five minutes (about 50 s with the defaults):
 #
 #  1. the driver's own view (nvidia-smi -L, MIG devices included), when
 #     nvidia-smi is installed;
@@ -15,7 +15,11 @@
 #  5. a supervised task (GPU_CHECK_COMMAND, default a sleep of
 #     GPU_CHECK_TASK_SECONDS) with sampling every second and a monitor that
 #     is not there, so the registration and the completion stay in a
-#     throw-away spool: both bodies are printed as they would be sent.
+#     throw-away spool: both bodies are printed as they would be sent;
+#  6. the node agent (`paddle-node once`, when BIN_DIR has it) observing
+#     the node for GPU_CHECK_SAMPLE_SECONDS, a sample a second: the report it
+#     would send (every GPU and MIG instance, the users of each with their
+#     owners and what their containers declared); it sends nothing.
 #
 # Usage: scripts/gpu-check.sh [BIN_DIR]     (default: bin/, from `make build`)
 #
@@ -165,6 +169,19 @@ if [ -z "$completion" ]; then
 	fail "no completion in the spool: $(tail -5 "$WORK/task.err")"
 else
 	echo "$completion" | pretty
+fi
+
+step "node agent: paddle-node once, ${SAMPLE_SECONDS}s"
+NODE=$BIN/paddle-node
+if [ ! -x "$NODE" ]; then
+	echo "$NODE not built: skipped"
+else
+	PADDLE_NODE_PROBE=$PROBE "$NODE" once --interval "${SAMPLE_SECONDS}s" --sample 1s \
+		--report-spool "$WORK/node.db" >"$WORK/node.json" 2>"$WORK/node.err"
+	status=$?
+	cat "$WORK/node.json"
+	grep -E 'level=(WARN|ERROR)' "$WORK/node.err" || true
+	[ "$status" -eq 0 ] || fail "paddle-node once exited $status: $(tail -5 "$WORK/node.err")"
 fi
 
 if [ "$failed" -ne 0 ]; then

@@ -123,9 +123,46 @@ func (t Table[T]) Define(fs *pflag.FlagSet) {
 // error: a malformed flag (ErrUsage), a secret's unreadable file, or under
 // Refuse a malformed variable.
 func (t Table[T]) Resolve(dst *T, fs *pflag.FlagSet, lookup func(string) (string, bool)) (warnings []string, err error) {
+	return t.ResolveLocked(dst, fs, lookup, Locks{})
+}
+
+// Locks are what an administrator fixes above the environment and the
+// flags (the entrypoint's policy file): Values replace entries' defaults,
+// by variable; an entry whose variable is Locked takes its Values value,
+// or its default, whatever its variable and its flag say. Source names
+// where the locks come from, in the warnings.
+type Locks struct {
+	Values map[string]string
+	Locked map[string]bool
+	Source string
+}
+
+// ResolveLocked is Resolve under locks. A locked entry never reads its
+// variable or flag: one that is set is a warning naming it and locks'
+// Source (once each), never an error, whatever its value. A Values value
+// its entry refuses is a warning too, and the entry's default applies.
+func (t Table[T]) ResolveLocked(dst *T, fs *pflag.FlagSet, lookup func(string) (string, bool), locks Locks) (warnings []string, err error) {
 	for _, e := range t.Entries {
 		if err := e.Parse(dst, e.Default); err != nil {
 			panic("settings: bad default for --" + e.Flag + ": " + err.Error())
+		}
+		def := e.Default
+		if v, ok := locks.Values[e.Var]; ok && v != e.Default {
+			if err := e.Parse(dst, v); err != nil {
+				warnings = append(warnings, fmt.Sprintf("%s: the value %q of %s: %v; using the default %q", e.Var, v, locks.Source, err, e.Default))
+				e.Parse(dst, e.Default)
+			} else {
+				def = v
+			}
+		}
+		if locks.Locked[e.Var] {
+			if v, from, _ := e.env(lookup); v != "" {
+				warnings = append(warnings, fmt.Sprintf("%s: locked by the policy file %s; the task's value is ignored and %q applies", from, locks.Source, def))
+			}
+			if fs != nil && fs.Changed(e.Flag) {
+				warnings = append(warnings, fmt.Sprintf("--%s: locked by the policy file %s; the task's value is ignored and %q applies", e.Flag, locks.Source, def))
+			}
+			continue
 		}
 		v, from, err := e.env(lookup)
 		if err != nil {
@@ -136,8 +173,8 @@ func (t Table[T]) Resolve(dst *T, fs *pflag.FlagSet, lookup func(string) (string
 				if t.Policy == Refuse {
 					return warnings, &EnvError{Var: from, Value: v, Secret: e.Secret, Err: err}
 				}
-				warnings = append(warnings, fmt.Sprintf("%s: %v; using the default %q", from, err, e.Default))
-				e.Parse(dst, e.Default)
+				warnings = append(warnings, fmt.Sprintf("%s: %v; using the default %q", from, err, def))
+				e.Parse(dst, def)
 			}
 		}
 		if fs != nil && fs.Changed(e.Flag) {
@@ -147,6 +184,16 @@ func (t Table[T]) Resolve(dst *T, fs *pflag.FlagSet, lookup func(string) (string
 		}
 	}
 	return warnings, nil
+}
+
+// Entry returns the entry of variable, if the table has one.
+func (t Table[T]) Entry(variable string) (Entry[T], bool) {
+	for _, e := range t.Entries {
+		if e.Var == variable {
+			return e, true
+		}
+	}
+	return Entry[T]{}, false
 }
 
 // env returns the entry's environment value ("" when unset) and where it

@@ -170,3 +170,61 @@ func TestRefusedSecretNotShown(t *testing.T) {
 		}
 	}
 }
+
+// ResolveLocked: values replace defaults (the task's variable and flag
+// still win), a locked entry takes its value or its default whatever the
+// variable and the flag say (a malformed flag included: a warning each,
+// never an error), and a value its entry refuses is a warning and the
+// default.
+func TestResolveLocked(t *testing.T) {
+	const src = "/etc/p.json"
+	tests := []struct {
+		name     string
+		locks    Locks
+		args     []string
+		env      []string
+		want     conf
+		warnings []string
+	}{
+		{name: "a value is the default", locks: Locks{Values: map[string]string{"T_NAME": "pol"}, Source: src},
+			want: conf{Name: "pol", Wait: 5 * time.Second}},
+		{name: "the task's variable wins over an unlocked value", locks: Locks{Values: map[string]string{"T_NAME": "pol"}, Source: src},
+			env: []string{"T_NAME=task"}, want: conf{Name: "task", Wait: 5 * time.Second}},
+		{name: "a bad variable falls back to the value", locks: Locks{Values: map[string]string{"T_WAIT": "1m"}, Source: src},
+			env: []string{"T_WAIT=soon"}, want: conf{Name: "anon", Wait: time.Minute},
+			warnings: []string{`T_WAIT: "soon" is not a non-negative duration such as 5s; using the default "1m"`}},
+		{name: "locked with a value", locks: Locks{Values: map[string]string{"T_NAME": "pol"}, Locked: map[string]bool{"T_NAME": true}, Source: src},
+			args: []string{"--name=flag"}, env: []string{"T_NAME=task"}, want: conf{Name: "pol", Wait: 5 * time.Second},
+			warnings: []string{`T_NAME: locked by the policy file /etc/p.json; the task's value is ignored and "pol" applies`,
+				`--name: locked by the policy file /etc/p.json; the task's value is ignored and "pol" applies`}},
+		{name: "locked without a value: the default", locks: Locks{Locked: map[string]bool{"T_WAIT": true}, Source: src},
+			args: []string{"--wait=-1s"}, want: conf{Name: "anon", Wait: 5 * time.Second},
+			warnings: []string{`--wait: locked by the policy file /etc/p.json; the task's value is ignored and "5s" applies`}},
+		{name: "locked and not tried: no warning", locks: Locks{Values: map[string]string{"T_ON": "on"}, Locked: map[string]bool{"T_ON": true}, Source: src},
+			want: conf{Name: "anon", On: true, Wait: 5 * time.Second}},
+		{name: "a value its entry refuses", locks: Locks{Values: map[string]string{"T_ON": "maybe"}, Locked: map[string]bool{"T_ON": true}, Source: src},
+			want:     conf{Name: "anon", Wait: 5 * time.Second},
+			warnings: []string{`T_ON: the value "maybe" of /etc/p.json: "maybe" is not one of on, off, 1, 0; using the default "off"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			tb := table(Fallback)
+			tb.Define(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			var got conf
+			w, err := tb.ResolveLocked(&got, fs, Environ(tt.env), tt.locks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+			if strings.Join(w, "\n") != strings.Join(tt.warnings, "\n") {
+				t.Errorf("warnings %q,\nwant %q", w, tt.warnings)
+			}
+		})
+	}
+}

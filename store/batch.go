@@ -303,10 +303,19 @@ func (b *hbBatcher) commit(batch []*hbReq) {
 	}
 	stored := map[string]bool{}
 	if len(missing) > 0 {
-		// Completed (200, nothing to do) or unknown (404).
-		if stored, err = b.s.taskIDs(ctx, stmtTaskIDsStored, missing); err != nil {
+		// Completed (200: the newest task's last_seen moves) or unknown
+		// (404).
+		done := make([][]any, len(missing))
+		for i, id := range missing {
+			done[i] = []any{at[id], at[id], id}
+		}
+		n, err := b.s.pipeline(ctx, stmtHeartbeatDoneTaskID, done)
+		if err != nil {
 			fail(err)
 			return
+		}
+		for i, id := range missing {
+			stored[id] = n[i] > 0
 		}
 	}
 	for _, req := range batch {
@@ -314,32 +323,4 @@ func (b *hbBatcher) commit(batch []*hbReq) {
 			req.err = ErrNotFound
 		}
 	}
-}
-
-// taskIDs runs st, a statement whose rows are task_ids, and returns them
-// as a set. It reads every row and closes them before returning: with
-// PostgreSQL's implicit transaction the commit (and its error, if any)
-// comes after the rows.
-func (s *Store) taskIDs(ctx context.Context, st *stmt, args ...any) (map[string]bool, error) {
-	rows, err := s.query(ctx, s.w, st, args...)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return nil, err
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	return out, nil
 }

@@ -117,14 +117,14 @@ func claimArgs(gi *int64, exclusive int64) []any {
 	return []any{g, exclusive, g, g, exclusive}
 }
 
-// share is the entry's share as the store keeps it: the registration's,
-// else slices / total_slices for MIG, else 1.
+// share is the entry's share as the store keeps it: slices / total_slices
+// for MIG, else the registration's, else 1.
 func (g RegisteredGPU) share() float64 {
-	if g.Share > 0 {
-		return g.Share
-	}
 	if m := g.MIG; m != nil && m.Slices != nil && m.TotalSlices != nil && *m.TotalSlices > 0 && *m.Slices > 0 {
 		return float64(*m.Slices) / float64(*m.TotalSlices)
+	}
+	if g.Share > 0 {
+		return g.Share
 	}
 	return 1
 }

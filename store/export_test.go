@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sort"
+	"strings"
 )
 
 // DBForTest exposes the connection pool to this package's tests.
@@ -37,4 +38,20 @@ func WriteStatementsForTest(s *Store) []WriteStatement {
 // (a database of an older schema, for the upgrade tests).
 func OpenAtVersionForTest(ctx context.Context, dsn string, v int) (*Store, error) {
 	return Open(ctx, dsn, Options{maxVersion: v})
+}
+
+// SpanBranchesForTest are the report span's sets of tasks as statements
+// of their own (SELECT tk.id, the window's ends as placeholders), each
+// with the index that must serve it.
+func SpanBranchesForTest(s *Store) []WriteStatement {
+	var out []WriteStatement
+	for _, b := range spanBranches {
+		where := strings.NewReplacer(":f", "?", ":t", "?").Replace(b.where)
+		var args []any
+		for range strings.Count(where, "?") {
+			args = append(args, int64(1705900000)) // near the end of the plan test's data, as a month's window is
+		}
+		out = append(out, WriteStatement{Name: b.index, SQL: s.bind("SELECT tk.id FROM tasks tk WHERE " + where), Index: b.index, Example: args})
+	}
+	return out
 }

@@ -10,9 +10,11 @@ import (
 
 // Heartbeat moves the last-seen time of every open task under taskID
 // within scope forward to at (never back), and records the server's
-// receipt time as when they were last seen; a completed task's heartbeat
-// changes nothing. ErrNotFound when there is no such task within scope: a
-// caller outside the scope learns nothing about the task.
+// receipt time as when they were last seen. When none of them is open,
+// the newest one's last_seen moves (a completed task's counted end is
+// max(end_time, last_seen)), nothing else of it. ErrNotFound when there
+// is no such task within scope: a caller outside the scope learns nothing
+// about the task.
 //
 // On SQLite heartbeats are written in the batcher's group commits (fifty
 // clients must not queue for a fsync each); on PostgreSQL they are
@@ -31,8 +33,21 @@ func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *a
 			return false, ErrNotFound
 		}
 		now := s.now().Unix()
+		var open int64
 		for _, t := range same {
-			if _, err := s.exec(ctx, write, stmtHeartbeat, at, at, now, now, t.key); err != nil {
+			res, err := s.exec(ctx, write, stmtHeartbeat, at, at, now, now, t.key)
+			if err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+			}
+			open += n
+		}
+		if open == 0 {
+			// All completed: the newest (visible lists the oldest first).
+			if _, err := s.exec(ctx, write, stmtHeartbeatDone, at, at, same[len(same)-1].key); err != nil {
 				return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 			}
 		}
@@ -50,8 +65,8 @@ func (s *Store) Heartbeat(ctx context.Context, taskID string, at int64, scope *a
 
 // heartbeatAll is Heartbeat for a sender that sees every task: one
 // statement updates every open task under taskID. Only when it updated
-// none does a second one tell a completed task (nothing to do, no error)
-// from no task (ErrNotFound). On SQLite the statement runs in the
+// none does a second one move the newest completed task's last_seen, or
+// find no task (ErrNotFound). On SQLite the statement runs in the
 // batcher's group commit without a savepoint (a failing statement undoes
 // itself); on PostgreSQL the heartbeats waiting together are one
 // statement in autocommit (hbBatcher): one round trip, one commit.
@@ -69,14 +84,17 @@ func (s *Store) heartbeatAll(ctx context.Context, taskID string, at int64) error
 		if n > 0 {
 			return true, nil
 		}
-		var stored int64
-		if err := s.queryRow(ctx, q, stmtTaskIDStored, taskID).Scan(&stored); err != nil {
+		res, err = s.exec(ctx, q, stmtHeartbeatDoneTaskID, at, at, taskID)
+		if err != nil {
 			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
 		}
-		if stored == 0 {
+		if n, err = res.RowsAffected(); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", taskID, err)
+		}
+		if n == 0 {
 			return false, ErrNotFound
 		}
-		return false, nil // completed: answered and ignored
+		return true, nil // completed: its last_seen moved
 	}
 	if s.hb != nil {
 		return s.hb.run(ctx, taskID, at)

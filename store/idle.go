@@ -46,8 +46,9 @@ const IdleBelow = 1.0
 // samples changes nothing but last_seen. A heartbeat is idle when every
 // matched entry with samples has util_mean below IdleBelow: idle_since is
 // then kept, or set to Time − Interval (Time without an interval) when the
-// task was not idle; a busy heartbeat clears it. A completed task's
-// heartbeat changes nothing. ErrNotFound as for Heartbeat.
+// task was not idle; a busy heartbeat clears it. When every task under the
+// id is completed, the newest one's last_seen moves, as Heartbeat does,
+// and nothing else. ErrNotFound as for Heartbeat.
 //
 // Like every write it runs in a transaction of its own on PostgreSQL and in
 // the batcher's group commit on SQLite. With several tasks under the id
@@ -70,7 +71,13 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 			}
 			wrote = wrote || w
 		}
-		return wrote, nil
+		if !wrote {
+			// All completed: the newest (visible lists the oldest first).
+			if _, err := s.exec(ctx, tx, stmtHeartbeatDone, hb.Time, hb.Time, same[len(same)-1].key); err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+			}
+		}
+		return true, nil
 	})
 }
 
@@ -82,7 +89,7 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	if end.Valid {
-		return false, nil // completed: the heartbeat is answered and ignored
+		return false, nil // completed: no GPU data; HeartbeatSampled moves last_seen
 	}
 	now := s.now().Unix()
 	if _, err := s.exec(ctx, tx, stmtHeartbeat, hb.Time, hb.Time, now, now, key); err != nil {

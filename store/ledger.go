@@ -326,15 +326,18 @@ type DeclaredGPU struct {
 
 // qDeclaredTasks: the tasks whose interval reaches into [from, to), with
 // their listed GPUs (tasks_start_time bounds the scan; task_gpus' primary
-// key joins).
-const qDeclaredTasks = `SELECT t.id, t.task_id, t.project, t.owner, t.hostname, t.k8s_node, t.start_time, t.end_time, t.gpu_unlisted,
+// key joins). A completed task's end is its counted end, max(end_time,
+// last_seen).
+const qDeclaredTasks = `SELECT t.id, t.task_id, t.project, t.owner, t.hostname, t.k8s_node, t.start_time,
+	CASE WHEN t.end_time IS NOT NULL AND t.last_seen > t.end_time THEN t.last_seen ELSE t.end_time END, t.gpu_unlisted,
 	g.uuid, g.gpu_instance_id, g.share
 	FROM tasks t LEFT JOIN task_gpus g ON g.task_key = t.id
-	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ?) ORDER BY t.id, g.position`
+	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ? OR t.last_seen > ?) ORDER BY t.id, g.position`
 
-// DeclaredTasks lists the tasks whose interval reaches into [from, to).
+// DeclaredTasks lists the tasks whose counted interval reaches into
+// [from, to).
 func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTask, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qDeclaredTasks), to, from)
+	rows, err := s.r.QueryContext(ctx, s.bind(qDeclaredTasks), to, from, from)
 	if err != nil {
 		return nil, fmt.Errorf("store: declared tasks: %w", err)
 	}

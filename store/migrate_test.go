@@ -462,3 +462,57 @@ func TestMigrateTaskScopeFromVersion6(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateCountedEndFromPrevious: a database of the schema before the
+// counted end's index (the version before this binary's), with a
+// completed task heard from after its end and one that was not, upgrades
+// in place: the index exists, the first counts until its last heartbeat
+// (max(end_time, last_seen)) in a window after its end, the second does
+// not count there, and a heartbeat of a completed task moves its
+// last_seen.
+func TestMigrateCountedEndFromPrevious(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		prev := store.SchemaVersion() - 1
+		old, err := store.OpenAtVersionForTest(ctx, dsn, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both started at 0 and claim to have ended at 1 (second); "seen"
+		// sent heartbeats until 36000 (10 h).
+		for _, q := range []string{
+			`INSERT INTO tasks (id, task_id, task_name, project, owner, start_time, gpu_count, gpu_unlisted, registration, registered_at, last_seen, end_time, duration_seconds, exit_code)
+				VALUES (1000, 'seen', 'train', 'p', 'o', 0, 1, 1, '{}', 1, 36000, 1, 1, 0)`,
+			`INSERT INTO tasks (id, task_id, task_name, project, owner, start_time, gpu_count, gpu_unlisted, registration, registered_at, end_time, duration_seconds, exit_code)
+				VALUES (1001, 'quiet', 'train', 'q', 'o', 0, 1, 1, '{}', 1, 1, 1, 0)`,
+		} {
+			if _, err := store.DBForTest(old).Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		old.Close()
+		s := open(t, dsn)
+		var n int
+		q := "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'tasks_done_seen'"
+		if s.Dialect() == store.Postgres {
+			q = "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'tasks_done_seen'"
+		}
+		if err := store.DBForTest(s).QueryRow(q).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("tasks_done_seen after the upgrade: %d, %v", n, err)
+		}
+		// The window [1 h, 11 h): "seen" counts 1 h → 10 h = 9 GPU-hours;
+		// "quiet" ended before it and is not in it.
+		w := report.Window{From: time.Unix(3600, 0), To: time.Unix(39600, 0)}
+		rep, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"project"}})
+		if err != nil || rep.Total.GPUHours != 9 || rep.Total.Tasks != 1 {
+			t.Fatalf("after the upgrade: %+v, %v; want 9 GPU-hours of 1 task", rep.Total, err)
+		}
+		// A heartbeat of the completed "quiet" at 7200 moves its counted
+		// end: 1 h more in the window.
+		if err := s.Heartbeat(ctx, "quiet", 7200, nil); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err = report.Compute(ctx, s, report.Query{Window: w, By: []string{"project"}}); err != nil || rep.Total.GPUHours != 10 || rep.Total.Tasks != 2 {
+			t.Fatalf("after a heartbeat of a completed task: %+v, %v; want 10 GPU-hours of 2 tasks", rep.Total, err)
+		}
+	})
+}

@@ -42,7 +42,7 @@ var ErrBadCursor = errors.New("store: malformed cursor")
 const failed = "(t.end_time IS NOT NULL AND (t.exit_code <> 0 OR COALESCE(t.gate_passed, 1) = 0))"
 
 const taskColumns = `t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.pipeline_run, t.step,
-	t.orchestrator, t.k8s_namespace, t.k8s_pod, t.k8s_node, t.k8s_pod_uid, t.k8s_job_index, t.hostname, t.start_time,
+	t.orchestrator, t.k8s_namespace, t.k8s_pod, t.k8s_node, t.k8s_pod_uid, t.k8s_job_index, t.slurm_job, t.hostname, t.start_time,
 	t.gpu_count, t.duration_est, t.labels, t.registered_at, t.last_seen, t.end_time, t.duration_seconds, t.exit_code,
 	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at, t.idle_since, t.submit_time`
 
@@ -243,7 +243,7 @@ func scanTasks(rows *sql.Rows) ([]Task, error) {
 		var signal, gateExpr, gateReason string
 		var metrics sql.NullString
 		if err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
-			&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.Hostname,
+			&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.SlurmJob, &t.Hostname,
 			&t.StartTime, &t.GPUCount, &t.DurationEst, &labels, &t.RegisteredAt, &t.LastSeen, &endTime, &duration, &exitCode,
 			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt, &t.IdleSince, &t.SubmitTime); err != nil {
 			return nil, err

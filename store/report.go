@@ -18,11 +18,12 @@ import (
 //
 // span selects the tasks whose counted interval overlaps the window and
 // computes the seconds counted inside it:
-//   - the counted end is end_time for a completed task, else the last
-//     heartbeat (last_seen), else the start (a task with no end and no
-//     heartbeat counts zero seconds, and is in the window when it started
-//     inside it);
-//   - only [max(start, f), min(end, t)) counts.
+//   - the counted end (ce) is max(end_time, last_seen) for a completed task
+//     (a task the monitor heard from after the end it claims counts until
+//     then), else the last heartbeat (last_seen), else the start (a task
+//     with no end and no heartbeat counts zero seconds, and is in the
+//     window when it started inside it);
+//   - only [max(start, f), min(ce, t)) counts.
 //
 // A task without a completion that is idle now (idle_since, from its
 // sampled heartbeats) has idle_sec: the part of [idle_since, its counted
@@ -30,20 +31,40 @@ import (
 // GPU-hours count them at each GPU's share until its completion's
 // idle_share takes over.
 //
-// The three branches are disjoint and each has its index (migration 0003):
-// tasks started inside the window, completed tasks that started before and
-// ended after its start, open tasks that started before and were seen
-// after it.
-const spanSQL = `span AS (
+// The four branches are disjoint and each has its index: tasks started
+// inside the window, completed tasks that started before and ended after
+// its start, open tasks that started before and were seen after it
+// (migration 0003), and completed tasks that started before it, ended
+// before its start and were seen after it (tasks_done_seen, migration
+// 0011: only tasks heard from after their end are in that index).
+var spanSQL = func() string {
+	parts := make([]string, len(spanBranches))
+	for i, b := range spanBranches {
+		parts[i] = "    SELECT " + spanColumns + " FROM tasks tk WHERE " + b.where
+	}
+	return `span AS (
   SELECT x.*, CASE WHEN x.e1 > x.s0 THEN x.e1 - x.s0 ELSE 0 END AS sec,
     CASE WHEN x.i0 IS NOT NULL AND x.e1 > x.i0 THEN x.e1 - x.i0 ELSE 0 END AS idle_sec FROM (
-    SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.start_time >= :f AND tk.start_time < :t
-    UNION ALL
-    SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.end_time > :f AND tk.start_time < :f
-    UNION ALL
-    SELECT ` + spanColumns + ` FROM tasks tk WHERE tk.end_time IS NULL AND tk.last_seen > :f AND tk.start_time < :f
+` + strings.Join(parts, "\n    UNION ALL\n") + `
   ) x
 )`
+}()
+
+// spanBranches are span's disjoint sets of tasks, each with the index
+// that serves it (the same on both stores; TestWritePlans checks them).
+var spanBranches = []struct{ where, index string }{
+	{"tk.start_time >= :f AND tk.start_time < :t", "tasks_start_time"},
+	// tasks_end_time (end_time): with statistics both planners take the
+	// range end_time > f over tasks_end_start (end_time, start_time).
+	{"tk.end_time > :f AND tk.start_time < :f", "tasks_end_time"},
+	{"tk.end_time IS NULL AND tk.last_seen > :f AND tk.start_time < :f", "tasks_open_seen"},
+	{"tk.end_time IS NOT NULL AND tk.last_seen > tk.end_time AND tk.last_seen > :f AND tk.end_time <= :f AND tk.start_time < :f", "tasks_done_seen"},
+}
+
+// countedEnd is a task's counted end: max(end_time, last_seen) when it has
+// an end, else last_seen, else its start.
+const countedEnd = `CASE WHEN tk.end_time IS NULL THEN COALESCE(tk.last_seen, tk.start_time)
+           WHEN tk.last_seen > tk.end_time THEN tk.last_seen ELSE tk.end_time END`
 
 // spanOf is span with, for each label key of cols ("label:NAME",
 // report.LabelName), a column lbl_<i> (i its position in cols) holding
@@ -87,8 +108,8 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
       CASE WHEN tk.end_time IS NULL AND tk.idle_since IS NOT NULL
            THEN CASE WHEN tk.idle_since > :f THEN tk.idle_since ELSE :f END END AS i0,
-      CASE WHEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) < :t
-           THEN COALESCE(tk.end_time, tk.last_seen, tk.start_time) ELSE :t END AS e1`
+      ` + countedEnd + ` AS ce,
+      CASE WHEN (` + countedEnd + `) < :t THEN ` + countedEnd + ` ELSE :t END AS e1`
 
 // spanModels is span with a row per model each task has GPUs of (and the
 // column model): the listed GPUs' models, each once (the first GPU of a
@@ -247,7 +268,7 @@ func gpuSumsSQL(g string) string {
   SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `util_mean ELSE 0 END),
   SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec ELSE 0 END),
   SUM(CASE WHEN sp.completed = 1 AND ` + g + `energy_joules IS NOT NULL THEN
-    CASE WHEN sp.end_time > sp.start_time THEN ` + g + `energy_joules * sp.sec / (sp.end_time - sp.start_time) ELSE ` + g + `energy_joules END
+    CASE WHEN sp.ce > sp.start_time THEN ` + g + `energy_joules * sp.sec / (sp.ce - sp.start_time) ELSE ` + g + `energy_joules END
     ELSE 0 END),
   CAST(SUM(CASE WHEN sp.completed = 1 AND ` + g + `energy_joules IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT)`
 }
@@ -353,7 +374,7 @@ GROUP BY ` + strings.Join(sel, ", ")
 // gpuSums are the GPU sums grouped by cols (model among them), apart for
 // MIG instances by profile, hours weighted by each GPU's share; energy is
 // the completed tasks' own, each task's clipped to the window in
-// proportion to the part of end_time − start_time inside it (all of it for
+// proportion to the part of its counted interval inside it (all of it for
 // a task that lasted no time). Span's indexes, then task_gpus' primary
 // key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {

@@ -57,14 +57,14 @@ var (
 		sqliteIndex: "pending_completions_token", postgresIndex: "pending_completions_token", example: []any{"tok", int64(10)}}
 
 	stmtInsertTask = &stmt{sql: `INSERT INTO tasks (task_id, task_name, project, owner, priority, env,
-		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index,
+		pipeline, pipeline_run, step, orchestrator, k8s_namespace, k8s_pod, k8s_node, k8s_pod_uid, k8s_job_index, slurm_job,
 		hostname, start_time, gpu_count, gpu_unlisted, duration_est, labels, registration, registered_at, submit_time, token, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (task_id, project, owner) DO NOTHING RETURNING id`,
 		// SQLite's plan of the upsert looks up task_gpus' foreign key to
 		// the new row by task_gpus' primary key.
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "tasks_identity",
-		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "h", int64(1), int64(2), int64(0), nil,
+		example: []any{"t", "n", "p", "o", "", "", "", "", "", "", "", "", "", "", nil, "", "h", int64(1), int64(2), int64(0), nil,
 			"{}", "{}", int64(1), nil, "", int64(1)}}
 	stmtInsertProjectOwner = &stmt{sql: "INSERT INTO project_owners (project, owner) VALUES (?, ?) ON CONFLICT (project, owner) DO NOTHING",
 		postgresIndex: "project_owners_pkey", example: []any{"p", "o"}}
@@ -173,15 +173,24 @@ var (
 		WHERE task_id = ? AND CASE WHEN end_time IS NULL THEN 1 END = 1`,
 		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity",
 		example: []any{int64(1), int64(1), int64(1), int64(1), "t"}}
-	// taskIDStored: after a heartbeat that updated nothing, whether the
-	// task_id names a (completed) task, answered 200, or none, 404.
-	stmtTaskIDStored = &stmt{sql: "SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE task_id = ? LIMIT 1) t",
-		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t"}}
-
-	// taskIDsStored: of the task_ids a batch updated nothing for, those
-	// that name a (completed) task.
-	stmtTaskIDsStored = &stmt{sql: "SELECT DISTINCT task_id FROM tasks WHERE task_id = ANY(?::text[])",
-		postgresIndex: "tasks_identity", postgresOnly: true, example: []any{[]string{"t", "u"}}}
+	// heartbeatDone: a heartbeat of a completed task (none under its
+	// task_id is open) moves that task's last_seen forward, never its GPU
+	// data or seen_at: its counted end is max(end_time, last_seen).
+	stmtHeartbeatDone = &stmt{sql: `UPDATE tasks SET
+		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END
+		WHERE id = ? AND end_time IS NOT NULL`,
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
+		example: []any{int64(1), int64(1), int64(1)}}
+	// heartbeatDoneTaskID: after a heartbeat of a sender that sees every
+	// task updated no open task, the newest task under the task_id (a
+	// completed one: 200) takes it as heartbeatDone does; none updated:
+	// no such task, 404.
+	stmtHeartbeatDoneTaskID = &stmt{sql: `UPDATE tasks SET
+		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END
+		WHERE id = (SELECT n.id FROM tasks n WHERE n.task_id = ? ORDER BY n.start_time DESC, n.id DESC LIMIT 1)
+		AND end_time IS NOT NULL`,
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity",
+		example: []any{int64(1), int64(1), "t"}}
 
 	// A heartbeat with GPU samples (idle.go).
 	stmtSampledTask = &stmt{sql: "SELECT end_time, gpus_seen, idle_since, observed_at FROM tasks WHERE id = ?",
@@ -217,39 +226,39 @@ const claimCollides = `((? < 0 AND (? = 1 OR gpu_instance_id IS NOT NULL OR excl
 // writeStatements is every statement of the write path, by name (the plan
 // tests' subtests).
 var writeStatements = map[string]*stmt{
-	"savepoint":                 stmtSavepoint,
-	"rollback to savepoint":     stmtRollbackTo,
-	"release savepoint":         stmtReleaseSavepoint,
-	"lock task":                 stmtLockTask,
-	"same task id":              stmtSameID,
-	"open tasks of token":       stmtOpenOfToken,
-	"pending of token":          stmtPendingOfToken,
-	"insert task":               stmtInsertTask,
-	"insert project owner":      stmtInsertProjectOwner,
-	"insert GPU":                stmtInsertGPU,
-	"end older claims":          stmtEndOlderClaims,
-	"older claims":              stmtOlderClaims,
-	"claim's task":              stmtClaimTask,
-	"later claim":               stmtLaterClaim,
-	"later claims":              stmtLaterClaims,
-	"end claim":                 stmtEndClaim,
-	"pending completions":       stmtPendingCompletions,
-	"delete pending completion": stmtDeletePending,
-	"insert pending completion": stmtInsertPending,
-	"stored pending completion": stmtStoredPending,
-	"complete task":             stmtCompleteTask,
-	"complete GPUs":             stmtCompleteGPUs,
-	"GPU summary by MIG UUID":   stmtGPUSummaryByMIG,
-	"GPU summary by UUID":       stmtGPUSummaryByUUID,
-	"GPU summary by position":   stmtGPUSummaryByPosition,
-	"heartbeat":                 stmtHeartbeat,
-	"heartbeat by task id":      stmtHeartbeatTaskID,
-	"task id stored":            stmtTaskIDStored,
-	"task ids stored":           stmtTaskIDsStored,
-	"sampled heartbeat's task":  stmtSampledTask,
-	"sampled heartbeat's GPUs":  stmtSampledGPUs,
-	"latest GPU sample":         stmtLatestSample,
-	"idle state":                stmtIdleState,
+	"savepoint":                       stmtSavepoint,
+	"rollback to savepoint":           stmtRollbackTo,
+	"release savepoint":               stmtReleaseSavepoint,
+	"lock task":                       stmtLockTask,
+	"same task id":                    stmtSameID,
+	"open tasks of token":             stmtOpenOfToken,
+	"pending of token":                stmtPendingOfToken,
+	"insert task":                     stmtInsertTask,
+	"insert project owner":            stmtInsertProjectOwner,
+	"insert GPU":                      stmtInsertGPU,
+	"end older claims":                stmtEndOlderClaims,
+	"older claims":                    stmtOlderClaims,
+	"claim's task":                    stmtClaimTask,
+	"later claim":                     stmtLaterClaim,
+	"later claims":                    stmtLaterClaims,
+	"end claim":                       stmtEndClaim,
+	"pending completions":             stmtPendingCompletions,
+	"delete pending completion":       stmtDeletePending,
+	"insert pending completion":       stmtInsertPending,
+	"stored pending completion":       stmtStoredPending,
+	"complete task":                   stmtCompleteTask,
+	"complete GPUs":                   stmtCompleteGPUs,
+	"GPU summary by MIG UUID":         stmtGPUSummaryByMIG,
+	"GPU summary by UUID":             stmtGPUSummaryByUUID,
+	"GPU summary by position":         stmtGPUSummaryByPosition,
+	"heartbeat":                       stmtHeartbeat,
+	"heartbeat by task id":            stmtHeartbeatTaskID,
+	"heartbeat, completed":            stmtHeartbeatDone,
+	"heartbeat by task id, completed": stmtHeartbeatDoneTaskID,
+	"sampled heartbeat's task":        stmtSampledTask,
+	"sampled heartbeat's GPUs":        stmtSampledGPUs,
+	"latest GPU sample":               stmtLatestSample,
+	"idle state":                      stmtIdleState,
 }
 
 // querier is what a write statement runs on: a transaction or a pool.
@@ -301,23 +310,25 @@ func (s *Store) prepared(ctx context.Context, q querier, st *stmt) *sql.Stmt {
 	return tx.StmtContext(ctx, ps)
 }
 
-// prepareWrites prepares the write statements on SQLite's writer
-// connection. It runs in Open, before any write: the writer is the one
+// prepareWrites prepares the write statements (the tasks' and the node
+// reports') on SQLite's writer connection. It runs in Open, before any write: the writer is the one
 // connection, which a transaction would hold.
 func (s *Store) prepareWrites(ctx context.Context) error {
 	prep := map[*stmt]*sql.Stmt{}
-	for name, st := range writeStatements {
-		if st.postgresOnly {
-			continue
-		}
-		ps, err := s.w.PrepareContext(ctx, st.sql)
-		if err != nil {
-			for _, p := range prep {
-				p.Close()
+	for _, set := range []map[string]*stmt{writeStatements, nodeStatements} {
+		for name, st := range set {
+			if st.postgresOnly {
+				continue
 			}
-			return fmt.Errorf("store: preparing %s: %w", name, err)
+			ps, err := s.w.PrepareContext(ctx, st.sql)
+			if err != nil {
+				for _, p := range prep {
+					p.Close()
+				}
+				return fmt.Errorf("store: preparing %s: %w", name, err)
+			}
+			prep[st] = ps
 		}
-		prep[st] = ps
 	}
 	s.prep = prep
 	return nil

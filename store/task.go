@@ -60,8 +60,11 @@ type Registration struct {
 	K8sNode      string
 	K8sPodUID    string
 	K8sJobIndex  *int64
-	Hostname     string
-	StartTime    int64
+	// SlurmJob is the registration's slurm_job (SLURM_JOB_ID): the node
+	// agent's observations of a Slurm job are tied to the task by it.
+	SlurmJob  string
+	Hostname  string
+	StartTime int64
 	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), nil
 	// when the registration has none; never after StartTime.
 	SubmitTime  *int64
@@ -87,7 +90,8 @@ type RegisteredGPU struct {
 	Model       string
 	MemoryTotal int64
 	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
-	// the registration's share, else slices / total_slices for MIG, else 1.
+	// slices / total_slices for MIG (whatever the registration's share
+	// says), else the registration's share, else 1.
 	Share float64
 	MIG   *MIG
 }
@@ -173,6 +177,7 @@ type Task struct {
 	K8sNode      string            `json:"k8s_node"`
 	K8sPodUID    string            `json:"k8s_pod_uid"`
 	K8sJobIndex  *int64            `json:"k8s_job_index"`
+	SlurmJob     string            `json:"slurm_job"`
 	Hostname     string            `json:"hostname"`
 	StartTime    int64             `json:"start_time"`
 	SubmitTime   *int64            `json:"submit_time"`
@@ -278,7 +283,7 @@ func RegistrationOf(w *wire.Registration, body []byte) *Registration {
 		TaskID: w.TaskID, TaskName: w.TaskName, Project: w.Project, Owner: w.Owner,
 		Priority: w.Priority, Env: w.Env, Pipeline: w.Pipeline, PipelineRun: w.PipelineRun, Step: w.Step,
 		Orchestrator: w.Orchestrator, K8sNamespace: w.K8sNamespace, K8sPod: w.K8sPod, K8sNode: w.K8sNode,
-		K8sPodUID: w.K8sPodUID, K8sJobIndex: w.K8sJobIndex, Hostname: w.Hostname, SubmitTime: w.SubmitTime,
+		K8sPodUID: w.K8sPodUID, K8sJobIndex: w.K8sJobIndex, SlurmJob: w.SlurmJob, Hostname: w.Hostname, SubmitTime: w.SubmitTime,
 		GPUCount: w.Count(), DurationEst: w.DurationEst, Labels: map[string]string(w.Labels), Body: body,
 	}
 	if w.StartTime != nil {
@@ -300,6 +305,11 @@ func RegistrationOf(w *wire.Registration, body []byte) *Registration {
 				Slices: m.Slices, TotalSlices: m.TotalSlices}
 			if m.GPUInstanceID != nil {
 				gpu.MIG.GPUInstanceID = *m.GPUInstanceID
+			}
+			if m.Slices != nil && m.TotalSlices != nil && *m.Slices > 0 && *m.TotalSlices >= *m.Slices {
+				// A MIG entry holds its slices' share, whatever its
+				// share says (docs/contract.md).
+				gpu.Share = m.Share()
 			}
 		}
 		r.GPUs = append(r.GPUs, gpu)

@@ -10,11 +10,12 @@ import (
 
 // TestFromWire: what the store keeps of decoded bodies, defaults included
 // (a GPU's index is its position, gpu_count the entries, an interval
-// rounded to the second).
+// rounded to the second, a MIG entry's share its slices / total_slices
+// whatever its share says).
 func TestFromWire(t *testing.T) {
 	body := []byte(`{"task_id":"t","task_name":"n","project":"p","owner":"o","start_time":100,` +
 		`"gpus":[{"uuid":"GPU-a","name":"T4","memory_total_bytes":16},{"index":7,"uuid":"GPU-b","share":0.5,` +
-		`"mig":{"uuid":"MIG-1","gpu_instance_id":2,"slices":1,"total_slices":7}}]}`)
+		`"mig":{"uuid":"MIG-1","gpu_instance_id":2,"profile":"1g.10gb","slices":1,"total_slices":7}}]}`)
 	w, err := wire.DecodeRegistration(body)
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +24,7 @@ func TestFromWire(t *testing.T) {
 	want := &store.Registration{TaskID: "t", TaskName: "n", Project: "p", Owner: "o", StartTime: 100, GPUCount: 2,
 		Labels: map[string]string{}, Body: body, GPUs: []store.RegisteredGPU{
 			{Index: 0, UUID: "GPU-a", Model: "T4", MemoryTotal: 16},
-			{Index: 7, UUID: "GPU-b", Share: 0.5, MIG: &store.MIG{UUID: "MIG-1", GPUInstanceID: 2, Slices: &one, TotalSlices: &seven}},
+			{Index: 7, UUID: "GPU-b", Share: 1.0 / 7, MIG: &store.MIG{UUID: "MIG-1", GPUInstanceID: 2, Profile: "1g.10gb", Slices: &one, TotalSlices: &seven}},
 		}}
 	if got := store.RegistrationOf(w, body); !reflect.DeepEqual(got, want) {
 		t.Errorf("registration\n%+v\nwant\n%+v", got, want)

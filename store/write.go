@@ -126,7 +126,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	var key int64
 	err = s.queryRow(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
-		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex,
+		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex, r.SlurmJob,
 		r.Hostname, r.StartTime, r.GPUCount, max(r.GPUCount-int64(len(r.GPUs)), 0), r.DurationEst, string(labels), string(r.Body), now, r.SubmitTime, r.From.Token, now).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ErrConflict

@@ -21,9 +21,12 @@ const (
 	// MaxMetrics bounds a completion's metrics: the quality gate sends the
 	// first MaxMetrics keys of its file.
 	MaxMetrics = 32
-	// MaxSlices bounds a MIG profile's slices and total_slices (NVML's
-	// GPUs have 7 or 8).
-	MaxSlices = 64
+	// MaxTotalSlices bounds a registration's MIG total_slices (and so its
+	// slices): no GPU in MIG mode has more than 8 (NVML's have 7 or 8).
+	MaxTotalSlices = 8
+	// MinWholeGPUShare is the least share of a whole GPU (not MIG) a
+	// registration may declare.
+	MinWholeGPUShare = 0.01
 	// MaxEnergyJoules bounds a GPU's energy over one task: 10 kW for a
 	// century is about 3e13 J.
 	MaxEnergyJoules = 1e15

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
@@ -41,6 +43,7 @@ type Registration struct {
 	K8sNode       string              `json:"k8s_node,omitempty"`
 	K8sPodUID     string              `json:"k8s_pod_uid,omitempty"`
 	K8sJobIndex   *int64              `json:"k8s_job_index,omitempty"`
+	SlurmJob      string              `json:"slurm_job,omitempty"`
 	InvalidLabels []string            `json:"invalid_labels,omitempty"`
 	Labels        Labels              `json:"labels"`
 	GPUs          GPUs[RegisteredGPU] `json:"gpus"`
@@ -138,6 +141,7 @@ func (r *Registration) Validate() error {
 		{"k8s_pod", r.K8sPod, false, ""},
 		{"k8s_node", r.K8sNode, false, ""},
 		{"k8s_pod_uid", r.K8sPodUID, false, ""},
+		{"slurm_job", r.SlurmJob, false, ""},
 	} {
 		if err := name(f.path, f.v, f.required, f.extra); err != nil {
 			return err
@@ -221,12 +225,26 @@ func (g *RegisteredGPU) validate(path string) error {
 	if err := between(path+".memory_total_bytes", g.MemoryTotalBytes, 0, 1<<63-1); err != nil {
 		return err
 	}
-	if g.MIG != nil {
-		if err := g.MIG.validate(path + ".mig"); err != nil {
-			return err
-		}
+	if err := share(path+".share", g.Share); err != nil {
+		return err
 	}
-	return share(path+".share", g.Share)
+	if g.MIG == nil {
+		// The bound is on the share the store keeps: a MIG entry's is
+		// slices / total_slices, whatever its share says.
+		if g.Share != nil && *g.Share < MinWholeGPUShare {
+			return &FieldError{path + ".share", fmt.Sprintf("must be at least %g for a whole GPU (a GPU shared by more than %d tasks is not counted by shares)",
+				MinWholeGPUShare, int(1/MinWholeGPUShare))}
+		}
+		return nil
+	}
+	if err := g.MIG.validate(path + ".mig"); err != nil {
+		return err
+	}
+	if maxMem := g.MIG.MaxMemoryBytes(); g.MemoryTotalBytes > maxMem {
+		return &FieldError{path + ".memory_total_bytes", fmt.Sprintf("must be at most %d for a MIG instance of profile %s (its %d GiB × 1.05)",
+			maxMem, g.MIG.Profile, g.MIG.profileGiB())}
+	}
+	return nil
 }
 
 func (m *MIG) validate(path string) error {
@@ -245,14 +263,51 @@ func (m *MIG) validate(path string) error {
 	if err := freeText(path+".profile", m.Profile, MaxProfileBytes); err != nil {
 		return err
 	}
-	if err := integer(path+".slices", m.Slices, false, 1, MaxSlices); err != nil {
+	if err := integer(path+".total_slices", m.TotalSlices, true, 1, MaxTotalSlices); err != nil {
 		return err
 	}
-	if err := integer(path+".total_slices", m.TotalSlices, false, 1, MaxSlices); err != nil {
+	if err := integer(path+".slices", m.Slices, true, 1, MaxTotalSlices); err != nil {
 		return err
 	}
-	if m.Slices != nil && m.TotalSlices != nil && *m.Slices > *m.TotalSlices {
+	if *m.Slices > *m.TotalSlices {
 		return &FieldError{path + ".slices", fmt.Sprintf("must be at most total_slices (%d)", *m.TotalSlices)}
 	}
+	if n, _, ok := profileSize(m.Profile); !ok || n != *m.Slices {
+		return &FieldError{path + ".profile", fmt.Sprintf("must be the instance's slices and memory, %dg.<GiB>gb (such as %dg.10gb), its slices equal to slices", *m.Slices, *m.Slices)}
+	}
 	return nil
+}
+
+// profileSize reads a GPU instance profile's slices and memory,
+// "<slices>g.<GiB>gb" as nvidia-smi and dcgm-exporter spell it ("1g.18gb");
+// ok is false for any other name.
+func profileSize(profile string) (slices, gib int64, ok bool) {
+	m := profileName.FindStringSubmatch(profile)
+	if m == nil {
+		return 0, 0, false
+	}
+	slices, err1 := strconv.ParseInt(m[1], 10, 64)
+	gib, err2 := strconv.ParseInt(m[2], 10, 64)
+	return slices, gib, err1 == nil && err2 == nil
+}
+
+var profileName = regexp.MustCompile(`^([1-9][0-9]?)g\.([1-9][0-9]{0,3})gb$`)
+
+// Share is the fraction of the physical GPU a valid MIG entry stands for:
+// slices / total_slices, the share the monitor stores whatever the entry's
+// own share says.
+func (m *MIG) Share() float64 {
+	return float64(*m.Slices) / float64(*m.TotalSlices)
+}
+
+// MaxMemoryBytes is the most memory a valid MIG entry's instance may have:
+// its profile's GiB × 1.05 (NVML's instance memory, rounded up to whole
+// GiB, is the profile's number).
+func (m *MIG) MaxMemoryBytes() int64 {
+	return m.profileGiB() * (1 << 30) * 105 / 100
+}
+
+func (m *MIG) profileGiB() int64 {
+	_, gib, _ := profileSize(m.Profile)
+	return gib
 }

@@ -15,6 +15,9 @@
 //     registration was answered 201 and is listed by the API afterwards,
 //     and the server's RSS at rest (before the first round) and its peak
 //     (VmHWM, after the last).
+//   - ledger (ledger.go): `ledger` and `report` for a month of
+//     -ledger-gpus GPUs with one user per GPU per hour (bulk-loaded hourly
+//     roll-ups and the registrations of half of them), wall and CPU time.
 //
 // A new scenario is a file that defines a scenario value and its entry in
 // the scenarios list; it gets its own table, with a row per store.
@@ -83,7 +86,7 @@ type scenario struct {
 	run    func(e *env) ([][]string, error)
 }
 
-var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, yearScenario}
+var scenarios = []scenario{writesScenario, burstScenario, reportScenario, metricsScenario, yearScenario, nodesScenario, ledgerScenario}
 
 func main() {
 	var o options
@@ -92,7 +95,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "burst: concurrent registrations per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "burst: rounds per store")
 	flag.BoolVar(&o.keep, "keep", false, "keep the SQLite databases (their directory is printed), to look into them after the run")
-	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,year", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "writes,burst,report,metrics,year,nodes,ledger", "scenarios to run, comma-separated")
 	flag.Parse()
 	if *floorServe != "" {
 		if err := serveFloor(*floorServe); err != nil {
@@ -142,8 +145,8 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
-		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths,
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths, *nodeDays, *nodeCount, *ledgerGPUs,
 		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), cpuModel(), loadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
@@ -264,6 +267,24 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"/metrics with 20,000 open tasks × 8 GPUs ≤ 1 s", atMost("metrics.seconds", 1, "ms")},
 		{"closed months + the open one (-year-months, -year-tasks a month): a closed month's report ≤ 100 ms", atMost("year.closed", 0.1, "ms")},
 		{"the same: the open month's report ≤ 2 s", atMost("year.open", 2, "s")},
+		{"node reports (8 instances × 2 users) from 50 clients ≥ 500/s", func(r map[string]float64) (string, bool, bool) {
+			v, ok := r["nodes.empty"]
+			if !ok {
+				return "", false, false
+			}
+			return fmt.Sprintf("%.0f/s (floor %.0f/s)", v, r["nodes.floor"]), v >= 500, true
+		}},
+		{fmt.Sprintf("node reports with %d days of %d nodes' hourly roll-ups stored (the goal: 30 of 1,000) within 25 %% of the empty store's", *nodeDays, *nodeCount), func(r map[string]float64) (string, bool, bool) {
+			f, ok1 := r["nodes.full"]
+			e, ok2 := r["nodes.empty"]
+			if !ok1 || !ok2 || e == 0 {
+				return "", false, false
+			}
+			return fmt.Sprintf("%+.0f %% (%.0f/s against %.0f/s)", (f/e-1)*100, f, e), f >= 0.75*e, true
+		}},
+		{fmt.Sprintf("`ledger --month` over a month of %d GPUs, one user per GPU per hour (the goal: 10,000, 7.2 million rows) ≤ 2 s", *ledgerGPUs),
+			atMost("ledger.node", 2, "s")},
+		{fmt.Sprintf("`report --month` over that month of %d GPUs ≤ 2 s", *ledgerGPUs), atMost("ledger.report", 2, "s")},
 	}
 	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {

@@ -491,7 +491,7 @@ func TestVersionAndBadSettings(t *testing.T) {
 		env  string
 		want string
 	}{
-		{[]string{"serve", "--tokens", filepath.Join(dir, "missing.json")}, "", "tokens file: open"},
+		{[]string{"serve", "--tokens", filepath.Join(dir, "missing.json")}, "", "tokens file " + filepath.Join(dir, "missing.json") + ": no such file or directory"},
 		{[]string{"serve", "--metrics-auth"}, "", "--metrics-auth needs --tokens"},
 		{[]string{"serve"}, "PADDLE_MONITOR_OPEN_TTL=soon", `PADDLE_MONITOR_OPEN_TTL="soon"`},
 		{[]string{"serve", "--log-format", "xml"}, "", "--log-format"},

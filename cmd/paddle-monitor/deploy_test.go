@@ -109,7 +109,7 @@ func TestKubernetesManifest(t *testing.T) {
 	// the variables that are not secrets parses (it then fails on the
 	// tokens file, which does not exist here).
 	r := runMonitorEnv(t, t.TempDir(), []string{"PADDLE_MONITOR_LOG_FORMAT=json"}, args...)
-	if r.code != 1 || !strings.Contains(r.stderr, "tokens file: open /etc/paddle-monitor/tokens.json") {
+	if r.code != 1 || !strings.Contains(r.stderr, "tokens file /etc/paddle-monitor/tokens.json: no such file or directory") {
 		t.Errorf("serve %v: exit %d %s", c.Args, r.code, r.stderr)
 	}
 }

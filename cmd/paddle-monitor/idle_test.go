@@ -166,8 +166,9 @@ func TestHeartbeatIdleSince(t *testing.T) {
 		}
 		promtoolCheck(t, body)
 
-		// The completion ends it: idle_since null, heartbeats answered 200
-		// and ignored, the task leaves the idle list.
+		// The completion ends it: idle_since null, the task leaves the
+		// idle list; later heartbeats are answered 200 and move last_seen
+		// (its counted end), never its GPU data.
 		if a := s.do(t, post("/v1/task/complete", fmt.Sprintf(`{"schema_version":1,"task_id":"hb","end_time":%d,"duration_seconds":2500,"exit_code":0}`, T+2500), "")); a.Status != 200 {
 			t.Fatalf("complete: %d %s", a.Status, a.Body)
 		}
@@ -179,7 +180,7 @@ func TestHeartbeatIdleSince(t *testing.T) {
 				t.Fatalf("heartbeat of a completed task: %d %s", a.Status, a.Body)
 			}
 		}
-		if got, want := readIdle(t, s, "hb").String(), fmt.Sprintf("last_seen=%d idle_since=null 6/0 6/0", T+2400); got != want {
+		if got, want := readIdle(t, s, "hb").String(), fmt.Sprintf("last_seen=%d idle_since=null 6/0 6/0", T+2700); got != want {
 			t.Errorf("after the completion: %s, want %s", got, want)
 		}
 		if l := list("state=idle&idle_for=0s"); len(l) != 0 {

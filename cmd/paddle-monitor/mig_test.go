@@ -19,7 +19,12 @@ import (
 // it: a whole GPU (gi < 0) or a MIG instance of the parent uuid; share < 0
 // leaves share out.
 func gpuEntry(uuid string, gi int, profile string, slices int, share float64) string {
-	e := fmt.Sprintf(`{"index":0,"uuid":%q,"name":"NVIDIA H200","memory_total_bytes":150754820096`, uuid)
+	memory := int64(150754820096) // the H200's, or its instance's (the profile's GiB)
+	var n, gib int64
+	if _, err := fmt.Sscanf(profile, "%dg.%dgb", &n, &gib); err == nil && gi >= 0 {
+		memory = gib << 30
+	}
+	e := fmt.Sprintf(`{"index":0,"uuid":%q,"name":"NVIDIA H200","memory_total_bytes":%d`, uuid, memory)
 	if share >= 0 {
 		e += fmt.Sprintf(`,"share":%g`, share)
 	}

@@ -184,6 +184,7 @@ func serve(args []string, stderr io.Writer) error {
 	defer stopNodes()
 	mountNodes(nodesCtx, api, st, &c.nodes, log)
 	mountLedger(api, c.fleet)
+	registerFleet(reg, st, c.fleet, log)
 
 	stopBooks, err := startBooks(api, reg, st, c, log)
 	if err != nil {
@@ -207,13 +208,21 @@ func serve(args []string, stderr io.Writer) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	reload := startReloader(log, c.tokens, &tokens)
+	defer close(reload)
 	for {
 		select {
 		case err := <-served:
 			return fmt.Errorf("serving: %w", err)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				reloadTokens(log, c.tokens, &tokens)
+				// The reload runs on its own goroutine: whatever the file
+				// does, this loop still answers SIGTERM at once.
+				select {
+				case reload <- struct{}{}:
+				default:
+					log.Info("SIGHUP: a reload of the tokens file is already pending")
+				}
 				continue
 			}
 			log.Info("stopping", "signal", sig.String())
@@ -227,6 +236,20 @@ func serve(args []string, stderr io.Writer) error {
 			return nil
 		}
 	}
+}
+
+// startReloader starts the goroutine that reloads the tokens file, once
+// for each value received on the channel returned (one pending at most:
+// SIGHUPs that come while a reload waits are the same reload); closing the
+// channel ends it.
+func startReloader(log *slog.Logger, path string, tokens *atomic.Pointer[access.Set]) chan<- struct{} {
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range reload {
+			reloadTokens(log, path, tokens)
+		}
+	}()
+	return reload
 }
 
 // reloadTokens re-reads the tokens file on SIGHUP. A file that no longer

@@ -243,7 +243,8 @@ func TestGPUShareRegistration(t *testing.T) {
 			t.Errorf("gpus %s, want %s", gpus, want)
 		}
 	})
-	for _, bad := range []string{"0", "1.5", "-0.5", "a quarter", "25%", "NaN"} {
+	// Below 0.01 too: the monitor refuses a whole GPU's share under it.
+	for _, bad := range []string{"0", "0.001", "1.5", "-0.5", "a quarter", "25%", "NaN"} {
 		t.Run("bad "+bad, func(t *testing.T) {
 			k := gpuTask(t, 1, "/bin/true")
 			k.Setenv("FAKE_NVML_NAME", "NVIDIA H200")
@@ -252,7 +253,7 @@ func TestGPUShareRegistration(t *testing.T) {
 			if want := []string{wholeEntry(0, 1)}; !slices.Equal(gpus, want) {
 				t.Errorf("gpus %s, want %s", gpus, want)
 			}
-			if logLine(r.Stderr, "WARN", "PADDLE_GPU_SHARE", "(0, 1]") == "" && logLine(r.Stderr, "WARN", "PADDLE_GPU_SHARE", "at most 1") == "" {
+			if logLine(r.Stderr, "WARN", "PADDLE_GPU_SHARE", "is not a decimal number from 0.01 to 1") == "" {
 				t.Errorf("no warning naming PADDLE_GPU_SHARE and its rule:\n%s", r.Stderr)
 			}
 		})

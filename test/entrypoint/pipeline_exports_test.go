@@ -56,7 +56,7 @@ func TestPipelineLabelsFileAndBody(t *testing.T) {
 	want := strings.Join([]string{"trainers_num=2",
 		"pipeline=ocr", "pipeline_run=991", "step=evaluate", "orchestrator=gitlab",
 		"k8s_namespace=ml-prod", "k8s_pod=eval-7xk2p", "k8s_node=gpu-node-3",
-		"k8s_pod_uid=6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "k8s_job_index=4", "team=cv"}, "\n")
+		"k8s_pod_uid=6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "k8s_job_index=4", "slurm_job=1", "team=cv"}, "\n")
 	if got := pipeAfter(t, k); got != want {
 		t.Errorf("labels file after hostname:\n%s\nwant\n%s", got, want)
 	}
@@ -70,7 +70,7 @@ func TestPipelineLabelsFileAndBody(t *testing.T) {
 	}
 	wantBody := map[string]any{"pipeline": "ocr", "pipeline_run": "991", "step": "evaluate", "orchestrator": "gitlab",
 		"k8s_namespace": "ml-prod", "k8s_pod": "eval-7xk2p", "k8s_node": "gpu-node-3",
-		"k8s_pod_uid": "6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "k8s_job_index": 4.0}
+		"k8s_pod_uid": "6c1f0a52-3b0e-4e4b-9d7a-1f2e3d4c5b6a", "k8s_job_index": 4.0, "slurm_job": "1"}
 	for key, v := range wantBody {
 		if body[key] != v {
 			t.Errorf("body %s = %#v, want %#v", key, body[key], v)
@@ -78,6 +78,47 @@ func TestPipelineLabelsFileAndBody(t *testing.T) {
 	}
 	if labels := body["labels"].(map[string]any); len(labels) != 1 || labels["team"] != "cv" {
 		t.Errorf("body labels = %v, want only team", labels)
+	}
+}
+
+// A Slurm job: SLURM_JOB_ID is slurm_job in the labels file and the body
+// (besides pipeline_run, which the task may set itself), so that the node
+// agent's observations of the job are tied to the task; a value that is not
+// digits is dropped with a warning, never a refusal.
+func TestPipelineSlurmJob(t *testing.T) {
+	m := newRegMonitor(t, "201")
+	k := regTask(t, m.URL, 5*time.Second)
+	pipeSetenv(k, "PADDLE_PIPELINE_RUN=own-run", "SLURM_JOB_NAME=pretrain", "SLURM_JOB_ID=4242", "SLURM_STEP_ID=0")
+	if r := k.Run(); r.Code != 0 {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	if got, want := pipeAfter(t, k), "pipeline=pretrain\npipeline_run=own-run\nstep=0\norchestrator=slurm\nslurm_job=4242"; got != want {
+		t.Errorf("labels file after hostname:\n%s\nwant\n%s", got, want)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d registrations, want 1", len(reqs))
+	}
+	var body map[string]any
+	if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["slurm_job"] != "4242" || body["pipeline_run"] != "own-run" {
+		t.Errorf("body slurm_job %#v, pipeline_run %#v; want \"4242\" and \"own-run\"", body["slurm_job"], body["pipeline_run"])
+	}
+
+	polNoSystemPolicy(t)
+	k = newTask(t, "/bin/true")
+	pipeSetenv(k, "PADDLE_LABELS_MODE=enforce", "SLURM_JOB_ID=42;rm")
+	r := k.Run()
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", r.Code, r.Stderr)
+	}
+	if strings.Contains(strings.Join(readLabels(t, k.LabelsFile()), "\n"), "slurm_job=") {
+		t.Errorf("a SLURM_JOB_ID that is not digits was written")
+	}
+	if logLine(r.Stderr, "WARN", "label note", "var=SLURM_JOB_ID") == "" {
+		t.Errorf("no warning names SLURM_JOB_ID:\n%s", r.Stderr)
 	}
 }
 

@@ -18,7 +18,11 @@
  *   nvmlDeviceGetMigMode, nvmlDeviceGetMaxMigDeviceCount,
  *   nvmlDeviceGetMigDeviceHandleByIndex, nvmlDeviceGetGpuInstanceId,
  *   nvmlDeviceGetComputeInstanceId, nvmlDeviceGetAttributes_v2 (all left
- *     out with -DFAKE_NVML_NO_MIG: a driver older than MIG).
+ *     out with -DFAKE_NVML_NO_MIG: a driver older than MIG),
+ *   for the node mode (paddle-gpu-probe node): the compute, MPS-compute and
+ *     graphics running-process lists (_v3 and _v2) and
+ *     nvmlDeviceGetProcessUtilization (left out with -DFAKE_NVML_NO_PROCESSES),
+ *     and the GPM entry points (left out with -DFAKE_NVML_NO_GPM); below.
  *
  * Environment (read at every call, so one build serves every test):
  *   FAKE_NVML_GPUS=N         devices (default 1, at most 64)
@@ -83,6 +87,38 @@
  * answers nvmlDeviceGetUtilizationRates with NVML_ERROR_NOT_SUPPORTED, as
  * NVML does on MIG devices.
  *
+ * Processes (for paddle-node's streaming probe): FAKE_NVML_STATE=PATH names a
+ * state file re-read at every call, so a test can change it while a probe
+ * runs. One directive a line ('#' starts a comment):
+ *   proc DEV[/GI] KIND PID USED [SM]  a process of device DEV (of its GPU
+ *                            instance GI in MIG mode) in the KIND list
+ *                            (compute, mps or graphics), USED bytes of GPU
+ *                            memory, per-process SM utilisation SM (0-100,
+ *                            or "-"/absent: not in the utilisation answer)
+ *   util DEV P               device DEV's utilisation, overriding FAKE_NVML_UTIL
+ *   procutil DEV ANSWER      nvmlDeviceGetProcessUtilization on DEV answers
+ *                            ok (default), not_found or not_supported
+ * A process line may repeat a PID (a process in two lists). The lists
+ * (nvmlDeviceGetComputeRunningProcesses_v3, ..._MPSComputeRunningProcesses_v3,
+ * ..._GraphicsRunningProcesses_v3, and their _v2 names) of a
+ * whole GPU hold its lines without /GI; in MIG mode the parent's hold every
+ * line of it, with the instance ids, and a MIG device handle's those of its
+ * GPU instance. nvmlDeviceGetProcessUtilization answers, for each process of
+ * a whole GPU with an SM value, two samples after the caller's timestamp: the
+ * newest (timestamp 1000000 × the device's call number, SM) and an older one
+ * half a second before it (SM + 50, modulo 101), so a caller that does not
+ * keep the newest sample per PID reads the wrong value; MIG device handles
+ * answer NVML_ERROR_NOT_SUPPORTED, as NVML does; no sample: NVML_ERROR_NOT_FOUND.
+ * These are left out with -DFAKE_NVML_NO_PROCESSES (a driver without them).
+ *   gpm DEV/GI P             GPM (nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc,
+ *                            nvmlGpmSampleFree, nvmlGpmMigSampleGet,
+ *                            nvmlGpmMetricsGet) is supported on DEV, and GPU
+ *                            instance GI's SM activity (NVML_GPM_METRIC_SM_UTIL)
+ *                            between two samples is P percent; the metric
+ *                            needs two samples of one instance. Without a gpm
+ *                            line for DEV, GPM is not supported there. Left
+ *                            out with -DFAKE_NVML_NO_GPM.
+ *
  * Device i has the UUID GPU-a1b2c3NN-8f2d-4c1b-9a3e-1c2d3e4f5aNN (NN: i in
  * two hex digits), so device 0 is GPU-a1b2c300-8f2d-4c1b-9a3e-1c2d3e4f5a00;
  * "GPU-a1b2c3" is a prefix of every device's UUID, "GPU-a1b2c301" of
@@ -134,6 +170,7 @@ struct nvmlDevice_st {
     int mig;                               /* a MIG device handle */
     unsigned int gi, ci;                   /* a MIG device's instance ids */
     unsigned long utilCalls, memoryCalls, energyCalls; /* for the cycling sequences */
+    unsigned long procUtilCalls;           /* timestamps of nvmlDeviceGetProcessUtilization */
 };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
@@ -274,6 +311,66 @@ static unsigned long long nth(const char *list, unsigned long k) {
     return strtoull(p, NULL, 10);
 }
 
+
+/* The state file (FAKE_NVML_STATE): processes, utilisation overrides. */
+#define MAX_PROCS 4096
+struct proc {
+    unsigned int dev, gi;
+    int hasgi;
+    char kind[16];
+    unsigned int pid;
+    unsigned long long used;
+    int sm; /* -1: none */
+};
+
+/* readprocs reads the state file's process lines into out (at most max);
+ * it returns the count. */
+static int readprocs(struct proc *out, int max) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        struct proc p = {.sm = -1};
+        char where[32], sm[16] = "-";
+        if (sscanf(line, "proc %31s %15s %u %llu %15s", where, p.kind, &p.pid, &p.used, sm) < 4) continue;
+        if (sscanf(where, "%u/%u", &p.dev, &p.gi) == 2)
+            p.hasgi = 1;
+        else if (sscanf(where, "%u", &p.dev) != 1)
+            continue;
+        if (strcmp(sm, "-") != 0) p.sm = (int)strtol(sm, NULL, 10);
+        out[n++] = p;
+    }
+    fclose(f);
+    return n;
+}
+
+/* statevalue finds "KEY DEV VALUE" in the state file; copies VALUE. */
+static int statevalue(const char *key, unsigned int dev, char *value, size_t size) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256], k[32], v[64];
+    unsigned int d;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%31s %u %63s", k, &d, v) == 3 && strcmp(k, key) == 0 && d == dev) {
+            snprintf(value, size, "%s", v);
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+static long stateutil(unsigned int dev) {
+    char v[64];
+    if (!statevalue("util", dev, v, sizeof v)) return -1;
+    return strtol(v, NULL, 10);
+}
+
 static nvmlReturn_t copy(char *dst, unsigned int length, const char *src) {
     if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
     if (strlen(src) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -407,6 +504,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtili
     }
     const char *seq = perdevice("FAKE_NVML_UTIL", device);
     util->gpu = seq ? (unsigned int)nth(seq, device->utilCalls) : 0;
+    long over = stateutil(device->index);
+    if (over >= 0) util->gpu = (unsigned int)over;
     util->memory = util->gpu / 2;
     device->utilCalls++;
     return NVML_SUCCESS;
@@ -498,6 +597,203 @@ EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAt
         .computeInstanceSliceCount = in.slices,
         .memorySizeMB = in.memMB,
     };
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_NO_PROCESSES
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+/* processes answers a running-process list of KIND on device. */
+static nvmlReturn_t processes(const char *kind, nvmlDevice_t device, unsigned int *count, nvmlProcessInfo_t *infos) {
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    static struct proc list[MAX_PROCS];
+    int n = readprocs(list, MAX_PROCS);
+    int inmig = !device->mig && migmode(device->index) == 1;
+    unsigned int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct proc *p = &list[i];
+        if (p->dev != device->index || strcmp(p->kind, kind) != 0) continue;
+        if (device->mig ? !(p->hasgi && p->gi == device->gi) : (!inmig && p->hasgi)) continue;
+        if (infos && k < *count)
+            infos[k] = (nvmlProcessInfo_t){.pid = p->pid, .usedGpuMemory = p->used,
+                                           .gpuInstanceId = p->hasgi ? p->gi : 0xFFFFFFFFu,
+                                           .computeInstanceId = p->hasgi ? 0 : 0xFFFFFFFFu};
+        k++;
+    }
+    if (k > *count || (k > 0 && !infos)) {
+        *count = k;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = k;
+    return NVML_SUCCESS;
+}
+
+#define PROCESS_LIST(name, kind)                                                                          \
+    EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *count, nvmlProcessInfo_t *infos) {         \
+        logcall(#name);                                                                                   \
+        return processes(kind, device, count, infos);                                                     \
+    }
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v3, "compute")
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, "mps")
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, "graphics")
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v2, "compute")
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, "mps")
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, "graphics")
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count, unsigned long long lastSeen) {
+    logcall("nvmlDeviceGetProcessUtilization");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->mig) return NVML_ERROR_NOT_SUPPORTED;
+    char answer[64];
+    if (statevalue("procutil", device->index, answer, sizeof answer)) {
+        if (strcmp(answer, "not_supported") == 0) return NVML_ERROR_NOT_SUPPORTED;
+        if (strcmp(answer, "not_found") == 0) return NVML_ERROR_NOT_FOUND;
+    }
+    if (!samples) device->procUtilCalls++; /* a new reading: the size query starts it */
+    unsigned long long newest = 1000000ULL * device->procUtilCalls, older = newest - 500000ULL;
+    static struct proc list[MAX_PROCS];
+    int n = readprocs(list, MAX_PROCS);
+    unsigned int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct proc *p = &list[i];
+        if (p->dev != device->index || p->hasgi || p->sm < 0) continue;
+        int dup = 0; /* one PID's samples once, however many lists it is in */
+        for (int j = 0; j < i; j++)
+            if (list[j].dev == p->dev && !list[j].hasgi && list[j].pid == p->pid && list[j].sm >= 0) dup = 1;
+        if (dup) continue;
+        nvmlProcessUtilizationSample_t two[2] = {
+            {.pid = p->pid, .timeStamp = older, .smUtil = (unsigned int)((p->sm + 50) % 101)},
+            {.pid = p->pid, .timeStamp = newest, .smUtil = (unsigned int)p->sm},
+        };
+        for (int t = 0; t < 2; t++) {
+            if (two[t].timeStamp <= lastSeen) continue;
+            if (samples && k < *count) samples[k] = two[t];
+            k++;
+        }
+    }
+    if (k == 0) return NVML_ERROR_NOT_FOUND;
+    if (!samples || k > *count) {
+        *count = k;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = k;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_NO_GPM
+typedef struct {
+    char *shortName, *longName, *unit;
+} nvmlGpmMetricMetricInfo_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+struct nvmlGpmSample_st {
+    unsigned int dev, gi;
+    int taken;
+    double sm;
+};
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+
+typedef struct {
+    unsigned int version, numMetrics;
+    nvmlGpmSample_t sample1, sample2;
+    nvmlGpmMetric_t metrics[477]; /* NVML_GPM_METRIC_MAX; only numMetrics are touched */
+} nvmlGpmMetricsGet_t;
+
+typedef struct {
+    unsigned int version, isSupportedDevice;
+} nvmlGpmSupport_t;
+
+/* gpmvalue finds "gpm DEV/GI P" (gi < 0: any line of DEV) in the state file. */
+static int gpmvalue(unsigned int dev, int gi, double *p) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path || !*path) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned int d, g;
+    double v;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "gpm %u/%u %lf", &d, &g, &v) == 3 && d == dev && (gi < 0 || (int)g == gi)) {
+            *p = v;
+            found = 1;
+        }
+    fclose(f);
+    return found;
+}
+
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
+    logcall("nvmlGpmQueryDeviceSupport");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!support) return NVML_ERROR_INVALID_ARGUMENT;
+    double v;
+    support->isSupportedDevice = !device->mig && gpmvalue(device->index, -1, &v);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    logcall("nvmlGpmSampleAlloc");
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    *sample = calloc(1, sizeof **sample);
+    return *sample ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    logcall("nvmlGpmSampleFree");
+    free(sample);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gi, nvmlGpmSample_t sample) {
+    logcall("nvmlGpmMigSampleGet");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!sample || device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    double v;
+    if (!gpmvalue(device->index, (int)gi, &v)) return NVML_ERROR_NOT_SUPPORTED;
+    *sample = (struct nvmlGpmSample_st){.dev = device->index, .gi = gi, .taken = 1, .sm = v};
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
+    logcall("nvmlGpmMetricsGet");
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!m || !m->sample1 || !m->sample2 || !m->sample1->taken || !m->sample2->taken ||
+        m->sample1->dev != m->sample2->dev || m->sample1->gi != m->sample2->gi)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < m->numMetrics; i++) {
+        nvmlGpmMetric_t *x = &m->metrics[i];
+        if (x->metricId == 2) { /* NVML_GPM_METRIC_SM_UTIL */
+            x->nvmlReturn = NVML_SUCCESS;
+            x->value = m->sample2->sm;
+        } else
+            x->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
     return NVML_SUCCESS;
 }
 #endif

@@ -1,0 +1,140 @@
+package reportqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// monitor answers each report by its time: answers[time] (201 by default),
+// and records the times it received, in order, and the tokens.
+type monitor struct {
+	mu      sync.Mutex
+	answers map[int64]int
+	got     []int64
+	tokens  []string
+	keys    []string
+}
+
+func (m *monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		http.NotFound(w, r)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	var body struct{ Time int64 }
+	json.Unmarshal(b, &body)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = append(m.got, body.Time)
+	m.tokens = append(m.tokens, r.Header.Get("Authorization"))
+	m.keys = append(m.keys, r.Header.Get("Idempotency-Key"))
+	status := 201
+	if s, ok := m.answers[body.Time]; ok {
+		status = s
+	}
+	w.WriteHeader(status)
+}
+
+func body(t int64) []byte { return []byte(`{"time":` + strconv.FormatInt(t, 10) + `}`) }
+
+func TestDeliver(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("node-token-1\n"), 0o600)
+	log := slog.New(slog.DiscardHandler)
+	now := time.Now().Truncate(time.Minute)
+	at := func(s int64) int64 { return now.Unix() - 3600 + s }
+	m := &monitor{answers: map[int64]int{at(3120): 400, at(3240): 503}}
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	q, err := Open(filepath.Join(dir, "sub", "reports.db"), 30*time.Minute, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSender(srv.URL, tokenFile, "", "paddle-node/test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q.Put(ctx, at(-7200), body(at(-7200)), s.Fingerprint()) // older than the maximum age
+	for _, ts := range []int64{60, 120, 180, 240, 300} {
+		if err := q.Put(ctx, at(ts+3000), body(at(ts+3000)), s.Fingerprint()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	res, err := Deliver(pctx, q, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Oldest first; 120's 400 does not block 180; 240's 503 ends the
+	// pass and 300 waits behind it; the expired one is dropped, unsent.
+	if res.Sent != 2 || res.Dead != 1 || res.Stopped == nil {
+		t.Fatalf("pass %+v", res)
+	}
+	want := []int64{at(3060), at(3120), at(3180), at(3240)}
+	if !slices.Equal(m.got, want) {
+		t.Fatalf("order %v, want %v", m.got, want)
+	}
+	if m.keys[0] != strconv.FormatInt(at(3060), 10) {
+		t.Errorf("Idempotency-Key %q, want the report's time", m.keys[0])
+	}
+	st, _ := q.Stats(ctx)
+	if st.Pending != 2 || st.Dead != 1 || st.Dropped != 1 || st.Oldest.Unix() != at(3240) {
+		t.Fatalf("stats %+v", st)
+	}
+	// A 401 keeps the report and ends the pass; the next attempt reads
+	// the token file again.
+	m.mu.Lock()
+	m.answers[at(3240)] = 401
+	m.mu.Unlock()
+	res, _ = Deliver(ctx, q, s)
+	if !res.Denied() {
+		t.Fatalf("pass after 401: %+v", res)
+	}
+	os.WriteFile(tokenFile, []byte("node-token-2"), 0o600)
+	delete(m.answers, at(3240))
+	res, _ = Deliver(ctx, q, s)
+	if res.Sent != 2 || res.Stopped != nil {
+		t.Fatalf("pass after rotation: %+v", res)
+	}
+	if got := m.tokens[len(m.tokens)-1]; got != "Bearer node-token-2" {
+		t.Fatalf("token after 401: %q", got)
+	}
+	if last, ok := q.Last(); !ok || last != at(3300) {
+		t.Fatalf("Last = %d, %v", last, ok)
+	}
+	// Reopened (a restart), the spool still knows the last time.
+	q2, err := Open(filepath.Join(dir, "sub", "reports.db"), time.Hour, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, ok := q2.Last(); !ok || last != at(3300) {
+		t.Fatalf("Last after reopening = %d, %v", last, ok)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := NewSender("http://127.0.0.1:1", filepath.Join(dir, "missing"), "", "x", nil); !errors.Is(err, ErrToken) {
+		t.Errorf("a missing token file: %v, want ErrToken", err)
+	}
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	if _, err := Open(filepath.Join(file, "reports.db"), time.Hour, nil); !errors.Is(err, ErrUnusable) {
+		t.Errorf("a spool below a file: %v, want ErrUnusable", err)
+	}
+}

@@ -42,7 +42,7 @@ func TestDemoKeepServing(t *testing.T) {
 	tmp := t.TempDir()
 	c := exec.Command(filepath.Join(root, "demo"))
 	c.Dir = root
-	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "DEMO_KEEP=1"}
+	c.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TMPDIR=" + tmp, "DEMO_KEEP=1"}
 	out, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

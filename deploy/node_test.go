@@ -7,6 +7,7 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -83,6 +84,14 @@ func TestNodeAgentManifest(t *testing.T) {
 	if _, ok := env["PADDLE_NODE_FINAL"]; ok {
 		t.Error("PADDLE_NODE_FINAL is set: every rolling update would end the nodes' capacity")
 	}
+	// The preStop hook: the image's paddle-node (the Dockerfile's
+	// ENTRYPOINT) marks the report sent at SIGTERM final, beside the spool
+	// the agent keeps on the node's hostPath.
+	entry := dockerEntrypoint(t, "node/Dockerfile")
+	wantHook := []string{entry, "final", "--report-spool", "/var/lib/paddle-node/reports.db"}
+	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Exec == nil || !slices.Equal(l.PreStop.Exec.Command, wantHook) {
+		t.Errorf("lifecycle %+v: want a preStop exec of %q", l, wantHook)
+	}
 	// The token from a Secret, at the file PADDLE_NODE_TOKEN_FILE names;
 	// the host paths the agent reads and writes.
 	mounts := map[string]string{}
@@ -102,6 +111,9 @@ func TestNodeAgentManifest(t *testing.T) {
 		if v := vols[name]; v.HostPath == nil || v.HostPath.Path != path || mounts[name] != path {
 			t.Errorf("volume %s: %+v mounted at %q, want the host's %s at the same path", name, v.HostPath, mounts[name], path)
 		}
+	}
+	if !strings.HasPrefix(wantHook[3], mounts["spool"]+"/") {
+		t.Errorf("the hook's spool %s is not on the spool volume at %s", wantHook[3], mounts["spool"])
 	}
 	tolerates := false
 	for _, tl := range spec.Tolerations {
@@ -150,4 +162,25 @@ func TestNodeAgentPodSecurity(t *testing.T) {
 			t.Errorf("at %s: allowed %v (%s), want refused for hostPID and hostPath", l, r.Allowed, r.ForbiddenReason())
 		}
 	}
+}
+
+// dockerEntrypoint is the executable of a Dockerfile's exec-form
+// ENTRYPOINT.
+func dockerEntrypoint(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "ENTRYPOINT "); ok {
+			var argv []string
+			if err := json.Unmarshal([]byte(rest), &argv); err != nil || len(argv) == 0 {
+				t.Fatalf("%s: ENTRYPOINT %s is not an exec-form list: %v", path, rest, err)
+			}
+			return argv[0]
+		}
+	}
+	t.Fatalf("%s: no ENTRYPOINT", path)
+	return ""
 }

@@ -86,4 +86,18 @@ func TestNodeImage(t *testing.T) {
 	if v := podman(t, time.Minute, "run", "--rm", "--pull=never", nodeImage, "version"); v.Code != 0 || !strings.HasPrefix(v.Stdout, "paddle-node version ") {
 		t.Errorf("version in the image: %d %q", v.Code, v.Stdout)
 	}
+	// The DaemonSet's preStop hook (deploy/kubernetes/paddle-node.yaml),
+	// run as the kubelet runs it: in the agent's container, with its
+	// environment, on a read-only root with the spool's hostPath mounted.
+	// It leaves the mark beside the spool.
+	spool := t.TempDir()
+	hook := podman(t, time.Minute, "run", "--rm", "--pull=never", "--read-only",
+		"--volume", spool+":/var/lib/paddle-node", "-e", "PADDLE_MONITOR_URL=http://paddle-monitor.paddle.svc:8080",
+		"--entrypoint", "/usr/local/bin/paddle-node", nodeImage, "final", "--report-spool", "/var/lib/paddle-node/reports.db")
+	if hook.Code != 0 {
+		t.Fatalf("the preStop hook in the image: exit %d\n%s", hook.Code, hook.Stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(spool, "final")); err != nil || string(b) != "final\n" {
+		t.Errorf("the mark beside the spool: %q, %v", b, err)
+	}
 }

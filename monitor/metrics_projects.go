@@ -29,6 +29,9 @@ type ProjectCollector struct {
 	budgets *report.Budgets
 	now     func() time.Time
 	log     *slog.Logger
+	// Namespaces charges undeclared use to projects (--namespace-projects;
+	// nil: none is), as the report does; set it before the first scrape.
+	Namespaces func(namespace string) (project string, ok bool)
 
 	mu      sync.Mutex
 	at      time.Time
@@ -72,7 +75,8 @@ func (c *ProjectCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *ProjectCollector) compute(now time.Time) []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rep, err := report.Compute(ctx, c.src, report.Query{Window: report.Month(now), By: []string{"project"}, Prices: c.prices, Now: now})
+	rep, err := report.Compute(ctx, c.src, report.Query{Window: report.Month(now), By: []string{"project"}, Prices: c.prices, Now: now,
+		Namespaces: c.Namespaces})
 	if err != nil {
 		c.log.Error("project month series: the report failed", "err", err)
 		return []prometheus.Metric{famProjectScrapeError.metric(1)}

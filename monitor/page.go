@@ -163,7 +163,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		byLabel = keys
 	}
 	rep, err := h.compute(r.Context(), report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope)}, false)
+		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}, false)
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
 		return

@@ -50,6 +50,9 @@ type ReportConfig struct {
 	// Fleet is the ledger the page's "Fleet" section shows (nil: no
 	// section).
 	Fleet *LedgerConfig
+	// Namespaces charges undeclared use to projects in the report and the
+	// page (--namespace-projects; nil: none is).
+	Namespaces func(namespace string) (project string, ok bool)
 }
 
 type reports struct {
@@ -107,7 +110,7 @@ func reportScope(scope *access.Scope) func(project, owner string) bool {
 // metrics to show the mean of).
 func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
 	v := r.URL.Query()
-	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: reportScope(scope)}
+	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}
 	var err error
 	q.Window, err = report.WindowParams{From: v.Get("from"), To: v.Get("to"), Month: v.Get("month"),
 		FromName: "from", ToName: "to", MonthName: "month"}.Select(h.cfg.Now())

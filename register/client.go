@@ -222,6 +222,12 @@ func (c *Client) Send(ctx context.Context, taskID string, payload []byte) error 
 // post makes one attempt to deliver payload to endpoint, with key as the
 // Idempotency-Key; its result reads as Send's.
 func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte) error {
+	return c.postEncoded(ctx, endpoint, key, payload, "")
+}
+
+// postEncoded is post with the body already encoded as encoding says
+// (the Content-Encoding header; "" for none).
+func (c *Client) postEncoded(ctx context.Context, endpoint, key string, payload []byte, encoding string) error {
 	if c.broken != nil {
 		return c.broken
 	}
@@ -230,6 +236,9 @@ func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte)
 		return fmt.Errorf("monitor URL: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", c.userAgent)

@@ -1,6 +1,8 @@
 package register
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -41,11 +43,13 @@ type Pending interface {
 // Transport is how one kind's entries reach the monitor: POST to Path
 // below the client's base URL ("" for the registration endpoint, Path),
 // with the client's bearer token, and the entry's key followed by KeySuffix
-// as the Idempotency-Key.
+// as the Idempotency-Key. With Gzip the body goes gzip-encoded
+// (Content-Encoding: gzip); the spooled payload itself stays plain JSON.
 type Transport struct {
 	Client    *Client
 	Path      string
 	KeySuffix string
+	Gzip      bool
 }
 
 // Send makes one attempt to post payload under key with client c (nil:
@@ -58,7 +62,27 @@ func (t Transport) Send(ctx context.Context, c *Client, key string, payload []by
 	if t.Path != "" {
 		endpoint = c.endpointOf(t.Path)
 	}
-	return c.post(ctx, endpoint, key+t.KeySuffix, payload)
+	if !t.Gzip {
+		return c.post(ctx, endpoint, key+t.KeySuffix, payload)
+	}
+	body, err := gzipped(payload)
+	if err != nil {
+		return err
+	}
+	return c.postEncoded(ctx, endpoint, key+t.KeySuffix, body, "gzip")
+}
+
+// gzipped is payload gzip-compressed at the default level.
+func gzipped(payload []byte) ([]byte, error) {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write(payload); err != nil {
+		return nil, fmt.Errorf("gzip the body: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("gzip the body: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
 // Action is what becomes of an entry after an attempt.

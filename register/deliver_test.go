@@ -1,6 +1,8 @@
 package register
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -261,5 +263,51 @@ func TestDelivererNodeReports(t *testing.T) {
 	}
 	if st, _ := q.Stats(ctx); st != (spool.Stats{Dead: 1}) {
 		t.Errorf("stats after both passes %+v", st)
+	}
+}
+
+// Transport.Gzip: the body goes gzip-encoded with Content-Encoding: gzip
+// and decodes to the payload's bytes; without it (the entrypoint's
+// registrations and completions) the payload's own bytes go, unencoded.
+func TestTransportGzip(t *testing.T) {
+	payload := []byte(`{"schema_version":1,"node":"gpu-node-17","time":1700000040}`)
+	for _, tt := range []struct {
+		name     string
+		gzip     bool
+		encoding string
+	}{
+		{"plain", false, ""},
+		{"gzip", true, "gzip"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var enc string
+			var raw []byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				enc = r.Header.Get("Content-Encoding")
+				raw, _ = io.ReadAll(r.Body)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			defer srv.Close()
+			tr := Transport{Client: newTestClient(t, srv.URL), Path: "/v1/nodes/report", Gzip: tt.gzip}
+			if err := tr.Send(context.Background(), nil, "gpu-node-17/60", payload); err != nil {
+				t.Fatal(err)
+			}
+			if enc != tt.encoding {
+				t.Errorf("Content-Encoding %q, want %q", enc, tt.encoding)
+			}
+			got := raw
+			if tt.gzip {
+				zr, err := gzip.NewReader(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatalf("body is not gzip: %v (%q)", err, raw)
+				}
+				if got, err = io.ReadAll(zr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(got, payload) {
+				t.Errorf("body %q, want %q", got, payload)
+			}
+		})
 	}
 }

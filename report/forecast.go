@@ -31,6 +31,9 @@ type BudgetFigures struct {
 
 // RunningTask is an open task as a forecast counts it.
 type RunningTask struct {
+	// ID is the store's key of the task (an observed task forecasts at
+	// its observed rate: ObservedTask.ID).
+	ID             int64
 	Project, Owner string
 	// GPUCount is the registration's gpu_count; GPUs the listed ones
 	// (GPUs counted and not listed count whole, at the default price).
@@ -82,7 +85,7 @@ func (t RunningTask) rates(p *Prices) (gpus, cost float64) {
 
 // addBudgets fills the rows' budgets of a report by project over one
 // calendar month.
-func addBudgets(ctx context.Context, src Source, q Query, r *Report) error {
+func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observations) error {
 	if q.Budgets == nil || !slices.Equal(r.By, []string{"project"}) || Month(r.From) != (Window{r.From, r.To}) {
 		return nil
 	}
@@ -103,11 +106,22 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report) error {
 		if err != nil {
 			return fmt.Errorf("report: running tasks: %w", err)
 		}
+		observed := map[int64]*ObservedTask{}
+		if obs != nil && obs.Covered {
+			for i := range obs.Tasks {
+				if t := &obs.Tasks[i]; t.ID != 0 {
+					observed[t.ID] = t
+				}
+			}
+		}
 		for _, t := range tasks {
 			if q.Scope != nil && !q.Scope(t.Project, t.Owner) {
 				continue
 			}
 			g, c := t.rates(q.Prices)
+			if o := observed[t.ID]; o != nil && t.ID != 0 {
+				g, c = o.rates(q.Prices)
+			}
 			gpuRate[t.Project] += g
 			costRate[t.Project] += c
 		}
@@ -138,4 +152,19 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report) error {
 		row.Budget = b
 	}
 	return nil
+}
+
+// rates are an observed task's GPU-seconds per second and cost per second
+// on the observed basis: its attributed GPU-seconds in the window over its
+// counted seconds there (its GPUs as observed so far), and their cost the
+// same way (nil prices: 0). No counted seconds: its declared rates' zero.
+func (t *ObservedTask) rates(p *Prices) (gpus, cost float64) {
+	if t.CountedSeconds <= 0 {
+		return 0, 0
+	}
+	var a acc
+	for _, u := range t.Observed {
+		a.addGPUs(u.gpuSums(map[string]string{"model": u.Model}, false), p)
+	}
+	return a.gpuSec / t.CountedSeconds, a.cost / t.CountedSeconds / 3600
 }

@@ -77,6 +77,9 @@ type Query struct {
 	Budgets *Budgets
 	// Now is the clock of the forecast (time.Now when zero).
 	Now time.Time
+	// Namespaces charges undeclared use to projects (--namespace-projects:
+	// the project of a namespace, ok false for none); nil charges none.
+	Namespaces func(namespace string) (project string, ok bool)
 }
 
 // TaskSums are the task-level sums of one group: every column of Key is a
@@ -211,6 +214,16 @@ type Figures struct {
 	// Metrics has one entry per metric the query asked for (absent when it
 	// asked for none, so that a report without metrics is unchanged).
 	Metrics map[string]MetricMean `json:"metrics,omitempty"`
+	// The billing columns (docs/cost.md, "Two bases"), present when a node
+	// report covered some of the window (absent otherwise, so that a
+	// report without node reports is unchanged): the declared figures of
+	// the row's tasks and their attributed hours, whatever their basis,
+	// the undeclared hours charged to the row's project, and the basis
+	// GPUHours and Cost are on.
+	DeclaredGPUHours   *float64 `json:"declared_gpu_hours,omitempty"`
+	ObservedGPUHours   *float64 `json:"observed_gpu_hours,omitempty"`
+	UndeclaredGPUHours *float64 `json:"undeclared_gpu_hours,omitempty"`
+	BillingBasis       string   `json:"billing_basis,omitempty"`
 }
 
 // MetricMean is a completion metric's mean over the tasks of a row that
@@ -258,6 +271,7 @@ type acc struct {
 	energyJ                   float64
 	energyGPUs                int64
 	metrics                   map[string]*MetricSums
+	bill                      billing
 }
 
 func (a *acc) addMetric(name string, m MetricSums) {
@@ -324,15 +338,19 @@ func (a *acc) addGPUs(g GPUSums, p *Prices) {
 // addUnlisted adds the GPU-seconds of GPUs counted without being listed
 // (no model, share 1) and prices them.
 func (a *acc) addUnlisted(gpuSec, failedSec int64, p *Prices) {
-	a.gpuSec += float64(gpuSec)
-	a.failedSec += float64(failedSec)
+	a.addUnlistedSeconds(float64(gpuSec), float64(failedSec), p)
+}
+
+func (a *acc) addUnlistedSeconds(gpuSec, failedSec float64, p *Prices) {
+	a.gpuSec += gpuSec
+	a.failedSec += failedSec
 	if p == nil {
 		return
 	}
 	if price, ok := p.Price(""); ok {
-		a.cost += price * float64(gpuSec)
+		a.cost += price * gpuSec
 	} else {
-		a.unpricedSec += float64(gpuSec)
+		a.unpricedSec += gpuSec
 	}
 }
 
@@ -480,6 +498,23 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		total.addGPUs(g, q.Prices)
 	}
 
+	// Billing from observations: what the node reports observed replaces
+	// what the tasks declared for the parts they covered.
+	var obs *Observations
+	if o, ok := src.(Observer); ok {
+		if obs, err = o.Observations(ctx, q.Window); err != nil {
+			return nil, fmt.Errorf("report: observations: %w", err)
+		}
+	}
+	observed := obs != nil && obs.Covered
+	if observed {
+		for _, a := range rows {
+			a.bill.declaredSec = a.gpuSec
+		}
+		total.bill.declaredSec = total.gpuSec
+		observe(obs, q, in, row, &total)
+	}
+
 	// Metrics: rows by model take a task once per model, the total once
 	// (from sums that leave model out).
 	for _, name := range q.Metrics {
@@ -511,7 +546,11 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		r.Currency = &c
 	}
 	for id, a := range rows {
-		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: a.figures(q.Prices, q.Metrics)})
+		f := a.figures(q.Prices, q.Metrics)
+		if observed {
+			a.billingFigures(&f)
+		}
+		r.Rows = append(r.Rows, Row{Key: keys[id], Figures: f})
 	}
 	slices.SortFunc(r.Rows, func(a, b Row) int {
 		switch {
@@ -523,11 +562,19 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 		return strings.Compare(rowID(by, a.Key), rowID(by, b.Key))
 	})
 	r.Total = total.figures(q.Prices, q.Metrics)
-	if err := addBudgets(ctx, src, q, r); err != nil {
+	if observed {
+		total.billingFigures(&r.Total)
+	}
+	if err := addBudgets(ctx, src, q, r, obs); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
+
+// Observed says a node report covered some of the report's window: the
+// rows and the total have the billing columns (read back from JSON too, as
+// a closed month's statement is).
+func (r *Report) Observed() bool { return r.Total.BillingBasis != "" }
 
 // rowID joins a row's key values in the order of by with a byte that no
 // label value may hold, so that comparing IDs compares keys value by value

@@ -81,6 +81,21 @@ func TableColumns(r *Report) []termtable.Column[tableRow] {
 		}
 		cols = append(cols, termtable.Column[tableRow]{Name: name, Priority: prio, Cell: cell})
 	}
+	if r.Observed() {
+		// The billing columns (a window a node report covered): with
+		// --wide or --columns.
+		for _, c := range []struct {
+			name string
+			cell func(f Figures) string
+		}{
+			{"declared_gpu_hours", func(f Figures) string { return optional(f.DeclaredGPUHours, termtable.Hours) }},
+			{"observed_gpu_hours", func(f Figures) string { return optional(f.ObservedGPUHours, termtable.Hours) }},
+			{"undeclared_gpu_hours", func(f Figures) string { return optional(f.UndeclaredGPUHours, termtable.Hours) }},
+			{"billing_basis", func(f Figures) string { return f.BillingBasis }},
+		} {
+			cols = append(cols, termtable.Column[tableRow]{Name: c.name, Cell: func(t tableRow) string { return c.cell(t.F) }})
+		}
+	}
 	if r.budgeted() {
 		amount := func(b *BudgetFigures, x float64) string {
 			if b.Kind == "cost" {
@@ -206,6 +221,11 @@ func WriteTableWith(w io.Writer, r *Report, opt TableOptions) error {
 				b.Kind, amount(b.Used), amount(b.Limit), optional(b.UsedShare, termtable.Percent),
 				amount(b.Forecast), optional(b.ForecastShare, termtable.Percent))
 		}
+	}
+	if r.Observed() {
+		t := r.Total
+		fmt.Fprintf(w, "billed on the %s basis: %s GPU-hours declared, %s observed, %s undeclared charged to projects.\n",
+			t.BillingBasis, termtable.Hours(*t.DeclaredGPUHours), termtable.Hours(*t.ObservedGPUHours), termtable.Hours(*t.UndeclaredGPUHours))
 	}
 	writeAdjustments(w, r)
 	if len(r.Metrics) > 0 {

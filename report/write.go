@@ -109,6 +109,9 @@ func WriteCSV(w io.Writer, r *Report) error {
 	if budgeted {
 		head = append(head, budgetColumns...)
 	}
+	if r.Observed() {
+		head = append(head, billingColumns...)
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -120,6 +123,9 @@ func WriteCSV(w io.Writer, r *Report) error {
 		rec = append(rec, row.values(priced, false, r.Metrics)...)
 		if budgeted {
 			rec = append(rec, row.Budget.values()...)
+		}
+		if r.Observed() {
+			rec = append(rec, row.billingValues()...)
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -167,6 +173,22 @@ func (b *BudgetFigures) values() []string {
 		return num(*x)
 	}
 	return []string{b.Kind, num(b.Limit), num(b.Used), opt(b.UsedShare), num(b.Forecast), opt(b.ForecastShare)}
+}
+
+// billingColumns are the CSV's billing columns (docs/cost.md, "Two
+// bases"), after the figures and the budget, in a report whose window a
+// node report covered.
+var billingColumns = []string{"declared_gpu_hours", "observed_gpu_hours", "undeclared_gpu_hours", "billing_basis"}
+
+// billingValues are the row's billing cells.
+func (f Figures) billingValues() []string {
+	opt := func(x *float64) string {
+		if x == nil {
+			return ""
+		}
+		return num(*x)
+	}
+	return []string{opt(f.DeclaredGPUHours), opt(f.ObservedGPUHours), opt(f.UndeclaredGPUHours), f.BillingBasis}
 }
 
 // writeAdjustments adds the table's lines of late data of closed months.

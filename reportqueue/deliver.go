@@ -65,7 +65,7 @@ func (r PassResult) Denied() bool {
 func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 	d := &register.Deliverer{
 		Queue:     q.q,
-		Transport: register.Transport{Client: s.Client, Path: Path},
+		Transport: register.Transport{Client: s.Client, Path: Path, Gzip: true},
 		Policy:    register.ReportPolicy,
 		Check:     register.EntryKey,
 		Logger:    s.log,

@@ -1,6 +1,8 @@
 package reportqueue
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,19 +14,22 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
 // monitor answers each report by its time: answers[time] (201 by default),
-// and records the times it received, in order, and the tokens.
+// and records the times it received, in order, the tokens and the bodies
+// as decoded. A body that is not gzip-encoded is answered 415.
 type monitor struct {
 	mu      sync.Mutex
 	answers map[int64]int
 	got     []int64
 	tokens  []string
 	keys    []string
+	bodies  [][]byte
 }
 
 func (m *monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,11 +37,25 @@ func (m *monitor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	b, _ := io.ReadAll(r.Body)
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		http.Error(w, "not gzip", http.StatusUnsupportedMediaType)
+		return
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	var body struct{ Time int64 }
 	json.Unmarshal(b, &body)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.bodies = append(m.bodies, b)
 	m.got = append(m.got, body.Time)
 	m.tokens = append(m.tokens, r.Header.Get("Authorization"))
 	m.keys = append(m.keys, r.Header.Get("Idempotency-Key"))
@@ -124,6 +143,55 @@ func TestDeliver(t *testing.T) {
 	}
 	if last, ok := q2.Last(); !ok || last != at(3300) {
 		t.Fatalf("Last after reopening = %d, %v", last, ok)
+	}
+}
+
+// A report goes gzip-encoded and decodes to the very bytes spooled, a
+// large one (a node with many processes) as well as a small one.
+func TestDeliverGzip(t *testing.T) {
+	big := []byte(`{"time":1700000040,"node":"n","pad":"` + strings.Repeat("pid 4242 on GPU-0 ", 4000) + `"}`)
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+	}{
+		{"small", body(1700000040)},
+		{"big", big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			log := slog.New(slog.DiscardHandler)
+			m := &monitor{answers: map[int64]int{}}
+			var wire []int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				raw, _ := io.ReadAll(r.Body)
+				wire = append(wire, len(raw))
+				r.Body = io.NopCloser(bytes.NewReader(raw))
+				m.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			q, err := Open(filepath.Join(dir, "reports.db"), time.Hour, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewSender(srv.URL, "", "", "paddle-node/test", log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := q.Put(ctx, time.Now().Unix(), tc.payload, s.Fingerprint()); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Deliver(ctx, q, s)
+			if err != nil || res.Sent != 1 || res.Stopped != nil {
+				t.Fatalf("pass %+v, %v", res, err)
+			}
+			if len(m.bodies) != 1 || !bytes.Equal(m.bodies[0], tc.payload) {
+				t.Fatalf("decoded body %q, want %q", m.bodies, tc.payload)
+			}
+			if tc.name == "big" && wire[0] >= len(tc.payload)/10 {
+				t.Errorf("%d bytes on the wire for a %d-byte report of one phrase repeated", wire[0], len(tc.payload))
+			}
+		})
 	}
 }
 

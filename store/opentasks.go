@@ -173,6 +173,7 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 			return nil, fmt.Errorf("store: running tasks: %w", err)
 		}
 		index[id] = len(tasks)
+		t.ID = id
 		tasks = append(tasks, t)
 	}
 	rows.Close()

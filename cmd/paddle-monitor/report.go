@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,11 +49,11 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
 	}
-	var src sources
-	if err := resolve(reportSettings, &src, fs); err != nil {
+	var c reportConfig
+	if err := resolve(reportSettings, &c, fs); err != nil {
 		return err
 	}
-	db, pricesFile, budgetsFile := &src.db, &src.prices, &src.budgets
+	db, pricesFile, budgetsFile := &c.src.db, &c.src.prices, &c.src.budgets
 	q := report.Query{}
 	var err error
 	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month,
@@ -85,6 +86,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 	}
 	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
 		return err
+	}
+	ns, err := c.nodes.namespaces()
+	if err != nil {
+		return err
+	}
+	if ns != nil {
+		q.Namespaces = ns.Project
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
@@ -122,10 +130,21 @@ func reportCmd(args []string, stdout io.Writer) error {
 	return report.WriteTableWith(stdout, rep, report.TableOptions{Columns: *columns, Wide: *wide})
 }
 
+// reportConfig is report's settings: the database, the prices, the
+// budgets and the namespaces' projects (undeclared use charged to them).
+type reportConfig struct {
+	src   sources
+	nodes nodeSettings
+}
+
 // reportSettings are report's settings from the environment too: the
-// database, the prices and the budgets, as for serve.
-var reportSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourceEntries(func(c *sources) *sources { return c },
-	"GPU prices file (JSON)", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget")}
+// database, the prices, the budgets and --namespace-projects, as for
+// serve.
+var reportSettings = settings.Table[reportConfig]{Policy: settings.Refuse, Entries: slices.Concat(
+	sourceEntries(func(c *reportConfig) *sources { return &c.src },
+		"GPU prices file (JSON)", "monthly budgets of projects (JSON): a report by project over one calendar month shows each row's budget"),
+	slices.DeleteFunc(nodeEntries(func(c *reportConfig) *nodeSettings { return &c.nodes }, false),
+		func(e entry[reportConfig]) bool { return e.Flag != "namespace-projects" }))}
 
 // badQuery is a usage error of the report's query, as report says it (its
 // rule, naming the parameter after prefix) without report.ErrBadQuery's
@@ -141,12 +160,19 @@ func badQuery(err error, prefix string) error {
 // page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
+	// Undeclared use is charged to projects as the ledger charges it.
+	var ns func(string) (string, bool)
+	if c.fleet != nil && c.fleet.Namespaces != nil {
+		ns = c.fleet.Namespaces.Project
+	}
 	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log,
-		Fleet: c.fleet, Books: st})
+		Fleet: c.fleet, Books: st, Namespaces: ns})
 	// The open tasks are written on /metrics directly (the same bytes as
 	// the collector gathered, without a const metric per series).
 	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil).WithExecTTL(c.execTTL))
-	return reg.Register(monitor.NewProjectCollector(st, prices, budgets, nil, log))
+	projects := monitor.NewProjectCollector(st, prices, budgets, nil, log)
+	projects.Namespaces = ns
+	return reg.Register(projects)
 }
 
 // loadPricing reads the prices file and the budgets file (either may be

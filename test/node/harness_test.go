@@ -210,15 +210,18 @@ func newReceiver(t *testing.T, status func(wire.NodeReport) int) *receiver {
 			http.NotFound(w, req)
 			return
 		}
-		var body io.Reader = req.Body
-		if req.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), 400)
-				return
-			}
-			body = zr
+		// The agent sends its reports gzip-encoded, always.
+		if enc := req.Header.Get("Content-Encoding"); enc != "gzip" {
+			t.Errorf("a report arrived with Content-Encoding %q, want gzip", enc)
+			http.Error(w, "not gzip", http.StatusUnsupportedMediaType)
+			return
 		}
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var body io.Reader = zr
 		b, err := io.ReadAll(io.LimitReader(body, wire.MaxNodeReportBytes+1))
 		var rep wire.NodeReport
 		if err == nil {

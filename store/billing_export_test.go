@@ -1,0 +1,27 @@
+package store
+
+// BillingStatementsForTest lists the reads of billing from observations
+// over the roll-ups (billing.go) with the index each names, written out
+// for the window [from, to).
+func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
+	idx := func(sqlite, postgres string) string {
+		if s.dialect == Postgres {
+			return postgres
+		}
+		return sqlite
+	}
+	return []WriteStatement{
+		{Name: "billing users", SQL: s.bind(partSQL(qBillingUsers, from, to)),
+			Index: idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"), Example: []any{from, to}},
+		{Name: "billing user times", SQL: s.bind(partSQL(qBillingUserTimes, from, to)),
+			Index:   idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"),
+			Example: []any{from, to, "node-1", "u1", 0, "", "", 0, 0}},
+		{Name: "billing identity", SQL: s.bind(qBillingIdentity),
+			Index: idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"), Example: []any{from, to, "node-1", "u1"}},
+		{Name: "billing cover", SQL: s.bind(qBillingCover),
+			Index: idx("sqlite_autoindex_node_gpu_hours_1", "node_gpu_hours_pkey"), Example: []any{from, to}},
+	}
+}
+
+// ParseUserKeyForTest is parseUserKey.
+func ParseUserKeyForTest(key string) (UserIdentity, bool) { return parseUserKey(key) }

@@ -224,7 +224,7 @@ func WriteTableWith(w io.Writer, r *Report, opt TableOptions) error {
 	}
 	if r.Observed() {
 		t := r.Total
-		fmt.Fprintf(w, "billed on the %s basis: %s GPU-hours declared, %s observed, %s undeclared charged to projects.\n",
+		fmt.Fprintf(w, "billed on the %s basis: %s GPU-hours declared, %s observed (attributed), %s undeclared charged to projects; gpu_hours and cost are what is billed.\n",
 			t.BillingBasis, termtable.Hours(*t.DeclaredGPUHours), termtable.Hours(*t.ObservedGPUHours), termtable.Hours(*t.UndeclaredGPUHours))
 	}
 	writeAdjustments(w, r)

@@ -26,7 +26,8 @@ import (
 //   - only [max(start, f), min(ce, t)) counts.
 //
 // A task without a completion that is idle now (idle_since, from its
-// sampled heartbeats) has idle_sec: the part of [idle_since, its counted
+// sampled heartbeats; a task observed by node reports has its idleness
+// from them, in the billing's observed figures) has idle_sec: the part of [idle_since, its counted
 // end) inside the window, the hours "Idle now" shows; its GPUs' idle
 // GPU-hours count them at each GPU's share until its completion's
 // idle_share takes over.
@@ -106,7 +107,7 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
       CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
-      CASE WHEN tk.end_time IS NULL AND tk.idle_since IS NOT NULL
+      CASE WHEN tk.end_time IS NULL AND tk.idle_since IS NOT NULL AND tk.observed_at IS NULL
            THEN CASE WHEN tk.idle_since > :f THEN tk.idle_since ELSE :f END END AS i0,
       ` + countedEnd + ` AS ce,
       CASE WHEN (` + countedEnd + `) < :t THEN ` + countedEnd + ` ELSE :t END AS e1`

@@ -16,7 +16,11 @@
 //  4. the monitor back: `spool flush` delivers the registration, then the
 //     completion;
 //  5. the monitor's own view: its task list and the month's GPU-hours and
-//     cost per project.
+//     cost per project;
+//  6. an idle task and a budget's forecast;
+//
+// and last the page's URL and credentials; with DEMO_KEEP=1 the monitor
+// keeps serving until Ctrl-C.
 package main
 
 import (
@@ -208,7 +212,10 @@ func run() error {
 	if err := bg.Wait(); err != nil {
 		return err
 	}
-	return d.nodeAgent(gpuEnv, tokenFile)
+	if err := d.nodeAgent(gpuEnv, tokenFile); err != nil {
+		return err
+	}
+	return d.page()
 }
 
 // mint runs `paddle-monitor token` and returns the token and its entry.

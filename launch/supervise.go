@@ -98,6 +98,7 @@ type taskReport struct {
 	reg       *register.Alongside // nil: no monitor
 	registrar *register.Registrar
 	completer *register.Completer
+	beats     *register.Heartbeats
 }
 
 // Started starts the registration alongside the command, then the GPU
@@ -107,6 +108,7 @@ func (r *taskReport) Started(time.Time) {
 	if r.cfg.MonitorURL != "" {
 		r.registrar = r.node.Registrar()
 		r.completer = &register.Completer{Client: r.registrar.Client, ClientFor: r.registrar.ClientFor, Check: r.registrar.Check, Logger: r.log}
+		r.beats = &register.Heartbeats{Client: r.registrar.Client, Logger: r.log}
 		if q, ok := r.registrar.Queue.(*spool.Queue); ok {
 			r.completer.Queue = q.Spool().Completions()
 			drain.LogLegacy(context.Background(), q, r.log)
@@ -122,9 +124,9 @@ func (r *taskReport) Started(time.Time) {
 
 // Beat posts a heartbeat: {task_id, time}, and with sampling on the
 // interval's length and per-GPU samples. It is never spooled (only the
-// latest matters); failures are logged at debug level.
+// latest matters); failures are logged at warning, at most once a minute
+// (register.Heartbeats).
 func (r *taskReport) Beat(ctx context.Context, t supervise.Tick) {
-	client := r.registrar.Client // ticks come only with a monitor
 	var gpus []gpu.GPUInterval
 	if r.smp != nil {
 		gpus = r.smp.TakeInterval()
@@ -132,9 +134,7 @@ func (r *taskReport) Beat(ctx context.Context, t supervise.Tick) {
 	h := register.NewHeartbeat(r.set.TaskID, t.Since, t.Time, gpus)
 	actx, cancel := context.WithTimeout(ctx, min(register.AttemptTimeout, r.cfg.Heartbeat))
 	defer cancel()
-	if err := client.SendHeartbeat(actx, h.Key(), h.Marshal()); err != nil {
-		r.log.Debug("heartbeat not delivered", "err", client.Redact(err.Error()))
-	}
+	r.beats.Send(actx, h) // ticks come only with a monitor; Send logs
 }
 
 // Ended reports the command's end: the sampler's summaries, then finish
@@ -165,9 +165,9 @@ func (r *taskReport) Ended(ctx context.Context, e supervise.End) int {
 	// second time.
 	r.reg.WaitWriteAhead(ctx)
 	r.reg.StopDrain(ctx)
-	r.completer.Complete(ctx, r.set.TaskID, comp.Marshal(), func(ctx context.Context) bool {
+	r.completer.Complete(ctx, r.set.TaskID, comp.Marshal(), func(ctx context.Context) register.Outcome {
 		r.writeEnd(e)
-		return r.reg.Finish(ctx) != register.Spooled
+		return r.reg.Finish(ctx)
 	})
 	return status
 }

@@ -7,15 +7,16 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/termtable"
 )
 
 // Write writes l in format: table, csv or json.
 func Write(w io.Writer, l *Ledger, format string) error {
 	switch format {
 	case "", "table":
-		return writeTable(w, l)
+		return WriteTable(w, l, termtable.Options{})
 	case "csv":
 		return writeCSV(w, l)
 	case "json":
@@ -163,26 +164,71 @@ func writeCSV(w io.Writer, l *Ledger) error {
 	return cw.Error()
 }
 
-func writeTable(w io.Writer, l *Ledger) error {
+// tableRow is a line of the table: its key and figures.
+type tableRow struct {
+	key string
+	f   *Figures
+}
+
+// TableColumns are the table's columns (termtable): the key, then the
+// CSV's columns under their JSON names. Shown by default, in this order
+// and left out from the right when a line would pass the width: the
+// capacity, the five states, the check and the capacity's cost (by
+// state: the GPU-hours and the cost); the states' costs with --wide or
+// --columns.
+func (l *Ledger) TableColumns() []termtable.Column[tableRow] {
+	cols := l.columns()
+	out := []termtable.Column[tableRow]{{Name: cols[0], Key: true, Cell: func(r tableRow) string { return r.key }}}
+	for i, name := range cols[1:] {
+		prio := i + 1
+		if strings.HasSuffix(name, "_cost") && name != "capacity_cost" {
+			prio = 0
+		}
+		money := name == "cost" || strings.HasSuffix(name, "_cost")
+		out = append(out, termtable.Column[tableRow]{Name: name, Priority: prio, Cell: func(r tableRow) string {
+			v, ok := l.figures(r.key, r.f)[name].(float64)
+			switch {
+			case !ok:
+				return "-"
+			case money:
+				return termtable.Money(v)
+			}
+			return termtable.Hours(v)
+		}})
+	}
+	return out
+}
+
+// WriteTable writes l as a table for a terminal that fits opt's width
+// (120 columns by default; termtable), hours with 3 significant digits
+// and money with 2 decimals, keys longer than 32 characters shortened
+// with "…"; a line under it names the columns left out for width.
+func WriteTable(w io.Writer, l *Ledger, opt termtable.Options) error {
 	if _, err := fmt.Fprintf(w, "Ledger %s – %s by %s (split %s), GPU-hours%s\n\n", l.From.UTC().Format(time.RFC3339),
 		l.To.UTC().Format(time.RFC3339), l.By, l.Split, currencyNote(l)); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := l.columns()
-	for i := range head {
-		head[i] = strings.ToUpper(strings.TrimSuffix(head[i], "_gpu_hours"))
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	rows := make([]tableRow, 0, len(l.Rows)+1)
 	for i := range l.Rows {
 		key := l.Rows[i].Key
 		if key == "" {
 			key = "(none)"
 		}
-		fmt.Fprintln(tw, strings.Join(l.cells(key, &l.Rows[i].Figures, true), "\t")+"\t")
+		rows = append(rows, tableRow{key, &l.Rows[i].Figures})
 	}
-	fmt.Fprintln(tw, strings.Join(l.cells("TOTAL", &l.Total, true), "\t")+"\t")
-	return tw.Flush()
+	rows = append(rows, tableRow{"TOTAL", &l.Total})
+	lay, err := termtable.Write(w, l.TableColumns(), rows, opt)
+	if err != nil {
+		return fmt.Errorf("%w: columns: %w", ErrBadQuery, err)
+	}
+	if len(lay.Dropped) > 0 {
+		width := opt.Width
+		if width == 0 {
+			width = termtable.DefaultWidth
+		}
+		_, err = fmt.Fprintf(w, "Too wide for %d columns, --wide shows: %s\n", width, strings.Join(lay.Dropped, ", "))
+	}
+	return err
 }
 
 func currencyNote(l *Ledger) string {

@@ -97,12 +97,13 @@ type API struct {
 	mux       *http.ServeMux
 	requests  *prometheus.CounterVec
 	storeErrs *prometheus.CounterVec
-	allowed   map[string][]string // path → methods, for 405's Allow
-	slots     chan struct{}       // one per write in flight
-	skewed    *hostSet            // hosts whose skewed clock was logged
-	metrics   http.Handler        // the Registry's exposition
-	tasks     *TaskCollector      // written beside it (ServeTasks), or nil
-	gathered  http.Handler        // Registry and tasks gathered, for protobuf
+	cancelled *prometheus.CounterVec // requests the client cancelled, by operation
+	allowed   map[string][]string    // path → methods, for 405's Allow
+	slots     chan struct{}          // one per write in flight
+	skewed    *hostSet               // hosts whose skewed clock was logged
+	metrics   http.Handler           // the Registry's exposition
+	tasks     *TaskCollector         // written beside it (ServeTasks), or nil
+	gathered  http.Handler           // Registry and tasks gathered, for protobuf
 }
 
 // New builds the API with every route of this package mounted.
@@ -125,11 +126,13 @@ func New(cfg Config) *API {
 	a.storeErrs = famStoreErrors.counterVec()
 	// Every operation's series exists from the start (at 0), so that
 	// rate() and alerts see the first error.
+	a.cancelled = famRequestsCancelled.counterVec()
 	for _, op := range []string{"register", "complete", "heartbeat", "task", "tasks", "ping"} {
 		a.storeErrs.WithLabelValues(op)
+		a.cancelled.WithLabelValues(op)
 	}
 	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(a.requests, a.storeErrs)
+		cfg.Registry.MustRegister(a.requests, a.storeErrs, a.cancelled)
 	}
 
 	a.route("POST /v1/task/register", a.register)
@@ -280,10 +283,32 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 }
 
 // storeFailed answers 500 for a database error, logs it and counts it.
-func (a *API) storeFailed(w http.ResponseWriter, op string, err error) {
+func (a *API) storeFailed(w http.ResponseWriter, r *http.Request, op string, err error) {
+	if cancelledByClient(r, err) {
+		// The client went away or gave up: not the database's failure,
+		// so PaddleMonitorStoreErrors means the database. The answer
+		// goes nowhere; it says what happened all the same.
+		a.cancelled.WithLabelValues(op).Inc()
+		a.cfg.Log.Debug("request cancelled by the client", "operation", op, "err", err)
+		a.fail(w, statusClientClosed, "the request was cancelled by the client")
+		return
+	}
 	a.storeErrs.WithLabelValues(op).Inc()
 	a.cfg.Log.Error("store error", "operation", op, "err", err)
 	a.fail(w, http.StatusInternalServerError, "the database failed; try again")
+}
+
+// statusClientClosed is the status logged for a request its client
+// cancelled (nginx's 499: no client reads it).
+const statusClientClosed = 499
+
+// cancelledByClient reports whether err is r's own context's error
+// (context.Canceled when the client closed the connection,
+// DeadlineExceeded when its deadline passed). A deadline of the store's
+// own is a store error.
+func cancelledByClient(r *http.Request, err error) bool {
+	done := r.Context().Err()
+	return done != nil && errors.Is(err, done)
 }
 
 func (a *API) fail(w http.ResponseWriter, status int, msg string) {

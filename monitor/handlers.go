@@ -146,7 +146,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "60")
 		a.fail(w, http.StatusTooManyRequests, tooManyOpen(from, err))
 	case err != nil:
-		a.storeFailed(w, "register", err)
+		a.storeFailed(w, r, "register", err)
 	case created:
 		writeJSON(w, http.StatusCreated, written{reg.TaskID, "created"})
 	default:
@@ -213,7 +213,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "60")
 		a.fail(w, http.StatusTooManyRequests, tooManyOpen(from, err))
 	case err != nil:
-		a.storeFailed(w, "complete", err)
+		a.storeFailed(w, r, "complete", err)
 	case res == store.Pending:
 		writeJSON(w, http.StatusOK, written{c.TaskID, "pending"})
 	case res == store.AlreadyCompleted:
@@ -273,7 +273,7 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNotFound):
 		a.fail(w, http.StatusNotFound, "no task "+id)
 	case err != nil:
-		a.storeFailed(w, "heartbeat", err)
+		a.storeFailed(w, r, "heartbeat", err)
 	default:
 		writeJSON(w, http.StatusOK, written{id, "updated"})
 	}
@@ -345,7 +345,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		a.fail(w, http.StatusBadRequest, "parameter cursor: not a cursor this server gave (next_cursor)")
 		return
 	case err != nil:
-		a.storeFailed(w, "tasks", err)
+		a.storeFailed(w, r, "tasks", err)
 		return
 	}
 	var cursor *string
@@ -369,7 +369,7 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scop
 	t, err := a.cfg.Store.Task(r.Context(), id, project, scope)
 	switch {
 	case err != nil:
-		a.storeFailed(w, "task", err)
+		a.storeFailed(w, r, "task", err)
 	case t == nil:
 		a.fail(w, http.StatusNotFound, "no task "+id)
 	default:
@@ -379,6 +379,11 @@ func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scop
 
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if err := a.cfg.Store.Ping(r.Context()); err != nil {
+		if cancelledByClient(r, err) {
+			a.cancelled.WithLabelValues("ping").Inc()
+			a.cfg.Log.Debug("health check cancelled by the client", "err", err)
+			return
+		}
 		a.storeErrs.WithLabelValues("ping").Inc()
 		a.cfg.Log.Error("health check: the database does not answer", "err", err)
 		a.fail(w, http.StatusServiceUnavailable, "the database does not answer")

@@ -45,12 +45,12 @@ func MountLedger(a *API, cfg LedgerConfig) {
 			return
 		}
 		if err != nil {
-			a.storeFailed(w, "ledger", err)
+			a.storeFailed(w, r, "ledger", err)
 			return
 		}
 		var b bytes.Buffer
 		if err := ledger.Write(&b, l, format); err != nil {
-			a.storeFailed(w, "ledger", err)
+			a.storeFailed(w, r, "ledger", err)
 			return
 		}
 		writeFormatted(w, format, b.Bytes())
@@ -66,7 +66,7 @@ func MountLedger(a *API, cfg LedgerConfig) {
 			return
 		}
 		if err != nil {
-			a.storeFailed(w, "discrepancies", err)
+			a.storeFailed(w, r, "discrepancies", err)
 			return
 		}
 		writeJSON(w, http.StatusOK, d)

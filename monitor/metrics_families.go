@@ -54,6 +54,9 @@ var (
 	famStoreErrors = Family{"paddle_monitor_store_errors_total",
 		"Database operations of paddle-monitor that failed, by operation.",
 		prometheus.CounterValue, []string{"operation"}}
+	famRequestsCancelled = Family{"paddle_monitor_requests_cancelled_total",
+		"Requests whose client cancelled them or timed out while the database worked on them, by operation; not database errors.",
+		prometheus.CounterValue, []string{"operation"}}
 )
 
 // The open tasks' families (TaskCollector, TaskText). project and owner
@@ -145,7 +148,7 @@ var fleetFamilies = []*Family{&famFleetGPUSeconds, &famGPUUserInfo, &famNodeRepo
 // are.
 func Families() []Family {
 	var out []Family
-	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors}, taskFamilies, projectFamilies, fleetFamilies)...) {
+	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies, projectFamilies, fleetFamilies)...) {
 		c := *f
 		c.Labels = slices.Clone(f.Labels)
 		out = append(out, c)

@@ -38,6 +38,7 @@ type OpenTasks interface {
 type TaskCollector struct {
 	src     OpenTasks
 	ttl     time.Duration
+	execTTL time.Duration // 0: tasks that reported nothing stay (WithExecTTL)
 	now     func() time.Time
 	timeout time.Duration
 }
@@ -67,6 +68,7 @@ func (c *TaskCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- famTaskScrapeError.metric(1)
 		return
 	}
+	tasks = alive(tasks, c.execTTL, c.now())
 	ch <- famTaskScrapeError.metric(0)
 
 	// Tasks under one task_id differ in project or owner (the store's

@@ -54,6 +54,7 @@ func (c *TaskCollector) Read() *TaskText {
 	if err != nil {
 		return &TaskText{failed: true}
 	}
+	tasks = alive(tasks, c.execTTL, c.now())
 	s := &TaskText{tasks: tasks, now: c.now().Unix()}
 	n := 0
 	for i := range tasks {

@@ -104,7 +104,7 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig
 		a.fail(w, http.StatusConflict, "node "+rep.Node+": "+held.Error())
 		return
 	case err != nil:
-		a.storeFailed(w, "node_report", err)
+		a.storeFailed(w, r, "node_report", err)
 		return
 	}
 	answer := nodeWritten{Node: rep.Node, Time: rep.Time, Status: res.Status}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/access"
@@ -40,11 +41,14 @@ var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMa
 		if kind == report.BudgetCost {
 			return strconv.FormatFloat(v, 'f', 2, 64)
 		}
-		return strconv.FormatFloat(v, 'f', 1, 64) + " GPU-h"
+		return significant(v) + " GPU-h"
 	},
 	"percent": func(x *float64) string {
-		if x == nil {
+		switch {
+		case x == nil:
 			return "–"
+		case *x*100 > 999:
+			return ">999 %"
 		}
 		return strconv.FormatFloat(*x*100, 'f', 0, 64) + " %"
 	},
@@ -74,8 +78,11 @@ type pageBar struct {
 
 type pageTask struct {
 	TaskID, Name, Project, Owner, Hostname string
-	GPUs                                   int64
-	Started, LastSeen                      string
+	// GPUs is what it holds: a count of whole GPUs, MIG profiles, shares.
+	GPUs              string
+	Started, LastSeen string
+	// NoEnd: it reported nothing since its start (exec mode).
+	NoEnd bool
 }
 
 // pageIdle is one task of "Idle now".
@@ -100,11 +107,21 @@ type pageData struct {
 	EnergyPriced, CO2 bool
 	Bars              []pageBar
 	ChartHeight       int
-	CSV               []struct{ Label, URL string }
-	JSON              string
-	Running           []pageTask
-	RunningMore       int
-	Now               string
+	// Rows are the main table's: each project with its previous month's
+	// amount (PrevMonthName's) and the change; Trend the twelve months.
+	Rows          []pageRow
+	PrevMonthName string
+	Trend         trendChart
+	// ByLabel is the month by the extra label Label (by=label:NAME), nil
+	// without one.
+	ByLabel     *report.Report
+	Label       string
+	CSV         []struct{ Label, URL string }
+	JSON        string
+	Running     []pageTask
+	RunningMore int
+	NoEnd       int // running tasks that reported nothing since their start
+	Now         string
 	// Fleet is the ledger's section (page_fleet.go); nil without node
 	// reports in the month.
 	Fleet *pageFleet
@@ -131,28 +148,42 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
 	}
+	// by=label:NAME adds a table of the month by that extra label.
+	var byLabel []string
+	if v := r.URL.Query().Get("by"); v != "" {
+		keys, err := report.ParseKeys(v)
+		_, isLabel := report.LabelName(v)
+		if err == nil && (len(keys) != 1 || !isLabel) {
+			err = fmt.Errorf("by: the page groups by one extra label, label:NAME (got %q)", v)
+		}
+		if err != nil {
+			h.api.fail(w, http.StatusBadRequest, badParameter(err))
+			return
+		}
+		byLabel = keys
+	}
 	rep, err := h.compute(r.Context(), report.Query{Window: win, By: []string{"project"},
 		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}, false)
 	if err != nil {
-		h.api.storeFailed(w, "page report", err)
+		h.api.storeFailed(w, r, "page report", err)
 		return
 	}
 	open, err := h.cfg.Source.OpenTasks(r.Context(), now.Add(-h.cfg.OpenTTL).Unix(), 0)
 	if err != nil {
-		h.api.storeFailed(w, "page open tasks", err)
+		h.api.storeFailed(w, r, "page open tasks", err)
 		return
 	}
 
 	idle, more, err := h.cfg.Source.Tasks(r.Context(), store.Filter{State: "idle", IdleFor: int64(DefaultIdleFor / time.Second),
 		Limit: pageRunningMax}, scope)
 	if err != nil {
-		h.api.storeFailed(w, "page idle tasks", err)
+		h.api.storeFailed(w, r, "page idle tasks", err)
 		return
 	}
 
 	fleet, err := h.fleet(r.Context(), win, scope, now)
 	if err != nil {
-		h.api.storeFailed(w, "page fleet", err)
+		h.api.storeFailed(w, r, "page fleet", err)
 		return
 	}
 	d := pageData{
@@ -171,32 +202,57 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		d.Currency = *rep.Currency
 		d.EnergyPriced, d.CO2 = h.cfg.Prices.PricePerKWh != nil, h.cfg.Prices.CO2KgPerKWh != nil
 	}
-	// Bars: one per project, the longest 420 px wide.
+	if byLabel != nil {
+		d.Label = strings.TrimPrefix(byLabel[0], report.LabelPrefix)
+		if d.ByLabel, err = report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: byLabel,
+			Prices: h.cfg.Prices, Now: now, Scope: reportScope(scope)}); err != nil {
+			h.api.storeFailed(w, r, "page report", err)
+			return
+		}
+	}
+	months, err := h.monthReports(r.Context(), win, trendMonths, now, reportScope(scope))
+	if err != nil {
+		h.api.storeFailed(w, r, "page report", err)
+		return
+	}
+	d.Rows = compared(rep, months[len(months)-2], d.Priced)
+	d.PrevMonthName = months[len(months)-2].From.Format("January")
+	d.Trend = trend(months, d.Priced, d.Currency)
+	// Bars: one per project, the longest 420 px wide: cost with prices,
+	// GPU-hours without.
 	max := 0.0
 	for _, row := range rep.Rows {
-		max = maxf(max, row.GPUHours)
+		max = maxf(max, amount(row.Figures, d.Priced))
 	}
 	for i, row := range rep.Rows {
 		width := 0
 		if max > 0 {
-			width = int(420*row.GPUHours/max + 0.5)
+			width = int(420*amount(row.Figures, d.Priced)/max + 0.5)
 		}
 		label := row.Key["project"]
 		short := label
 		if len([]rune(short)) > 22 {
 			short = string([]rune(short)[:21]) + "…"
 		}
+		value := significant(row.GPUHours) + " GPU-h"
+		if d.Priced {
+			value = strconv.FormatFloat(amount(row.Figures, true), 'f', 2, 64) + " " + d.Currency
+		}
 		d.Bars = append(d.Bars, pageBar{Label: label, LabelShort: short, Y: i * 28, Width: width,
-			TextX: 170 + width + 6, Value: significant(row.GPUHours) + " GPU-h"})
+			TextX: 170 + width + 6, Value: value})
 	}
 	d.ChartHeight = len(d.Bars)*28 + 4
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}
 	for _, c := range []struct{ label, by string }{
 		{"by project", "project"}, {"by project and owner", "project,owner"}, {"by GPU model", "model"},
-		{"by project and pipeline step", "project,pipeline,step"},
+		{"by project and pipeline step", "project,pipeline,step"}, {"by task (chargeback: one line per task)", report.TaskKey},
 	} {
 		v := url.Values{"from": period["from"], "to": period["to"], "by": {c.by}, "format": {"csv"}, "metric": metrics}
 		d.CSV = append(d.CSV, struct{ Label, URL string }{c.label, "/v1/report?" + v.Encode()})
+	}
+	if byLabel != nil {
+		v := url.Values{"from": period["from"], "to": period["to"], "by": byLabel, "format": {"csv"}, "metric": metrics}
+		d.CSV = append(d.CSV, struct{ Label, URL string }{"by label " + d.Label, "/v1/report?" + v.Encode()})
 	}
 	if len(metrics) > 0 {
 		period["metric"] = metrics
@@ -206,7 +262,11 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		d.Idle = append(d.Idle, pageIdle{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project, Owner: t.Owner,
 			GPUs: t.GPUCount, IdleFor: idleFor(t), Cost: costSoFar(h.cfg.Prices, t)})
 	}
-	for _, t := range open {
+	execTTL := h.cfg.ExecTTL
+	if execTTL <= 0 {
+		execTTL = DefaultExecTTL
+	}
+	for _, t := range alive(open, execTTL, now) {
 		if !scope.Allows(t.Project, t.Owner) {
 			continue
 		}
@@ -215,9 +275,13 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			continue
 		}
 		d.Running = append(d.Running, pageTask{TaskID: t.TaskID, Name: t.TaskName, Project: t.Project,
-			Owner: t.Owner, Hostname: t.Hostname, GPUs: t.GPUCount,
+			Owner: t.Owner, Hostname: t.Hostname, GPUs: gpusText(t),
 			Started:  time.Unix(t.StartTime, 0).UTC().Format("2006-01-02 15:04"),
-			LastSeen: time.Unix(t.LastSeen, 0).UTC().Format("2006-01-02 15:04")})
+			LastSeen: time.Unix(t.LastSeen, 0).UTC().Format("2006-01-02 15:04"),
+			NoEnd:    NoEndReported(t)})
+		if NoEndReported(t) {
+			d.NoEnd++
+		}
 	}
 
 	var b bytes.Buffer

@@ -37,6 +37,9 @@ type ReportConfig struct {
 	// OpenTTL: open tasks not seen for this long are not "running" on the
 	// page (nor on /metrics).
 	OpenTTL time.Duration
+	// ExecTTL: open tasks that reported nothing since their start are not
+	// on the page's running tasks this long after it (0: DefaultExecTTL).
+	ExecTTL time.Duration
 	Log     *slog.Logger
 	// Now is the clock (time.Now when nil): the page's "this month".
 	Now func() time.Time
@@ -114,6 +117,10 @@ func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, err
 	if err != nil {
 		return q, err
 	}
+	if strings.TrimSpace(v.Get("by")) == report.TaskKey {
+		q.By = []string{report.TaskKey}
+		return q, nil
+	}
 	by, err := report.ParseKeys(v.Get("by"))
 	if err != nil {
 		return q, err
@@ -138,13 +145,17 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
 	}
+	if len(q.By) == 1 && q.By[0] == report.TaskKey {
+		h.chargeback(w, r, q, format)
+		return
+	}
 	rep, err := h.compute(r.Context(), q, r.URL.Query().Get("live") == "1")
 	if errors.Is(err, report.ErrBadQuery) {
 		h.api.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err != nil {
-		h.api.storeFailed(w, "report", err)
+		h.api.storeFailed(w, r, "report", err)
 		return
 	}
 	closedHeader(w, rep)
@@ -185,4 +196,31 @@ func badParameter(err error) string {
 		return "parameter " + qe.Rule
 	}
 	return "parameter " + err.Error()
+}
+
+// chargeback answers GET /v1/report?by=task&format=csv: the chargeback
+// statement, one line per task (report.WriteChargebackCSV).
+func (h *reports) chargeback(w http.ResponseWriter, r *http.Request, q report.Query, format string) {
+	if format != "csv" {
+		h.api.fail(w, http.StatusBadRequest, "parameter by: task is the chargeback statement, one line per task: it takes format=csv")
+		return
+	}
+	lister, ok := h.cfg.Source.(report.TaskLister)
+	if !ok {
+		h.api.fail(w, http.StatusNotImplemented, "this store lists no tasks for a statement")
+		return
+	}
+	st, err := report.Chargeback(r.Context(), lister, q)
+	if err != nil {
+		h.api.storeFailed(w, r, "report", err)
+		return
+	}
+	var b bytes.Buffer
+	if err := report.WriteChargebackCSV(&b, st); err != nil {
+		h.api.fail(w, http.StatusInternalServerError, "writing the statement: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="gpu-chargeback_%s_%s.csv"`, fileTime(st.From), fileTime(st.To)))
+	w.Write(b.Bytes())
 }

@@ -86,7 +86,7 @@ func (h *statements) close(w http.ResponseWriter, r *http.Request, by string) {
 		h.api.fail(w, http.StatusBadRequest, "month: "+err.Error())
 		return
 	case err != nil:
-		h.api.storeFailed(w, "close month", err)
+		h.api.storeFailed(w, r, "close month", err)
 		return
 	}
 	status := http.StatusOK
@@ -100,7 +100,7 @@ func (h *statements) close(w http.ResponseWriter, r *http.Request, by string) {
 func (h *statements) list(w http.ResponseWriter, r *http.Request, _ string) {
 	all, err := h.cfg.Store.Statements(r.Context())
 	if err != nil {
-		h.api.storeFailed(w, "statements", err)
+		h.api.storeFailed(w, r, "statements", err)
 		return
 	}
 	out := []Statement{}

@@ -114,7 +114,8 @@ func (a *Alongside) StopDrain(ctx context.Context) {
 }
 
 func (a *Alongside) run(ctx context.Context) {
-	g := &registration{r: a.r, taskID: a.taskID, body: a.body, log: a.r.logger().With("task_id", a.taskID)}
+	g := &registration{r: a.r, taskID: a.taskID, body: a.body, log: a.r.logger().With("task_id", a.taskID),
+		later: "retried while the command runs, then by a later start or spool flush"}
 	start := time.Now()
 	g.hold = start.Add(alongsideHold)
 	if a.r.Queue != nil {

@@ -158,12 +158,16 @@ func (c *Completer) checkEntry(e spool.Entry) (string, error) {
 
 // Complete spools taskID's completion (write-ahead: before anything else,
 // so a supervisor killed at any moment after this loses nothing), then calls
-// afterSpool, which may do what must come after the write-ahead and reports
-// whether the task's registration is no longer pending (it may wait for it,
-// until ctx is done). If so, the completion is delivered before ctx's
-// deadline. What is not delivered by then stays in the spool, for a later
-// start or spool flush to send once the registration is.
-func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, afterSpool func(context.Context) (registered bool)) Outcome {
+// afterSpool, which may do what must come after the write-ahead and returns
+// what became of the task's registration (it may wait for it, until ctx is
+// done). Unless that is Spooled (still pending), the completion is
+// delivered before ctx's deadline. What is not delivered by then stays in
+// the spool, for a later start or spool flush to send once the
+// registration is. A completion delivered while its registration is a
+// dead letter (or was lost) is logged as such, at warning: the monitor
+// keeps it pending and reports nothing of the task until the registration
+// arrives (spool requeue, then flush).
+func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, afterSpool func(context.Context) (registration Outcome)) Outcome {
 	log := c.logger().With("task_id", taskID)
 	start := time.Now()
 	var id uint64
@@ -192,7 +196,11 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 			h.Hold(ctx, id, time.Time{})
 		}
 	}
-	if afterSpool != nil && !afterSpool(ctx) {
+	reg := Delivered
+	if afterSpool != nil {
+		reg = afterSpool(ctx)
+	}
+	if reg == Spooled {
 		log.Info("completion", "outcome", kept.String(), "attempts", 0, "why", "registration not delivered yet; a later start or spool flush sends both, in order")
 		release()
 		return kept
@@ -240,12 +248,28 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 		if err != nil && out != Delivered {
 			attrs = append(attrs, "err", c.Client.Redact(err.Error()))
 		}
-		log.Info("completion", attrs...)
+		if out == Delivered && (reg == Dead || reg == Lost) {
+			attrs[1] = "pending_at_monitor"
+			attrs = append(attrs, "registration", reg.String())
+			log.Warn("completion sent, but the task's registration "+registrationFate(reg)+
+				": the monitor keeps the completion pending and reports nothing of this task until the registration arrives", attrs...)
+		} else {
+			log.Info("completion", attrs...)
+		}
 		if out == Spooled {
 			release()
 		}
 		return out
 	}
+}
+
+// registrationFate says in words what became of a registration that was
+// not delivered.
+func registrationFate(o Outcome) string {
+	if o == Dead {
+		return "was refused for good (a dead letter: paddle-entrypoint spool list --dead, then spool requeue)"
+	}
+	return "was neither delivered nor spooled"
 }
 
 // dropDelivered deletes the spool copy of an entry just delivered; what

@@ -234,6 +234,10 @@ type registration struct {
 	// outages counts attempts that failed with an outage error.
 	short, outageFound, recorded bool
 	outages                      int
+	// warned: the first spooling after a failed attempt was logged at
+	// warning; later says who sends the kept registration.
+	warned bool
+	later  string
 	// engine makes the attempts (deliver.go); begun is the first one's time.
 	engine *Deliverer
 	begun  time.Time
@@ -327,9 +331,27 @@ func (g *registration) remember(ctx context.Context, err error) {
 		if err := q.Attempted(ctx, g.id, text); err != nil {
 			g.log.Debug("spool: attempt not recorded", "err", err)
 		}
+	} else {
+		g.enqueue(ctx, text)
+	}
+	g.warnSpooled(err, text)
+}
+
+// warnSpooled logs, at warning and once per registration, that a failed
+// attempt left the registration in the spool: an outage shows in the log
+// when it happens, not only in the line logged when the registration ends
+// (in supervise mode, when the command ends). A URL that cannot work was
+// warned about already.
+func (g *registration) warnSpooled(err error, text string) {
+	if g.warned || !g.spooled || errors.Is(err, ErrClientUnusable) {
 		return
 	}
-	g.enqueue(ctx, text)
+	g.warned = true
+	later := g.later
+	if later == "" {
+		later = "a later start or spool flush sends it"
+	}
+	g.log.Warn("registration not delivered: kept in the spool; "+later, "attempts", g.attempts, "err", text)
 }
 
 func (g *registration) enqueue(ctx context.Context, lastErr string) {

@@ -316,13 +316,19 @@ func (a *acc) addGPUs(g GPUSums, p *Prices) {
 	if p == nil {
 		return
 	}
+	// By model a MIG instance's key is its model and profile
+	// ("NVIDIA H100 80GB HBM3 1g.10gb"): prices look the model up.
+	model := g.Key["model"]
+	if g.MIG && g.Profile != "" {
+		model = strings.TrimSuffix(model, " "+g.Profile)
+	}
 	if g.MIG {
-		if price, ok := p.ProfilePrice(g.Key["model"], g.Profile); ok {
+		if price, ok := p.ProfilePrice(model, g.Profile); ok {
 			a.cost += price * float64(g.InstanceSeconds)
 			return
 		}
 	}
-	if price, ok := p.Price(g.Key["model"]); ok {
+	if price, ok := p.Price(model); ok {
 		a.cost += price * g.GPUSeconds
 	} else {
 		a.unpricedSec += g.GPUSeconds
@@ -423,7 +429,8 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	if len(by) == 0 {
 		by = []string{"project"}
 	}
-	if _, err := ParseKeys(strings.Join(by, ",")); err != nil {
+	by, err := ParseKeys(strings.Join(by, ","))
+	if err != nil {
 		return nil, err
 	}
 	if _, err := ParseMetrics(q.Metrics); err != nil {
@@ -595,8 +602,8 @@ func (w Window) Check() error {
 	return nil
 }
 
-// ParseKeys reads a comma-separated list of grouping keys ("project,owner").
-// Empty means project. A key that is unknown or repeated is an error naming
+// ParseKeys reads a comma-separated list of grouping keys ("project,owner",
+// "label:cost_center"; a label key's NAME lower-cased). Empty means project. A key that is unknown or repeated is an error naming
 // it and the keys allowed.
 func ParseKeys(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
@@ -605,11 +612,18 @@ func ParseKeys(s string) ([]string, error) {
 	var out []string
 	for _, k := range strings.Split(s, ",") {
 		k = strings.TrimSpace(k)
+		lk, isLabel, err := labelKey(k)
+		if err != nil {
+			return nil, err
+		}
+		if isLabel {
+			k = lk
+		}
 		switch {
 		case k == "":
 			return nil, badQuery("by", "by %q: an empty key (keys are comma-separated: %s)", s, strings.Join(Keys, ", "))
-		case !slices.Contains(Keys, k):
-			return nil, badQuery("by", "by: unknown key %q (allowed: %s)", k, strings.Join(Keys, ", "))
+		case !isLabel && !slices.Contains(Keys, k):
+			return nil, badQuery("by", "by: unknown key %q (allowed: %s, label:NAME)", k, strings.Join(Keys, ", "))
 		case slices.Contains(out, k):
 			return nil, badQuery("by", "by: key %q given twice", k)
 		}

@@ -33,6 +33,13 @@ func TestParseKeys(t *testing.T) {
 		{"project,,owner", "", "an empty key"},
 		{"project,project", "", `key "project" given twice`},
 		{"Project", "", `unknown key "Project"`},
+		{"label:Cost_Center,project", "label:cost_center,project", ""},
+		{"label:team.a-b", "label:team.a-b", ""},
+		{"label:cost_center,label:COST_CENTER", "", `key "label:cost_center" given twice`},
+		{"label:", "", `label key "label:": NAME must be`},
+		{"label:cost center", "", `label key "label:cost center": NAME must be`},
+		{"label:'x", "", `NAME must be`},
+		{"label:-x", "", `NAME must be`},
 	} {
 		got, err := ParseKeys(c.in)
 		if c.wantErr != "" {
@@ -478,7 +485,7 @@ func TestWritersWithoutPrices(t *testing.T) {
 	r.Currency, r.Total.Cost, r.Total.UnpricedGPUHours = &c, &zero, &u
 	table.Reset()
 	WriteTable(&table, r)
-	if !strings.Contains(table.String(), "40 GPU-hours matched no price and no default") {
+	if !strings.Contains(table.String(), "40.0 GPU-hours matched no price and no default") {
 		t.Errorf("table with unpriced hours:\n%s", table.String())
 	}
 }

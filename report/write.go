@@ -7,8 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
-	"time"
 )
 
 // Formats a report is written in.
@@ -147,73 +145,6 @@ func csvText(s string) string {
 		return "'" + s
 	}
 	return s
-}
-
-// WriteTable writes an aligned table for a terminal: the window, one line
-// per row and a total line, waste_share as a percentage, then what the
-// figures leave out (tasks with no end, unpriced GPU-hours).
-func WriteTable(w io.Writer, r *Report) error {
-	priced := r.Currency != nil
-	fmt.Fprintf(w, "GPU report %s to %s", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
-	if priced && *r.Currency != "" {
-		fmt.Fprintf(w, ", cost in %s", *r.Currency)
-	}
-	fmt.Fprintln(w)
-	if c := r.Closed; c != nil {
-		fmt.Fprintf(w, "closed on %s (statement %s version %d): these figures do not move; --live recomputes them\n",
-			c.ClosedAt.Format(time.RFC3339), c.Month, c.Version)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-	for _, row := range r.Rows {
-		var key []string
-		for _, k := range r.By {
-			v := row.Key[k]
-			if v == "" {
-				v = "-"
-			}
-			key = append(key, v)
-		}
-		fmt.Fprintln(tw, strings.Join(append(key, row.values(priced, true, r.Metrics)...), "\t")+"\t")
-	}
-	total := make([]string, len(r.By))
-	total[0] = "total"
-	fmt.Fprintln(tw, strings.Join(append(total, r.Total.values(priced, true, r.Metrics)...), "\t")+"\t")
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if n := r.Total.OpenTasks; n > 0 {
-		fmt.Fprintf(w, "%d task(s) have no end (no completion: exec mode, or still running): counted up to their last heartbeat, or not at all without one.\n", n)
-	}
-	if u := r.Total.UnpricedGPUHours; u != nil && *u > 0 {
-		fmt.Fprintf(w, "%s GPU-hours matched no price and no default: they cost 0 here.\n", num(*u))
-	}
-	for _, row := range r.Rows {
-		if b := row.Budget; b != nil {
-			fmt.Fprintf(w, "budget %s: %s %s of %s (%s), forecast %s (%s)\n", row.Key["project"], b.Kind, num(b.Used), num(b.Limit),
-				share(b.UsedShare), num(b.Forecast), share(b.ForecastShare))
-		}
-	}
-	if r.Observed() {
-		t := r.Total
-		fmt.Fprintf(w, "billed on the %s basis: %s GPU-hours declared, %s observed (attributed), %s undeclared charged to projects; gpu_hours and cost are what is billed.\n",
-			t.BillingBasis, num(*t.DeclaredGPUHours), num(*t.ObservedGPUHours), num(*t.UndeclaredGPUHours))
-	}
-	writeAdjustments(w, r)
-	if len(r.Metrics) > 0 {
-		fmt.Fprintln(w, "metric_*_mean: the metric's mean over the completed tasks that ended in the window and reported it (metric_*_tasks of them).")
-	}
-	_, err := fmt.Fprintln(w, "waste_share = (failed GPU-hours + idle GPU-hours of tasks that did not fail) / GPU-hours.")
-	return err
-}
-
-// share writes a budget's share as a percentage ("-" for a limit of 0).
-func share(x *float64) string {
-	if x == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(*x*100, 'f', 1, 64) + " %"
 }
 
 // budgetColumns are the CSV's columns of a row's budget, after the

@@ -25,6 +25,13 @@ import (
 //     window when it started inside it);
 //   - only [max(start, f), min(ce, t)) counts.
 //
+// A task without a completion that is idle now (idle_since, from its
+// sampled heartbeats; a task observed by node reports has its idleness
+// from them, in the billing's observed figures) has idle_sec: the part of [idle_since, its counted
+// end) inside the window, the hours "Idle now" shows; its GPUs' idle
+// GPU-hours count them at each GPU's share until its completion's
+// idle_share takes over.
+//
 // The four branches are disjoint and each has its index: tasks started
 // inside the window, completed tasks that started before and ended after
 // its start, open tasks that started before and were seen after it
@@ -37,7 +44,8 @@ var spanSQL = func() string {
 		parts[i] = "    SELECT " + spanColumns + " FROM tasks tk WHERE " + b.where
 	}
 	return `span AS (
-  SELECT x.*, CASE WHEN x.e1 > x.s0 THEN x.e1 - x.s0 ELSE 0 END AS sec FROM (
+  SELECT x.*, CASE WHEN x.e1 > x.s0 THEN x.e1 - x.s0 ELSE 0 END AS sec,
+    CASE WHEN x.i0 IS NOT NULL AND x.e1 > x.i0 THEN x.e1 - x.i0 ELSE 0 END AS idle_sec FROM (
 ` + strings.Join(parts, "\n    UNION ALL\n") + `
   ) x
 )`
@@ -59,6 +67,39 @@ var spanBranches = []struct{ where, index string }{
 const countedEnd = `CASE WHEN tk.end_time IS NULL THEN COALESCE(tk.last_seen, tk.start_time)
            WHEN tk.last_seen > tk.end_time THEN tk.last_seen ELSE tk.end_time END`
 
+// spanOf is span with, for each label key of cols ("label:NAME",
+// report.LabelName), a column lbl_<i> (i its position in cols) holding
+// the task's label NAME, "" when it has none; and the expressions that
+// select cols from it (sp.<col>, sp.lbl_<i>). NAME follows the labels'
+// name rule (report.ParseKeys checked it: letters, digits, '.', '_', '-'),
+// so it is written into the statement as a literal; the labels column is
+// JSON the monitor wrote.
+func (s *Store) spanOf(cols []string) (span string, sel []string) {
+	extra := ""
+	sel = make([]string, len(cols))
+	for i, c := range cols {
+		name, ok := report.LabelName(c)
+		if !ok {
+			sel[i] = "sp." + c
+			continue
+		}
+		alias := fmt.Sprintf("lbl_%d", i)
+		extra += ",\n      COALESCE(" + labelValue[s.dialect](name) + ", '') AS " + alias
+		sel[i] = "sp." + alias
+	}
+	if extra == "" {
+		return spanSQL, sel
+	}
+	return strings.ReplaceAll(spanSQL, spanColumns, spanColumns+extra), sel
+}
+
+// labelValue is, per dialect, the SQL of a task's label name from its
+// labels column (a JSON object of strings), NULL when absent.
+var labelValue = map[Dialect]func(name string) string{
+	SQLite:   func(name string) string { return `json_extract(tk.labels, '$."` + name + `"')` },
+	Postgres: func(name string) string { return `CAST(tk.labels AS jsonb) ->> '` + name + `'` },
+}
+
 const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.gpu_unlisted, tk.duration_est, tk.duration_seconds, tk.end_time,
       tk.start_time, tk.submit_time,
@@ -66,6 +107,8 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
       CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
+      CASE WHEN tk.end_time IS NULL AND tk.idle_since IS NOT NULL AND tk.observed_at IS NULL
+           THEN CASE WHEN tk.idle_since > :f THEN tk.idle_since ELSE :f END END AS i0,
       ` + countedEnd + ` AS ce,
       CASE WHEN (` + countedEnd + `) < :t THEN ` + countedEnd + ` ELSE :t END AS e1`
 
@@ -76,28 +119,34 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
 // One pass over span and the tasks' GPUs by index: no DISTINCT, no join
 // back to span (both sorted every row of a month's GPUs).
 const spanModels = `(
-  SELECT sp.*, g.model AS model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
-  WHERE NOT EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND g2.model = g.model)
+  SELECT sp.*, ` + modelKey + ` AS model FROM span sp JOIN task_gpus g ON g.task_key = sp.id
+  WHERE NOT EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
   UNION ALL
   SELECT sp.*, '' AS model FROM span sp
   WHERE (sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id)))
     AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')
 ) sp`
 
+// modelKey is the key model of a GPU row g: its model, and for a MIG
+// instance with a profile the model and the profile ("NVIDIA H100 80GB
+// HBM3 1g.10gb"), so a report by model keeps instances apart from whole
+// GPUs and from each other; sameModelKey says g2 has g's key.
+const (
+	modelKey     = `CASE WHEN g.gpu_instance_id IS NOT NULL AND g.mig_profile <> '' THEN g.model || ' ' || g.mig_profile ELSE g.model END`
+	sameModelKey = `g2.model = g.model AND (CASE WHEN g2.gpu_instance_id IS NOT NULL THEN g2.mig_profile ELSE '' END) = (CASE WHEN g.gpu_instance_id IS NOT NULL THEN g.mig_profile ELSE '' END)`
+)
+
 // taskGroups returns what groups spanned tasks by keys, project and owner:
 // the columns, the expressions that select them, the WITH clause and the
 // FROM. By model, a task joins the models it has GPUs of.
-func taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
+func (s *Store) taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
 	if cols, err = groupCols(keys, true, false); err != nil {
 		return nil, nil, "", "", err
 	}
-	with, from = "WITH "+spanSQL, "span sp"
-	sel = make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = "sp." + c
-		if c == "model" {
-			from = spanModels
-		}
+	span, sel := s.spanOf(cols)
+	with, from = "WITH "+span, "span sp"
+	if slices.Contains(cols, "model") {
+		from = spanModels
 	}
 	return cols, sel, with, from, nil
 }
@@ -130,7 +179,7 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	if _, err := report.ParseMetrics([]string{metric}); err != nil {
 		return nil, err
 	}
-	cols, sel, q, from, err := taskGroups(keys)
+	cols, sel, q, from, err := s.taskGroups(keys)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +217,7 @@ GROUP BY ` + list
 func groupCols(keys []string, scoped, gpu bool) ([]string, error) {
 	var cols []string
 	for _, k := range keys {
-		if !slices.Contains(report.Keys, k) {
+		if _, label := report.LabelName(k); !label && !slices.Contains(report.Keys, k) {
 			return nil, fmt.Errorf("store: report key %q is not a column", k)
 		}
 		if !slices.Contains(cols, k) {
@@ -213,8 +262,10 @@ func gpuSumsSQL(g string) string {
 	return `CAST(SUM(sp.sec) AS BIGINT),
   SUM(` + g + `share * sp.sec),
   SUM(sp.failed * ` + g + `share * sp.sec),
-  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END),
-  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL AND sp.failed = 0 THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END
+    + ` + g + `share * sp.idle_sec),
+  SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `idle_share IS NOT NULL AND sp.failed = 0 THEN ` + g + `share * sp.sec * ` + g + `idle_share ELSE 0 END
+    + ` + g + `share * sp.idle_sec),
   SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec * ` + g + `util_mean ELSE 0 END),
   SUM(CASE WHEN ` + g + `samples > 0 AND ` + g + `util_mean IS NOT NULL THEN ` + g + `share * sp.sec ELSE 0 END),
   SUM(CASE WHEN sp.completed = 1 AND ` + g + `energy_joules IS NOT NULL THEN
@@ -303,8 +354,8 @@ func (s *Store) ReportSums(ctx context.Context, w report.Window, keys []string, 
 // taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
 func (s *Store) taskSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, error) {
-	sel := prefixed("sp.", cols)
-	q := "WITH " + spanSQL + `
+	span, sel := s.spanOf(cols)
+	q := "WITH " + span + `
 SELECT ` + strings.Join(append(sel, taskSumsSQL("")), ", ") + `
 FROM span sp`
 	if len(sel) > 0 {
@@ -328,14 +379,14 @@ GROUP BY ` + strings.Join(sel, ", ")
 // a task that lasted no time). Span's indexes, then task_gpus' primary
 // key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {
-	sel := prefixed("sp.", cols)
+	span, sel := s.spanOf(cols)
 	for i, c := range cols {
 		if c == "model" {
-			sel[i] = "g.model"
+			sel[i] = modelKey
 		}
 	}
 	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
-	q := "WITH " + spanSQL + `
+	q := "WITH " + span + `
 SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
 FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
@@ -355,9 +406,9 @@ GROUP BY ` + list
 // that row. One pass over span (its three indexes); unlistedOnly's
 // lookups on task_gpus' primary key.
 func (s *Store) baseSums(ctx context.Context, w report.Window, cols []string) (base, empty []report.TaskSums, err error) {
-	sel := prefixed("sp.", cols)
+	span, sel := s.spanOf(cols)
 	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
-	q := "WITH " + spanSQL + `
+	q := "WITH " + span + `
 SELECT ` + list + `, ` + taskSumsSQL("") + `
 FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + fence[s.dialect] + `) sp
 GROUP BY ` + list
@@ -389,14 +440,14 @@ GROUP BY ` + list
 // a task counts once per model, on its first GPU of that model (the
 // NOT EXISTS of an earlier position with the model, on the same key).
 func (s *Store) modelSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, []report.GPUSums, error) {
-	sel := prefixed("sp.", cols)
+	span, sel := s.spanOf(cols)
 	list := strings.Join(append(sel, "CASE WHEN sp.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "sp.mig_profile"), ", ")
-	q := "WITH " + spanSQL + `
+	q := "WITH " + span + `
 SELECT ` + list + `, ` + gpuSumsSQL("sp.") + `,
   ` + taskSumsSQL("sp.first") + `
 FROM (
-  SELECT sp.*, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
-    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND g2.model = g.model)
+  SELECT sp.*, ` + modelKey + ` AS model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
+    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
       THEN 0 ELSE 1 END AS first
   FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + fence[s.dialect] + `
 ) sp

@@ -50,7 +50,7 @@ func (q separateQueries) ReportMetric(ctx context.Context, w report.Window, keys
 // statement of their own (not taskSumsSQL's, so that the oracle does not
 // share the sums it checks).
 func (q separateQueries) tasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
-	cols, sel, stmt, from, err := taskGroups(keys)
+	cols, sel, stmt, from, err := q.s.taskGroups(keys)
 	if err != nil {
 		return nil, err
 	}

@@ -221,9 +221,10 @@ func TestBillingFromObservations(t *testing.T) {
 			t.Errorf("no p_mixed line in the CSV:\n%s", r.stdout)
 		}
 
-		// The table says the basis of the total under the table.
+		// The table says the basis of the total under the table (hours
+		// with 3 significant digits, as the table writes them).
 		r = runMonitor(t, args...)
-		if !strings.Contains(r.stdout, "billed on the mixed basis: 24.385992 GPU-hours declared, 44.285714 observed (attributed), 10 undeclared charged to projects") {
+		if !strings.Contains(r.stdout, "billed on the mixed basis: 24.4 GPU-hours declared, 44.3 observed (attributed), 10.0 undeclared charged to projects") {
 			t.Errorf("table:\n%s", r.stdout)
 		}
 

@@ -36,8 +36,8 @@ func TestBudgetsReport(t *testing.T) {
 		// The table says each budget in words.
 		r = runMonitor(t, append(append([]string{"report"}, window...), "--budgets", budgets)...)
 		for _, want := range []string{
-			"budget search: cost 401 of 500 (80.2 %), forecast 401 (80.2 %)\n",
-			"budget nlp: gpu_hours 12.5 of 10 (125.0 %), forecast 12.5 (125.0 %)\n",
+			"budget search: cost 401.00 of 500.00 (80.2 %), forecast 401.00 (80.2 %)\n",
+			"budget nlp: gpu_hours 12.5 of 10.0 (125.0 %), forecast 12.5 (125.0 %)\n",
 		} {
 			if r.code != 0 || !strings.Contains(r.stdout, want) {
 				t.Errorf("report --budgets --format table: exit %d %s; no %q in\n%s", r.code, r.stderr, want, r.stdout)
@@ -206,10 +206,10 @@ func TestPageIdleAndBudgets(t *testing.T) {
 		}
 		for _, want := range []string{
 			`<td class="key" title="pg">stuck-loader</td><td class="key">cho@example.com</td><td class="key">vision</td><td>2</td><td>0 h 45 min</td><td>112.00</td>`,
-			`<th>Budget</th><th>Used</th><th>Forecast</th>`,
+			`<th>Budget used</th><th>Forecast</th>`,
 			// search: 401 of a 500 cost budget; nlp: 12.5 of 10 GPU-hours.
-			`<td>500.00</td><td>80 % (401.00)</td><td>80 % (401.00)</td>`,
-			`<td>10.0 GPU-h</td><td>125 % (12.5 GPU-h)</td><td>125 % (12.5 GPU-h)</td>`,
+			`<td>80 % (401.00 of 500.00)</td><td>80 % (401.00)</td>`,
+			`<td>125 % (12.5 GPU-h of 10.0 GPU-h)</td><td>125 % (12.5 GPU-h)</td>`,
 		} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the page lacks %s", want)

@@ -39,6 +39,15 @@ func usage() string {
 	return b.String()
 }
 
+// commandNames are the commands' names, in the usage's order.
+func commandNames() []string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 // errUsage marks a usage error (exit 2).
 var errUsage = errors.New("usage")
 
@@ -103,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		var ok bool
 		if err, ok = runBooks(args[0], args[1:], stdout); !ok {
-			err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+			err = fmt.Errorf("%w: unknown command %q (allowed: %s)", errUsage, args[0], strings.Join(commandNames(), ", "))
 		}
 	}
 	var help *helpRequested
@@ -114,8 +123,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, help.text())
 		return 0
 	case errors.Is(err, errUsage):
+		// One line naming the bad value (and the allowed ones), not the
+		// whole usage: the error is what the user needs to see.
 		fmt.Fprintln(stderr, "paddle-monitor:", err)
-		fmt.Fprint(stderr, usage())
 		return 2
 	default:
 		fmt.Fprintln(stderr, "paddle-monitor:", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/termtable"
 )
 
 // fleetConfig is the ledger's configuration of serve (also the page's
@@ -54,9 +55,13 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	to := fs.String("to", "", "end of the window, excluded (a whole hour); with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
 	var by, format *string
+	var columns *[]string
+	var wide *bool
 	if name == "ledger" {
 		by = fs.String("by", ledger.ByNode, "node, model, project, namespace or state")
 		format = fs.String("format", "table", "table, csv or json")
+		columns = fs.StringSlice("columns", nil, "table: the columns to show, comma-separated, names as in the JSON and CSV (the key always first)")
+		wide = fs.Bool("wide", false, "table: show every column, however wide (default: what fits 120 columns)")
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -87,7 +92,13 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 		switch *format {
 		case "table", "csv", "json":
 		default:
-			return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
+			return fmt.Errorf("%w: --format %q: allowed: table, csv, json", errUsage, *format)
+		}
+		if *wide && len(*columns) > 0 {
+			return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
+		}
+		if *format != "table" && (*wide || len(*columns) > 0) {
+			return fmt.Errorf("%w: --wide and --columns choose the table's columns; --format %s has every column", errUsage, *format)
 		}
 	}
 	if q.Prices, _, err = loadPricing(c.prices, ""); err != nil {
@@ -116,5 +127,11 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return ledger.Write(stdout, l, *format)
+	if *format != "table" {
+		return ledger.Write(stdout, l, *format)
+	}
+	if _, err := termtable.Select(l.TableColumns(), termtable.Options{Columns: *columns}); err != nil {
+		return fmt.Errorf("%w: --columns: %w", errUsage, err)
+	}
+	return ledger.WriteTable(stdout, l, termtable.Options{Columns: *columns, Wide: *wide})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,10 +37,12 @@ func reportCmd(args []string, stdout io.Writer) error {
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
-	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model")
+	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label); task alone, with --format csv: the chargeback statement, one line per task")
 	format := fs.String("format", "table", "table, csv or json")
 	live := fs.Bool("live", false, "recompute a closed month from the tasks instead of serving its statement (audit)")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
+	columns := fs.StringSlice("columns", nil, "table: the figure columns to show, comma-separated, names as in the JSON and CSV (key columns always come first)")
+	wide := fs.Bool("wide", false, "table: show every column, however wide (default: what fits 120 columns)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -58,7 +61,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return badQuery(err, "")
 	}
-	if q.By, err = report.ParseKeys(*by); err != nil {
+	chargeback := strings.TrimSpace(*by) == report.TaskKey
+	if chargeback && *format != "csv" {
+		return fmt.Errorf("%w: --by task is the chargeback statement, one line per task: it takes --format csv", errUsage)
+	}
+	if chargeback {
+		q.By = []string{report.TaskKey}
+	} else if q.By, err = report.ParseKeys(*by); err != nil {
 		return badQuery(err, "--")
 	}
 	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
@@ -67,7 +76,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 	switch *format {
 	case "table", "csv", "json":
 	default:
-		return fmt.Errorf("%w: --format %q: must be table, csv or json", errUsage, *format)
+		return fmt.Errorf("%w: --format %q: allowed: table, csv, json", errUsage, *format)
+	}
+	if *wide && len(*columns) > 0 {
+		return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
+	}
+	if *format != "table" && (*wide || len(*columns) > 0) {
+		return fmt.Errorf("%w: --wide and --columns choose the table's columns; --format %s has every column", errUsage, *format)
 	}
 	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
 		return err
@@ -90,6 +105,13 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	if chargeback {
+		statement, err := report.Chargeback(ctx, st, q)
+		if err != nil {
+			return err
+		}
+		return report.WriteChargebackCSV(stdout, statement)
+	}
 	rep, err := books.Report(ctx, st, q, *live)
 	if errors.Is(err, report.ErrBadQuery) {
 		return badQuery(err, "")
@@ -97,7 +119,15 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return report.Write(stdout, rep, *format)
+	if *format != "table" {
+		return report.Write(stdout, rep, *format)
+	}
+	// The names are checked against the report's own columns: cost and
+	// the budget's exist only with prices and budgets.
+	if err := report.CheckColumns(rep, *columns); err != nil {
+		return badQuery(err, "--")
+	}
+	return report.WriteTableWith(stdout, rep, report.TableOptions{Columns: *columns, Wide: *wide})
 }
 
 // reportConfig is report's settings: the database, the prices, the
@@ -135,11 +165,11 @@ func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c 
 	if c.fleet != nil && c.fleet.Namespaces != nil {
 		ns = c.fleet.Namespaces.Project
 	}
-	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, Log: log,
+	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log,
 		Fleet: c.fleet, Books: st, Namespaces: ns})
 	// The open tasks are written on /metrics directly (the same bytes as
 	// the collector gathered, without a const metric per series).
-	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil))
+	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil).WithExecTTL(c.execTTL))
 	projects := monitor.NewProjectCollector(st, prices, budgets, nil, log)
 	projects.Namespaces = ns
 	return reg.Register(projects)

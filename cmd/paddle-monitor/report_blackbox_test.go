@@ -157,10 +157,11 @@ func TestReportFixture(t *testing.T) {
 		if r.code != 0 || strings.Contains(r.stdout, "cost") || !strings.Contains(r.stdout, "3 task(s) have no end") {
 			t.Errorf("report without prices: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		// Prices without a default: T4 at 0.35; the other 46.5 GPU-hours are unpriced.
+		// Prices without a default: T4 at 0.35; the other 46.5 GPU-hours are
+		// unpriced. 11.375 in the table: money has 2 decimals there.
 		r = runMonitor(t, "report", "--db", db, "--from", "2025-11-01", "--to", "2025-12-01", "--format", "table",
 			"--prices", fixtureFile(t, "prices-nodefault.json"))
-		if r.code != 0 || !strings.Contains(r.stdout, "cost in USD") || !strings.Contains(r.stdout, " 11.375 ") ||
+		if r.code != 0 || !strings.Contains(r.stdout, "cost in USD") || !strings.Contains(r.stdout, " 11.38 ") ||
 			!strings.Contains(r.stdout, "46.5 GPU-hours matched no price and no default") {
 			t.Errorf("report with prices lacking a default: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
@@ -251,7 +252,7 @@ func TestReportCommandErrors(t *testing.T) {
 		{[]string{"--db", missing, "--from", "2025-11-31", "--to", "2025-12-01"}, 2, `--from "2025-11-31" is neither RFC 3339`},
 		{[]string{"--db", missing, "--from", "2025-12-01", "--to", "2025-11-01"}, 2, "must be before to"},
 		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--by", "project,gpu"}, 2, `unknown key "gpu"`},
-		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--format", "xlsx"}, 2, `--format "xlsx": must be table, csv or json`},
+		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--format", "xlsx"}, 2, `--format "xlsx": allowed: table, csv, json`},
 		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--prices", badPrices}, 1, `prices file ` + badPrices + `: bad prices file: models["Tesla T4"]: a price is a number of at least 0`},
 		{[]string{"--from", "2025-11-01", "--to", "2025-12-01", "extra"}, 2, "report takes no arguments"},
 		{[]string{"--db", missing, "--from", "2025-11-01", "--to", "2025-12-01", "--metric", "eval accuracy"}, 2, `--metric "eval accuracy": a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit`},
@@ -276,7 +277,7 @@ func TestReportCommandErrors(t *testing.T) {
 func TestMetricsOpenTasksPromtool(t *testing.T) {
 	// The fixture's open tasks were last seen in 2025: a long --open-ttl
 	// keeps them on /metrics, the default one drops them.
-	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h")
+	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h", "--exec-ttl", "200000h")
 	postFixture(t, s, "")
 	a := s.do(t, get("/metrics", ""))
 	body := string(a.Body)
@@ -334,7 +335,7 @@ func chromium(t *testing.T) string {
 func TestPageInBrowser(t *testing.T) {
 	browser := chromium(t)
 	tokens := tokensFile(t, t.TempDir())
-	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--open-ttl", "200000h", "--tokens", tokens)
+	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--open-ttl", "200000h", "--exec-ttl", "200000h", "--tokens", tokens)
 	postFixture(t, s, "a-secret")
 
 	opts := []chromedp.ExecAllocatorOption{
@@ -349,7 +350,7 @@ func TestPageInBrowser(t *testing.T) {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 900),
+		chromedp.WindowSize(1400, 900),
 	}
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()

@@ -35,6 +35,7 @@ type serveConfig struct {
 	listen, tokens      string
 	sources             // db, prices, budgets
 	openTTL, claimGrace time.Duration
+	execTTL             time.Duration
 	maxOpenPerToken     int
 	maxInFlight         int
 	metricsAuth         bool
@@ -60,6 +61,9 @@ var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries
 	{Flag: "open-ttl", Var: "PADDLE_MONITOR_OPEN_TTL", Type: "duration", Default: (168 * time.Hour).String(),
 		Doc:   "open tasks not seen for this long leave /metrics",
 		Parse: func(c *serveConfig, s string) (err error) { c.openTTL, err = settings.PositiveDuration(s); return err }},
+	{Flag: "exec-ttl", Var: "PADDLE_MONITOR_EXEC_TTL", Type: "duration", Default: monitor.DefaultExecTTL.String(),
+		Doc:   "an open task that reported nothing since its start (exec mode: no heartbeat, no completion) leaves /metrics this long after its start",
+		Parse: func(c *serveConfig, s string) (err error) { c.execTTL, err = settings.PositiveDuration(s); return err }},
 	{Flag: "claim-grace", Var: "PADDLE_MONITOR_CLAIM_GRACE", Type: "duration", Default: store.DefaultClaimGrace.String(),
 		Doc: "a task of another token's scope keeps its GPU claim until not seen for this long",
 		Parse: func(c *serveConfig, s string) (err error) {

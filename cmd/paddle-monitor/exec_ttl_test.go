@@ -1,0 +1,61 @@
+package main
+
+// Tasks that can never end on their own: an open task that reported
+// nothing since its start (exec mode: no heartbeat, no completion) reads
+// "no end reported" on the page rather than running, and leaves /metrics
+// --exec-ttl after its start unless a heartbeat shows it alive.
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+)
+
+func TestExecModeTasksLeaveAfterExecTTL(t *testing.T) {
+	s := startServer(t, storetest.SQLiteDSN(t), "--exec-ttl", "1h")
+	now := time.Now()
+	// exec-old: silent for 2 h (past 1 h); beating: as old, but a heartbeat
+	// a minute ago; exec-new: silent, started 30 minutes ago.
+	for _, c := range []struct {
+		id    string
+		start time.Time
+	}{{"exec-old", now.Add(-2 * time.Hour)}, {"beating", now.Add(-2 * time.Hour)}, {"exec-new", now.Add(-30 * time.Minute)}} {
+		expect(t, s.do(t, registerReq(regBody(c.id, "p", "o@example.com", c.start.Unix()), "")), 201, "")
+	}
+	expect(t, s.do(t, post("/v1/task/heartbeat", `{"task_id":"beating","time":`+strconv.FormatInt(now.Add(-time.Minute).Unix(), 10)+`}`, "")), 200, "")
+
+	m := string(s.do(t, get("/metrics", "")).Body)
+	for id, want := range map[string]bool{"exec-old": false, "beating": true, "exec-new": true} {
+		if got := strings.Contains(m, `task_id="`+id+`"`); got != want {
+			t.Errorf("%s on /metrics: %v, want %v", id, got, want)
+		}
+	}
+	page := string(s.do(t, request{Method: "GET", Path: "/", NoSpecCheck: true}).Body)
+	running := page[strings.Index(page, "<h2>Running tasks</h2>"):]
+	rows := map[string]string{}
+	for _, line := range strings.Split(running, "\n") {
+		for _, id := range []string{"exec-old", "beating", "exec-new"} {
+			if strings.Contains(line, `title="`+id+`"`) {
+				rows[id] = line
+			}
+		}
+	}
+	if _, ok := rows["exec-old"]; ok {
+		t.Errorf("a silent task past --exec-ttl is on the page: %s", rows["exec-old"])
+	}
+	if !strings.HasSuffix(rows["exec-new"], "<td>no end reported</td></tr>") {
+		t.Errorf("the silent task reads %q, want no end reported", rows["exec-new"])
+	}
+	if rows["beating"] == "" || strings.Contains(rows["beating"], "no end reported") {
+		t.Errorf("the task with a heartbeat reads %q, want its last heartbeat", rows["beating"])
+	}
+	if !strings.Contains(running, "exec mode") || !strings.Contains(running, "Supervise mode") {
+		t.Errorf("the page does not say why and what to do:\n%s", running)
+	}
+	if r := runMonitor(t, "serve", "--exec-ttl", "0s"); r.code != 2 || !strings.Contains(r.stderr, "exec-ttl") {
+		t.Errorf("--exec-ttl 0s: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -59,6 +59,8 @@ type Source interface {
 	LedgerData(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
 	LedgerDataRaw(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
 	TieCandidates(ctx context.Context, node string, u *store.UserIdentity) ([]store.Tie, error)
+	LedgerTies(ctx context.Context, users []store.UserHour) (map[string][]store.Tie, error)
+	LedgerUserHours(ctx context.Context, from, to int64, u *store.UserHour) ([]store.UserHour, error)
 	DeclaredTasks(ctx context.Context, from, to int64) ([]store.DeclaredTask, error)
 	ShareOverlaps(ctx context.Context, w report.Window) ([]store.ShareOverlap, error)
 }
@@ -285,25 +287,20 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 			}
 		}
 	}
-	// The users' parts, tied to registrations.
-	ties := map[string][]store.Tie{}
+	// The users' parts, tied to registrations: the candidates of every
+	// user read at once; a sum over hours whose ties differ (a
+	// registration started between them) counted hour by hour.
+	ties, err := src.LedgerTies(ctx, d.Users)
+	if err != nil {
+		return nil, err
+	}
 	users := map[string]*UserUse{}
-	for i := range d.Users {
-		u := &d.Users[i]
+	count := func(u *store.UserHour, tie *store.Tie, ck string) {
 		part := u.Equal
 		if q.Split == SplitUtil {
 			part = u.Util
 		}
 		h := part / 3600
-		ck := u.Node + "\x1e" + u.User.Key()
-		cands, ok := ties[ck]
-		if !ok {
-			if cands, err = src.TieCandidates(ctx, u.Node, &u.User); err != nil {
-				return nil, err
-			}
-			ties[ck] = cands
-		}
-		tie := latest(cands, u.LastTime)
 		state, project := Unattributed, ""
 		switch {
 		case tie != nil:
@@ -330,7 +327,7 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 			}
 		}
 		if !visible {
-			continue
+			return
 		}
 		price, ok := instancePrice(q.Prices, u)
 		idx := map[string]int{Attributed: 0, Undeclared: 1, Unattributed: 2}[state]
@@ -341,6 +338,27 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 				users[uk] = &UserUse{Node: u.Node, User: u.User, State: state, Project: project}
 			}
 			users[uk].GPUHours += h
+		}
+	}
+	for i := range d.Users {
+		u := &d.Users[i]
+		ck := store.TieKey(u.Node, &u.User)
+		cands := ties[ck]
+		first := u.FirstTime
+		if first == 0 || first > u.LastTime {
+			first = u.LastTime
+		}
+		tie := latest(cands, u.LastTime)
+		if t0 := latest(cands, first); t0 == tie {
+			count(u, tie, ck)
+			continue
+		}
+		hours, err := src.LedgerUserHours(ctx, from, to, u)
+		if err != nil {
+			return nil, err
+		}
+		for j := range hours {
+			count(&hours[j], latest(cands, hours[j].LastTime), ck)
 		}
 	}
 	for _, u := range users {

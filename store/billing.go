@@ -21,7 +21,7 @@ import (
 // The roll-ups are summed in SQL, grouped by node and user (the unit a
 // user is tied by), never row by row in Go: a month of 10,000 GPUs with
 // one user each is 7.2 million rows but some ten thousand groups. Each
-// group is tied once (TieCandidates, by the indexes of the ties); a group
+// group is tied once (LedgerTies: one statement per tie rule for them all); a group
 // whose hours would tie to different registrations (its first and last
 // report time fall on both sides of a registration's start) is summed
 // again by report time, which only re-runs happen to need.
@@ -110,16 +110,17 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 		use   []report.InstanceUse
 	}
 	tasks := map[int64]*taskUse{}
-	ties := map[string][]Tie{}
+	// The ties of all the groups, one statement per tie rule (LedgerTies).
+	tieUsers := make([]UserHour, len(groups))
+	for i := range groups {
+		tieUsers[i] = UserHour{Node: groups[i].node, User: groups[i].user}
+	}
+	ties, err := s.LedgerTies(ctx, tieUsers)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range groups {
-		ck := g.node + "\x1e" + g.key
-		cands, ok := ties[ck]
-		if !ok {
-			if cands, err = s.TieCandidates(ctx, g.node, &g.user); err != nil {
-				return nil, err
-			}
-			ties[ck] = cands
-		}
+		cands := ties[TieKey(g.node, &g.user)]
 		parts := []billingGroup{g}
 		if a, b := latestTie(cands, g.minLast), latestTie(cands, g.maxLast); a != b {
 			if parts, err = s.billingUserTimes(ctx, h0, from, to, g); err != nil {

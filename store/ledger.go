@@ -34,35 +34,30 @@ const (
 	// window's start minus --node-retire.
 	qLedgerLives = `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
 		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`
-	// node_gpu_hours' primary key (hour first).
-	qLedgerGPUHours = `SELECT hour, node, uuid, model, observed_s, unallocated_s, energy_j FROM node_gpu_hours
-		WHERE hour >= ? AND hour < ? ORDER BY hour, node, uuid`
-	// node_user_hours' primary key (hour first).
-	qLedgerUserHours = `SELECT hour, node, uuid, gpu_instance_id, model, profile, slices, total_slices, runtime, container_id, pod_uid,
-		namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id, declared_project, declared_owner, last_time,
-		equal_s, util_s, busy_equal_s, busy_util_s, energy_j FROM node_user_hours
-		WHERE hour >= ? AND hour < ? ORDER BY hour, node, uuid, gpu_instance_id, user_key`
-	// node_reports_time: the raw reports whose span may reach into the
-	// window (a span ends at or before its report's time).
+	// qLedgerRaw: node_reports_time: the raw reports whose span may reach
+	// into the window (a span ends at or before its report's time).
 	qLedgerRaw = `SELECT node, time, span_start, span_end, body FROM node_reports
 		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
 )
 
 // LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
-// hours); retire is --node-retire.
+// hours) summed over the window in SQL: one GPUHour per (node, GPU,
+// model), Hour its first hour, and one UserHour per (node, GPU instance,
+// user, model, profile, slices), FirstTime and LastTime the earliest and
+// the latest of its hours' last report times; retire is --node-retire.
 func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
 	d := &LedgerData{}
 	var err error
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerGPUHours), from, to)
+	rows, err := s.query(ctx, s.r, stmtLedgerGPUSums, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
 	for rows.Next() {
 		var g GPUHour
-		if err := rows.Scan(&g.Hour, &g.Node, &g.UUID, &g.Model, &g.Observed, &g.Unallocated, &g.Energy); err != nil {
+		if err := rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("store: ledger: %w", err)
 		}
@@ -72,18 +67,45 @@ func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*Ledger
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	rows, err = s.r.QueryContext(ctx, s.bind(qLedgerUserHours), from, to)
+	sort.SliceStable(d.GPUs, func(i, j int) bool { return gpuHourLess(&d.GPUs[i], &d.GPUs[j]) })
+	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// LedgerUserHours reads the hourly roll-ups of [from, to) of one user of
+// a GPU instance (u's node, UUID, instance, identity, model, profile and
+// slices), hour by hour: where a sum of LedgerData spans a change of the
+// registration its user is tied to.
+func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour) ([]UserHour, error) {
+	all, err := s.userHours(ctx, stmtLedgerUserHours, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, h := range all {
+		if h.Model == u.Model && h.Profile == u.Profile && h.Slices == u.Slices && h.Total == u.Total {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHour, error) {
+	rows, err := s.query(ctx, s.r, st, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
 	defer rows.Close()
+	var out []UserHour
 	for rows.Next() {
 		var u UserHour
 		var uid sql.NullInt64
 		var decl int64
 		if err := rows.Scan(&u.Hour, &u.Node, &u.UUID, &u.GPUInstanceID, &u.Model, &u.Profile, &u.Slices, &u.Total, &u.User.Runtime,
 			&u.User.ContainerID, &u.User.PodUID, &u.User.Namespace, &u.User.Pod, &u.User.Container, &u.User.SlurmJob, &uid, &u.User.Cgroup,
-			&decl, &u.User.DeclaredTaskID, &u.User.DeclaredProject, &u.User.DeclaredOwner, &u.LastTime,
+			&decl, &u.User.DeclaredTaskID, &u.User.DeclaredProject, &u.User.DeclaredOwner, &u.FirstTime, &u.LastTime,
 			&u.Equal, &u.Util, &u.BusyEqual, &u.BusyUtil, &u.Energy); err != nil {
 			return nil, fmt.Errorf("store: ledger: %w", err)
 		}
@@ -92,12 +114,54 @@ func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*Ledger
 			u.User.UID = &v
 		}
 		u.User.Declared = decl != 0
-		d.Users = append(d.Users, u)
+		out = append(out, u)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	return d, nil
+	sort.SliceStable(out, func(i, j int) bool { return userHourLess(&out[i], &out[j]) })
+	return out, nil
+}
+
+func gpuHourLess(a, b *GPUHour) bool {
+	if a.Hour != b.Hour {
+		return a.Hour < b.Hour
+	}
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	if a.UUID != b.UUID {
+		return a.UUID < b.UUID
+	}
+	return a.Model < b.Model
+}
+
+func userHourLess(a, b *UserHour) bool {
+	if a.Hour != b.Hour {
+		return a.Hour < b.Hour
+	}
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	if a.UUID != b.UUID {
+		return a.UUID < b.UUID
+	}
+	if a.GPUInstanceID != b.GPUInstanceID {
+		return a.GPUInstanceID < b.GPUInstanceID
+	}
+	if ak, bk := a.User.Key(), b.User.Key(); ak != bk {
+		return ak < bk
+	}
+	if a.Model != b.Model {
+		return a.Model < b.Model
+	}
+	if a.Profile != b.Profile {
+		return a.Profile < b.Profile
+	}
+	if a.Slices != b.Slices {
+		return a.Slices < b.Slices
+	}
+	return a.Total < b.Total
 }
 
 func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
@@ -185,9 +249,11 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 				x.BusyUtil += u.BusyUtil
 				x.Energy += u.Energy
 				x.LastTime = max(x.LastTime, u.LastTime)
+				x.FirstTime = x.LastTime
 				continue
 			}
 			ui[k] = len(d.Users)
+			u.FirstTime = u.LastTime
 			d.Users = append(d.Users, u)
 		}
 	}
@@ -286,6 +352,151 @@ func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *Us
 		return out[i].Key < out[j].Key
 	})
 	return out, nil
+}
+
+// TieKey is the key of LedgerTies' answer: a user of a node.
+func TieKey(node string, u *UserIdentity) string { return node + "\x1e" + u.Key() }
+
+// LedgerTies returns, for each user of users (by TieKey), what
+// TieCandidates returns for it, in one statement per tie rule for them
+// all.
+func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]Tie, error) {
+	type tieRow struct {
+		key               string
+		tie               Tie
+		hostname, k8sNode string
+	}
+	read := func(st *stmt, keys any) ([]tieRow, error) {
+		arg, err := json.Marshal(keys)
+		if err != nil {
+			return nil, fmt.Errorf("store: ledger ties: %w", err)
+		}
+		rows, err := s.query(ctx, s.r, st, string(arg))
+		if err != nil {
+			return nil, fmt.Errorf("store: ledger ties: %w", err)
+		}
+		defer rows.Close()
+		var out []tieRow
+		for rows.Next() {
+			var r tieRow
+			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode); err != nil {
+				return nil, fmt.Errorf("store: ledger ties: %w", err)
+			}
+			out = append(out, r)
+		}
+		return out, rows.Err()
+	}
+	pick := func(sqlite, postgres *stmt) *stmt {
+		if s.dialect == Postgres {
+			return postgres
+		}
+		return sqlite
+	}
+	// The keys of each rule, as tieCandidates chooses the rule.
+	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}
+	for i := range users {
+		u := &users[i].User
+		switch {
+		case u.PodUID != "":
+			pods[u.PodUID] = true
+		case u.SlurmJob != "":
+			jobs[u.SlurmJob] = true
+		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+			decls[[2]string{u.DeclaredTaskID, u.DeclaredProject}] = true
+		}
+	}
+	byPod, byJob, byRun, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
+	if len(pods) > 0 {
+		rows, err := read(pick(stmtTiesPodSQLite, stmtTiesPodPostgres), sortedKeys(pods))
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byPod[r.key] = append(byPod[r.key], r)
+		}
+	}
+	if len(jobs) > 0 {
+		keys := sortedKeys(jobs)
+		rows, err := read(pick(stmtTiesSlurmSQLite, stmtTiesSlurmPostgres), keys)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byJob[r.key] = append(byJob[r.key], r)
+		}
+		if rows, err = read(pick(stmtTiesSlurmRunSQLite, stmtTiesSlurmRunPostgres), keys); err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byRun[r.key] = append(byRun[r.key], r)
+		}
+	}
+	if len(decls) > 0 {
+		keys := make([][2]string, 0, len(decls))
+		for k := range decls {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x1f"+keys[i][1] < keys[j][0]+"\x1f"+keys[j][1] })
+		rows, err := read(pick(stmtTiesContainerSQLite, stmtTiesContainerPostgres), keys)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			k := [2]string{r.tie.TaskID, r.tie.Project}
+			byDecl[k] = append(byDecl[k], r)
+		}
+	}
+	out := map[string][]Tie{}
+	for i := range users {
+		node, u := users[i].Node, &users[i].User
+		key := TieKey(node, u)
+		if _, ok := out[key]; ok {
+			continue
+		}
+		var list []Tie
+		seen := map[int64]bool{}
+		add := func(rows []tieRow, keep func(r *tieRow) bool) {
+			for j := range rows {
+				if r := &rows[j]; !seen[r.tie.Key] && keep(r) {
+					seen[r.tie.Key] = true
+					list = append(list, r.tie)
+				}
+			}
+		}
+		onNode := func(r *tieRow) bool { return r.hostname == node || r.k8sNode == node }
+		switch {
+		case u.PodUID != "":
+			add(byPod[u.PodUID], func(*tieRow) bool { return true })
+		case u.SlurmJob != "":
+			add(byJob[u.SlurmJob], onNode)
+			add(byRun[u.SlurmJob], onNode)
+		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+			host := u.ContainerID
+			if len(host) > 12 {
+				host = host[:12]
+			}
+			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
+				return (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) && (r.hostname == host || r.k8sNode == node)
+			})
+		}
+		sort.SliceStable(list, func(i, j int) bool {
+			if list[i].StartTime != list[j].StartTime {
+				return list[i].StartTime < list[j].StartTime
+			}
+			return list[i].Key < list[j].Key
+		})
+		out[key] = list
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {

@@ -28,3 +28,21 @@ func UncoveredForTest(start, end int64, pairs [][2]int64) (int64, int64) {
 	}
 	return uncovered(start, end, spans)
 }
+
+// LedgerStatementsForTest lists the ledger's reads the store runs, by
+// name.
+func LedgerStatementsForTest(s *Store) []WriteStatement {
+	var out []WriteStatement
+	for name, st := range ledgerStatements {
+		if (st.postgresOnly && s.dialect != Postgres) || (st.sqliteOnly && s.dialect != SQLite) {
+			continue
+		}
+		idx := st.sqliteIndex
+		if s.dialect == Postgres {
+			idx = st.postgresIndex
+		}
+		out = append(out, WriteStatement{Name: name, SQL: s.bind(st.sql), Index: idx, Example: st.example})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -53,10 +53,13 @@ type UserHour struct {
 	Slices, Total int64
 	User          UserIdentity
 	LastTime      int64 // the latest report time of the hour
-	Equal, Util   float64
-	BusyEqual     float64
-	BusyUtil      float64
-	Energy        float64
+	// FirstTime is LastTime's earliest value over the hours of a sum
+	// (store.LedgerData); LastTime for one hour.
+	FirstTime   int64
+	Equal, Util float64
+	BusyEqual   float64
+	BusyUtil    float64
+	Energy      float64
 }
 
 func identityOf(u *wire.NodeUser) UserIdentity {

@@ -125,3 +125,79 @@ var nodeStatements = map[string]*stmt{
 	"prune node reports": stmtPruneNodeReports,
 	"lock node":          stmtLockTask,
 }
+
+// The ledger's reads (ledger.go): the window's roll-ups summed in SQL, and
+// the ties of all its users to registrations, one statement per tie rule
+// (the users' keys passed as one JSON array).
+const userHourColumns = `node, uuid, gpu_instance_id, model, profile, slices, total_slices, runtime, container_id, pod_uid,
+		namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id, declared_project, declared_owner`
+
+// userSumColumns: the same, summed over hours: the identity's columns
+// follow from user_key (their concatenation), so the sum groups by the
+// key alone and takes them with MIN.
+const userSumColumns = `node, uuid, gpu_instance_id, model, profile, slices, total_slices, MIN(runtime), MIN(container_id), MIN(pod_uid),
+		MIN(namespace), MIN(pod), MIN(container), MIN(slurm_job), MIN(uid), MIN(cgroup), MIN(declared), MIN(declared_task_id),
+		MIN(declared_project), MIN(declared_owner)`
+
+var (
+	// ledgerGPUSums: node_gpu_hours' primary key (hour first).
+	stmtLedgerGPUSums = &stmt{sql: `SELECT node, uuid, model, MIN(hour), SUM(observed_s), SUM(unallocated_s), SUM(energy_j)
+		FROM node_gpu_hours WHERE hour >= ? AND hour < ? GROUP BY node, uuid, model`,
+		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(1796130000), int64(1796133600)}}
+	// ledgerUserSums: node_user_hours' primary key (hour first).
+	stmtLedgerUserSums = &stmt{sql: `SELECT MIN(hour), ` + userSumColumns + `, MIN(last_time), MAX(last_time),
+		SUM(equal_s), SUM(util_s), SUM(busy_equal_s), SUM(busy_util_s), SUM(energy_j)
+		FROM node_user_hours WHERE hour >= ? AND hour < ? GROUP BY node, uuid, gpu_instance_id, user_key, model, profile, slices, total_slices`,
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey", example: []any{int64(1796130000), int64(1796133600)}}
+	// ledgerUserHours: one user's hours; node_user_hours' primary key.
+	stmtLedgerUserHours = &stmt{sql: `SELECT hour, ` + userHourColumns + `, last_time, last_time,
+		equal_s, util_s, busy_equal_s, busy_util_s, energy_j
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND uuid = ? AND gpu_instance_id = ? AND user_key = ?`,
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(1796130000), int64(1796133600), "n", "GPU-1", int64(-1), "k"}}
+
+	// The ties (TieCandidates' rules, for a JSON array of keys): through
+	// tasks_k8s_pod_uid, tasks_slurm_job, tasks_slurm_run and
+	// tasks_identity, one seek per key.
+	stmtTiesPodSQLite = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM json_each(?) j JOIN tasks t ON t.k8s_pod_uid = j.value WHERE t.k8s_pod_uid <> ''`,
+		sqliteIndex: "tasks_k8s_pod_uid", sqliteOnly: true, example: []any{`["pod"]`}}
+	stmtTiesPodPostgres = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.k8s_pod_uid = j.v WHERE t.k8s_pod_uid <> ''`,
+		postgresIndex: "tasks_k8s_pod_uid", postgresOnly: true, example: []any{`["pod"]`}}
+	stmtTiesSlurmSQLite = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM json_each(?) j JOIN tasks t ON t.slurm_job = j.value WHERE t.slurm_job <> ''`,
+		sqliteIndex: "tasks_slurm_job", sqliteOnly: true, example: []any{`["42"]`}}
+	stmtTiesSlurmPostgres = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.slurm_job = j.v WHERE t.slurm_job <> ''`,
+		postgresIndex: "tasks_slurm_job", postgresOnly: true, example: []any{`["42"]`}}
+	stmtTiesSlurmRunSQLite = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM json_each(?) j JOIN tasks t ON t.pipeline_run = j.value WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`,
+		sqliteIndex: "tasks_slurm_run", sqliteOnly: true, example: []any{`["42"]`}}
+	stmtTiesSlurmRunPostgres = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.pipeline_run = j.v
+		WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`,
+		postgresIndex: "tasks_slurm_run", postgresOnly: true, example: []any{`["42"]`}}
+	// tiesContainer: keys [task_id, project].
+	stmtTiesContainerSQLite = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM json_each(?) j JOIN tasks t ON t.task_id = json_extract(j.value, '$[0]') AND t.project = json_extract(j.value, '$[1]')`,
+		sqliteIndex: "tasks_identity", sqliteOnly: true, example: []any{`[["t", "p"]]`}}
+	stmtTiesContainerPostgres = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+		FROM jsonb_array_elements(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.task_id = j.v->>0 AND t.project = j.v->>1`,
+		postgresIndex: "tasks_identity", postgresOnly: true, example: []any{`[["t", "p"]]`}}
+)
+
+// ledgerStatements are the ledger's reads, by name (TestLedgerPlans).
+var ledgerStatements = map[string]*stmt{
+	"ledger GPU sums":            stmtLedgerGPUSums,
+	"ledger user sums":           stmtLedgerUserSums,
+	"ledger user hours":          stmtLedgerUserHours,
+	"ties by pod (SQLite)":       stmtTiesPodSQLite,
+	"ties by pod":                stmtTiesPodPostgres,
+	"ties by Slurm job (SQLite)": stmtTiesSlurmSQLite,
+	"ties by Slurm job":          stmtTiesSlurmPostgres,
+	"ties by Slurm run (SQLite)": stmtTiesSlurmRunSQLite,
+	"ties by Slurm run":          stmtTiesSlurmRunPostgres,
+	"ties by container (SQLite)": stmtTiesContainerSQLite,
+	"ties by container":          stmtTiesContainerPostgres,
+}

@@ -1,11 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
@@ -67,7 +68,7 @@ func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*Ledger
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	sort.SliceStable(d.GPUs, func(i, j int) bool { return gpuHourLess(&d.GPUs[i], &d.GPUs[j]) })
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
 	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
 		return nil, err
 	}
@@ -119,49 +120,26 @@ func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHou
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return userHourLess(&out[i], &out[j]) })
+	slices.SortStableFunc(out, compareUserHours)
 	return out, nil
 }
 
-func gpuHourLess(a, b *GPUHour) bool {
-	if a.Hour != b.Hour {
-		return a.Hour < b.Hour
-	}
-	if a.Node != b.Node {
-		return a.Node < b.Node
-	}
-	if a.UUID != b.UUID {
-		return a.UUID < b.UUID
-	}
-	return a.Model < b.Model
+// compareGPUHours orders the ledger's GPU hours: by hour, node, GPU and
+// model.
+func compareGPUHours(a, b GPUHour) int {
+	return cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Model, b.Model))
 }
 
-func userHourLess(a, b *UserHour) bool {
-	if a.Hour != b.Hour {
-		return a.Hour < b.Hour
+// compareUserHours orders the ledger's user hours: by hour, node, GPU, GPU
+// instance, user (its key), model, profile and slices.
+func compareUserHours(a, b UserHour) int {
+	if c := cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID),
+		cmp.Compare(a.GPUInstanceID, b.GPUInstanceID)); c != 0 {
+		return c
 	}
-	if a.Node != b.Node {
-		return a.Node < b.Node
-	}
-	if a.UUID != b.UUID {
-		return a.UUID < b.UUID
-	}
-	if a.GPUInstanceID != b.GPUInstanceID {
-		return a.GPUInstanceID < b.GPUInstanceID
-	}
-	if ak, bk := a.User.Key(), b.User.Key(); ak != bk {
-		return ak < bk
-	}
-	if a.Model != b.Model {
-		return a.Model < b.Model
-	}
-	if a.Profile != b.Profile {
-		return a.Profile < b.Profile
-	}
-	if a.Slices != b.Slices {
-		return a.Slices < b.Slices
-	}
-	return a.Total < b.Total
+	// The users' keys are built only where the fields before them tie.
+	return cmp.Or(cmp.Compare(a.User.Key(), b.User.Key()), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Profile, b.Profile),
+		cmp.Compare(a.Slices, b.Slices), cmp.Compare(a.Total, b.Total))
 }
 
 func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
@@ -260,32 +238,11 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	sort.SliceStable(d.GPUs, func(i, j int) bool {
-		a, b := d.GPUs[i], d.GPUs[j]
-		if a.Hour != b.Hour {
-			return a.Hour < b.Hour
-		}
-		if a.Node != b.Node {
-			return a.Node < b.Node
-		}
-		return a.UUID < b.UUID
-	})
-	sort.SliceStable(d.Users, func(i, j int) bool {
-		a, b := d.Users[i], d.Users[j]
-		if a.Hour != b.Hour {
-			return a.Hour < b.Hour
-		}
-		if a.Node != b.Node {
-			return a.Node < b.Node
-		}
-		if a.UUID != b.UUID {
-			return a.UUID < b.UUID
-		}
-		if a.GPUInstanceID != b.GPUInstanceID {
-			return a.GPUInstanceID < b.GPUInstanceID
-		}
-		return a.User.Key() < b.User.Key()
-	})
+	// LedgerData's orders: gk and uk are unique in d, so the orders' later
+	// fields (a GPU's model; a user's model, profile and slices) never
+	// decide here.
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
+	slices.SortStableFunc(d.Users, compareUserHours)
 	return d, nil
 }
 

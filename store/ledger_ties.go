@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -61,13 +63,13 @@ func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *Us
 			out = append(out, t)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].StartTime != out[j].StartTime {
-			return out[i].StartTime < out[j].StartTime
-		}
-		return out[i].Key < out[j].Key
-	})
+	slices.SortStableFunc(out, compareTies)
 	return out, nil
+}
+
+// compareTies orders ties oldest first: by start time, then tasks.id.
+func compareTies(a, b Tie) int {
+	return cmp.Or(cmp.Compare(a.StartTime, b.StartTime), cmp.Compare(a.Key, b.Key))
 }
 
 // TieKey is the key of LedgerTies' answer: a user of a node.
@@ -195,12 +197,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 				return (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) && (r.hostname == host || r.k8sNode == node)
 			})
 		}
-		sort.SliceStable(list, func(i, j int) bool {
-			if list[i].StartTime != list[j].StartTime {
-				return list[i].StartTime < list[j].StartTime
-			}
-			return list[i].Key < list[j].Key
-		})
+		slices.SortStableFunc(list, compareTies)
 		out[key] = list
 	}
 	return out, nil

@@ -1,11 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
@@ -67,7 +68,7 @@ func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*Ledger
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	sort.SliceStable(d.GPUs, func(i, j int) bool { return gpuHourLess(&d.GPUs[i], &d.GPUs[j]) })
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
 	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
 		return nil, err
 	}
@@ -119,49 +120,26 @@ func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHou
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return userHourLess(&out[i], &out[j]) })
+	slices.SortStableFunc(out, compareUserHours)
 	return out, nil
 }
 
-func gpuHourLess(a, b *GPUHour) bool {
-	if a.Hour != b.Hour {
-		return a.Hour < b.Hour
-	}
-	if a.Node != b.Node {
-		return a.Node < b.Node
-	}
-	if a.UUID != b.UUID {
-		return a.UUID < b.UUID
-	}
-	return a.Model < b.Model
+// compareGPUHours orders the ledger's GPU hours: by hour, node, GPU and
+// model.
+func compareGPUHours(a, b GPUHour) int {
+	return cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Model, b.Model))
 }
 
-func userHourLess(a, b *UserHour) bool {
-	if a.Hour != b.Hour {
-		return a.Hour < b.Hour
+// compareUserHours orders the ledger's user hours: by hour, node, GPU, GPU
+// instance, user (its key), model, profile and slices.
+func compareUserHours(a, b UserHour) int {
+	if c := cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID),
+		cmp.Compare(a.GPUInstanceID, b.GPUInstanceID)); c != 0 {
+		return c
 	}
-	if a.Node != b.Node {
-		return a.Node < b.Node
-	}
-	if a.UUID != b.UUID {
-		return a.UUID < b.UUID
-	}
-	if a.GPUInstanceID != b.GPUInstanceID {
-		return a.GPUInstanceID < b.GPUInstanceID
-	}
-	if ak, bk := a.User.Key(), b.User.Key(); ak != bk {
-		return ak < bk
-	}
-	if a.Model != b.Model {
-		return a.Model < b.Model
-	}
-	if a.Profile != b.Profile {
-		return a.Profile < b.Profile
-	}
-	if a.Slices != b.Slices {
-		return a.Slices < b.Slices
-	}
-	return a.Total < b.Total
+	// The users' keys are built only where the fields before them tie.
+	return cmp.Or(cmp.Compare(a.User.Key(), b.User.Key()), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Profile, b.Profile),
+		cmp.Compare(a.Slices, b.Slices), cmp.Compare(a.Total, b.Total))
 }
 
 func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
@@ -260,328 +238,12 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}
-	sort.SliceStable(d.GPUs, func(i, j int) bool {
-		a, b := d.GPUs[i], d.GPUs[j]
-		if a.Hour != b.Hour {
-			return a.Hour < b.Hour
-		}
-		if a.Node != b.Node {
-			return a.Node < b.Node
-		}
-		return a.UUID < b.UUID
-	})
-	sort.SliceStable(d.Users, func(i, j int) bool {
-		a, b := d.Users[i], d.Users[j]
-		if a.Hour != b.Hour {
-			return a.Hour < b.Hour
-		}
-		if a.Node != b.Node {
-			return a.Node < b.Node
-		}
-		if a.UUID != b.UUID {
-			return a.UUID < b.UUID
-		}
-		if a.GPUInstanceID != b.GPUInstanceID {
-			return a.GPUInstanceID < b.GPUInstanceID
-		}
-		return a.User.Key() < b.User.Key()
-	})
+	// LedgerData's orders: gk and uk are unique in d, so the orders' later
+	// fields (a GPU's model; a user's model, profile and slices) never
+	// decide here.
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
+	slices.SortStableFunc(d.Users, compareUserHours)
 	return d, nil
 }
 
 type nodeReportBody struct{ NodeReport wire.NodeReport }
-
-// Tie is a registration a user of a node report may be tied to.
-type Tie struct {
-	Key                    int64 // tasks.id
-	TaskID, Project, Owner string
-	StartTime              int64
-}
-
-// TieCandidates returns the registrations the user of node may be tied to
-// (docs/cost.md, "The ledger"), oldest first: on Kubernetes (a pod UID)
-// those whose k8s_pod_uid is the user's, whatever it declared; for a Slurm
-// job the node's registrations of that job; for another container with a
-// declaration, the declared task of that project (and owner, when
-// declared) whose hostname is the container's default host name (the
-// first 12 characters of its ID) or whose k8s_node is the node. None for
-// host users.
-func (s *Store) TieCandidates(ctx context.Context, node string, u *UserIdentity) ([]Tie, error) {
-	return s.tieCandidates(ctx, s.r, node, u)
-}
-
-func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *UserIdentity) ([]Tie, error) {
-	var st *stmt
-	var args []any
-	switch {
-	case u.PodUID != "":
-		st, args = stmtTiePod, []any{u.PodUID}
-	case u.SlurmJob != "":
-		st, args = stmtTieSlurm, []any{u.SlurmJob, node, node}
-	case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
-		host := u.ContainerID
-		if len(host) > 12 {
-			host = host[:12]
-		}
-		st, args = stmtTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, node}
-	default:
-		return nil, nil
-	}
-	out, err := s.ties(ctx, q, st, args...)
-	if err != nil || st != stmtTieSlurm {
-		return out, err
-	}
-	// A registration without slurm_job names its job as pipeline_run.
-	more, err := s.ties(ctx, q, stmtTieSlurmRun, args...)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[int64]bool{}
-	for _, t := range out {
-		seen[t.Key] = true
-	}
-	for _, t := range more {
-		if !seen[t.Key] {
-			out = append(out, t)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].StartTime != out[j].StartTime {
-			return out[i].StartTime < out[j].StartTime
-		}
-		return out[i].Key < out[j].Key
-	})
-	return out, nil
-}
-
-// TieKey is the key of LedgerTies' answer: a user of a node.
-func TieKey(node string, u *UserIdentity) string { return node + "\x1e" + u.Key() }
-
-// LedgerTies returns, for each user of users (by TieKey), what
-// TieCandidates returns for it, in one statement per tie rule for them
-// all.
-func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]Tie, error) {
-	type tieRow struct {
-		key               string
-		tie               Tie
-		hostname, k8sNode string
-	}
-	read := func(st *stmt, keys any) ([]tieRow, error) {
-		arg, err := json.Marshal(keys)
-		if err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		rows, err := s.query(ctx, s.r, st, string(arg))
-		if err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		defer rows.Close()
-		var out []tieRow
-		for rows.Next() {
-			var r tieRow
-			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode); err != nil {
-				return nil, fmt.Errorf("store: ledger ties: %w", err)
-			}
-			out = append(out, r)
-		}
-		return out, rows.Err()
-	}
-	pick := func(sqlite, postgres *stmt) *stmt {
-		if s.dialect == Postgres {
-			return postgres
-		}
-		return sqlite
-	}
-	// The keys of each rule, as tieCandidates chooses the rule.
-	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}
-	for i := range users {
-		u := &users[i].User
-		switch {
-		case u.PodUID != "":
-			pods[u.PodUID] = true
-		case u.SlurmJob != "":
-			jobs[u.SlurmJob] = true
-		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
-			decls[[2]string{u.DeclaredTaskID, u.DeclaredProject}] = true
-		}
-	}
-	byPod, byJob, byRun, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
-	if len(pods) > 0 {
-		rows, err := read(pick(stmtTiesPodSQLite, stmtTiesPodPostgres), sortedKeys(pods))
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			byPod[r.key] = append(byPod[r.key], r)
-		}
-	}
-	if len(jobs) > 0 {
-		keys := sortedKeys(jobs)
-		rows, err := read(pick(stmtTiesSlurmSQLite, stmtTiesSlurmPostgres), keys)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			byJob[r.key] = append(byJob[r.key], r)
-		}
-		if rows, err = read(pick(stmtTiesSlurmRunSQLite, stmtTiesSlurmRunPostgres), keys); err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			byRun[r.key] = append(byRun[r.key], r)
-		}
-	}
-	if len(decls) > 0 {
-		keys := make([][2]string, 0, len(decls))
-		for k := range decls {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x1f"+keys[i][1] < keys[j][0]+"\x1f"+keys[j][1] })
-		rows, err := read(pick(stmtTiesContainerSQLite, stmtTiesContainerPostgres), keys)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			k := [2]string{r.tie.TaskID, r.tie.Project}
-			byDecl[k] = append(byDecl[k], r)
-		}
-	}
-	out := map[string][]Tie{}
-	for i := range users {
-		node, u := users[i].Node, &users[i].User
-		key := TieKey(node, u)
-		if _, ok := out[key]; ok {
-			continue
-		}
-		var list []Tie
-		seen := map[int64]bool{}
-		add := func(rows []tieRow, keep func(r *tieRow) bool) {
-			for j := range rows {
-				if r := &rows[j]; !seen[r.tie.Key] && keep(r) {
-					seen[r.tie.Key] = true
-					list = append(list, r.tie)
-				}
-			}
-		}
-		onNode := func(r *tieRow) bool { return r.hostname == node || r.k8sNode == node }
-		switch {
-		case u.PodUID != "":
-			add(byPod[u.PodUID], func(*tieRow) bool { return true })
-		case u.SlurmJob != "":
-			add(byJob[u.SlurmJob], onNode)
-			add(byRun[u.SlurmJob], onNode)
-		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
-			host := u.ContainerID
-			if len(host) > 12 {
-				host = host[:12]
-			}
-			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
-				return (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) && (r.hostname == host || r.k8sNode == node)
-			})
-		}
-		sort.SliceStable(list, func(i, j int) bool {
-			if list[i].StartTime != list[j].StartTime {
-				return list[i].StartTime < list[j].StartTime
-			}
-			return list[i].Key < list[j].Key
-		})
-		out[key] = list
-	}
-	return out, nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {
-	rows, err := s.query(ctx, q, st, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: ledger ties: %w", err)
-	}
-	defer rows.Close()
-	var out []Tie
-	for rows.Next() {
-		var t Tie
-		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime); err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
-}
-
-// DeclaredTask is a registered task as the discrepancies compare it with
-// what the nodes observed: its declared GPUs (share of each listed GPU,
-// and the unlisted ones at 1).
-type DeclaredTask struct {
-	Key                                       int64
-	TaskID, Project, Owner, Hostname, K8sNode string
-	Start                                     int64
-	End                                       *int64
-	Unlisted                                  int64
-	GPUs                                      []DeclaredGPU
-}
-
-// DeclaredGPU is one listed GPU of a task.
-type DeclaredGPU struct {
-	UUID          string
-	GPUInstanceID *int64
-	Share         float64
-}
-
-// qDeclaredTasks: the tasks whose interval reaches into [from, to), with
-// their listed GPUs (tasks_start_time bounds the scan; task_gpus' primary
-// key joins). A completed task's end is its counted end, max(end_time,
-// last_seen).
-const qDeclaredTasks = `SELECT t.id, t.task_id, t.project, t.owner, t.hostname, t.k8s_node, t.start_time,
-	CASE WHEN t.end_time IS NOT NULL AND t.last_seen > t.end_time THEN t.last_seen ELSE t.end_time END, t.gpu_unlisted,
-	g.uuid, g.gpu_instance_id, g.share
-	FROM tasks t LEFT JOIN task_gpus g ON g.task_key = t.id
-	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ? OR t.last_seen > ?) ORDER BY t.id, g.position`
-
-// DeclaredTasks lists the tasks whose counted interval reaches into
-// [from, to).
-func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTask, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qDeclaredTasks), to, from, from)
-	if err != nil {
-		return nil, fmt.Errorf("store: declared tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []DeclaredTask
-	for rows.Next() {
-		var t DeclaredTask
-		var end, gi sql.NullInt64
-		var uuid sql.NullString
-		var share sql.NullFloat64
-		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.Hostname, &t.K8sNode, &t.Start, &end, &t.Unlisted,
-			&uuid, &gi, &share); err != nil {
-			return nil, fmt.Errorf("store: declared tasks: %w", err)
-		}
-		if n := len(out); n == 0 || out[n-1].Key != t.Key {
-			if end.Valid {
-				v := end.Int64
-				t.End = &v
-			}
-			out = append(out, t)
-		}
-		if uuid.Valid {
-			g := DeclaredGPU{UUID: uuid.String, Share: 1}
-			if share.Valid {
-				g.Share = share.Float64
-			}
-			if gi.Valid {
-				v := gi.Int64
-				g.GPUInstanceID = &v
-			}
-			last := &out[len(out)-1]
-			last.GPUs = append(last.GPUs, g)
-		}
-	}
-	return out, rows.Err()
-}

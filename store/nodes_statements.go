@@ -70,7 +70,7 @@ var (
 		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1)}}
 )
 
-// Ties of a report's users to registrations (ledger.go, TieCandidates;
+// Ties of a report's users to registrations (ledger_ties.go, TieCandidates;
 // and the idleness of the latest report's tasks).
 var (
 	stmtTiePod = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
@@ -126,9 +126,9 @@ var nodeStatements = map[string]*stmt{
 	"lock node":          stmtLockTask,
 }
 
-// The ledger's reads (ledger.go): the window's roll-ups summed in SQL, and
-// the ties of all its users to registrations, one statement per tie rule
-// (the users' keys passed as one JSON array).
+// The ledger's reads (ledger.go, ledger_ties.go): the window's roll-ups
+// summed in SQL, and the ties of all its users to registrations, one
+// statement per tie rule (the users' keys passed as one JSON array).
 const userHourColumns = `node, uuid, gpu_instance_id, model, profile, slices, total_slices, runtime, container_id, pod_uid,
 		namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id, declared_project, declared_owner`
 

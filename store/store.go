@@ -71,7 +71,7 @@ type Store struct {
 	maxOpen             int
 	log                 *slog.Logger
 	// sqliteDSN is the SQLite connection string, for a close's snapshot
-	// (closing.go); "" on PostgreSQL.
+	// (closemonth.go); "" on PostgreSQL.
 	sqliteDSN string
 }
 

@@ -257,30 +257,40 @@ func statementsCmd(args []string, stdout io.Writer) error {
 	return nil
 }
 
-func backupCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("backup", pflag.ContinueOnError)
+// backupArgs parses the arguments of backup or restore (cmd): the
+// database's settings and the backup file's flag (required); a PostgreSQL
+// --db is a usage error naming tool, PostgreSQL's own tool for it.
+func backupArgs(cmd, flag, doc, tool string, args []string) (db, file string, err error) {
+	fs := pflag.NewFlagSet(cmd, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	dbSettings.Define(fs)
-	to := fs.String("to", "", "the backup file to write (must not exist)")
+	path := fs.String(flag, "", doc)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return "", "", err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: backup takes no arguments, got %q", errUsage, fs.Args())
+		return "", "", fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd, fs.Args())
 	}
-	if *to == "" {
-		return fmt.Errorf("%w: backup: --to is required", errUsage)
+	if *path == "" {
+		return "", "", fmt.Errorf("%w: %s: --%s is required", errUsage, cmd, flag)
 	}
 	var src sources
 	if err := resolve(dbSettings, &src, fs); err != nil {
+		return "", "", err
+	}
+	if store.IsPostgresDSN(src.db) {
+		return "", "", fmt.Errorf("%w: %s: --db is a PostgreSQL URL: use %s (docs/monitor.md, \"Backups\")", errUsage, cmd, tool)
+	}
+	return src.db, *path, nil
+}
+
+func backupCmd(args []string, stdout io.Writer) error {
+	db, to, err := backupArgs("backup", "to", "the backup file to write (must not exist)", "pg_dump", args)
+	if err != nil {
 		return err
 	}
-	db := &src.db
-	if store.IsPostgresDSN(*db) {
-		return fmt.Errorf("%w: backup: --db is a PostgreSQL URL: use pg_dump (docs/monitor.md, \"Backups\")", errUsage)
-	}
 	start := time.Now()
-	info, err := store.Backup(context.Background(), *db, *to)
+	info, err := store.Backup(context.Background(), db, to)
 	if err != nil {
 		return err
 	}
@@ -290,32 +300,15 @@ func backupCmd(args []string, stdout io.Writer) error {
 }
 
 func restoreCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("restore", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dbSettings.Define(fs)
-	from := fs.String("from", "", "the backup file")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: restore takes no arguments, got %q", errUsage, fs.Args())
-	}
-	if *from == "" {
-		return fmt.Errorf("%w: restore: --from is required", errUsage)
-	}
-	var src sources
-	if err := resolve(dbSettings, &src, fs); err != nil {
-		return err
-	}
-	db := &src.db
-	if store.IsPostgresDSN(*db) {
-		return fmt.Errorf("%w: restore: --db is a PostgreSQL URL: use pg_restore (docs/monitor.md, \"Backups\")", errUsage)
-	}
-	info, aside, err := store.Restore(context.Background(), *from, *db)
+	db, from, err := backupArgs("restore", "from", "the backup file", "pg_restore", args)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "restored %s from %s: %d tasks, %d statements, schema version %d\n", *db, *from, info.Tasks, info.Statements, info.SchemaVersion)
+	info, aside, err := store.Restore(context.Background(), from, db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %s from %s: %d tasks, %d statements, schema version %d\n", db, from, info.Tasks, info.Statements, info.SchemaVersion)
 	if aside != "" {
 		fmt.Fprintf(stdout, "the database it replaced is kept as %s\n", aside)
 	}

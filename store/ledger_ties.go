@@ -1,0 +1,230 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Tie is a registration a user of a node report may be tied to.
+type Tie struct {
+	Key                    int64 // tasks.id
+	TaskID, Project, Owner string
+	StartTime              int64
+}
+
+// TieCandidates returns the registrations the user of node may be tied to
+// (docs/cost.md, "The ledger"), oldest first: on Kubernetes (a pod UID)
+// those whose k8s_pod_uid is the user's, whatever it declared; for a Slurm
+// job the node's registrations of that job; for another container with a
+// declaration, the declared task of that project (and owner, when
+// declared) whose hostname is the container's default host name (the
+// first 12 characters of its ID) or whose k8s_node is the node. None for
+// host users.
+func (s *Store) TieCandidates(ctx context.Context, node string, u *UserIdentity) ([]Tie, error) {
+	return s.tieCandidates(ctx, s.r, node, u)
+}
+
+func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *UserIdentity) ([]Tie, error) {
+	var st *stmt
+	var args []any
+	switch {
+	case u.PodUID != "":
+		st, args = stmtTiePod, []any{u.PodUID}
+	case u.SlurmJob != "":
+		st, args = stmtTieSlurm, []any{u.SlurmJob, node, node}
+	case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+		host := u.ContainerID
+		if len(host) > 12 {
+			host = host[:12]
+		}
+		st, args = stmtTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, node}
+	default:
+		return nil, nil
+	}
+	out, err := s.ties(ctx, q, st, args...)
+	if err != nil || st != stmtTieSlurm {
+		return out, err
+	}
+	// A registration without slurm_job names its job as pipeline_run.
+	more, err := s.ties(ctx, q, stmtTieSlurmRun, args...)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int64]bool{}
+	for _, t := range out {
+		seen[t.Key] = true
+	}
+	for _, t := range more {
+		if !seen[t.Key] {
+			out = append(out, t)
+		}
+	}
+	slices.SortStableFunc(out, compareTies)
+	return out, nil
+}
+
+// compareTies orders ties oldest first: by start time, then tasks.id.
+func compareTies(a, b Tie) int {
+	return cmp.Or(cmp.Compare(a.StartTime, b.StartTime), cmp.Compare(a.Key, b.Key))
+}
+
+// TieKey is the key of LedgerTies' answer: a user of a node.
+func TieKey(node string, u *UserIdentity) string { return node + "\x1e" + u.Key() }
+
+// LedgerTies returns, for each user of users (by TieKey), what
+// TieCandidates returns for it, in one statement per tie rule for them
+// all.
+func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]Tie, error) {
+	type tieRow struct {
+		key               string
+		tie               Tie
+		hostname, k8sNode string
+	}
+	read := func(st *stmt, keys any) ([]tieRow, error) {
+		arg, err := json.Marshal(keys)
+		if err != nil {
+			return nil, fmt.Errorf("store: ledger ties: %w", err)
+		}
+		rows, err := s.query(ctx, s.r, st, string(arg))
+		if err != nil {
+			return nil, fmt.Errorf("store: ledger ties: %w", err)
+		}
+		defer rows.Close()
+		var out []tieRow
+		for rows.Next() {
+			var r tieRow
+			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode); err != nil {
+				return nil, fmt.Errorf("store: ledger ties: %w", err)
+			}
+			out = append(out, r)
+		}
+		return out, rows.Err()
+	}
+	pick := func(sqlite, postgres *stmt) *stmt {
+		if s.dialect == Postgres {
+			return postgres
+		}
+		return sqlite
+	}
+	// The keys of each rule, as tieCandidates chooses the rule.
+	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}
+	for i := range users {
+		u := &users[i].User
+		switch {
+		case u.PodUID != "":
+			pods[u.PodUID] = true
+		case u.SlurmJob != "":
+			jobs[u.SlurmJob] = true
+		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+			decls[[2]string{u.DeclaredTaskID, u.DeclaredProject}] = true
+		}
+	}
+	byPod, byJob, byRun, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
+	if len(pods) > 0 {
+		rows, err := read(pick(stmtTiesPodSQLite, stmtTiesPodPostgres), sortedKeys(pods))
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byPod[r.key] = append(byPod[r.key], r)
+		}
+	}
+	if len(jobs) > 0 {
+		keys := sortedKeys(jobs)
+		rows, err := read(pick(stmtTiesSlurmSQLite, stmtTiesSlurmPostgres), keys)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byJob[r.key] = append(byJob[r.key], r)
+		}
+		if rows, err = read(pick(stmtTiesSlurmRunSQLite, stmtTiesSlurmRunPostgres), keys); err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byRun[r.key] = append(byRun[r.key], r)
+		}
+	}
+	if len(decls) > 0 {
+		keys := make([][2]string, 0, len(decls))
+		for k := range decls {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x1f"+keys[i][1] < keys[j][0]+"\x1f"+keys[j][1] })
+		rows, err := read(pick(stmtTiesContainerSQLite, stmtTiesContainerPostgres), keys)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			k := [2]string{r.tie.TaskID, r.tie.Project}
+			byDecl[k] = append(byDecl[k], r)
+		}
+	}
+	out := map[string][]Tie{}
+	for i := range users {
+		node, u := users[i].Node, &users[i].User
+		key := TieKey(node, u)
+		if _, ok := out[key]; ok {
+			continue
+		}
+		var list []Tie
+		seen := map[int64]bool{}
+		add := func(rows []tieRow, keep func(r *tieRow) bool) {
+			for j := range rows {
+				if r := &rows[j]; !seen[r.tie.Key] && keep(r) {
+					seen[r.tie.Key] = true
+					list = append(list, r.tie)
+				}
+			}
+		}
+		onNode := func(r *tieRow) bool { return r.hostname == node || r.k8sNode == node }
+		switch {
+		case u.PodUID != "":
+			add(byPod[u.PodUID], func(*tieRow) bool { return true })
+		case u.SlurmJob != "":
+			add(byJob[u.SlurmJob], onNode)
+			add(byRun[u.SlurmJob], onNode)
+		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+			host := u.ContainerID
+			if len(host) > 12 {
+				host = host[:12]
+			}
+			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
+				return (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) && (r.hostname == host || r.k8sNode == node)
+			})
+		}
+		slices.SortStableFunc(list, compareTies)
+		out[key] = list
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {
+	rows, err := s.query(ctx, q, st, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger ties: %w", err)
+	}
+	defer rows.Close()
+	var out []Tie
+	for rows.Next() {
+		var t Tie
+		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime); err != nil {
+			return nil, fmt.Errorf("store: ledger ties: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

@@ -59,3 +59,34 @@ func TestExecModeTasksLeaveAfterExecTTL(t *testing.T) {
 		t.Errorf("--exec-ttl 0s: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestExecModeTaskObservedStays: a task that reports nothing itself (exec
+// mode) but whose pod a node report tied to it within --exec-ttl stays on
+// /metrics past the TTL; a silent task of the same age beside it leaves.
+func TestExecModeTaskObservedStays(t *testing.T) {
+	s := startServer(t, storetest.SQLiteDSN(t), "--tokens", nodeTokens(t), "--exec-ttl", "1h")
+	now := time.Now()
+	start := now.Add(-2 * time.Hour).Unix()
+	for _, c := range []struct{ id, where string }{
+		{"observed", `"hostname":"observed-0","k8s_pod_uid":"pod-obs","k8s_node":"gpu-node-1"`},
+		{"silent", `"hostname":"silent-0","k8s_pod_uid":"pod-silent","k8s_node":"gpu-node-2"`},
+	} {
+		reg := `{"schema_version":1,"task_id":"` + c.id + `","task_name":"train","project":"p","owner":"o@example.com","start_time":` +
+			strconv.FormatInt(start, 10) + `,` + c.where + `,"labels":{},"gpu_count":1,"gpus":[]}`
+		expect(t, s.do(t, registerReq(reg, "a-secret")), 201, "")
+	}
+	end := now.Unix() - 60
+	rep := `{"schema_version":1,"node":"gpu-node-1","time":` + strconv.FormatInt(end, 10) + `,"interval_seconds":60,"agent_version":"test",
+		"samples":6,"final":false,"gpus":[],"instances":[{"uuid":"GPU-obs","gpu_instance_id":null,"name":"NVIDIA H200","samples":6,
+		"busy_share":1,"busy_basis":"utilization","occupied_share":1,"energy_joules":null,"users":[{"runtime":"containerd",
+		"container_id":"c-obs","pod_uid":"pod-obs","namespace":"team-a","pod":"train-0","container":"paddle","allocated_share":1,
+		"seen_share":1,"busy_share":1,"declared":null}]}]}`
+	expect(t, s.do(t, post("/v1/nodes/report", rep, "n-secret")), 201, "")
+
+	m := string(s.do(t, get("/metrics", "")).Body)
+	for id, want := range map[string]bool{"observed": true, "silent": false} {
+		if got := strings.Contains(m, `task_id="`+id+`"`); got != want {
+			t.Errorf("%s on /metrics: %v, want %v", id, got, want)
+		}
+	}
+}

@@ -13,7 +13,8 @@ import (
 // that ended long ago. Such a task (no heartbeat since its start, no
 // completion) reads "no end reported" rather than running, and leaves
 // /metrics once DefaultExecTTL (--exec-ttl) has passed since its start,
-// unless a heartbeat shows it alive. Supervise mode and the node agent
+// unless a heartbeat shows it alive (a node report that ties one of its
+// node's users to it moves last_seen too). Supervise mode and the node agent
 // report the end (docs/supervise.md).
 
 // DefaultExecTTL is how long after its start a task that reported

@@ -32,6 +32,9 @@ type TaskGPU struct {
 
 // TaskUsage is a task as the statement counts it.
 type TaskUsage struct {
+	// ID is the store's key of the task (ObservedTask.ID); 0 on an
+	// undeclared line.
+	ID                           int64
 	TaskID, Name, Project, Owner string
 	Labels                       map[string]string
 	Start                        int64
@@ -61,8 +64,15 @@ type StatementLine struct {
 	EnergyKWh    *float64
 	// Basis says what the hours rest on: "completion" (start to end),
 	// "last heartbeat" (a task without a completion, up to its last
-	// heartbeat), "start only" (neither: counted 0 hours).
+	// heartbeat), "start only" (neither: counted 0 hours). When node
+	// reports cover the window it is the billing basis instead:
+	// BasisDeclared, BasisObserved or BasisMixed, as the report's.
 	Basis string
+	// Namespace is set on a line of undeclared use (no task): the
+	// namespace whose use --namespace-projects charges to Project.
+	Namespace string
+	// Undeclared is that line's use, by GPU kind.
+	Undeclared []InstanceUse
 }
 
 // Statement is the chargeback statement of a window.
@@ -136,8 +146,112 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 		}
 		st.Lines = append(st.Lines, line)
 	}
+	if o, ok := src.(Observer); ok {
+		obs, err := o.Observations(ctx, q.Window)
+		if err != nil {
+			return nil, fmt.Errorf("report: observations: %w", err)
+		}
+		if obs != nil && obs.Covered {
+			billLines(st, obs, q)
+		}
+	}
 	st.Labels = slices.Sorted(maps.Keys(labels))
 	return st, nil
+}
+
+// billLines bills the statement's lines from observations as the report
+// bills its rows (observe): a task its node's reports observed has the
+// declared figures of its covered part taken away and its attributed use
+// added; every line's basis becomes its billing basis; undeclared use
+// --namespace-projects charges to a project gets a line per namespace (no
+// task), so the lines still add up to the report's rows and total. Price
+// per hour on an observed or mixed line is its cost per billed GPU-hour.
+func billLines(st *Statement, obs *Observations, q Query) {
+	byID := map[int64]*ObservedTask{}
+	for i := range obs.Tasks {
+		byID[obs.Tasks[i].ID] = &obs.Tasks[i]
+	}
+	for i := range st.Lines {
+		l := &st.Lines[i]
+		t, ok := byID[l.ID]
+		if !ok {
+			l.Basis = BasisDeclared
+			continue
+		}
+		l.Basis = t.Basis()
+		var a acc
+		for _, g := range t.CoveredDeclared {
+			a.addGPUs(g.negated(), q.Prices)
+		}
+		if t.CoveredUnlistedSeconds > 0 {
+			a.addUnlistedSeconds(-t.CoveredUnlistedSeconds, 0, q.Prices)
+		}
+		for _, u := range t.Observed {
+			a.addGPUs(u.gpuSums(map[string]string{"model": u.Model}, t.Failed), q.Prices)
+		}
+		// Rounded as the report's figures are (sums of floats differ in
+		// their last bits between stores).
+		l.GPUHours = round(l.GPUHours+a.gpuSec/3600, 1e6)
+		if l.Cost != nil {
+			cost := round(*l.Cost+a.cost/3600, 1e6)
+			l.Cost = &cost
+			l.PricePerHour = perHour(cost, l.GPUHours)
+		}
+		if a.energyJ != 0 {
+			kwh := a.energyJ / 3.6e6
+			if l.EnergyKWh != nil {
+				kwh += *l.EnergyKWh
+			}
+			kwh = round(kwh, 1e6)
+			l.EnergyKWh = &kwh
+		}
+	}
+	if q.Namespaces == nil {
+		return
+	}
+	byNS := map[string]int{}
+	for _, u := range obs.Undeclared {
+		project, ok := q.Namespaces(u.Namespace)
+		if !ok || (q.Scope != nil && !q.Scope(project, "")) {
+			continue
+		}
+		i, ok := byNS[u.Namespace]
+		if !ok {
+			i = len(st.Lines)
+			byNS[u.Namespace] = i
+			st.Lines = append(st.Lines, StatementLine{TaskUsage: TaskUsage{Project: project,
+				Start: st.From.Unix()}, Basis: BasisObserved, Namespace: u.Namespace})
+			if q.Prices != nil {
+				st.Lines[i].Cost = new(float64)
+			}
+		}
+		l := &st.Lines[i]
+		l.Undeclared = append(l.Undeclared, u.Use)
+		var a acc
+		a.addGPUs(u.Use.gpuSums(map[string]string{"model": u.Use.Model}, false), q.Prices)
+		l.GPUHours = round(l.GPUHours+a.gpuSec/3600, 1e6)
+		if l.Cost != nil {
+			*l.Cost = round(*l.Cost+a.cost/3600, 1e6)
+			l.PricePerHour = perHour(*l.Cost, l.GPUHours)
+		}
+		if a.energyJ != 0 {
+			kwh := a.energyJ / 3.6e6
+			if l.EnergyKWh != nil {
+				kwh += *l.EnergyKWh
+			}
+			kwh = round(kwh, 1e6)
+			l.EnergyKWh = &kwh
+		}
+	}
+}
+
+// perHour is cost per GPU-hour (nil without hours).
+func perHour(cost, hours float64) *float64 {
+	if hours <= 0 {
+		return nil
+	}
+	p := round(cost/hours, 1e6)
+	return &p
 }
 
 // gpuPrice is the price of one hour of g as the report charges it: a MIG
@@ -167,7 +281,22 @@ func (p *Prices) priceOrNone(model string) (float64, bool) {
 // gpusText writes a task's GPUs for the statement: each model (with its
 // MIG profile) once, with its count and the share of each when not whole:
 // "2 × Tesla T4", "1 × NVIDIA H200 3g.71gb (share 0.428571)".
-func gpusText(t TaskUsage) string {
+func gpusText(l StatementLine) string {
+	if l.Namespace != "" {
+		var parts []string
+		for _, u := range l.Undeclared {
+			name := u.Model
+			if u.MIG && u.Profile != "" {
+				name += " " + u.Profile
+			}
+			parts = append(parts, name)
+		}
+		return "undeclared use of namespace " + l.Namespace + ": " + strings.Join(parts, " + ")
+	}
+	return taskGPUsText(l.TaskUsage)
+}
+
+func taskGPUsText(t TaskUsage) string {
 	type kind struct {
 		name  string
 		share float64
@@ -232,10 +361,12 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 			rec = append(rec, csvText(l.Labels[k]))
 		}
 		end := "running"
-		if l.End != nil {
+		if l.Namespace != "" {
+			end = st.To.Format(time.RFC3339)
+		} else if l.End != nil {
 			end = time.Unix(*l.End, 0).UTC().Format(time.RFC3339)
 		}
-		rec = append(rec, time.Unix(l.Start, 0).UTC().Format(time.RFC3339), end, csvText(gpusText(l.TaskUsage)), num(l.GPUHours))
+		rec = append(rec, time.Unix(l.Start, 0).UTC().Format(time.RFC3339), end, csvText(gpusText(l)), num(l.GPUHours))
 		if priced {
 			rec = append(rec, opt(l.PricePerHour), opt(l.Cost))
 		}

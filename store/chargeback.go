@@ -41,7 +41,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 		}
 		if id != last {
 			last = id
-			t := report.TaskUsage{TaskID: taskID, Name: name, Project: project, Owner: owner, Start: start,
+			t := report.TaskUsage{ID: id, TaskID: taskID, Name: name, Project: project, Owner: owner, Start: start,
 				Seconds: sec, UnlistedGPUs: unlisted}
 			if end.Valid {
 				t.End = &end.Int64

@@ -8,9 +8,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
 )
@@ -101,6 +103,87 @@ func TestChargebackSumsToProjects(t *testing.T) {
 		}
 		if r := runMonitor(t, "report", "--db", db, "--by", "task"); r.code != 2 || !strings.Contains(r.stderr, "--format csv") {
 			t.Errorf("--by task as a table: exit %d %s", r.code, r.stderr)
+		}
+	})
+}
+
+// TestChargebackFromObservations: with node reports covering the window
+// (billingFleet), each task's line carries its billed figures and billing
+// basis (billingByHand), undeclared use charged to a project has a line
+// of its own (no task), and the lines add up to the report's total.
+func TestChargebackFromObservations(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		dir := t.TempDir()
+		prices := filepath.Join(dir, "prices.json")
+		writeFile(t, prices, `{"currency":"CNY","models":{"NVIDIA H200":10,"NVIDIA H200 3g.71gb":5}}`)
+		ns := filepath.Join(dir, "namespaces.json")
+		writeFile(t, ns, `{"team-b":"ads_x"}`)
+		s := startServer(t, dsn, "--tokens", nodeTokens(t), "--prices", prices, "--namespace-projects", ns)
+		h := time.Now().Unix()/3600*3600 - 20*3600
+		billingFleet(t, s, h)
+		from, to := time.Unix(h, 0).UTC().Format(time.RFC3339), time.Unix(h+12*3600, 0).UTC().Format(time.RFC3339)
+		args := []string{"report", "--db", dsn, "--prices", prices, "--namespace-projects", ns, "--from", from, "--to", to}
+		r := runMonitor(t, append(args, "--by", "task", "--format", "csv")...)
+		if r.code != 0 {
+			t.Fatalf("--by task: exit %d %s", r.code, r.stderr)
+		}
+		lines, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+		if err != nil || len(lines) < 2 {
+			t.Fatalf("statement %q: %v", r.stdout, err)
+		}
+		col := map[string]int{}
+		for i, h := range lines[0] {
+			col[h] = i
+		}
+		type fig struct {
+			hours, cost, kwh float64
+			basis            string
+		}
+		// By hand (billingByHand): the undeclared line is keyed by its
+		// project, ads_x, with no task_id.
+		want := map[string]fig{
+			"t-tiny": {10, 100, 10, "observed"}, "t-short": {10, 100, 0, "observed"},
+			"t-exec": {10, 100, 0, "observed"}, "t-mixed": {11, 110, 0, "mixed"},
+			"t-mig": {30.0 / 7, 50, 0, "observed"}, "t-never": {1, 10, 0, "declared"},
+			"t-decl": {3, 30, 0, "declared"}, "ads_x": {10, 100, 0, "observed"},
+		}
+		var sumHours, sumCost float64
+		for _, l := range lines[1:] {
+			id := l[col["task_id"]]
+			if id == "" {
+				id = l[col["project"]]
+				if !strings.Contains(l[col["gpus"]], "namespace team-b") {
+					t.Errorf("undeclared line's gpus %q", l[col["gpus"]])
+				}
+			}
+			w, ok := want[id]
+			if !ok {
+				t.Errorf("line %q not expected", l)
+				continue
+			}
+			delete(want, id)
+			h, _ := strconv.ParseFloat(l[col["gpu_hours"]], 64)
+			c, _ := strconv.ParseFloat(l[col["cost"]], 64)
+			e, _ := strconv.ParseFloat(l[col["energy_kwh"]], 64)
+			sumHours += h
+			sumCost += c
+			if math.Abs(h-w.hours) > 1e-6 || math.Abs(c-w.cost) > 1e-6 || math.Abs(e-w.kwh) > 1e-6 || l[col["billing_basis"]] != w.basis {
+				t.Errorf("%s: %v GPU-h, %v, %v kWh, %s; want %+v", id, h, c, e, l[col["billing_basis"]], w)
+			}
+		}
+		for id := range want {
+			t.Errorf("no line for %s:\n%s", id, r.stdout)
+		}
+		j := runMonitor(t, append(args, "--format", "json")...)
+		rep := decodeReport(t, j.stdout)
+		total := rep["total"].(map[string]any)
+		if math.Abs(sumHours-total["gpu_hours"].(float64)) > 1e-5 || math.Abs(sumCost-total["cost"].(float64)) > 1e-5 {
+			t.Errorf("lines sum to %v GPU-h, %v; report total %v, %v", sumHours, sumCost, total["gpu_hours"], total["cost"])
+		}
+		// The same over HTTP.
+		a := s.do(t, get("/v1/report?from="+from+"&to="+to+"&by=task&format=csv", "a-secret"))
+		if a.Status != 200 || string(a.Body) != r.stdout {
+			t.Errorf("GET by=task&format=csv: %d\n%s\nwant\n%s", a.Status, a.Body, r.stdout)
 		}
 	})
 }

@@ -35,20 +35,20 @@ test:
 	$(GO) test -count=1 -timeout 20m ./...
 
 demo: build
-	$(GO) run ./demo
+	$(GO) run ./test/demo
 
 # The start-up benchmark against the shell entrypoint (docs/benchmarks.md).
 # It rewrites the generated section of docs/benchmarks.md (BENCH_DOC= to leave
 # it alone); BENCHFLAGS="-iterations 10 -slow-iterations 2" for a quick run.
-# Then the monitor's benchmark (bench/monitorbench: SQLite and PostgreSQL side
+# Then the monitor's benchmark (test/bench/monitorbench: SQLite and PostgreSQL side
 # by side) writes its own section; MONITORBENCHFLAGS="-rounds 1" for a quick run.
-# Then the node agent's cost (bench/nodebench: 8 GPUs, 200 processes, two
+# Then the node agent's cost (test/bench/nodebench: 8 GPUs, 200 processes, two
 # default intervals); NODEBENCHFLAGS="-duration 30s" for a quick run.
 BENCH_DOC ?= docs/benchmarks.md
 bench: build
-	$(GO) run ./bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
-	$(GO) run ./bench/monitorbench -monitor bin/paddle-monitor -doc "$(BENCH_DOC)" $(MONITORBENCHFLAGS)
-	$(GO) run ./bench/nodebench -node bin/paddle-node -doc "$(BENCH_DOC)" $(NODEBENCHFLAGS)
+	$(GO) run ./test/bench -entrypoint bin/paddle-entrypoint -doc "$(BENCH_DOC)" $(BENCHFLAGS)
+	$(GO) run ./test/bench/monitorbench -monitor bin/paddle-monitor -doc "$(BENCH_DOC)" $(MONITORBENCHFLAGS)
+	$(GO) run ./test/bench/nodebench -node bin/paddle-node -doc "$(BENCH_DOC)" $(NODEBENCHFLAGS)
 
 # The image built from Dockerfile.paddle and run under podman, and the
 # shipped executables in a glibc-2.31 root (docs/image.md). Needs root; it
@@ -56,7 +56,7 @@ bench: build
 # ships are built inside that root, as the Dockerfile's builder stage does.
 e2e:
 	./scripts/e2e-setup.sh
-	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./e2e/
+	PADDLE_E2E_VERSION=$(VERSION) $(GO) test -tags e2e -count=1 -timeout 15m -v ./test/e2e/
 
 # On a machine with NVIDIA GPUs: the probe, its sampling mode (MIG and
 # energy where present) and a supervised task against the real driver, with

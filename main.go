@@ -18,13 +18,14 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/config"
-	"github.com/paddle-entrypoint/paddle-entrypoint/drain"
-	"github.com/paddle-entrypoint/paddle-entrypoint/earlysignal"
-	"github.com/paddle-entrypoint/paddle-entrypoint/launch"
-	"github.com/paddle-entrypoint/paddle-entrypoint/logging"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitorurl"
-	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/config"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/drain"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/help"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/launch"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/logging"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -45,7 +46,7 @@ func dispatch(args, environ []string) int {
 	flags := config.NewFlagSet("paddle-entrypoint", false)
 	showVersion := flags.BoolP("version", "v", false, "print the version and exit")
 	if err := flags.Parse(args); err != nil {
-		return earlysignal.Exit(flagError(err, func(w io.Writer) { runHelp(w, flags) }))
+		return earlysignal.Exit(flagError(err, func(w io.Writer) { help.Run(w, flags, usageText) }))
 	}
 	rest := flags.Args()
 	if *showVersion {
@@ -78,7 +79,7 @@ func dispatch(args, environ []string) int {
 func labelsCmd(args, environ []string) int {
 	flags := config.NewFlagSet("paddle-entrypoint labels", true)
 	if err := flags.Parse(args); err != nil {
-		return flagError(err, func(w io.Writer) { labelsHelp(w, flags) })
+		return flagError(err, func(w io.Writer) { help.Labels(w, flags) })
 	}
 	if rest := flags.Args(); len(rest) != 1 {
 		return usage(fmt.Errorf("labels takes no arguments, got %q", rest[1:]))
@@ -105,7 +106,7 @@ func spoolCmd(args, environ []string) int {
 	flags.StringVar(&o.Flush.TokenDir, "token-dir", tokenDir, "flush: a directory of monitor tokens, one per file (PADDLE_SPOOL_TOKEN_DIR): each entry is sent with the token it was written for")
 	flags.BoolVar(&o.Flush.Legacy, "legacy", false, "flush: also send the entries of the previous format (no token fingerprint), with the token of PADDLE_MONITOR_TOKEN_FILE")
 	if err := flags.Parse(args); err != nil {
-		return flagError(err, func(w io.Writer) { spoolHelp(w, flags, args) })
+		return flagError(err, func(w io.Writer) { help.Spool(w, flags, args) })
 	}
 	rest := flags.Args()
 	if len(rest) != 2 {

@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 

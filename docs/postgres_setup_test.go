@@ -1,7 +1,7 @@
 package docs
 
 // monitor.md's PostgreSQL set-up, run as written against a PostgreSQL
-// server the test starts (store/pgserver): the superuser's psql block,
+// server the test starts (monitor/store/pgserver): the superuser's psql block,
 // then the URL file, serve and report, with the server's address, a
 // temporary directory for /etc/paddle-monitor and a free port.
 
@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/pgserver"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/pgserver"
 )
 
 func TestDocsPostgresSetup(t *testing.T) {

@@ -3,7 +3,7 @@ package labels
 import (
 	"fmt"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
 )
 
 // Identity is where a task sits in a pipeline, in Kubernetes and in Slurm. Values

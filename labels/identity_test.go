@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 )
 
 // identityLines returns the labels file's lines from "trainers_num" on,

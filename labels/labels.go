@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
-	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
 )
 
 // ExtraPrefix starts the environment variables of extra labels.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
-	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
 )
 
 // ErrPayload marks a stored registration body that must not be sent.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 )
 
 func TestCheckPayload(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // Tasks that can never end on their own. An exec-mode task replaces the

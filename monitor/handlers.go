@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // written is the answer to a write that was stored or already there.

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // LedgerConfig is what MountLedger needs.

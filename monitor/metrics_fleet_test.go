@@ -9,11 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 // countingLedger is a store that counts the ledgers computed from it.

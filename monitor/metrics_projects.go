@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // ProjectsEvery is how often the project month series are computed at

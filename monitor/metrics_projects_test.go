@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // countingSource is a report source with one project's sums that counts

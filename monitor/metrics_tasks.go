@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // OpenTasks is what the task collector and the page need from the store.

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // gathered is what client_golang serves for c: its registry's Gather

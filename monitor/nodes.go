@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // NodeStore is what the node-report endpoint needs from the database.

@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // pageFleetMax bounds the page's lists of undeclared use and

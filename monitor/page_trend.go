@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // Month over month: the page shows beside each project the previous

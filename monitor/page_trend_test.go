@@ -3,7 +3,7 @@ package monitor
 import (
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 func TestGPUsText(t *testing.T) {

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/books"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // ReportSource is what the report endpoint and the page need from the

@@ -13,14 +13,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
-const fixtureDir = "../report/testdata"
+const fixtureDir = "report/testdata"
 
 // fixtureNow is a moment late in the fixture's month: t04 (last heartbeat
 // Nov 20 06:30) and t05 (started Nov 25 12:00) were seen within the
@@ -55,7 +55,7 @@ func newFixtureMonitor(t *testing.T, dsn string, tokens *access.Set, adminSecret
 	return m
 }
 
-// postFixture sends report/testdata/fixture.json's events to h in order.
+// postFixture sends monitor/report/testdata/fixture.json's events to h in order.
 func postFixture(t *testing.T, h http.Handler, token string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(fixtureDir, "fixture.json"))
@@ -143,7 +143,7 @@ func TestReportEndpointFixture(t *testing.T) {
 		if cd := rec.Header().Get("Content-Disposition"); cd != `attachment; filename="gpu-report_2025-11-01_2025-12-01_project-owner.csv"` {
 			t.Errorf("Content-Disposition %q", cd)
 		}
-		// By project and owner, computed by hand from report/testdata/README.md;
+		// By project and owner, computed by hand from monitor/report/testdata/README.md;
 		// nlp/fay and vision/cho tie at 6.5 GPU-hours: byte order of the key.
 		want := "project,owner,tasks,completed_tasks,failed_tasks,gate_failed_tasks,open_tasks,gpu_hours,failed_gpu_hours,idle_gpu_hours,util_mean,waste_share,duration_est_hours,duration_actual_hours,queue_wait_mean_seconds,queue_wait_max_seconds,cost,energy_kwh,energy_cost,co2_kg\n" +
 			"vision,dan,1,0,0,0,1,24,0,0,,0,0,0,,,48,,,\n" +

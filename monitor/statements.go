@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/books"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // BooksConfig is what MountStatements needs: the store's books and what a

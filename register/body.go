@@ -5,8 +5,8 @@ import (
 	"strconv"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // SchemaVersion is the version of the registration body.

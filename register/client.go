@@ -20,8 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/mountfile"
-	"github.com/paddle-entrypoint/paddle-entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/mountfile"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 

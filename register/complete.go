@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // Paths of supervise mode's endpoints, below the monitor's base URL.

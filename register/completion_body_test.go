@@ -3,9 +3,9 @@ package register
 import (
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/gate"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // TestCompletionBody: the completion's bytes, every field set and none,

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // Heartbeat is the body of POST /v1/task/heartbeat (docs/openapi.yaml):

@@ -3,7 +3,7 @@ package register
 import (
 	"net/url"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitorurl"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
 )
 
 // ErrBadURL marks a monitor URL that can never work: no attempt is made

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 // billingTask registers a Kubernetes task of project on gpu-node-1 (or,

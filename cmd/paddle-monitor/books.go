@@ -20,12 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/books"
-	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // booksCommands are the commands' usage lines, after report.

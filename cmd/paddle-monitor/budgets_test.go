@@ -2,7 +2,7 @@ package main
 
 // Black-box tests of budgets (docs/cost.md, Budgets) on the built
 // paddle-monitor: `report --budgets` and `serve --budgets` over the
-// fixture (report/testdata/README.md computes every figure by hand), bad
+// fixture (monitor/report/testdata/README.md computes every figure by hand), bad
 // budgets files refused at start, and the project month series of
 // /metrics, computed at most once a minute.
 
@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/report"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 func TestBudgetsReport(t *testing.T) {

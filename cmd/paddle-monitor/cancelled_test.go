@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 func TestClientCancelledHeartbeatIsNoStoreError(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 func TestChargebackSumsToProjects(t *testing.T) {
@@ -72,7 +72,7 @@ func TestChargebackSumsToProjects(t *testing.T) {
 			if c.month != "2025-11" {
 				continue
 			}
-			// Lines by hand (report/testdata/README.md): t01 2 of its 4 hours
+			// Lines by hand (monitor/report/testdata/README.md): t01 2 of its 4 hours
 			// in November × 2 T4 at 2; t07 2 GPUs from device nodes at the
 			// default 2; w05 4 of 8 hours and half of its 3 kWh.
 			for _, want := range []string{

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 // gpuClaims returns the task_ids /metrics attributes uuid to, in the

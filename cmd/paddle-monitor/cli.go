@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 )
 
 // commands are the subcommands, in the order usage lists them: each line

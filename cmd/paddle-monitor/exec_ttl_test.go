@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 func TestExecModeTasksLeaveAfterExecTTL(t *testing.T) {

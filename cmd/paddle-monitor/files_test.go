@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 // hostileFiles makes, in dir, the files a monitor must refuse and returns

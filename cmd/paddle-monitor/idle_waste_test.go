@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 func TestRunningIdleCountsAsWaste(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 // labelled registers and completes a task of November 2025: gpus H100s

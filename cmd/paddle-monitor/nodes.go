@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // nodeSettings are the settings of node reports and the ledger (serve's,

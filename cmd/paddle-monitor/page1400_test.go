@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 func TestPageFitsAt1400(t *testing.T) {
@@ -73,7 +73,7 @@ func TestPageFitsAt1400(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// By hand (report/testdata/README.md): search 36 GPU-h, 401 in
+	// By hand (monitor/report/testdata/README.md): search 36 GPU-h, 401 in
 	// November; in October t01's first 2 hours × 2 T4 and t10's 5 hours
 	// × 1 T4, at 2: 18.00, so +2128 %, past 999. vision in October: t11's
 	// 96 hours × 1 T4 at 2 = 192.00, then 230: +20 %; its 30.5 GPU-h
@@ -116,7 +116,7 @@ func TestPageFitsAt1400(t *testing.T) {
 }
 
 // The page's running tasks show what each holds of its GPUs: s04-shared-
-// open of the MIG fixture holds a quarter of an H100 (report/testdata's
+// open of the MIG fixture holds a quarter of an H100 (monitor/report/testdata's
 // README), shown as 0.25, not 1.
 func TestPageRunningTaskShare(t *testing.T) {
 	s := startServer(t, storetest.SQLiteDSN(t), "--open-ttl", "200000h", "--exec-ttl", "200000h")

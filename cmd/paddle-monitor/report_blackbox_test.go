@@ -1,7 +1,7 @@
 package main
 
 // Black-box tests of the report side of the built paddle-monitor: the
-// fixture of report/testdata (every figure computed by hand in its README)
+// fixture of monitor/report/testdata (every figure computed by hand in its README)
 // posted to a real serve process, then `paddle-monitor report`, GET
 // /v1/report, /metrics (through promtool) and the page in a real headless
 // Chromium.
@@ -24,12 +24,12 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 var screenshot = flag.Bool("screenshot", false, "rewrite docs/report-page.png from the browser test")
 
-const fixtureDir = "../../report/testdata"
+const fixtureDir = "../../monitor/report/testdata"
 
 func fixtureFile(t *testing.T, name string) string {
 	t.Helper()
@@ -179,7 +179,7 @@ func TestReportFixture(t *testing.T) {
 }
 
 // MIG instances, time-sliced GPUs and energy (fixture-mig.json, every
-// figure computed by hand in report/testdata/README.md): `paddle-monitor
+// figure computed by hand in monitor/report/testdata/README.md): `paddle-monitor
 // report` and GET /v1/report print the goldens byte for byte on SQLite and
 // PostgreSQL; without prices energy_kwh stays and energy_cost, co2_kg are
 // null.

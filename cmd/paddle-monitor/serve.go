@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/settings"
-	"github.com/paddle-entrypoint/paddle-entrypoint/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // shutdownGrace bounds how long SIGTERM waits for requests in flight

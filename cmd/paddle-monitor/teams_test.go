@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
 // teamTokens is tokensFile with a second team: "ads" (secret ads-secret),

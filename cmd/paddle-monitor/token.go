@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 )
 
 // token mints a token: the secret alone on the first line, the tokens-file

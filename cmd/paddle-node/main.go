@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/nodeagent"
+	"github.com/paddle-entrypoint/paddle-entrypoint/node/nodeagent"
 )
 
 // version is set by the build (-X main.version).

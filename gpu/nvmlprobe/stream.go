@@ -10,7 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
-	"github.com/paddle-entrypoint/paddle-entrypoint/probestream"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
 )
 
 // The streaming mode's entry points outside the probe's list, each looked up

@@ -184,13 +184,13 @@ func TestEarlySignalWindows(t *testing.T) {
 			}
 			d := time.Duration(ms * float64(time.Millisecond))
 			switch f[1] {
-			case "github.com/paddle-entrypoint/paddle-entrypoint/earlysignal":
+			case "github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal":
 				toEarly = append(toEarly, d)
 			case "main":
 				toMain = append(toMain, d)
 			}
 		}
-		i := slices.Index(order, "github.com/paddle-entrypoint/paddle-entrypoint/earlysignal")
+		i := slices.Index(order, "github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal")
 		if i < 0 {
 			t.Fatalf("no init of earlysignal in the trace:\n%s", errb.String())
 		}

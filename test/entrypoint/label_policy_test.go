@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 )
 
 // polSpecPolicy is the example policy of section 9, without its mode.

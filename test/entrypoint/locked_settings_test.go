@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 )
 
 // recordingMonitor answers every write of the monitor's API as a monitor

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // TestRunDelivery: the monitor is down at first (503): reports are

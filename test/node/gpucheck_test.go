@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // TestGPUCheckScriptNode: scripts/gpu-check.sh, against the fake NVML,

@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 var bin struct {

@@ -13,7 +13,7 @@ import (
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // kubeletServer answers pod-resources List with pods.

@@ -7,7 +7,7 @@ import (
 )
 
 // TestOnceFixtureProc: with --proc at a fixture tree of real nodes' cgroup
-// layouts (cgroupowner/testdata/proc), the fake NVML listing those PIDs,
+// layouts (node/cgroupowner/testdata/proc), the fake NVML listing those PIDs,
 // the report's users are the containers, Slurm jobs and host users the
 // layouts name.
 func TestOnceFixtureProc(t *testing.T) {

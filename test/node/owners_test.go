@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 const v1Pids = "/sys/fs/cgroup/pids"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
-	"github.com/paddle-entrypoint/paddle-entrypoint/wire"
 )
 
 // TestProbeRestartAndHealth: a probe whose NVML hangs after two samples is

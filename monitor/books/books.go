@@ -1,0 +1,386 @@
+// Package books closes months: a closed month's statement is its report by
+// project and by project and owner, with the prices and budgets used (and
+// the ledger's states when the monitor keeps a ledger), frozen with the
+// time it was closed and the SHA-256 of its canonical JSON.
+//
+// Guarantees:
+//   - A closed month's report (by project, or by project and owner) is
+//     the statement's, byte for byte, whatever is stored later; Live
+//     recomputes it from the tasks.
+//   - Late data is never lost: what changes a closed month after its close
+//     (a late registration, a completion or a heartbeat of a task open at
+//     the close) is counted in the next open month as adjustment rows per
+//     project (adjustment_of), each task listed, and frozen into that
+//     month's statement when it closes.
+//   - Closing is idempotent; reopening keeps the old version, and the next
+//     close makes a new one.
+//   - The canonical JSON is the statement's compact encoding as stored
+//     (fields in the order of Statement, map keys sorted, no spaces); the
+//     hash is over exactly those bytes, which `paddle-monitor statements
+//     --json` prints.
+package books
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+// Store is what the books need of the store.
+type Store interface {
+	report.Source
+	Statement(ctx context.Context, month string) (*store.Closed, error)
+	Statements(ctx context.Context) ([]store.Closed, error)
+	CloseMonth(ctx context.Context, req store.CloseRequest, build store.Build, hash func([]byte) string) (*store.Closed, bool, error)
+	ReopenMonth(ctx context.Context, month, by string) (*store.Closed, error)
+	LateTasks(ctx context.Context, c store.Closed) ([]store.LateTask, error)
+	StatementBody(ctx context.Context, month string, version int) ([]byte, error)
+	StatementReport(ctx context.Context, month string, version int, owner bool) ([]byte, error)
+	TrimmedBefore(ctx context.Context) (time.Time, error)
+}
+
+// Ledger returns the ledger's states of a window as JSON for a statement,
+// or nil when the monitor keeps no ledger. It is the statement's hook for
+// node reports: nil until the ledger exists.
+type Ledger func(ctx context.Context, w report.Window) (json.RawMessage, error)
+
+// Inputs are what a statement is computed with.
+type Inputs struct {
+	Prices  *report.Prices
+	Budgets *report.Budgets
+	// PricesJSON and BudgetsJSON are the files' contents, stored in the
+	// statement as they were used (nil: none).
+	PricesJSON, BudgetsJSON []byte
+	Ledger                  Ledger
+}
+
+// Statement is a closed month's statement, as stored (its canonical JSON).
+type Statement struct {
+	Month          string              `json:"month"`
+	Version        int                 `json:"version"`
+	From           time.Time           `json:"from"`
+	To             time.Time           `json:"to"`
+	ClosedAt       time.Time           `json:"closed_at"`
+	ClosedBy       string              `json:"closed_by"`
+	Currency       *string             `json:"currency"`
+	Prices         json.RawMessage     `json:"prices"`
+	Budgets        json.RawMessage     `json:"budgets"`
+	ByProject      *report.Report      `json:"by_project"`
+	ByProjectOwner *report.Report      `json:"by_project_owner"`
+	Adjustments    []report.Adjustment `json:"adjustments"`
+	// Ledger is the ledger's states of the month (null without node
+	// reports).
+	Ledger json.RawMessage `json:"ledger"`
+}
+
+// Errors of the books, for the callers' answers.
+var (
+	// ErrNotOver: a month cannot close before it ends.
+	ErrNotOver = errors.New("books: the month is not over")
+	// ErrTrimmed: the window reaches days retention deleted; only whole
+	// closed months are served there, from their statements.
+	ErrTrimmed = errors.New("books: the window reaches days deleted by --retain")
+)
+
+// TrimmedError is a report refused because its window reaches days
+// retention trimmed: a report.QueryError (ErrBadQuery) that is ErrTrimmed.
+type TrimmedError struct{ report.QueryError }
+
+func (e *TrimmedError) Unwrap() error        { return &e.QueryError }
+func (e *TrimmedError) Is(target error) bool { return target == ErrTrimmed }
+
+// Hash is the SHA-256 of a statement's canonical JSON, hex.
+func Hash(body []byte) string {
+	h := sha256.Sum256(body)
+	return hex.EncodeToString(h[:])
+}
+
+// Decode reads a stored statement.
+func Decode(body []byte) (*Statement, error) {
+	var s Statement
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, fmt.Errorf("books: stored statement: %w", err)
+	}
+	return &s, nil
+}
+
+// compactJSON is a file's JSON as the statement stores it (nil: null).
+func compactJSON(name string, b []byte) (json.RawMessage, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, fmt.Errorf("books: the %s file is not JSON: %w", name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Close closes a month (YYYY-MM) as by (the token's name, or "admin"):
+// it stores the statement and returns it, or the one in force with
+// created false.
+func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.Time) (c *store.Closed, created bool, err error) {
+	w, err := report.ParseMonth("month", month)
+	if err != nil {
+		return nil, false, err
+	}
+	if now.Before(w.To) {
+		return nil, false, fmt.Errorf("%w: %s ends at %s", ErrNotOver, month, w.To.Format(time.RFC3339))
+	}
+	prices, err := compactJSON("prices", in.PricesJSON)
+	if err != nil {
+		return nil, false, err
+	}
+	budgets, err := compactJSON("budgets", in.BudgetsJSON)
+	if err != nil {
+		return nil, false, err
+	}
+	earlier, err := closedBefore(ctx, st, w)
+	if err != nil {
+		return nil, false, err
+	}
+	req := store.CloseRequest{Month: month, Window: w, By: by, Earlier: earlier}
+	build := func(ctx context.Context, src report.Source, late map[string][]store.LateTask, closedAt time.Time, version int) (store.Built, error) {
+		var out store.Built
+		mark := &report.Closed{Month: month, Version: version, ClosedAt: closedAt}
+		s := Statement{Month: month, Version: version, From: w.From, To: w.To, ClosedAt: closedAt, ClosedBy: by,
+			Prices: prices, Budgets: budgets, Adjustments: []report.Adjustment{}}
+		if in.Prices != nil {
+			c := in.Prices.Currency
+			s.Currency = &c
+		}
+		q := report.Query{Window: w, By: []string{"project"}, Prices: in.Prices, Budgets: in.Budgets, Now: closedAt}
+		if s.ByProject, err = report.Compute(ctx, src, q); err != nil {
+			return out, err
+		}
+		q.By, q.Budgets = []string{"project", "owner"}, nil
+		if s.ByProjectOwner, err = report.Compute(ctx, src, q); err != nil {
+			return out, err
+		}
+		for _, e := range earlier {
+			adj, err := Adjust(e.Month, late[e.Month], in.Prices)
+			if err != nil {
+				return out, err
+			}
+			s.Adjustments = append(s.Adjustments, adj...)
+		}
+		s.ByProject.Closed, s.ByProjectOwner.Closed = mark, mark
+		if len(s.Adjustments) > 0 {
+			s.ByProject.Adjustments = s.Adjustments
+		}
+		if in.Ledger != nil {
+			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
+				return out, err
+			}
+		}
+		if out.Body, err = json.Marshal(s); err != nil {
+			return out, err
+		}
+		var b bytes.Buffer
+		if err := report.WriteJSON(&b, s.ByProject); err != nil {
+			return out, err
+		}
+		out.ByProject = bytes.Clone(b.Bytes())
+		b.Reset()
+		if err := report.WriteJSON(&b, s.ByProjectOwner); err != nil {
+			return out, err
+		}
+		out.ByProjectOwner = b.Bytes()
+		return out, nil
+	}
+	return st.CloseMonth(ctx, req, build, Hash)
+}
+
+// closedBefore are the closed months whose late data goes into month w's
+// statement: the months just before it, back to the first open one.
+func closedBefore(ctx context.Context, st Store, w report.Window) ([]store.Closed, error) {
+	var out []store.Closed
+	m := w.From
+	for range 1200 {
+		m = m.AddDate(0, -1, 0)
+		c, err := st.Statement(ctx, m.Format("2006-01"))
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			break
+		}
+		out = append(out, *c)
+	}
+	return out, nil
+}
+
+// Reopen reopens a closed month (its statement is kept).
+func Reopen(ctx context.Context, st Store, month, by string) (*store.Closed, error) {
+	if _, err := report.ParseMonth("month", month); err != nil {
+		return nil, err
+	}
+	return st.ReopenMonth(ctx, month, by)
+}
+
+// Report answers a report query with the books: a whole closed month by
+// project (or by project and owner) without metrics is its statement's
+// report; an open month gets its adjustments (late data of the closed
+// months just before it); a window that reaches days retention deleted
+// is refused with ErrTrimmed unless it is such a statement. live skips
+// the statements (the tasks as stored now, for audit).
+func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.Report, error) {
+	if err := q.Window.Check(); err != nil {
+		return nil, err
+	}
+	by := q.By
+	if len(by) == 0 {
+		by = []string{"project"}
+	}
+	statementKeys := len(q.Metrics) == 0 && (slices.Equal(by, []string{"project"}) || slices.Equal(by, []string{"project", "owner"}))
+	var c *store.Closed
+	if q.Window.IsMonth() {
+		var err error
+		if c, err = st.Statement(ctx, q.From.Format("2006-01")); err != nil {
+			return nil, err
+		}
+	}
+	if c != nil && statementKeys && !live {
+		b, err := st.StatementReport(ctx, c.Month, c.Version, len(by) == 2)
+		if err != nil {
+			return nil, err
+		}
+		r := new(report.Report)
+		if err := json.Unmarshal(b, r); err != nil {
+			return nil, fmt.Errorf("books: statement %s version %d: %w", c.Month, c.Version, err)
+		}
+		if q.Scope != nil {
+			r = scoped(r, q.Scope)
+		}
+		return r, nil
+	}
+	trimmed, err := st.TrimmedBefore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !trimmed.IsZero() && q.From.Before(trimmed) {
+		return nil, &TrimmedError{report.QueryError{Param: "from", Rule: fmt.Sprintf(
+			"from %s: the window reaches days whose tasks were deleted by --retain (those that ended before %s); "+
+				"there, ask for a whole closed month by project, or by project and owner (its statement)",
+			q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339))}}
+	}
+	r, err := report.Compute(ctx, st, q)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil && q.Window.IsMonth() && !live {
+		adj, err := Adjustments(ctx, st, q.Window, q.Prices)
+		if err != nil {
+			return nil, err
+		}
+		if q.Scope != nil {
+			adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
+		}
+		if len(adj) > 0 {
+			r.Adjustments = adj
+		}
+	}
+	return r, nil
+}
+
+// Adjustments are the late data counted in open month w: of the closed
+// months just before it.
+func Adjustments(ctx context.Context, st Store, w report.Window, prices *report.Prices) ([]report.Adjustment, error) {
+	earlier, err := closedBefore(ctx, st, w)
+	if err != nil {
+		return nil, err
+	}
+	var out []report.Adjustment
+	for _, e := range earlier {
+		late, err := st.LateTasks(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		adj, err := Adjust(e.Month, late, prices)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, adj...)
+	}
+	return out, nil
+}
+
+// scoped keeps the rows a scoped reader may see; the total is then the sum
+// of those rows' additive figures (shares and means, which the rows
+// cannot add up to, are null).
+func scoped(r *report.Report, allows func(project, owner string) bool) *report.Report {
+	out := *r
+	out.Rows = nil
+	out.Total = report.Figures{}
+	priced := r.Currency != nil
+	if priced {
+		zero := 0.0
+		out.Total.Cost = &zero
+	}
+	for _, row := range r.Rows {
+		if !allows(row.Key["project"], row.Key["owner"]) {
+			continue
+		}
+		out.Rows = append(out.Rows, row)
+		t, f := &out.Total, row.Figures
+		t.Tasks += f.Tasks
+		t.CompletedTasks += f.CompletedTasks
+		t.FailedTasks += f.FailedTasks
+		t.GateFailedTasks += f.GateFailedTasks
+		t.OpenTasks += f.OpenTasks
+		t.GPUHours = round6(t.GPUHours + f.GPUHours)
+		t.FailedGPUHours = round6(t.FailedGPUHours + f.FailedGPUHours)
+		t.IdleGPUHours = round6(t.IdleGPUHours + f.IdleGPUHours)
+		t.DurationEstHours = round6(t.DurationEstHours + f.DurationEstHours)
+		t.DurationActualHours = round6(t.DurationActualHours + f.DurationActualHours)
+		if priced && f.Cost != nil {
+			c := round6(*t.Cost + *f.Cost)
+			t.Cost = &c
+		}
+	}
+	if out.Rows == nil {
+		out.Rows = []report.Row{}
+	}
+	out.Adjustments = nil
+	return &out
+}
+
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+
+// scopedAdjustments keeps the adjusted tasks a scoped reader may see, and
+// sums each project's again over them.
+func scopedAdjustments(all []report.Adjustment, allows func(project, owner string) bool, priced bool) []report.Adjustment {
+	var out []report.Adjustment
+	for _, a := range all {
+		b := report.Adjustment{AdjustmentOf: a.AdjustmentOf, Project: a.Project}
+		if priced {
+			zero := 0.0
+			b.Cost = &zero
+		}
+		for _, t := range a.Tasks {
+			if !allows(a.Project, t.Owner) {
+				continue
+			}
+			b.Tasks = append(b.Tasks, t)
+			b.GPUHours = round6(b.GPUHours + t.GPUHours)
+			if priced && t.Cost != nil {
+				c := round6(*b.Cost + *t.Cost)
+				b.Cost = &c
+			}
+		}
+		if len(b.Tasks) > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -1,0 +1,231 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+// Discrepancies are what the nodes observed that differs from what the
+// tasks declared, over a window (docs/cost.md, "Discrepancies").
+type Discrepancies struct {
+	From  time.Time         `json:"from"`
+	To    time.Time         `json:"to"`
+	Tasks []TaskDiscrepancy `json:"tasks"`
+	// Overcommitted: GPU instances whose declared shares add up to more
+	// than 1 at one instant.
+	Overcommitted []Overcommit `json:"overcommitted"`
+	// Untied: users that declared a task they cannot be tied to.
+	Untied []UserFigures `json:"untied_declarations"`
+	// Users: the undeclared and unattributed users, largest first.
+	Users []UserFigures `json:"users"`
+}
+
+// TaskDiscrepancy is a task whose declared and observed GPU-hours differ
+// by more than 5 % of the larger and more than 0.01 GPU-hours.
+type TaskDiscrepancy struct {
+	TaskID      string   `json:"task_id"`
+	Project     string   `json:"project"`
+	Owner       string   `json:"owner"`
+	Node        string   `json:"node"`
+	Declared    float64  `json:"declared_gpu_hours"`
+	Observed    float64  `json:"observed_gpu_hours"`
+	Differences []string `json:"differences"`
+}
+
+// Overcommit is one GPU instance whose declared shares exceed 1.
+type Overcommit struct {
+	UUID          string     `json:"uuid"`
+	GPUInstanceID *int64     `json:"gpu_instance_id"`
+	Time          time.Time  `json:"time"`
+	Share         float64    `json:"share"`
+	Tasks         []TaskName `json:"tasks"`
+}
+
+// TaskName names a task.
+type TaskName struct {
+	TaskID  string `json:"task_id"`
+	Project string `json:"project"`
+	Owner   string `json:"owner"`
+}
+
+// UserFigures is a user of the fleet with its GPU-hours.
+type UserFigures struct {
+	Node        string  `json:"node"`
+	State       string  `json:"state"`
+	Project     string  `json:"project"`
+	Runtime     string  `json:"runtime"`
+	ContainerID string  `json:"container_id"`
+	Namespace   string  `json:"namespace"`
+	Pod         string  `json:"pod"`
+	Container   string  `json:"container"`
+	SlurmJob    string  `json:"slurm_job"`
+	UID         *int64  `json:"uid"`
+	Cgroup      string  `json:"cgroup"`
+	Declared    *Decl   `json:"declared"`
+	GPUHours    float64 `json:"gpu_hours"`
+}
+
+// Decl is what a user declared.
+type Decl struct {
+	TaskID  string `json:"task_id"`
+	Project string `json:"project"`
+	Owner   string `json:"owner"`
+}
+
+// FindDiscrepancies lists the discrepancies of q's window; q.Scope narrows
+// them to the tasks and projects the token sees.
+func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies, error) {
+	scope := q.Scope
+	q.Scope, q.By = nil, ByNode
+	l, err := Compute(ctx, src, q)
+	if err != nil {
+		return nil, err
+	}
+	from, to := q.Window.From.Unix(), q.Window.To.Unix()
+	tasks, err := src.DeclaredTasks(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	d := &Discrepancies{From: q.Window.From.UTC(), To: q.Window.To.UTC(), Tasks: []TaskDiscrepancy{}, Overcommitted: []Overcommit{},
+		Untied: []UserFigures{}, Users: []UserFigures{}}
+	now := q.Now.Unix()
+	for _, t := range tasks {
+		if !scope.Allows(t.Project, t.Owner) {
+			continue
+		}
+		end := now
+		if t.End != nil {
+			end = *t.End
+		}
+		span := float64(max(0, min(end, to)-max(t.Start, from))) / 3600
+		gpus := float64(t.Unlisted)
+		for _, g := range t.GPUs {
+			gpus += g.Share
+		}
+		declared := gpus * span
+		o := l.observed[t.Key]
+		node := t.K8sNode
+		if node == "" {
+			node = t.Hostname
+		}
+		observed := 0.0
+		var diffs []string
+		switch {
+		case o != nil:
+			node, observed = o.node, o.hours
+			if !sameSet(t.GPUs, o.uuids) {
+				diffs = append(diffs, "GPU set")
+			}
+		case l.covered[node] && span > 0:
+			diffs = append(diffs, "never observed")
+		default:
+			continue // not on a node that reports
+		}
+		big := math.Max(declared, observed)
+		if math.Abs(declared-observed) <= 0.05*big || math.Abs(declared-observed) <= 0.01 {
+			if len(diffs) == 0 || diffs[0] != "never observed" {
+				continue
+			}
+		}
+		if len(diffs) == 0 {
+			diffs = append(diffs, "share or duration")
+		}
+		d.Tasks = append(d.Tasks, TaskDiscrepancy{TaskID: t.TaskID, Project: t.Project, Owner: t.Owner, Node: node,
+			Declared: round(declared), Observed: round(observed), Differences: diffs})
+	}
+	sort.Slice(d.Tasks, func(i, j int) bool {
+		a, b := d.Tasks[i], d.Tasks[j]
+		if da, db := math.Abs(a.Declared-a.Observed), math.Abs(b.Declared-b.Observed); da != db {
+			return da > db
+		}
+		return a.TaskID+a.Project < b.TaskID+b.Project
+	})
+	if d.Overcommitted, err = overcommits(ctx, src, q.Window, scope); err != nil {
+		return nil, err
+	}
+	for _, u := range l.Users {
+		f := userFigures(u)
+		visible := scope == nil || (u.State == Undeclared && (&access.Scope{Projects: scope.Projects}).Allows(u.Project, ""))
+		if u.User.Declared {
+			if scope == nil || (&access.Scope{Projects: scope.Projects}).Allows(u.User.DeclaredProject, "") {
+				d.Untied = append(d.Untied, f)
+			}
+		}
+		if visible {
+			d.Users = append(d.Users, f)
+		}
+	}
+	return d, nil
+}
+
+func userFigures(u UserUse) UserFigures {
+	f := UserFigures{Node: u.Node, State: u.State, Project: u.Project, Runtime: u.User.Runtime, ContainerID: u.User.ContainerID,
+		Namespace: u.User.Namespace, Pod: u.User.Pod, Container: u.User.Container, SlurmJob: u.User.SlurmJob, UID: u.User.UID,
+		Cgroup: u.User.Cgroup, GPUHours: round(u.GPUHours)}
+	if u.User.Declared {
+		f.Declared = &Decl{TaskID: u.User.DeclaredTaskID, Project: u.User.DeclaredProject, Owner: u.User.DeclaredOwner}
+	}
+	return f
+}
+
+func sameSet(gpus []store.DeclaredGPU, seen map[string]bool) bool {
+	declared := map[string]bool{}
+	for _, g := range gpus {
+		declared[g.UUID] = true
+	}
+	if len(declared) != len(seen) {
+		return false
+	}
+	for u := range seen {
+		if !declared[u] {
+			return false
+		}
+	}
+	return true
+}
+
+// overcommits finds, per GPU instance, the first instant in the window at
+// which the declared shares of the claims on it add up to more than 1
+// (store.ShareOverlaps: each claim from its task's start to the earlier of
+// its claim's end and its task's counted end), listed when scope sees one
+// of its tasks.
+func overcommits(ctx context.Context, src Source, w report.Window, scope *access.Scope) ([]Overcommit, error) {
+	overlaps, err := src.ShareOverlaps(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	out := []Overcommit{}
+	type ik struct {
+		uuid string
+		gi   int64
+	}
+	listed := map[ik]bool{}
+	for _, ov := range overlaps { // by UUID, instance and time
+		k := ik{ov.UUID, -1}
+		if ov.GPUInstanceID != nil {
+			k.gi = *ov.GPUInstanceID
+		}
+		if listed[k] {
+			continue
+		}
+		o := Overcommit{UUID: ov.UUID, GPUInstanceID: ov.GPUInstanceID, Time: time.Unix(ov.At, 0).UTC(), Share: round(ov.Total)}
+		mine := false
+		for _, t := range ov.Tasks {
+			o.Tasks = append(o.Tasks, TaskName{t.TaskID, t.Project, t.Owner})
+			mine = mine || scope.Allows(t.Project, t.Owner)
+		}
+		sort.Slice(o.Tasks, func(i, j int) bool { return fmt.Sprint(o.Tasks[i]) < fmt.Sprint(o.Tasks[j]) })
+		if mine {
+			listed[k] = true
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

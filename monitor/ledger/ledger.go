@@ -1,0 +1,501 @@
+// Package ledger accounts for every GPU-hour of the fleet from the node
+// reports (docs/cost.md, "The ledger"): per (node, GPU) its capacity over
+// a window, and that capacity split into five states — attributed (to a
+// registered task), undeclared (charged to a project by namespace),
+// unattributed, unallocated and unobserved — with their costs.
+//
+// Guarantees: on every node and model row and the total, capacity equals
+// the sum of the five states within 1e-6 of capacity, and check_gpu_hours
+// says by how much it does not (the states are computed independently of
+// capacity: unobserved from the lives and the covered seconds, the others
+// from the instances' weights). The same store data gives the same
+// answer, from the roll-ups or from the raw reports.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+// The states, in the order they are shown.
+const (
+	Attributed   = "attributed"
+	Undeclared   = "undeclared"
+	Unattributed = "unattributed"
+	Unallocated  = "unallocated"
+	Unobserved   = "unobserved"
+)
+
+// States lists the five states in order.
+var States = []string{Attributed, Undeclared, Unattributed, Unallocated, Unobserved}
+
+// The keys a ledger groups by.
+const (
+	ByNode      = "node"
+	ByModel     = "model"
+	ByProject   = "project"
+	ByNamespace = "namespace"
+	ByState     = "state"
+)
+
+// Split rules of an instance's occupied time among its users.
+const (
+	SplitEqual = "equal"
+	SplitUtil  = "util"
+)
+
+// ErrBadQuery classifies every error about a ledger's parameters.
+var ErrBadQuery = errors.New("bad ledger query")
+
+// Source is what a ledger is computed from (a *store.Store).
+type Source interface {
+	LedgerData(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
+	LedgerDataRaw(ctx context.Context, from, to, retire int64) (*store.LedgerData, error)
+	TieCandidates(ctx context.Context, node string, u *store.UserIdentity) ([]store.Tie, error)
+	LedgerTies(ctx context.Context, users []store.UserHour) (map[string][]store.Tie, error)
+	LedgerUserHours(ctx context.Context, from, to int64, u *store.UserHour) ([]store.UserHour, error)
+	DeclaredTasks(ctx context.Context, from, to int64) ([]store.DeclaredTask, error)
+	ShareOverlaps(ctx context.Context, w report.Window) ([]store.ShareOverlap, error)
+}
+
+// Query says which ledger to compute.
+type Query struct {
+	Window report.Window
+	By     string
+	Split  string
+	Prices *report.Prices
+	// Namespaces charges undeclared use to projects (nil: none is).
+	Namespaces *NamespaceProjects
+	// Scope narrows to its projects' attributed and undeclared use (nil:
+	// everything, an admin).
+	Scope *access.Scope
+	// Retire is --node-retire; Now the clock (store's defaults when zero).
+	Retire time.Duration
+	Now    time.Time
+	// Raw computes from the raw reports instead of the roll-ups.
+	Raw bool
+}
+
+// Check returns the query's problem, naming the parameter.
+func (q *Query) Check() error {
+	switch q.By {
+	case ByNode, ByModel, ByProject, ByNamespace, ByState:
+	default:
+		return fmt.Errorf("%w: by %q: must be node, model, project, namespace or state", ErrBadQuery, q.By)
+	}
+	switch q.Split {
+	case SplitEqual, SplitUtil:
+	default:
+		return fmt.Errorf("%w: split %q: must be equal or util", ErrBadQuery, q.Split)
+	}
+	if err := q.Window.Check(); err != nil {
+		return err
+	}
+	if q.Window.From.Unix()%3600 != 0 || q.Window.To.Unix()%3600 != 0 {
+		return fmt.Errorf("%w: from and to must be whole hours (the ledger is kept per hour)", ErrBadQuery)
+	}
+	return nil
+}
+
+// Figures are one row's (or the total's) GPU-hours and costs.
+type Figures struct {
+	// Capacity and Check are nil on rows of other keys than node and
+	// model, and for a team (it sees its own use only).
+	Capacity *float64
+	States   [5]float64 // in the order of States
+	Check    *float64
+	// Costs by state (nil without prices, or when a part had no price);
+	// CapacityCost is their sum.
+	CapacityCost *float64
+	StateCosts   [5]*float64
+
+	costs   [5]float64
+	unknown [5]bool
+	priced  bool
+}
+
+// Row is one key's figures.
+type Row struct {
+	Key string
+	Figures
+}
+
+// Ledger is the answer.
+type Ledger struct {
+	From, To time.Time
+	By       string
+	Split    string
+	Currency string
+	Rows     []Row
+	Total    Figures
+	// Users are the undeclared and unattributed users with their
+	// GPU-hours, and the declarations that could not be tied (for
+	// discrepancies).
+	Users []UserUse
+
+	// observed: each attributed task's use (by tasks.id); covered: the
+	// nodes whose reports covered some of the window.
+	observed map[int64]*observedTask
+	covered  map[string]bool
+}
+
+type observedTask struct {
+	node  string
+	hours float64
+	uuids map[string]bool
+}
+
+// UserUse is one user's use of the fleet over the window, as a
+// discrepancy lists it.
+type UserUse struct {
+	Node     string
+	User     store.UserIdentity
+	State    string // undeclared or unattributed
+	Project  string // the namespace's project, for undeclared use
+	GPUHours float64
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// acc collects figures by key.
+type acc struct {
+	rows   map[string]*Figures
+	total  Figures
+	prices *report.Prices
+}
+
+func (a *acc) row(key string) *Figures {
+	f := a.rows[key]
+	if f == nil {
+		f = &Figures{}
+		a.rows[key] = f
+	}
+	return f
+}
+
+// add counts h GPU-hours of state under key, with their cost (ok false:
+// no price).
+func (a *acc) add(key string, state int, h, cost float64, ok bool) {
+	for _, f := range []*Figures{a.row(key), &a.total} {
+		f.States[state] += h
+		f.costs[state] += cost
+		if !ok && h > 0 {
+			f.unknown[state] = true
+		}
+	}
+}
+
+// Compute computes the ledger q asks for.
+func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
+	if q.Retire <= 0 {
+		q.Retire = store.DefaultNodeRetire
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
+	from, to := q.Window.From.Unix(), q.Window.To.Unix()
+	retire := int64(q.Retire / time.Second)
+	load := src.LedgerData
+	if q.Raw {
+		load = src.LedgerDataRaw
+	}
+	d, err := load(ctx, from, to, retire)
+	if err != nil {
+		return nil, err
+	}
+	l := &Ledger{From: q.Window.From, To: q.Window.To, By: q.By, Split: q.Split,
+		observed: map[int64]*observedTask{}, covered: map[string]bool{}}
+	if q.Prices != nil {
+		l.Currency = q.Prices.Currency
+	}
+	a := &acc{rows: map[string]*Figures{}, prices: q.Prices}
+	admin := q.Scope == nil
+	// Capacity, and what the reports did not cover, per (node, GPU).
+	type gk struct{ node, uuid string }
+	// A GPU's capacity is the union of its lives' spans (a node that came
+	// back may have filled a gap of an ended life) within the window.
+	spans := map[gk][][2]int64{}
+	model := map[gk]string{}
+	for _, life := range d.Lives {
+		end := min(to, life.LastEnd+retire, max(q.Now.Unix(), life.LastEnd))
+		if life.EndedAt != nil {
+			end = min(end, *life.EndedAt)
+		}
+		k := gk{life.Node, life.UUID}
+		if start := max(life.FirstStart, from); end > start {
+			spans[k] = append(spans[k], [2]int64{start, end})
+		}
+		if life.Model != "" {
+			model[k] = life.Model
+		}
+	}
+	capacity := map[gk]float64{}
+	for k, list := range spans {
+		capacity[k] = float64(unionLength(list))
+	}
+	observed := map[gk]float64{}
+	for _, g := range d.GPUs {
+		k := gk{g.Node, g.UUID}
+		observed[k] += g.Observed
+		l.covered[g.Node] = true
+		if model[k] == "" {
+			model[k] = g.Model
+		}
+		if admin {
+			price, ok := gpuPrice(q.Prices, g.Model)
+			h := g.Unallocated / 3600
+			a.add(keyOf(q.By, g.Node, g.Model, "", "", Unallocated), 3, h, h*price, ok)
+		}
+	}
+	keys := make([]gk, 0, len(capacity))
+	for k := range capacity {
+		keys = append(keys, k)
+	}
+	for k := range observed {
+		if _, ok := capacity[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].node != keys[j].node {
+			return keys[i].node < keys[j].node
+		}
+		return keys[i].uuid < keys[j].uuid
+	})
+	if admin {
+		for _, k := range keys {
+			c := capacity[k] / 3600
+			un := (capacity[k] - observed[k]) / 3600
+			price, ok := gpuPrice(q.Prices, model[k])
+			key := keyOf(q.By, k.node, model[k], "", "", Unobserved)
+			a.add(key, 4, un, un*price, ok)
+			for _, f := range []*Figures{a.row(key), &a.total} {
+				if f.Capacity == nil {
+					f.Capacity = ptr(0)
+				}
+				*f.Capacity += c
+			}
+		}
+	}
+	// The users' parts, tied to registrations: the candidates of every
+	// user read at once; a sum over hours whose ties differ (a
+	// registration started between them) counted hour by hour.
+	ties, err := src.LedgerTies(ctx, d.Users)
+	if err != nil {
+		return nil, err
+	}
+	users := map[string]*UserUse{}
+	count := func(u *store.UserHour, tie *store.Tie, ck string) {
+		part := u.Equal
+		if q.Split == SplitUtil {
+			part = u.Util
+		}
+		h := part / 3600
+		state, project := Unattributed, ""
+		switch {
+		case tie != nil:
+			state, project = Attributed, tie.Project
+			o := l.observed[tie.Key]
+			if o == nil {
+				o = &observedTask{node: u.Node, uuids: map[string]bool{}}
+				l.observed[tie.Key] = o
+			}
+			o.hours += h
+			o.uuids[u.UUID] = true
+		default:
+			if p, ok := q.Namespaces.Project(u.User.Namespace); ok {
+				state, project = Undeclared, p
+			}
+		}
+		visible := admin
+		if !admin {
+			switch state {
+			case Attributed:
+				visible = q.Scope.Allows(tie.Project, tie.Owner)
+			case Undeclared:
+				visible = (&access.Scope{Projects: q.Scope.Projects}).Allows(project, "")
+			}
+		}
+		if !visible {
+			return
+		}
+		price, ok := instancePrice(q.Prices, u)
+		idx := map[string]int{Attributed: 0, Undeclared: 1, Unattributed: 2}[state]
+		a.add(keyOf(q.By, u.Node, u.Model, project, u.User.Namespace, state), idx, h, h*price, ok)
+		if state != Attributed {
+			uk := state + "\x1e" + project + "\x1e" + ck
+			if users[uk] == nil {
+				users[uk] = &UserUse{Node: u.Node, User: u.User, State: state, Project: project}
+			}
+			users[uk].GPUHours += h
+		}
+	}
+	for i := range d.Users {
+		u := &d.Users[i]
+		ck := store.TieKey(u.Node, &u.User)
+		cands := ties[ck]
+		first := u.FirstTime
+		if first == 0 || first > u.LastTime {
+			first = u.LastTime
+		}
+		tie := latest(cands, u.LastTime)
+		if t0 := latest(cands, first); t0 == tie {
+			count(u, tie, ck)
+			continue
+		}
+		hours, err := src.LedgerUserHours(ctx, from, to, u)
+		if err != nil {
+			return nil, err
+		}
+		for j := range hours {
+			count(&hours[j], latest(cands, hours[j].LastTime), ck)
+		}
+	}
+	for _, u := range users {
+		l.Users = append(l.Users, *u)
+	}
+	sort.Slice(l.Users, func(i, j int) bool {
+		if l.Users[i].GPUHours != l.Users[j].GPUHours {
+			return l.Users[i].GPUHours > l.Users[j].GPUHours
+		}
+		return l.Users[i].Node+l.Users[i].User.Key() < l.Users[j].Node+l.Users[j].User.Key()
+	})
+	capRows := q.By == ByNode || q.By == ByModel
+	for key, f := range a.rows {
+		finish(f, q.Prices != nil, capRows && admin)
+		l.Rows = append(l.Rows, Row{Key: key, Figures: *f})
+	}
+	sort.Slice(l.Rows, func(i, j int) bool { return l.Rows[i].Key < l.Rows[j].Key })
+	if q.By == ByState {
+		l.Rows = stateRows(&a.total)
+		for i := range l.Rows {
+			finish(&l.Rows[i].Figures, q.Prices != nil, false)
+		}
+	}
+	finish(&a.total, q.Prices != nil, admin)
+	l.Total = a.total
+	return l, nil
+}
+
+// stateRows are the rows of --by state: one per state.
+func stateRows(total *Figures) []Row {
+	rows := make([]Row, len(States))
+	for i, s := range States {
+		rows[i].Key = s
+		rows[i].States[i] = total.States[i]
+		rows[i].costs[i] = total.costs[i]
+		rows[i].unknown[i] = total.unknown[i]
+	}
+	return rows
+}
+
+// finish sets the check and the costs; withCapacity keeps capacity and the
+// check, else both are nil.
+func finish(f *Figures, priced, withCapacity bool) {
+	if !withCapacity {
+		f.Capacity, f.Check = nil, nil
+	} else {
+		if f.Capacity == nil {
+			f.Capacity = ptr(0)
+		}
+		sum := 0.0
+		for _, v := range f.States {
+			sum += v
+		}
+		f.Check = ptr(*f.Capacity - sum)
+	}
+	f.priced = priced
+	if !priced {
+		return
+	}
+	total, known := 0.0, true
+	for i := range f.StateCosts {
+		if f.unknown[i] {
+			known = false
+			continue
+		}
+		f.StateCosts[i] = ptr(f.costs[i])
+		total += f.costs[i]
+	}
+	if known {
+		f.CapacityCost = ptr(total)
+	}
+}
+
+// keyOf is the row a part of a state counts in.
+func keyOf(by, node, model, project, namespace, state string) string {
+	switch by {
+	case ByNode:
+		return node
+	case ByModel:
+		return model
+	case ByProject:
+		return project
+	case ByNamespace:
+		return namespace
+	}
+	return state
+}
+
+// latest is the registration of cands (oldest first) that started last by
+// at, or nil.
+func latest(cands []store.Tie, at int64) *store.Tie {
+	var t *store.Tie
+	for i := range cands {
+		if cands[i].StartTime <= at {
+			t = &cands[i]
+		}
+	}
+	return t
+}
+
+// gpuPrice is the hourly price of a whole GPU of model (0, false without).
+func gpuPrice(p *report.Prices, model string) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return p.Price(model)
+}
+
+// instancePrice is the price of one GPU-hour of a user's part: a MIG
+// instance at its profile's price per instance-hour (its GPU-hours are
+// weighted by slices/total), else the GPU's price.
+func instancePrice(p *report.Prices, u *store.UserHour) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	if u.GPUInstanceID >= 0 && u.Slices > 0 && u.Total > 0 {
+		if v, ok := p.ProfilePrice(u.Model, u.Profile); ok {
+			return v * float64(u.Total) / float64(u.Slices), true
+		}
+	}
+	return p.Price(u.Model)
+}
+
+// unionLength is the length of the union of the spans [a, b).
+func unionLength(spans [][2]int64) int64 {
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
+	var n, end int64
+	first := true
+	for _, sp := range spans {
+		switch {
+		case first || sp[0] >= end:
+			n += sp[1] - sp[0]
+			end, first = sp[1], false
+		case sp[1] > end:
+			n += sp[1] - end
+			end = sp[1]
+		}
+	}
+	return n
+}

@@ -1,0 +1,366 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+)
+
+// Billing from observations (docs/cost.md, "Two bases"): the part of the
+// node reports' hourly roll-ups each task was attributed, and the part of
+// each attributed task's counted interval its node's reports covered.
+//
+// The roll-ups are summed in SQL, grouped by node and user (the unit a
+// user is tied by), never row by row in Go: a month of 10,000 GPUs with
+// one user each is 7.2 million rows but some ten thousand groups. Each
+// group is tied once (LedgerTies: one statement per tie rule for them all); a group
+// whose hours would tie to different registrations (its first and last
+// report time fall on both sides of a registration's start) is summed
+// again by report time, which only re-runs happen to need.
+const (
+	// node_user_hours' primary key (hour, node, uuid, gpu_instance_id,
+	// user_key): the window's hours are a range of its first column. A
+	// window's first and last hours, when they are not whole, count in
+	// proportion to the part of them inside it.
+	qBillingUsers = `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
+		MIN(last_time), MAX(last_time),
+		SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
+		FROM node_user_hours WHERE hour >= ? AND hour < ?
+		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
+	// A user's identity columns, for a user_key that does not split back
+	// into them (a field holding the separator): the primary key's hour
+	// range.
+	qBillingIdentity = `SELECT runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup,
+		declared, declared_task_id, declared_project, declared_owner
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ? LIMIT 1`
+	// The same group by report time (the rare group of billingUsers that
+	// ties to several registrations): the primary key's hour range.
+	qBillingUserTimes = `SELECT last_time, SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
+		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
+		GROUP BY last_time`
+	// node_gpu_hours' primary key (hour, node, uuid): each node's covered
+	// seconds per hour (the most any of its GPUs was covered), grouped in
+	// the key's order.
+	qBillingCover = `SELECT hour, node, MAX(observed_s) FROM node_gpu_hours WHERE hour >= ? AND hour < ? GROUP BY hour, node`
+	// tasks' primary key, one lookup per attributed task; its counted end
+	// as the report's span counts it (countedEnd).
+	qBillingTask = `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
+		tk.gpu_count, tk.gpu_unlisted, tk.start_time, tk.end_time, ` + countedEnd + `,
+		CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END
+		FROM tasks tk WHERE tk.id = ?`
+	// task_gpus' primary key (task_key, position).
+	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
+		util_mean, energy_joules FROM task_gpus WHERE task_key = ? ORDER BY position`
+)
+
+// hourPart stands in the statements for the part of a roll-up's hour
+// inside the window (partSQL writes it out).
+const hourPart = `@part`
+
+// Observations implements report.Observer: the window's attributed use by
+// task (with the declared figures of the part of its counted interval its
+// node's reports covered), the undeclared use by namespace and whether any
+// node report covered the window at all.
+func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Observations, error) {
+	from, to := w.From.Unix(), w.To.Unix()
+	h0 := from - mod(from, 3600)
+	obs := &report.Observations{}
+	cover := map[string]map[int64]float64{}
+	rows, err := s.r.QueryContext(ctx, s.bind(qBillingCover), h0, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	for rows.Next() {
+		var hour int64
+		var node string
+		var c float64
+		if err := rows.Scan(&hour, &node, &c); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		if cover[node] == nil {
+			cover[node] = map[int64]float64{}
+		}
+		cover[node][hour] = c
+		obs.Covered = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	if !obs.Covered {
+		return obs, nil
+	}
+	groups, err := s.billingUsers(ctx, h0, from, to)
+	if err != nil {
+		return nil, err
+	}
+	// Tie each group; the attributed use goes to its task.
+	type taskUse struct {
+		nodes map[string]float64
+		use   []report.InstanceUse
+	}
+	tasks := map[int64]*taskUse{}
+	// The ties of all the groups, one statement per tie rule (LedgerTies).
+	tieUsers := make([]UserHour, len(groups))
+	for i := range groups {
+		tieUsers[i] = UserHour{Node: groups[i].node, User: groups[i].user}
+	}
+	ties, err := s.LedgerTies(ctx, tieUsers)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		cands := ties[TieKey(g.node, &g.user)]
+		parts := []billingGroup{g}
+		if a, b := latestTie(cands, g.minLast), latestTie(cands, g.maxLast); a != b {
+			if parts, err = s.billingUserTimes(ctx, h0, from, to, g); err != nil {
+				return nil, err
+			}
+		}
+		for _, p := range parts {
+			t := latestTie(cands, p.maxLast)
+			if t == nil {
+				obs.Undeclared = append(obs.Undeclared, report.UndeclaredUse{Namespace: g.user.Namespace, Use: p.use})
+				continue
+			}
+			u := tasks[t.Key]
+			if u == nil {
+				u = &taskUse{nodes: map[string]float64{}}
+				tasks[t.Key] = u
+			}
+			u.nodes[g.node] += p.use.Seconds
+			u.use = append(u.use, p.use)
+		}
+	}
+	ids := slices.Sorted(maps.Keys(tasks))
+	for _, id := range ids {
+		u := tasks[id]
+		// Its node: the one it was attributed most on (ties by name).
+		node := ""
+		for _, n := range slices.Sorted(maps.Keys(u.nodes)) {
+			if node == "" || u.nodes[n] > u.nodes[node] {
+				node = n
+			}
+		}
+		t, err := s.billedTask(ctx, id, from, to, cover[node])
+		if err != nil {
+			return nil, err
+		}
+		t.ID, t.Observed = id, u.use
+		obs.Tasks = append(obs.Tasks, *t)
+	}
+	sort.SliceStable(obs.Undeclared, func(i, j int) bool { return obs.Undeclared[i].Namespace < obs.Undeclared[j].Namespace })
+	return obs, nil
+}
+
+// billingGroup is one (node, user, kind of instance) of the window's
+// roll-ups, summed.
+type billingGroup struct {
+	node, key        string
+	user             UserIdentity
+	minLast, maxLast int64
+	use              report.InstanceUse
+}
+
+// partSQL writes out q's hourPart for the window [from, to): the part of
+// the row's hour inside it, between 0 and 1 (whole numbers of the
+// window's ends, never text of a caller).
+func partSQL(q string, from, to int64) string {
+	if mod(from, 3600) == 0 && mod(to, 3600) == 0 {
+		return strings.ReplaceAll(q, " * "+hourPart, "")
+	}
+	part := fmt.Sprintf(`((CASE WHEN hour + 3600 < %d THEN hour + 3600 ELSE %d END) - (CASE WHEN hour > %d THEN hour ELSE %d END)) / 3600.0`,
+		to, to, from, from)
+	return strings.ReplaceAll(q, hourPart, part)
+}
+
+func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind(partSQL(qBillingUsers, from, to)), h0, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	defer rows.Close()
+	var out []billingGroup
+	for rows.Next() {
+		var g billingGroup
+		var mig int64
+		if err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
+			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules); err != nil {
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		g.use.MIG = mig == 1
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	rows.Close()
+	for i := range out {
+		g := &out[i]
+		if id, ok := parseUserKey(g.key); ok {
+			g.user = id
+			continue
+		}
+		var uid sql.NullInt64
+		var decl int64
+		u := &g.user
+		if err := s.r.QueryRowContext(ctx, s.bind(qBillingIdentity), h0, to, g.node, g.key).Scan(&u.Runtime, &u.ContainerID, &u.PodUID,
+			&u.Namespace, &u.Pod, &u.Container, &u.SlurmJob, &uid, &u.Cgroup, &decl, &u.DeclaredTaskID, &u.DeclaredProject,
+			&u.DeclaredOwner); err != nil {
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		if uid.Valid {
+			v := uid.Int64
+			u.UID = &v
+		}
+		u.Declared = decl != 0
+	}
+	return out, nil
+}
+
+// parseUserKey is the identity UserIdentity.Key joined into key, ok false
+// when key does not split back into it.
+func parseUserKey(key string) (UserIdentity, bool) {
+	f := strings.Split(key, "\x1f")
+	if len(f) != 13 || (f[9] != "" && f[9] != "d") {
+		return UserIdentity{}, false
+	}
+	id := UserIdentity{Runtime: f[0], ContainerID: f[1], PodUID: f[2], Namespace: f[3], Pod: f[4], Container: f[5], SlurmJob: f[6],
+		Cgroup: f[8], Declared: f[9] == "d", DeclaredTaskID: f[10], DeclaredProject: f[11], DeclaredOwner: f[12]}
+	if f[7] != "" {
+		v, err := strconv.ParseInt(f[7], 10, 64)
+		if err != nil || strconv.FormatInt(v, 10) != f[7] {
+			return UserIdentity{}, false
+		}
+		id.UID = &v
+	}
+	if id.Key() != key {
+		return UserIdentity{}, false
+	}
+	return id, true
+}
+
+func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g billingGroup) ([]billingGroup, error) {
+	mig := 0
+	if g.use.MIG {
+		mig = 1
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(partSQL(qBillingUserTimes, from, to)), h0, to, g.node, g.key, mig,
+		g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
+	if err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	defer rows.Close()
+	var out []billingGroup
+	for rows.Next() {
+		p := g
+		if err := rows.Scan(&p.maxLast, &p.use.Seconds, &p.use.BusySeconds, &p.use.EnergyJoules); err != nil {
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		p.minLast = p.maxLast
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// billedTask is an attributed task's keys and its declared figures over
+// the part of its counted interval inside [from, to) that cover (its
+// node's covered seconds per hour) covered.
+func (s *Store) billedTask(ctx context.Context, id, from, to int64, cover map[int64]float64) (*report.ObservedTask, error) {
+	var k [9]string
+	var gpuCount, unlisted, start, failed int64
+	var end sql.NullInt64
+	var e int64 // the counted end
+	err := s.r.QueryRowContext(ctx, s.bind(qBillingTask), id).Scan(&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8],
+		&gpuCount, &unlisted, &start, &end, &e, &failed)
+	if err != nil {
+		return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
+	}
+	t := &report.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
+		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
+	s0, e1 := max(start, from), min(e, to)
+	if e1 <= s0 {
+		return t, nil
+	}
+	// The covered seconds of [s0, e1): each hour's covered seconds in
+	// proportion to the part of the hour inside it.
+	var covered float64
+	for h := s0 - mod(s0, 3600); h < e1; h += 3600 {
+		if c := cover[h]; c > 0 {
+			covered += c * float64(min(h+3600, e1)-max(h, s0)) / 3600
+		}
+	}
+	sec := float64(e1 - s0)
+	t.CountedSeconds = sec
+	t.CoveredSeconds = min(covered, sec)
+	f := t.CoveredSeconds / sec
+	if f == 0 {
+		return t, nil
+	}
+	t.CoveredUnlistedSeconds = float64(unlisted) * t.CoveredSeconds
+	rows, err := s.r.QueryContext(ctx, s.bind(qBillingTaskGPUs), id)
+	if err != nil {
+		return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
+	}
+	defer rows.Close()
+	c := t.CoveredSeconds
+	for rows.Next() {
+		g := report.GPUSums{Key: maps.Clone(t.Key)}
+		var model string
+		var mig, samples int64
+		var share float64
+		var idle, util, energy sql.NullFloat64
+		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy); err != nil {
+			return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
+		}
+		g.Key["model"], g.MIG = model, mig == 1
+		// The report's GPU sums (gpuSumsSQL) over the covered seconds.
+		g.InstanceSeconds = int64(math.Round(c))
+		g.GPUSeconds = share * c
+		if t.Failed {
+			g.FailedGPUSeconds = g.GPUSeconds
+		}
+		if samples > 0 && idle.Valid {
+			g.IdleGPUSeconds = share * c * idle.Float64
+			if !t.Failed {
+				g.IdleOKGPUSeconds = g.IdleGPUSeconds
+			}
+		}
+		if samples > 0 && util.Valid {
+			g.UtilWeighted, g.UtilSeconds = share*c*util.Float64, share*c
+		}
+		if end.Valid && energy.Valid {
+			if e > start {
+				g.EnergyJoules = energy.Float64 * c / float64(e-start)
+			} else {
+				g.EnergyJoules = energy.Float64
+			}
+		}
+		t.CoveredDeclared = append(t.CoveredDeclared, g)
+	}
+	return t, rows.Err()
+}
+
+func mod(a, b int64) int64 { return ((a % b) + b) % b }
+
+// latestTie is the registration of cands (oldest first) that started
+// last by at, or nil.
+func latestTie(cands []Tie, at int64) *Tie {
+	var t *Tie
+	for i := range cands {
+		if cands[i].StartTime <= at {
+			t = &cands[i]
+		}
+	}
+	return t
+}

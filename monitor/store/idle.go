@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+)
+
+// Sampled is a heartbeat that carries the last interval's GPU samples
+// (docs/contract.md, Supervise mode): what the monitor keeps to see idle GPUs while
+// they are idle.
+type Sampled struct {
+	TaskID string
+	// Time is the heartbeat's time (Unix seconds, the sender's clock,
+	// already bounded by the API).
+	Time int64
+	// Interval is interval_seconds rounded to the second; nil when the
+	// body had none.
+	Interval *int64
+	GPUs     []SampledGPU
+}
+
+// SampledGPU is one entry of a heartbeat's gpus: the GPU (uuid, and
+// mig_uuid for a MIG instance) and its samples over the interval.
+type SampledGPU struct {
+	UUID, MIGUUID string
+	Samples       int64
+	// UtilMean is the interval's mean utilisation (percent); nil without
+	// samples.
+	UtilMean *float64
+}
+
+// IdleBelow is the utilisation (percent) under which a sampled GPU counts
+// as idle.
+const IdleBelow = 1.0
+
+// HeartbeatSampled applies a heartbeat with gpus: it moves last_seen like
+// Heartbeat, and when it is newer than the newest heartbeat with gpus
+// stored so far, it sets the matched GPUs' latest utilisation and the
+// task's idle_since. Entries that match none of the task's GPUs (by uuid
+// and mig_uuid) are ignored; a heartbeat none of whose matched entries has
+// samples changes nothing but last_seen. A heartbeat is idle when every
+// matched entry with samples has util_mean below IdleBelow: idle_since is
+// then kept, or set to Time − Interval (Time without an interval) when the
+// task was not idle; a busy heartbeat clears it. When every task under the
+// id is completed, the newest one's last_seen moves, as Heartbeat does,
+// and nothing else. ErrNotFound as for Heartbeat.
+//
+// Like every write it runs in a transaction of its own on PostgreSQL and in
+// the batcher's group commit on SQLite. With several tasks under the id
+// within scope, each is updated, and the server's receipt time recorded
+// as when each was last seen.
+func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access.Scope) error {
+	return s.write(ctx, "heartbeat "+hb.TaskID, hb.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		same, err := s.visible(ctx, tx, hb.TaskID, scope)
+		if err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+		}
+		if len(same) == 0 {
+			return false, ErrNotFound
+		}
+		wrote := false
+		for _, t := range same {
+			w, err := s.heartbeatSampledTx(ctx, tx, hb, t.key)
+			if err != nil {
+				return false, err
+			}
+			wrote = wrote || w
+		}
+		if !wrote {
+			// All completed: the newest (visible lists the oldest first).
+			if _, err := s.exec(ctx, tx, stmtHeartbeatDone, hb.Time, hb.Time, same[len(same)-1].key); err != nil {
+				return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+			}
+		}
+		return true, nil
+	})
+}
+
+// heartbeatSampledTx is HeartbeatSampled's work on one task (key) in a
+// transaction; wrote tells whether it wrote anything.
+func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled, key int64) (wrote bool, _ error) {
+	var end, seen, idleSince, observed sql.NullInt64
+	if err := s.queryRow(ctx, tx, stmtSampledTask, key).Scan(&end, &seen, &idleSince, &observed); err != nil {
+		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+	}
+	if end.Valid {
+		return false, nil // completed: no GPU data; HeartbeatSampled moves last_seen
+	}
+	now := s.now().Unix()
+	if _, err := s.exec(ctx, tx, stmtHeartbeat, hb.Time, hb.Time, now, now, key); err != nil {
+		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+	}
+	if seen.Valid && hb.Time <= seen.Int64 {
+		return true, nil // late or spooled: moves no GPU data back
+	}
+	positions, err := s.matchSampled(ctx, tx, hb, key)
+	if err != nil {
+		return false, err
+	}
+	sampled, idle := 0, true
+	for i, pos := range positions {
+		g := hb.GPUs[i]
+		if pos < 0 || g.Samples <= 0 || g.UtilMean == nil {
+			continue
+		}
+		sampled++
+		if *g.UtilMean >= IdleBelow {
+			idle = false
+		}
+	}
+	if sampled == 0 {
+		return true, nil
+	}
+	for i, pos := range positions {
+		g := hb.GPUs[i]
+		if pos < 0 {
+			continue
+		}
+		var util *float64
+		if g.Samples > 0 {
+			util = g.UtilMean
+		}
+		if _, err := s.exec(ctx, tx, stmtLatestSample, g.Samples, util, key, pos); err != nil {
+			return false, fmt.Errorf("store: heartbeat %s: gpu %d: %w", hb.TaskID, i, err)
+		}
+	}
+	var since *int64
+	switch {
+	case observed.Valid:
+		// Node reports observe the task: its idleness follows them
+		// (nodes.go, observedIdleness), never its heartbeats.
+		if idleSince.Valid {
+			since = &idleSince.Int64
+		}
+	case idle && idleSince.Valid:
+		since = &idleSince.Int64
+	case idle:
+		v := hb.Time
+		if hb.Interval != nil {
+			v -= *hb.Interval
+		}
+		since = &v
+	}
+	if _, err := s.exec(ctx, tx, stmtIdleState, hb.Time, hb.Interval, since, key); err != nil {
+		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
+	}
+	return true, nil
+}
+
+// matchSampled returns, for each of the heartbeat's entries, the position
+// of the task's GPU it names (-1: none). A GPU is matched once, by its
+// first entry.
+func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskKey int64) ([]int, error) {
+	rows, err := s.query(ctx, tx, stmtSampledGPUs, taskKey)
+	if err != nil {
+		return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
+	}
+	defer rows.Close()
+	type key struct{ uuid, mig string }
+	byKey := map[key]int{}
+	for rows.Next() {
+		var pos int
+		var k key
+		if err := rows.Scan(&pos, &k.uuid, &k.mig); err != nil {
+			return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
+		}
+		if _, dup := byKey[k]; !dup {
+			byKey[k] = pos
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
+	}
+	out := make([]int, len(hb.GPUs))
+	for i, g := range hb.GPUs {
+		k := key{g.UUID, g.MIGUUID}
+		pos, ok := byKey[k]
+		if !ok {
+			out[i] = -1
+			continue
+		}
+		out[i] = pos
+		delete(byKey, k)
+	}
+	return out, nil
+}
+
+// SampledOf is what the store keeps of a heartbeat with gpus (decoded and
+// checked by wire.DecodeHeartbeat) at time t: interval_seconds rounded to
+// the second.
+func SampledOf(w *wire.Heartbeat, t int64) *Sampled {
+	s := &Sampled{TaskID: w.TaskID, Time: t}
+	if w.IntervalSeconds != nil {
+		v := int64(math.Round(*w.IntervalSeconds))
+		s.Interval = &v
+	}
+	for _, g := range w.GPUs {
+		e := SampledGPU{MIGUUID: g.MIGUUID, UtilMean: g.UtilMean}
+		if g.UUID != nil {
+			e.UUID = *g.UUID
+		}
+		if g.Samples != nil {
+			e.Samples = *g.Samples
+		}
+		s.GPUs = append(s.GPUs, e)
+	}
+	return s
+}

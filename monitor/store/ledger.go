@@ -1,0 +1,249 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+)
+
+// GPULife is one life of a (node, GPU): it counts in the capacity from
+// FirstStart until the earliest of EndedAt, LastEnd + --node-retire, now
+// and the window's end.
+type GPULife struct {
+	Node, UUID, Model   string
+	FirstStart, LastEnd int64
+	EndedAt             *int64
+}
+
+// LedgerData is what the ledger of a window is computed from: the GPUs'
+// lives that reach into it and the hourly roll-ups of its hours.
+type LedgerData struct {
+	Lives []GPULife
+	GPUs  []GPUHour
+	Users []UserHour
+}
+
+// Ledger SQL (reads; the window's hours are [from, to), whole hours).
+// Each names the index that serves it.
+const (
+	// node_gpus_end: lives whose last covered instant is after the
+	// window's start minus --node-retire.
+	qLedgerLives = `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
+		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`
+	// qLedgerRaw: node_reports_time: the raw reports whose span may reach
+	// into the window (a span ends at or before its report's time).
+	qLedgerRaw = `SELECT node, time, span_start, span_end, body FROM node_reports
+		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
+)
+
+// LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
+// hours) summed over the window in SQL: one GPUHour per (node, GPU,
+// model), Hour its first hour, and one UserHour per (node, GPU instance,
+// user, model, profile, slices), FirstTime and LastTime the earliest and
+// the latest of its hours' last report times; retire is --node-retire.
+func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
+	d := &LedgerData{}
+	var err error
+	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, s.r, stmtLedgerGPUSums, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	for rows.Next() {
+		var g GPUHour
+		if err := rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		d.GPUs = append(d.GPUs, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
+	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// LedgerUserHours reads the hourly roll-ups of [from, to) of one user of
+// a GPU instance (u's node, UUID, instance, identity, model, profile and
+// slices), hour by hour: where a sum of LedgerData spans a change of the
+// registration its user is tied to.
+func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour) ([]UserHour, error) {
+	all, err := s.userHours(ctx, stmtLedgerUserHours, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, h := range all {
+		if h.Model == u.Model && h.Profile == u.Profile && h.Slices == u.Slices && h.Total == u.Total {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHour, error) {
+	rows, err := s.query(ctx, s.r, st, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []UserHour
+	for rows.Next() {
+		var u UserHour
+		var uid sql.NullInt64
+		var decl int64
+		if err := rows.Scan(&u.Hour, &u.Node, &u.UUID, &u.GPUInstanceID, &u.Model, &u.Profile, &u.Slices, &u.Total, &u.User.Runtime,
+			&u.User.ContainerID, &u.User.PodUID, &u.User.Namespace, &u.User.Pod, &u.User.Container, &u.User.SlurmJob, &uid, &u.User.Cgroup,
+			&decl, &u.User.DeclaredTaskID, &u.User.DeclaredProject, &u.User.DeclaredOwner, &u.FirstTime, &u.LastTime,
+			&u.Equal, &u.Util, &u.BusyEqual, &u.BusyUtil, &u.Energy); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		if uid.Valid {
+			v := uid.Int64
+			u.User.UID = &v
+		}
+		u.User.Declared = decl != 0
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	slices.SortStableFunc(out, compareUserHours)
+	return out, nil
+}
+
+// compareGPUHours orders the ledger's GPU hours: by hour, node, GPU and
+// model.
+func compareGPUHours(a, b GPUHour) int {
+	return cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Model, b.Model))
+}
+
+// compareUserHours orders the ledger's user hours: by hour, node, GPU, GPU
+// instance, user (its key), model, profile and slices.
+func compareUserHours(a, b UserHour) int {
+	if c := cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID),
+		cmp.Compare(a.GPUInstanceID, b.GPUInstanceID)); c != 0 {
+		return c
+	}
+	// The users' keys are built only where the fields before them tie.
+	return cmp.Or(cmp.Compare(a.User.Key(), b.User.Key()), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Profile, b.Profile),
+		cmp.Compare(a.Slices, b.Slices), cmp.Compare(a.Total, b.Total))
+}
+
+func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerLives), from-retire, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []GPULife
+	for rows.Next() {
+		var l GPULife
+		var ended sql.NullInt64
+		if err := rows.Scan(&l.Node, &l.UUID, &l.Model, &l.FirstStart, &l.LastEnd, &ended); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		if ended.Valid {
+			v := ended.Int64
+			l.EndedAt = &v
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// LedgerDataRaw is LedgerData computed from the raw reports instead of the
+// stored roll-ups (each kept span rolled up again, the same way): the
+// same answer while the raw reports of the window are kept.
+func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
+	d := &LedgerData{}
+	var err error
+	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerRaw), from, to)
+	if err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	defer rows.Close()
+	type gk struct {
+		hour       int64
+		node, uuid string
+	}
+	type uk struct {
+		gk
+		gi  int64
+		key string
+	}
+	gi, ui := map[gk]int{}, map[uk]int{}
+	for rows.Next() {
+		var node, body string
+		var t, a, b int64
+		if err := rows.Scan(&node, &t, &a, &b, &body); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		var r nodeReportBody
+		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
+			return nil, fmt.Errorf("store: ledger: the stored report of %s at %d: %w", node, t, err)
+		}
+		gpus, users := Rollup(&r.NodeReport, a, b)
+		for _, g := range gpus {
+			if g.Hour < from || g.Hour >= to {
+				continue
+			}
+			k := gk{g.Hour, g.Node, g.UUID}
+			if i, ok := gi[k]; ok {
+				d.GPUs[i].Observed += g.Observed
+				d.GPUs[i].Unallocated += g.Unallocated
+				d.GPUs[i].Energy += g.Energy
+				d.GPUs[i].Model = g.Model
+				continue
+			}
+			gi[k] = len(d.GPUs)
+			d.GPUs = append(d.GPUs, g)
+		}
+		for _, u := range users {
+			if u.Hour < from || u.Hour >= to {
+				continue
+			}
+			k := uk{gk{u.Hour, u.Node, u.UUID}, u.GPUInstanceID, u.User.Key()}
+			if i, ok := ui[k]; ok {
+				x := &d.Users[i]
+				x.Equal += u.Equal
+				x.Util += u.Util
+				x.BusyEqual += u.BusyEqual
+				x.BusyUtil += u.BusyUtil
+				x.Energy += u.Energy
+				x.LastTime = max(x.LastTime, u.LastTime)
+				x.FirstTime = x.LastTime
+				continue
+			}
+			ui[k] = len(d.Users)
+			u.FirstTime = u.LastTime
+			d.Users = append(d.Users, u)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ledger: %w", err)
+	}
+	// LedgerData's orders: gk and uk are unique in d, so the orders' later
+	// fields (a GPU's model; a user's model, profile and slices) never
+	// decide here.
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
+	slices.SortStableFunc(d.Users, compareUserHours)
+	return d, nil
+}
+
+type nodeReportBody struct{ NodeReport wire.NodeReport }

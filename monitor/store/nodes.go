@@ -1,0 +1,404 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+)
+
+// DefaultNodeRetire is how long after its last covered instant a node's
+// GPU stops counting in the capacity, and how long a GPU UUID stays held
+// by the node that reported it (--node-retire).
+const DefaultNodeRetire = 168 * time.Hour
+
+// DefaultRawRetention is how long raw node reports are kept
+// (--raw-retention); the hourly roll-ups are kept for good.
+const DefaultRawRetention = 48 * time.Hour
+
+// Node report outcomes (NodeWrite.Status).
+const (
+	NodeCreated = "created" // stored whole
+	NodeExists  = "exists"  // a report of this node and time was stored before
+	NodeClipped = "clipped" // stored, clipped to the part no stored report covered
+)
+
+// NodeWrite is what StoreNodeReport did.
+type NodeWrite struct {
+	Status string
+	// Different: a report of this node and time with another body was
+	// stored before (the first is kept).
+	Different bool
+	// Kept is the part of the report's span stored: [KeptStart, KeptEnd)
+	// (empty when other reports covered all of it).
+	KeptStart, KeptEnd int64
+}
+
+// ErrGPUHeld is what a *GPUHeldError matches with errors.Is.
+var ErrGPUHeld = errors.New("store: GPU held by another node")
+
+// GPUHeldError is a report naming a GPU UUID another node reported within
+// --node-retire (a moved GPU needs `node retire` of the old node).
+type GPUHeldError struct {
+	UUID, Node string
+}
+
+func (e *GPUHeldError) Error() string {
+	return fmt.Sprintf("GPU %s is held by node %s, which reported it within --node-retire (run 'paddle-monitor node retire %s' if the GPU moved)", e.UUID, e.Node, e.Node)
+}
+
+// Is makes errors.Is(err, ErrGPUHeld) true.
+func (e *GPUHeldError) Is(target error) bool { return target == ErrGPUHeld }
+
+// ErrUnknownNode is RetireNode's answer for a node that never reported.
+var ErrUnknownNode = errors.New("store: no report of this node")
+
+// StoreNodeReport stores a validated report (wire.NodeReport.Validate):
+// the raw row, the lives of its GPUs and its hourly roll-ups, in one
+// transaction (SQLite: the batcher's group commit; PostgreSQL: under the
+// node's advisory lock). retire is --node-retire.
+func (s *Store) StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire time.Duration) (NodeWrite, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return NodeWrite{}, fmt.Errorf("store: node report %s: %w", r.Node, err)
+	}
+	var out NodeWrite
+	op := func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		out = NodeWrite{}
+		wrote, err := s.nodeReportTx(ctx, tx, r, body, retire, &out)
+		if err != nil {
+			return false, fmt.Errorf("store: node report %s at %d: %w", r.Node, r.Time, err)
+		}
+		return wrote, nil
+	}
+	if s.batch != nil {
+		return out, s.batch.run(ctx, "node report "+r.Node, false, op)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return out, fmt.Errorf("store: node report %s: %w", r.Node, err)
+	}
+	defer tx.Rollback()
+	if _, err := s.exec(ctx, tx, stmtLockTask, "node:"+r.Node); err != nil {
+		return out, fmt.Errorf("store: node report %s: %w", r.Node, err)
+	}
+	wrote, err := op(ctx, tx)
+	if err != nil || !wrote {
+		return out, err
+	}
+	if err := tx.Commit(); err != nil {
+		return out, fmt.Errorf("store: node report %s: %w", r.Node, err)
+	}
+	return out, nil
+}
+
+func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport, body []byte, retire time.Duration, out *NodeWrite) (bool, error) {
+	var stored string
+	switch err := s.queryRow(ctx, tx, stmtNodeReportStored, r.Node, r.Time).Scan(&stored); {
+	case err == nil:
+		out.Status, out.Different = NodeExists, !bytes.Equal([]byte(stored), body)
+		return false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, err
+	}
+	start, end := r.Time-r.IntervalSeconds, r.Time
+	spans, err := s.nodeSpans(ctx, tx, r.Node, start, end)
+	if err != nil {
+		return false, err
+	}
+	out.KeptStart, out.KeptEnd = uncovered(start, end, spans)
+	out.Status = NodeCreated
+	if out.KeptStart != start || out.KeptEnd != end {
+		out.Status = NodeClipped
+	}
+	uuids := reportGPUs(r)
+	since := r.Time - int64(retire/time.Second)
+	lives := make([]*life, len(uuids))
+	for i, u := range uuids {
+		if lives[i], err = s.openLives(ctx, tx, r.Node, u.uuid, since); err != nil {
+			return false, err
+		}
+	}
+	final := int64(0)
+	if r.Final {
+		final = 1
+	}
+	if _, err := s.exec(ctx, tx, stmtInsertNodeReport, r.Node, r.Time, r.IntervalSeconds, out.KeptStart, out.KeptEnd, final, string(body),
+		s.now().Unix()); err != nil {
+		return false, err
+	}
+	var last sql.NullInt64
+	if err := s.queryRow(ctx, tx, stmtNodeLastTime, r.Node).Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
+	if _, err := s.exec(ctx, tx, stmtUpsertNode, r.Node, r.Time, r.IntervalSeconds, string(body)); err != nil {
+		return false, err
+	}
+	if !last.Valid || r.Time > last.Int64 {
+		if err := s.observedIdleness(ctx, tx, r); err != nil {
+			return false, err
+		}
+	}
+	if out.KeptEnd > out.KeptStart {
+		for i, u := range uuids {
+			if err := s.extendLife(ctx, tx, r.Node, u, lives[i], out.KeptStart, out.KeptEnd, int64(retire/time.Second)); err != nil {
+				return false, err
+			}
+		}
+		gpus, users := Rollup(r, out.KeptStart, out.KeptEnd)
+		for _, g := range gpus {
+			if _, err := s.exec(ctx, tx, stmtUpsertGPUHour, g.Hour, g.Node, g.UUID, g.Model, g.Observed, g.Unallocated, g.Energy); err != nil {
+				return false, err
+			}
+		}
+		for i := range users {
+			u := &users[i]
+			if _, err := s.exec(ctx, tx, stmtUpsertUserHour, userHourArgs(u)...); err != nil {
+				return false, err
+			}
+		}
+	}
+	if r.Final {
+		if _, err := s.exec(ctx, tx, stmtEndLives, r.Time, r.Time, r.Node); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func userHourArgs(u *UserHour) []any {
+	var uid any
+	if u.User.UID != nil {
+		uid = *u.User.UID
+	}
+	decl := int64(0)
+	if u.User.Declared {
+		decl = 1
+	}
+	return []any{u.Hour, u.Node, u.UUID, u.GPUInstanceID, u.User.Key(), u.Model, u.Profile, u.Slices, u.Total,
+		u.User.Runtime, u.User.ContainerID, u.User.PodUID, u.User.Namespace, u.User.Pod, u.User.Container, u.User.SlurmJob, uid,
+		u.User.Cgroup, decl, u.User.DeclaredTaskID, u.User.DeclaredProject, u.User.DeclaredOwner, u.LastTime,
+		u.Equal, u.Util, u.BusyEqual, u.BusyUtil, u.Energy}
+}
+
+type span struct{ start, end int64 }
+
+func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]span, error) {
+	rows, err := s.query(ctx, tx, stmtNodeSpans, node, start, end)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []span
+	for rows.Next() {
+		var sp span
+		if err := rows.Scan(&sp.start, &sp.end); err != nil {
+			return nil, err
+		}
+		if sp.end > sp.start {
+			out = append(out, sp)
+		}
+	}
+	return out, rows.Err()
+}
+
+// uncovered returns the part of [start, end) that none of spans covers:
+// its latest uncovered stretch when several remain (a report straddling a
+// stored span keeps its newer side), an empty one at end when none does.
+func uncovered(start, end int64, spans []span) (int64, int64) {
+	a, b := start, end
+	// Walk back from the end: the newest uncovered stretch.
+	for changed := true; changed && a < b; {
+		changed = false
+		for _, sp := range spans {
+			if a >= b {
+				break
+			}
+			if sp.start < b && sp.end > a { // overlaps [a, b)
+				if sp.end >= b {
+					b = max(a, sp.start)
+				} else {
+					a = sp.end
+				}
+				changed = true
+			}
+		}
+	}
+	if b <= a {
+		return end, end
+	}
+	return a, b
+}
+
+type reportGPU struct{ uuid, model string }
+
+// reportGPUs lists the report's GPUs (its instances' and its gpus'
+// UUIDs), in the order they first appear.
+func reportGPUs(r *wire.NodeReport) []reportGPU {
+	seen := map[string]int{}
+	var out []reportGPU
+	for _, in := range r.Instances {
+		if _, ok := seen[in.UUID]; !ok {
+			seen[in.UUID] = len(out)
+			out = append(out, reportGPU{in.UUID, in.Name})
+		}
+	}
+	for _, g := range r.GPUs {
+		if _, ok := seen[g.UUID]; !ok {
+			seen[g.UUID] = len(out)
+			out = append(out, reportGPU{g.UUID, ""})
+		}
+	}
+	return out
+}
+
+// life is a GPU's open life on a node.
+type life struct{ first, last int64 }
+
+// openLives returns the GPU's open life on node (nil: none), or a
+// *GPUHeldError when another node reported it after since.
+func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, since int64) (*life, error) {
+	rows, err := s.query(ctx, tx, stmtOpenLives, uuid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var own *life
+	for rows.Next() {
+		var n string
+		var l life
+		if err := rows.Scan(&n, &l.first, &l.last); err != nil {
+			return nil, err
+		}
+		switch {
+		case n == node:
+			own = &l
+		case l.last > since:
+			return nil, &GPUHeldError{UUID: uuid, Node: n}
+		}
+	}
+	return own, rows.Err()
+}
+
+// extendLife adds the covered span [a, b) to the GPU's open life l on the
+// node, ending that life first when its last covered instant is more than
+// retire seconds before a, and starting a new one when none is open.
+func (s *Store) extendLife(ctx context.Context, tx *sql.Tx, node string, g reportGPU, l *life, a, b, retire int64) error {
+	switch {
+	case l != nil && l.last+retire < a:
+		if _, err := s.exec(ctx, tx, stmtEndLife, l.last+retire, node, g.uuid, l.first); err != nil {
+			return err
+		}
+	case l != nil:
+		_, err := s.exec(ctx, tx, stmtExtendLife, a, a, b, b, g.model, node, g.uuid, l.first)
+		return err
+	}
+	_, err := s.exec(ctx, tx, stmtInsertLife, node, g.uuid, a, b, g.model)
+	return err
+}
+
+// RetireNode ends the capacity of every GPU of node at `at` (`paddle-monitor
+// node retire`): they no longer count, and another node may report them.
+// It returns how many GPUs it ended; ErrUnknownNode when the node never
+// reported.
+func (s *Store) RetireNode(ctx context.Context, node string, at int64) (int64, error) {
+	var n int64
+	op := func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		res, err := s.exec(ctx, tx, stmtRetireNode, at, node)
+		if err != nil {
+			return false, err
+		}
+		if k, err := res.RowsAffected(); err != nil || k == 0 {
+			if err == nil {
+				err = fmt.Errorf("%w: %s", ErrUnknownNode, node)
+			}
+			return false, err
+		}
+		res, err = s.exec(ctx, tx, stmtEndLives, at, at, node)
+		if err != nil {
+			return false, err
+		}
+		n, err = res.RowsAffected()
+		return true, err
+	}
+	if s.batch != nil {
+		return n, s.batch.run(ctx, "node retire "+node, false, op)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("store: node retire %s: %w", node, err)
+	}
+	defer tx.Rollback()
+	if _, err := s.exec(ctx, tx, stmtLockTask, "node:"+node); err != nil {
+		return 0, fmt.Errorf("store: node retire %s: %w", node, err)
+	}
+	if _, err := op(ctx, tx); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
+// PruneNodeReports deletes the raw reports older than before (the
+// roll-ups stay); it returns how many it deleted.
+func (s *Store) PruneNodeReports(ctx context.Context, before int64) (int64, error) {
+	res, err := s.exec(ctx, s.w, stmtPruneNodeReports, before)
+	if err != nil {
+		return 0, fmt.Errorf("store: pruning node reports: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// observedIdleness sets, from the node's latest report r, the idleness of
+// the open tasks its users are tied to (docs/cost.md, "The ledger"): a
+// task is idle when each of its tied users' busy_share was 0 (idle_since
+// kept, or set to the report's start), busy otherwise; it is marked as
+// observed (its heartbeats no longer change idle_since) and seen at the
+// report's time.
+func (s *Store) observedIdleness(ctx context.Context, tx *sql.Tx, r *wire.NodeReport) error {
+	idle := map[int64]bool{}
+	var order []int64
+	for _, in := range r.Instances {
+		if in.Samples <= 0 {
+			continue
+		}
+		for j := range in.Users {
+			u := &in.Users[j]
+			id := identityOf(u)
+			cands, err := s.tieCandidates(ctx, tx, r.Node, &id)
+			if err != nil {
+				return err
+			}
+			var tie *Tie
+			for i := range cands {
+				if cands[i].StartTime <= r.Time {
+					tie = &cands[i]
+				}
+			}
+			if tie == nil {
+				continue
+			}
+			was, seen := idle[tie.Key]
+			if !seen {
+				order = append(order, tie.Key)
+				was = true
+			}
+			idle[tie.Key] = was && u.BusyShare == 0
+		}
+	}
+	for _, key := range order {
+		flag := int64(0)
+		if idle[key] {
+			flag = 1
+		}
+		start := r.Time - r.IntervalSeconds
+		if _, err := s.exec(ctx, tx, stmtObservedIdle, flag, start, r.Time, r.Time, r.Time, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+)
+
+// OpenTask is a task without a completion, as /metrics and the page show
+// it, with the GPUs it still claims.
+type OpenTask struct {
+	TaskID, TaskName, Project, Owner string
+	Priority, Env, Pipeline, Step    string
+	Hostname                         string
+	// K8sPodUID is the pod's UID (the registration's k8s_pod_uid), "" off
+	// Kubernetes: the key that joins kube-state-metrics' pod series.
+	K8sPodUID string
+	GPUCount  int64
+	StartTime int64
+	// LastSeen is the later of the start and the last heartbeat.
+	LastSeen int64
+	// SeenAt is when the server last received its registration or a
+	// heartbeat (the server's clock).
+	SeenAt int64
+	// DurationEst is the registration's duration_est (seconds), if any.
+	DurationEst *int64
+	// Sampled is true once a heartbeat with GPU samples came; IdleSince
+	// and Interval are then the task's idle_since (nil while busy) and
+	// the interval_seconds of its newest sampled heartbeat (nil when it
+	// had none).
+	Sampled   bool
+	IdleSince *int64
+	Interval  *int64
+	GPUs      []OpenGPU
+}
+
+// OpenGPU is a GPU (instance) an open task claims: it has a UUID and no
+// newer task took it over. For a MIG instance UUID is the parent's and
+// GPUInstanceID is set.
+type OpenGPU struct {
+	UUID, Model string
+	// GPUInstanceID is the MIG GPU instance id (nil for a whole GPU), and
+	// Profile its profile ("1g.18gb"; "" for a whole GPU).
+	GPUInstanceID *int64
+	Profile       string
+	// Share is the fraction of the physical GPU the task holds.
+	Share float64
+	// LatestUtilMean is the newest sampled heartbeat's mean utilisation
+	// (percent) of this GPU; nil without one.
+	LatestUtilMean *float64
+}
+
+// OpenTasks returns the tasks without a completion seen at or after
+// seenSince (Unix seconds), oldest start first, at most limit of them (0: no
+// limit). Seen means both by the task's own times (started or heartbeat)
+// and by the server's receipt of its registration or a heartbeat, so a task
+// that claims a start in the future still leaves after the TTL.
+//
+// Two open tasks may both claim one GPU when the newer one's registration
+// came from outside the older one's scope while the older one was live
+// (Register): both claims are served until the older task is not seen for
+// the claim grace, then only the newer one.
+func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]OpenTask, error) {
+	q := `SELECT t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
+		t.k8s_pod_uid, t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END, t.seen_at,
+		t.duration_est, t.gpus_seen, t.idle_since, t.heartbeat_interval
+		FROM tasks t
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id, t.id`
+	args := []any{seenSince, seenSince, seenSince}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: open tasks: %w", err)
+	}
+	var tasks []OpenTask
+	index := map[int64]int{}
+	for rows.Next() {
+		var t OpenTask
+		var key int64
+		var gpusSeen *int64
+		if err := rows.Scan(&key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
+			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
+			&t.Interval); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: open tasks: %w", err)
+		}
+		t.Sampled = gpusSeen != nil
+		index[key] = len(tasks)
+		tasks = append(tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: open tasks: %w", err)
+	}
+	if len(tasks) == 0 {
+		return tasks, nil
+	}
+	// The claimed GPUs of the same tasks: one query, matched in Go.
+	gq := `SELECT g.task_key, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.latest_util_mean
+		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		AND g.uuid <> '' AND g.claim_ended IS NULL
+		ORDER BY g.task_key, g.position`
+	grows, err := s.r.QueryContext(ctx, s.bind(gq), seenSince, seenSince, seenSince)
+	if err != nil {
+		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+	}
+	defer grows.Close()
+	for grows.Next() {
+		var key int64
+		var g OpenGPU
+		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &g.LatestUtilMean); err != nil {
+			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+		}
+		if i, ok := index[key]; ok {
+			tasks[i].GPUs = append(tasks[i].GPUs, g)
+		}
+	}
+	if err := grows.Err(); err != nil {
+		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+	}
+	s.dropStaleClaims(tasks)
+	return tasks, nil
+}
+
+// dropStaleClaims removes, from tasks (oldest start first), the claims on a
+// GPU that a newer task also claims when the older task has not been seen
+// for the claim grace.
+func (s *Store) dropStaleClaims(tasks []OpenTask) {
+	stale := s.now().Add(-s.claimGrace).Unix()
+	newest := map[string]int{} // UUID → the newest task claiming it
+	for i, t := range tasks {
+		for _, g := range t.GPUs {
+			newest[g.UUID] = i
+		}
+	}
+	for i := range tasks {
+		if tasks[i].SeenAt >= stale {
+			continue
+		}
+		kept := tasks[i].GPUs[:0]
+		for _, g := range tasks[i].GPUs {
+			if newest[g.UUID] == i {
+				kept = append(kept, g)
+			}
+		}
+		tasks[i].GPUs = kept
+	}
+}
+
+// RunningTasks returns the open tasks seen (started or heartbeat) at or
+// after seenSince with their listed GPUs, as a budget forecast counts
+// them (report.Running).
+func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.RunningTask, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id, t.id`), seenSince, seenSince, seenSince)
+	if err != nil {
+		return nil, fmt.Errorf("store: running tasks: %w", err)
+	}
+	var tasks []report.RunningTask
+	index := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var t report.RunningTask
+		if err := rows.Scan(&id, &t.Project, &t.Owner, &t.GPUCount); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: running tasks: %w", err)
+		}
+		index[id] = len(tasks)
+		t.ID = id
+		tasks = append(tasks, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: running tasks: %w", err)
+	}
+	if len(tasks) == 0 {
+		return tasks, nil
+	}
+	grows, err := s.r.QueryContext(ctx, s.bind(`SELECT g.task_key, g.model, g.share, g.gpu_instance_id IS NOT NULL, g.mig_profile FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY g.task_key, g.position`), seenSince, seenSince, seenSince)
+	if err != nil {
+		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+	}
+	defer grows.Close()
+	for grows.Next() {
+		var id int64
+		var g report.RunningGPU
+		if err := grows.Scan(&id, &g.Model, &g.Share, &g.MIG, &g.Profile); err != nil {
+			return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+		}
+		if i, ok := index[id]; ok {
+			tasks[i].GPUs = append(tasks[i].GPUs, g)
+		}
+	}
+	if err := grows.Err(); err != nil {
+		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+	}
+	return tasks, nil
+}

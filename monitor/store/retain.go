@@ -1,0 +1,248 @@
+package store
+
+// Retention (serve --retain): tasks whose counted interval ended before a
+// cutoff are deleted, in short batches, only from closed months;
+// statements are never deleted. The cutoff is recorded first (the
+// retention table), so that a report over the trimmed days is refused
+// from the moment the first task goes.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+)
+
+var (
+	stmtRetentionMark    = &stmt{sql: "SELECT trimmed_before FROM retention WHERE id = 1", sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "retention_pkey"}
+	stmtSetRetentionMark = &stmt{sql: `INSERT INTO retention (id, trimmed_before, tasks_deleted) VALUES (1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET trimmed_before = CASE WHEN retention.trimmed_before > excluded.trimmed_before
+		  THEN retention.trimmed_before ELSE excluded.trimmed_before END, tasks_deleted = retention.tasks_deleted + excluded.tasks_deleted`,
+		postgresIndex: "retention_pkey", example: []any{int64(1), int64(0)}}
+	// The batch: completed tasks ended before the cutoff (tasks_end_time),
+	// then open tasks last counted before it (tasks_open).
+	stmtTrimBatch = &stmt{sql: "SELECT id FROM tasks WHERE end_time < ? ORDER BY end_time LIMIT ?",
+		sqliteIndex: "tasks_end_time", postgresIndex: "tasks_end_time", example: []any{int64(1700000000), 100}}
+	stmtTrimOpenBatch = &stmt{sql: "SELECT id FROM tasks WHERE end_time IS NULL AND start_time < ? AND COALESCE(last_seen, start_time) < ? LIMIT ?",
+		sqliteIndex: "tasks_end_start", postgresIndex: "tasks_open", example: []any{int64(1700000000), int64(1700000000), 100}}
+	stmtTrimCheck = &stmt{sql: "SELECT COALESCE(end_time, last_seen, start_time) FROM tasks WHERE id = ?",
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
+	stmtTrimGPUs = &stmt{sql: "DELETE FROM task_gpus WHERE task_key = ?",
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
+	stmtTrimTask = &stmt{sql: "DELETE FROM tasks WHERE id = ?",
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
+	// Node hours (the ledger's roll-ups), an hour at a time: the primary
+	// keys of both tables begin with the hour.
+	stmtNextNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours WHERE hour >= ? AND hour < ?",
+		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(0), int64(1700000000)}}
+	stmtTrimGPUHours = &stmt{sql: "DELETE FROM node_gpu_hours WHERE hour = ?",
+		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(1700000000)}}
+	stmtTrimUserHours = &stmt{sql: "DELETE FROM node_user_hours WHERE hour = ?",
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey", example: []any{int64(1700000000)}}
+	stmtOldestStart = &stmt{sql: "SELECT MIN(start_time) FROM tasks", sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time"}
+)
+
+// MaxTrimHold is the longest a retention batch may hold the write lock.
+const MaxTrimHold = 100 * time.Millisecond
+
+// TrimResult is what one Trim did.
+type TrimResult struct {
+	// Cutoff is the instant before which tasks were deleted: the earlier
+	// of the retention's and the start of the first month not closed.
+	Cutoff time.Time
+	Tasks  int64
+	// NodeHours are the ledger's hourly rows deleted (per GPU and per
+	// GPU instance and user).
+	NodeHours int64
+	// Batches and LongestHold: how many transactions, and the longest
+	// any held the write lock.
+	Batches     int
+	LongestHold time.Duration
+}
+
+// TrimmedBefore returns the retention's mark: reports before it are served
+// from statements only (zero when nothing was ever trimmed).
+func (s *Store) TrimmedBefore(ctx context.Context) (time.Time, error) {
+	var t int64
+	err := s.queryRow(ctx, s.r, stmtRetentionMark).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: retention mark: %w", err)
+	}
+	return time.Unix(t, 0).UTC(), nil
+}
+
+// TrimCutoff is the cutoff Trim would use for before: before, or the start
+// of the first month since the oldest task that is not closed, whichever is
+// earlier (an open month is never trimmed). Zero: nothing to trim.
+func (s *Store) TrimCutoff(ctx context.Context, before time.Time) (time.Time, error) {
+	var oldest sql.NullInt64
+	if err := s.queryRow(ctx, s.r, stmtOldestStart).Scan(&oldest); err != nil {
+		return time.Time{}, fmt.Errorf("store: retention: %w", err)
+	}
+	if !oldest.Valid || oldest.Int64 >= before.Unix() {
+		return time.Time{}, nil
+	}
+	m := report.Month(time.Unix(oldest.Int64, 0).UTC())
+	for m.From.Before(before) {
+		c, err := s.Statement(ctx, m.From.Format("2006-01"))
+		if err != nil {
+			return time.Time{}, err
+		}
+		if c == nil {
+			return m.From, nil
+		}
+		m = report.Month(m.To)
+	}
+	return before, nil
+}
+
+// Trim deletes the tasks whose counted interval ended before the cutoff
+// (TrimCutoff of before), in transactions of at most batch tasks; a batch
+// that held the lock longer than MaxTrimHold/2 halves the next one. It
+// records the cutoff before deleting anything.
+func (s *Store) Trim(ctx context.Context, before time.Time, batch int) (TrimResult, error) {
+	var res TrimResult
+	cutoff, err := s.TrimCutoff(ctx, before)
+	if err != nil || cutoff.IsZero() {
+		return res, err
+	}
+	res.Cutoff = cutoff
+	if _, err := s.exec(ctx, s.w, stmtSetRetentionMark, cutoff.Unix(), 0); err != nil {
+		return res, fmt.Errorf("store: retention: %w", err)
+	}
+	if batch < 1 {
+		batch = 500
+	}
+	for _, pick := range []func(n int) ([]int64, error){
+		func(n int) ([]int64, error) { return s.ids(ctx, stmtTrimBatch, cutoff.Unix(), n) },
+		func(n int) ([]int64, error) { return s.ids(ctx, stmtTrimOpenBatch, cutoff.Unix(), cutoff.Unix(), n) },
+	} {
+		for {
+			ids, err := pick(batch)
+			if err != nil {
+				return res, err
+			}
+			if len(ids) == 0 {
+				break
+			}
+			n, hold, err := s.trimBatch(ctx, ids, cutoff.Unix())
+			if err != nil {
+				return res, err
+			}
+			res.Tasks += n
+			res.Batches++
+			res.LongestHold = max(res.LongestHold, hold)
+			if hold > MaxTrimHold/2 && batch > 1 {
+				batch /= 2
+			} else if hold < MaxTrimHold/8 && batch < 5000 {
+				batch *= 2
+			}
+			if n == 0 {
+				// Every task picked changed meanwhile: stop rather than
+				// pick them again.
+				break
+			}
+		}
+	}
+	if err := s.trimNodeHours(ctx, cutoff.Unix(), &res); err != nil {
+		return res, err
+	}
+	if _, err := s.exec(ctx, s.w, stmtSetRetentionMark, cutoff.Unix(), res.Tasks); err != nil {
+		return res, fmt.Errorf("store: retention: %w", err)
+	}
+	return res, nil
+}
+
+// trimNodeHours deletes the ledger's hourly rows of the hours before
+// cutoff, one hour a transaction (an hour holds a row per GPU and per GPU
+// instance and user).
+func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult) error {
+	from := int64(0)
+	for {
+		var h sql.NullInt64
+		if err := s.queryRow(ctx, s.r, stmtNextNodeHour, from, cutoff).Scan(&h); err != nil {
+			return fmt.Errorf("store: retention: node hours: %w", err)
+		}
+		if !h.Valid {
+			return nil
+		}
+		tx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("store: retention: %w", err)
+		}
+		start := time.Now()
+		var n int64
+		for _, st := range []*stmt{stmtTrimGPUHours, stmtTrimUserHours} {
+			r, err := s.exec(ctx, tx, st, h.Int64)
+			if err != nil {
+				tx.Rollback()
+				return fmt.Errorf("store: retention: node hours: %w", err)
+			}
+			k, _ := r.RowsAffected()
+			n += k
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: retention: %w", err)
+		}
+		res.NodeHours += n
+		res.Batches++
+		res.LongestHold = max(res.LongestHold, time.Since(start))
+		from = h.Int64 + 1
+	}
+}
+
+func (s *Store) ids(ctx context.Context, st *stmt, args ...any) ([]int64, error) {
+	rows, err := s.query(ctx, s.r, st, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: retention: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: retention: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// trimBatch deletes the tasks of ids still counted to before cutoff, in
+// one transaction; hold is how long it held the write lock.
+func (s *Store) trimBatch(ctx context.Context, ids []int64, cutoff int64) (n int64, hold time.Duration, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: retention: %w", err)
+	}
+	start := time.Now()
+	defer tx.Rollback()
+	for _, id := range ids {
+		var end int64
+		if err := s.queryRow(ctx, tx, stmtTrimCheck, id).Scan(&end); errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return 0, 0, fmt.Errorf("store: retention: %w", err)
+		}
+		if end >= cutoff {
+			continue
+		}
+		if _, err := s.exec(ctx, tx, stmtTrimGPUs, id); err != nil {
+			return 0, 0, fmt.Errorf("store: retention: %w", err)
+		}
+		if _, err := s.exec(ctx, tx, stmtTrimTask, id); err != nil {
+			return 0, 0, fmt.Errorf("store: retention: %w", err)
+		}
+		n++
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("store: retention: %w", err)
+	}
+	return n, time.Since(start), nil
+}

@@ -1,0 +1,54 @@
+package store_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+// TestFromWire: what the store keeps of decoded bodies, defaults included
+// (a GPU's index is its position, gpu_count the entries, an interval
+// rounded to the second, a MIG entry's share its slices / total_slices
+// whatever its share says).
+func TestFromWire(t *testing.T) {
+	body := []byte(`{"task_id":"t","task_name":"n","project":"p","owner":"o","start_time":100,` +
+		`"gpus":[{"uuid":"GPU-a","name":"T4","memory_total_bytes":16},{"index":7,"uuid":"GPU-b","share":0.5,` +
+		`"mig":{"uuid":"MIG-1","gpu_instance_id":2,"profile":"1g.10gb","slices":1,"total_slices":7}}]}`)
+	w, err := wire.DecodeRegistration(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, seven := int64(1), int64(7)
+	want := &store.Registration{TaskID: "t", TaskName: "n", Project: "p", Owner: "o", StartTime: 100, GPUCount: 2,
+		Labels: map[string]string{}, Body: body, GPUs: []store.RegisteredGPU{
+			{Index: 0, UUID: "GPU-a", Model: "T4", MemoryTotal: 16},
+			{Index: 7, UUID: "GPU-b", Share: 1.0 / 7, MIG: &store.MIG{UUID: "MIG-1", GPUInstanceID: 2, Profile: "1g.10gb", Slices: &one, TotalSlices: &seven}},
+		}}
+	if got := store.RegistrationOf(w, body); !reflect.DeepEqual(got, want) {
+		t.Errorf("registration\n%+v\nwant\n%+v", got, want)
+	}
+
+	c, err := wire.DecodeCompletion([]byte(`{"task_id":"t","end_time":5,"duration_seconds":1.5,"exit_code":3,` +
+		`"gate":{"expr":"x>1","passed":false,"reason":"x=0"},"gpus":[{"uuid":"GPU-a","samples":2,"util_mean":40}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	util := 40.0
+	wantC := &store.Completion{TaskID: "t", EndTime: 5, DurationSeconds: 1.5, ExitCode: 3,
+		Gate: &store.Gate{Expr: "x>1", Reason: "x=0"}, GPUs: []store.GPUUsage{{UUID: "GPU-a", Samples: 2, UtilMean: &util}}}
+	if got := store.CompletionOf(c); !reflect.DeepEqual(got, wantC) {
+		t.Errorf("completion\n%+v\nwant\n%+v", got, wantC)
+	}
+
+	h, err := wire.DecodeHeartbeat([]byte(`{"task_id":"t","interval_seconds":59.5,"gpus":[{"uuid":"GPU-a","mig_uuid":"MIG-1","samples":0}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sixty := int64(60)
+	wantS := &store.Sampled{TaskID: "t", Time: 1000, Interval: &sixty, GPUs: []store.SampledGPU{{UUID: "GPU-a", MIGUUID: "MIG-1"}}}
+	if got := store.SampledOf(h, 1000); !reflect.DeepEqual(got, wantS) {
+		t.Errorf("heartbeat\n%+v\nwant\n%+v", got, wantS)
+	}
+}

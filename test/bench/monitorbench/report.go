@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite" // "sqlite", for the bulk load
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+var reportTasks = flag.Int("report-tasks", 1000000, "report: tasks stored before the report runs")
+
+var reportScenario = scenario{
+	name:  "report",
+	title: "Report for one month over the bulk-loaded store",
+	header: []string{"stored tasks (GPU rows)", "tasks in the month", "bulk load",
+		"`report --by project` (median of 3)", "`report --by owner` (median of 3)", "`report --by model` (median of 3)"},
+	run: runReport,
+}
+
+// The stored tasks span twelve months of 2025, start times spread evenly;
+// the report asks for June. Every tenth task has no completion (half of
+// those with a heartbeat), a fifth of the completed ones failed.
+var (
+	benchYear  = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	benchMonth = [2]string{"2025-06-01", "2025-07-01"}
+	benchModel = []string{"Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 80GB HBM3", "NVIDIA L4"}
+	benchGPUs  = []int{1, 1, 2, 2, 4} // GPUs per task: 2 on average
+)
+
+// benchTask is one generated task.
+type benchTask struct {
+	id, project, owner, host string
+	key                      int64 // tasks.id (schema 7 on)
+	start, gpus, est         int64
+	end, lastSeen            *int64
+	dur                      float64
+	exit, gate               *int64
+	models                   []string
+	util, idle               []float64
+}
+
+func genTasks(n int, visit func(t *benchTask) error) error {
+	rng := rand.New(rand.NewPCG(1, 2))
+	span := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix() - benchYear.Unix()
+	for i := range n {
+		t := &benchTask{
+			id:      fmt.Sprintf("bench-%07d", i),
+			key:     int64(i) + 1,
+			project: fmt.Sprintf("project-%02d", rng.IntN(50)),
+			owner:   fmt.Sprintf("user%03d@example.com", rng.IntN(500)),
+			host:    fmt.Sprintf("node-%03d", rng.IntN(200)),
+			start:   benchYear.Unix() + int64(i)*span/int64(n),
+			gpus:    int64(benchGPUs[rng.IntN(len(benchGPUs))]),
+			est:     int64(1+rng.IntN(12)) * 3600,
+		}
+		length := int64(600 + rng.IntN(10*3600))
+		switch {
+		case i%10 == 9 && i%20 == 19:
+			seen := t.start + length
+			t.lastSeen = &seen
+		case i%10 == 9:
+		default:
+			end := t.start + length
+			exit := int64(0)
+			if rng.IntN(5) == 0 {
+				exit = 1
+			}
+			t.end, t.exit, t.dur = &end, &exit, float64(length)
+		}
+		for range t.gpus {
+			t.models = append(t.models, benchModel[rng.IntN(len(benchModel))])
+			t.util = append(t.util, rng.Float64()*100)
+			t.idle = append(t.idle, rng.Float64()/2)
+		}
+		if err := visit(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bulkStore returns the database of -report-tasks bulk-loaded tasks of this
+// store, loading it on first use.
+func (e *env) bulkStore() (string, error) {
+	if e.bulk != "" || e.bulkErr != nil {
+		return e.bulk, e.bulkErr
+	}
+	e.bulk, e.bulkErr = e.loadBulk()
+	return e.bulk, e.bulkErr
+}
+
+func (e *env) loadBulk() (string, error) {
+	dsn, err := e.newDSN()
+	if err != nil {
+		return "", err
+	}
+	ctx := context.Background()
+	if err := e.schema(dsn); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d tasks on %s\n", *reportTasks, e.store)
+	started := time.Now()
+	e.bulkRows, err = loadTasks(ctx, dsn, *reportTasks)
+	if err != nil {
+		return "", fmt.Errorf("bulk load: %w", err)
+	}
+	e.bulkLoad = time.Since(started).Round(100 * time.Millisecond).String()
+	return dsn, nil
+}
+
+func runReport(e *env) ([][]string, error) {
+	dsn, err := e.bulkStore()
+	if err != nil {
+		return nil, err
+	}
+	rows, load := e.bulkRows, e.bulkLoad
+
+	timeReport := func(by string) (time.Duration, string, error) {
+		var times []time.Duration
+		var out string
+		for range 3 {
+			cmd := exec.Command(e.opts.monitor, "report", "--db", dsn, "--from", benchMonth[0], "--to", benchMonth[1],
+				"--by", by, "--format", "json")
+			t0 := time.Now()
+			b, err := cmd.Output()
+			if err != nil {
+				return 0, "", fmt.Errorf("report --by %s: %w", by, err)
+			}
+			times = append(times, time.Since(t0))
+			out = string(b)
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		return times[1], out, nil
+	}
+	byProject, out, err := timeReport("project")
+	if err != nil {
+		return nil, err
+	}
+	inMonth := "?"
+	if i := strings.Index(out, `"total": {`); i >= 0 {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(out[i+len(`"total": {`):]), `"tasks": %d`, &n); err == nil {
+			inMonth = fmt.Sprint(n)
+		}
+	}
+	byOwner, _, err := timeReport("owner")
+	if err != nil {
+		return nil, err
+	}
+	byModel, _, err := timeReport("model")
+	if err != nil {
+		return nil, err
+	}
+	e.result("report.project", byProject.Seconds())
+	e.result("report.owner", byOwner.Seconds())
+	e.result("report.model", byModel.Seconds())
+	return [][]string{{
+		fmt.Sprintf("%d (%d)", *reportTasks, rows),
+		inMonth,
+		load,
+		ms(byProject),
+		ms(byOwner),
+		ms(byModel),
+	}}, nil
+}
+
+// loadTasks writes the tasks in one transaction (SQLite) or with COPY
+// (PostgreSQL).
+func loadTasks(ctx context.Context, dsn string, n int) (int, error) {
+	b, err := openBulk(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer b.close()
+	rows := 0
+	// One GPU runs one task: an open task's claim ended when the next
+	// task on its GPU started, as registrations would have recorded it.
+	openClaim := map[string][]any{}
+	err = genTasks(n, func(t *benchTask) error {
+		var completion any
+		if t.end != nil {
+			completion = "{}"
+		}
+		key := t.key
+		seen := t.start
+		if t.lastSeen != nil && *t.lastSeen > seen {
+			seen = *t.lastSeen
+		}
+		if _, err := b.add("tasks", map[string]any{"id": key, "task_id": t.id, "task_name": "train", "project": t.project,
+			"owner": t.owner, "hostname": t.host, "start_time": t.start, "gpu_count": t.gpus, "duration_est": t.est,
+			"registration": "{}", "registered_at": t.start, "last_seen": t.lastSeen, "seen_at": seen, "end_time": t.end,
+			"duration_seconds": nullIfOpen(t), "exit_code": t.exit, "completion": completion, "completed_at": t.end}); err != nil {
+			return err
+		}
+		for i, m := range t.models {
+			samples, util, idle := sampled(t, i)
+			uuid := gpuUUID(t, i)
+			row, err := b.add("task_gpus", map[string]any{"task_id": t.id, "task_key": key, "position": int64(i),
+				"gpu_index": int64(i), "uuid": uuid, "model": m, "samples": samples, "util_mean": util,
+				"idle_share": idle, "task_start": t.start, "task_end": t.end, "claim_ended": nil})
+			if err != nil {
+				return err
+			}
+			if prev, ok := openClaim[uuid]; ok {
+				b.set("task_gpus", prev, "claim_ended", t.start)
+				delete(openClaim, uuid)
+			}
+			if t.end == nil {
+				openClaim[uuid] = row
+			}
+			rows++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rows, b.finish()
+}
+
+// bulk writes rows of named columns into a store's tables, fast: kept in
+// memory (so that a row may still change, see set), then one transaction of
+// prepared INSERTs on SQLite (synchronous off: a benchmark's fixture), COPY
+// on PostgreSQL (then VACUUM ANALYZE, what autovacuum does soon after a
+// large load; the benchmark must not measure it running). A row names every column any schema version has;
+// only those the store's tables have are written, so that the benchmark
+// also loads the store of an older paddle-monitor (the "before" figures).
+type bulk struct {
+	ctx    context.Context
+	pg     *pgx.Conn
+	db     *sql.DB
+	tx     *sql.Tx
+	have   map[string]map[string]bool // table → its columns
+	cols   map[string][]string        // table → the columns written, in order
+	order  []string                   // tables in the order of their first row
+	copied map[string][][]any
+}
+
+func openBulk(ctx context.Context, dsn string) (*bulk, error) {
+	b := &bulk{ctx: ctx, have: map[string]map[string]bool{}, cols: map[string][]string{},
+		copied: map[string][][]any{}}
+	var err error
+	if store.IsPostgresDSN(dsn) {
+		b.pg, err = pgx.Connect(ctx, dsn)
+		return b, err
+	}
+	if b.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"); err != nil {
+		return nil, err
+	}
+	b.tx, err = b.db.BeginTx(ctx, nil)
+	return b, err
+}
+
+func (b *bulk) columns(table string) (map[string]bool, error) {
+	if c, ok := b.have[table]; ok {
+		return c, nil
+	}
+	c := map[string]bool{}
+	var names []string
+	if b.pg != nil {
+		rows, err := b.pg.Query(b.ctx, "SELECT column_name FROM information_schema.columns WHERE table_name = $1", table)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return nil, err
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+	} else {
+		rows, err := b.tx.QueryContext(b.ctx, "SELECT name FROM pragma_table_info(?)", table)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return nil, err
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+	}
+	for _, n := range names {
+		c[n] = true
+	}
+	b.have[table] = c
+	return c, nil
+}
+
+// add queues a row and returns its values, in the order of the table's
+// columns written.
+func (b *bulk) add(table string, row map[string]any) ([]any, error) {
+	cols, ok := b.cols[table]
+	if !ok {
+		have, err := b.columns(table)
+		if err != nil {
+			return nil, err
+		}
+		for k := range row {
+			if have[k] {
+				cols = append(cols, k)
+			}
+		}
+		sort.Strings(cols)
+		b.cols[table] = cols
+		b.order = append(b.order, table)
+	}
+	vals := make([]any, len(cols))
+	for i, c := range cols {
+		vals[i] = row[c]
+	}
+	b.copied[table] = append(b.copied[table], vals)
+	return vals, nil
+}
+
+// set changes a queued row's column, when the table has it.
+func (b *bulk) set(table string, row []any, col string, v any) {
+	for i, c := range b.cols[table] {
+		if c == col {
+			row[i] = v
+		}
+	}
+}
+
+func (b *bulk) finish() error {
+	if b.tx != nil {
+		for _, table := range b.order {
+			cols := b.cols[table]
+			st, err := b.tx.PrepareContext(b.ctx, "INSERT INTO "+table+" ("+strings.Join(cols, ", ")+") VALUES (?"+
+				strings.Repeat(", ?", len(cols)-1)+")")
+			if err != nil {
+				return err
+			}
+			for _, vals := range b.copied[table] {
+				if _, err := st.ExecContext(b.ctx, vals...); err != nil {
+					return fmt.Errorf("INSERT INTO %s: %w", table, err)
+				}
+			}
+			st.Close()
+			delete(b.copied, table)
+		}
+		return b.tx.Commit()
+	}
+	for _, table := range b.order {
+		if _, err := b.pg.CopyFrom(b.ctx, pgx.Identifier{table}, b.cols[table], pgx.CopyFromRows(b.copied[table])); err != nil {
+			return fmt.Errorf("COPY %s: %w", table, err)
+		}
+		delete(b.copied, table)
+	}
+	// Rows written with their own id leave the identity's sequence where
+	// it was: the next registration would take id 1 again.
+	if b.have["tasks"]["id"] {
+		if _, err := b.pg.Exec(b.ctx, "SELECT setval(pg_get_serial_sequence('tasks', 'id'), (SELECT MAX(id) FROM tasks))"); err != nil {
+			return err
+		}
+	}
+	_, err := b.pg.Exec(b.ctx, "VACUUM ANALYZE")
+	return err
+}
+
+func (b *bulk) close() {
+	if b.tx != nil {
+		b.tx.Rollback()
+		b.db.Close()
+	}
+	if b.pg != nil {
+		b.pg.Close(b.ctx)
+	}
+}
+
+// gpuUUID is the UUID of the task's GPU i: GPUs of its node, 8 a node, so
+// that one GPU runs many tasks over the year, as on a real cluster.
+func gpuUUID(t *benchTask, i int) string { return fmt.Sprintf("GPU-%s-%d", t.host, i) }
+
+func nullIfOpen(t *benchTask) any {
+	if t.end == nil {
+		return nil
+	}
+	return t.dur
+}
+
+// sampled is GPU i's completion summary: none for an open task.
+func sampled(t *benchTask, i int) (samples, util, idle any) {
+	if t.end == nil {
+		return nil, nil, nil
+	}
+	return int64(360), t.util[i], t.idle[i]
+}

@@ -30,9 +30,17 @@ bin/paddle-node: FORCE
 bin/paddle-gpu-probe: FORCE
 	CGO_ENABLED=1 CGO_CFLAGS="$(PROBE_CGO_CFLAGS)" $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/paddle-gpu-probe
 
+# A test that needs a tool this machine lacks (promtool, chromium, etcd,
+# PostgreSQL...) skips, naming the tool and its Debian package
+# (test/harness/tools.go); after `go test`, one summary of those skips.
+# PADDLE_TEST_REQUIRE_TOOLS=1 / PADDLE_TEST_REQUIRE_POSTGRES=1 (CI) make
+# them failures. `make test` fails when `go test` does, summary or not.
+TEST_SKIPS := $(abspath .cache/skips)
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	@mkdir -p $(dir $(TEST_SKIPS)) && rm -f $(TEST_SKIPS)
+	PADDLE_TEST_SKIPS=$(TEST_SKIPS) $(GO) test -count=1 -timeout 20m ./...; rc=$$?; \
+		./scripts/test-skips.sh $(TEST_SKIPS); exit $$rc
 
 demo: build
 	$(GO) run ./test/demo

@@ -38,21 +38,8 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
-
-// tool returns the path of an executable the test needs (skipping the
-// test without it, unless PADDLE_TEST_REQUIRE_TOOLS=1).
-func tool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", name, err)
-		}
-		t.Skipf("%s not installed (Debian package %s)", name, pkg)
-	}
-	return p
-}
 
 // build builds what `make build` builds, and the fake NVML, into dir.
 func build(t *testing.T, dir string) (monitor, entrypoint, nvmlDir string) {
@@ -179,8 +166,8 @@ type notification struct {
 }
 
 func TestAlertsEndToEnd(t *testing.T) {
-	promBin := tool(t, "prometheus", "prometheus")
-	amBin := tool(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	promBin := harness.Tool(t, "prometheus")
+	amBin := harness.Tool(t, "prometheus-alertmanager")
 	dir := t.TempDir()
 	monitorBin, entrypointBin, nvmlDir := build(t, dir)
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}

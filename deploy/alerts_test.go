@@ -12,11 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 const alertsFile = "prometheus/paddle-alerts.yml"
 
-func amtool(t *testing.T) string { return tool(t, "amtool", "prometheus-alertmanager") }
+func amtool(t *testing.T) string { return harness.Tool(t, "amtool") }
 
 // The alerts load, with promtool's lint on (no two rules of one name and
 // labels: the ways of seeing an idle GPU are one rule joined with `or`).

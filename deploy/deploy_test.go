@@ -23,12 +23,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 const rulesFile = "prometheus/paddle-rules.yml"
 
 // promtool returns the path of promtool (tool, alerts_e2e_test.go).
-func promtool(t *testing.T) string { return tool(t, "promtool", "prometheus") }
+func promtool(t *testing.T) string { return harness.Tool(t, "promtool") }
 
 // naiveRulesTest runs the unit tests of testsFile against a copy of the
 // rule file ruleFile in which old is replaced by new (a rule without one

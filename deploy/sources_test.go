@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 const prometheusFile = "prometheus/prometheus.yml"
@@ -176,7 +178,7 @@ func TestPromtoolForgedTextfileNeedsTheJobs(t *testing.T) {
 // never reach the database, the task's own series do, and the file's job
 // label does not replace the target's.
 func TestTextfileJobDropsForgedFamilies(t *testing.T) {
-	promBin := tool(t, "prometheus", "prometheus")
+	promBin := harness.Tool(t, "prometheus")
 	const forged = `# TYPE paddle_project_month_cost gauge
 paddle_project_month_cost{project="vision",job="paddle-monitor"} 5000
 # TYPE paddle_project_budget_cost gauge

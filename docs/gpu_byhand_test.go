@@ -15,15 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 func TestDocsGPUByHand(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not found: the fake NVML cannot be built")
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl not found")
-	}
+	harness.Tool(t, "gcc")
+	harness.Tool(t, "curl")
 	doc, err := os.ReadFile("gpu.md")
 	if err != nil {
 		t.Fatal(err)

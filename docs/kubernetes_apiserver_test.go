@@ -45,6 +45,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // k8sRequireTool skips (or, under PADDLE_TEST_REQUIRE_TOOLS=1, fails) with
@@ -62,14 +64,8 @@ func k8sRequireTool(t *testing.T, format string, args ...any) {
 func k8sBinaries(t *testing.T) (apiserver, etcd string) {
 	t.Helper()
 	apiserver = k8sMustBinary(t)
-	if st, err := os.Stat(apiserver); err != nil || st.Mode()&0o111 == 0 {
-		k8sRequireTool(t, "kube-apiserver is not built at %s: run scripts/kube-apiserver.sh (once, about 20 minutes; .ci/run does)", apiserver)
-	}
-	etcd, err := exec.LookPath("etcd")
-	if err != nil {
-		k8sRequireTool(t, "etcd is not installed (Debian package etcd-server): %v", err)
-	}
-	return apiserver, etcd
+	harness.ToolAt(t, "kube-apiserver", apiserver, "not built at "+apiserver+": run scripts/kube-apiserver.sh once, about 20 minutes; .ci/run does")
+	return apiserver, harness.Tool(t, "etcd")
 }
 
 // k8sMustBinary returns where scripts/kube-apiserver.sh puts kube-apiserver.

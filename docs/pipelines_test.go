@@ -23,6 +23,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // pipelineBlocks returns the fenced blocks of pipelines.md in language lang.
@@ -269,22 +270,8 @@ func TestPipelineGitLab(t *testing.T) {
 	}
 }
 
-// pipelineTool returns a tool's path, skipping without it unless
-// PADDLE_TEST_REQUIRE_TOOLS=1.
-func pipelineTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required: %v", name, err)
-		}
-		t.Skipf("%s not installed", name)
-	}
-	return p
-}
-
 func TestPipelinePythonSnippetsCompile(t *testing.T) {
-	python := pipelineTool(t, "python3")
+	python := harness.Tool(t, "python3")
 	blocks := pipelineBlocks(t, "python")
 	if len(blocks) < 4 {
 		t.Fatalf("%d Python blocks, want the OTel, logging, Airflow and KFP examples", len(blocks))
@@ -308,7 +295,7 @@ func TestPipelinePythonSnippetsCompile(t *testing.T) {
 // The logging snippet runs: with the variable the entrypoint sets, each
 // line carries the task and the step.
 func TestPipelineLoggingSnippetRuns(t *testing.T) {
-	python := pipelineTool(t, "python3")
+	python := harness.Tool(t, "python3")
 	for _, b := range pipelineBlocks(t, "python") {
 		if !bytes.Contains(b, []byte("class TaskFilter")) {
 			continue
@@ -326,7 +313,7 @@ func TestPipelineLoggingSnippetRuns(t *testing.T) {
 }
 
 func TestPipelineShellSnippetsParse(t *testing.T) {
-	bash := pipelineTool(t, "bash")
+	bash := harness.Tool(t, "bash")
 	for _, b := range pipelineBlocks(t, "bash") {
 		cmd := exec.Command(bash, "-n")
 		cmd.Stdin = bytes.NewReader(b)

@@ -6,6 +6,7 @@ package docs
 // temporary directory for /etc/paddle-monitor and a free port.
 
 import (
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -17,14 +18,12 @@ import (
 	"testing"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/pgserver"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 func TestDocsPostgresSetup(t *testing.T) {
-	for _, tool := range []string{"psql", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found", tool)
-		}
-	}
+	psql := harness.Tool(t, "psql")
+	harness.Tool(t, "curl")
 	doc, err := os.ReadFile("monitor.md")
 	if err != nil {
 		t.Fatal(err)
@@ -38,10 +37,10 @@ func TestDocsPostgresSetup(t *testing.T) {
 		t.Fatalf("%d sh blocks in the section, want 2 (psql, then the URL file)", len(blocks))
 	}
 	srv, err := pgserver.Start()
+	if errors.Is(err, pgserver.ErrNotInstalled) {
+		harness.Postgres(t, err)
+	}
 	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_POSTGRES") == "" {
-			t.Skipf("no PostgreSQL: %v", err)
-		}
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
@@ -95,7 +94,7 @@ func TestDocsPostgresSetup(t *testing.T) {
 		t.Errorf("db-url: %v %v, want mode 0600", fi, err)
 	}
 	// The tables belong to the role, in its own database.
-	q := exec.Command("psql", strings.Replace(admin, "/postgres?", "/paddle?", 1), "-Atc",
+	q := exec.Command(psql, strings.Replace(admin, "/postgres?", "/paddle?", 1), "-Atc",
 		"SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")
 	if owner, err := q.Output(); err != nil || strings.TrimSpace(string(owner)) != "paddle" {
 		t.Errorf("owner of the monitor's tables: %q %v, want paddle", owner, err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 type fakeOpen struct {
@@ -172,12 +172,8 @@ func httptestPost(t *testing.T, m *fixtureMonitor, path, body string) int {
 // without promtool the check is skipped, unless PADDLE_TEST_REQUIRE_TOOLS=1.
 func promtoolCheckMetrics(t *testing.T, body string) {
 	t.Helper()
-	tool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("promtool is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", err)
-		}
-		t.Log("promtool not installed: `promtool check metrics` skipped")
+	tool, ok := harness.ToolIfAny(t, "promtool")
+	if !ok {
 		return
 	}
 	cmd := exec.Command(tool, "check", "metrics")

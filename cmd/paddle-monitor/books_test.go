@@ -11,10 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/pgserver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // stopServer ends a serve with SIGTERM and checks it exits 0.
@@ -246,7 +245,7 @@ func TestPostgresDumpRestore(t *testing.T) {
 	db := storetest.PostgresDSN(t)
 	binDir, err := pgBinDir()
 	if err != nil {
-		t.Skip(err)
+		harness.Postgres(t, err)
 	}
 	prices := fixtureFile(t, "prices.json")
 	s := startServer(t, db, "--prices", prices)
@@ -288,17 +287,14 @@ func TestPostgresDumpRestore(t *testing.T) {
 
 // pgBinDir is where pg_dump and pg_restore are (the server's own version).
 func pgBinDir() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "pg_restore")); err == nil {
-			return d, nil
-		}
+	dir, err := pgserver.BinDir()
+	if err != nil {
+		return "", err
 	}
-	if p, err := exec.LookPath("pg_restore"); err == nil {
-		return filepath.Dir(p), nil
+	if _, err := os.Stat(filepath.Join(dir, "pg_restore")); err != nil {
+		return "", fmt.Errorf("no pg_restore next to initdb: %w", err)
 	}
-	return "", pgserver.ErrNotInstalled
+	return dir, nil
 }
 
 // adjustmentOf is an adjustment row as the report's JSON has it.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // TestKubernetesManifest: deploy/kubernetes decodes strictly into the
@@ -117,10 +118,7 @@ func TestKubernetesManifest(t *testing.T) {
 // TestSystemdUnit: systemd-analyze verify accepts the unit (with the binary
 // where ExecStart says, in a copy).
 func TestSystemdUnit(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed")
-	}
+	analyze := harness.Tool(t, "systemd-analyze")
 	b, err := os.ReadFile("../../deploy/systemd/paddle-monitor.service")
 	if err != nil {
 		t.Fatal(err)

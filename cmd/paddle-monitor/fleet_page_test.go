@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // TestFleetPageInBrowser: with node reports, the page has a "Fleet"
@@ -21,7 +22,7 @@ import (
 // GPU-hours and its discrepancies. In a real headless browser, without a
 // console error or another request.
 func TestFleetPageInBrowser(t *testing.T) {
-	browser := chromium(t)
+	browser := harness.Tool(t, "chromium")
 	dir := t.TempDir()
 	ns := dir + "/namespaces.json"
 	writeFile(t, ns, `{"team-b":"ads_x"}`)

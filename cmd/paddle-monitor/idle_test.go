@@ -9,14 +9,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // twoGPUTask registers a task on two H100s (price 28 each in the fixture's
@@ -230,25 +229,10 @@ func TestHeartbeatIdleBadInput(t *testing.T) {
 // without promtool unless PADDLE_TEST_REQUIRE_TOOLS=1).
 func promtoolCheck(t *testing.T, body string) {
 	t.Helper()
-	tool := lookTool(t, "promtool", "prometheus")
+	tool := harness.Tool(t, "promtool")
 	c := execCommand(tool, "check", "metrics")
 	c.Stdin = strings.NewReader(body)
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-}
-
-// lookTool returns the path of a tool the test needs, skipping the test
-// when it is not installed, unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI) makes
-// that a failure. pkg names the Debian package that has it.
-func lookTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", name, err)
-		}
-		t.Skipf("%s not installed (Debian package %s)", name, pkg)
-	}
-	return p
 }

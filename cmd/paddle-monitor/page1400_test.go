@@ -19,10 +19,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 func TestPageFitsAt1400(t *testing.T) {
-	browser := chromium(t)
+	browser := harness.Tool(t, "chromium")
 	dir := t.TempDir()
 	budgets := filepath.Join(dir, "budgets.json")
 	writeFile(t, budgets, `{"currency": "CNY", "budgets": [{"project": "search", "monthly_cost": 500},

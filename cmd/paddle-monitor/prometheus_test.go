@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 const deployPrometheus = "../../deploy/prometheus"
@@ -49,8 +50,8 @@ func prometheusDir(t *testing.T, token string, edit func(string) string) (dir st
 }
 
 func TestPrometheusConfig(t *testing.T) {
-	promtool := lookTool(t, "promtool", "prometheus")
-	prometheus := lookTool(t, "prometheus", "prometheus")
+	promtool := harness.Tool(t, "promtool")
+	prometheus := harness.Tool(t, "prometheus")
 
 	// As shipped: promtool accepts it and the rules it names.
 	dir := prometheusDir(t, "a-secret", nil)

@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 var screenshot = flag.Bool("screenshot", false, "rewrite docs/report-page.png from the browser test")
@@ -292,13 +293,7 @@ func TestMetricsOpenTasksPromtool(t *testing.T) {
 	if strings.Contains(body, "t01-midnight") {
 		t.Error("a completed task is on /metrics")
 	}
-	tool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("promtool is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", err)
-		}
-		t.Skip("promtool not installed (Debian package prometheus)")
-	}
+	tool := harness.Tool(t, "promtool")
 	c := exec.Command(tool, "check", "metrics")
 	c.Stdin = strings.NewReader(body)
 	if out, err := c.CombinedOutput(); err != nil {
@@ -312,28 +307,12 @@ func TestMetricsOpenTasksPromtool(t *testing.T) {
 	}
 }
 
-// chromium returns the browser's path, skipping the test when it is not
-// installed, unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI).
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-		t.Fatal("chromium is required (PADDLE_TEST_REQUIRE_TOOLS=1)")
-	}
-	t.Skip("chromium not installed (Debian package chromium)")
-	return ""
-}
-
 // The page, in a real headless browser, over the built server with the
 // fixture: it loads without a console error or an exception, requests
 // nothing but itself, and shows the fixture's projects, costs and running
 // tasks. -screenshot rewrites docs/report-page.png.
 func TestPageInBrowser(t *testing.T) {
-	browser := chromium(t)
+	browser := harness.Tool(t, "chromium")
 	tokens := tokensFile(t, t.TempDir())
 	s := startServer(t, storetest.SQLiteDSN(t), "--prices", fixtureFile(t, "prices.json"), "--open-ttl", "200000h", "--exec-ttl", "200000h", "--tokens", tokens)
 	postFixture(t, s, "a-secret")

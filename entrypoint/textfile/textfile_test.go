@@ -21,6 +21,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 func task() (*labels.Set, []gpu.Device) {
@@ -196,22 +197,8 @@ func TestRemoveStale(t *testing.T) {
 	}
 }
 
-// requireTool returns the path of a tool the test needs, skipping when it
-// is absent unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI installs them).
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", name, err)
-		}
-		t.Skipf("%s not installed", name)
-	}
-	return p
-}
-
 func TestPromtoolChecksTheFile(t *testing.T) {
-	promtool := requireTool(t, "promtool")
+	promtool := harness.Tool(t, "promtool")
 	dir := t.TempDir()
 	s, gpus := task()
 	path, err := Write(dir, s, gpus)
@@ -230,7 +217,7 @@ func TestPromtoolChecksTheFile(t *testing.T) {
 // TestNodeExporterReadsTheFile starts a real node_exporter with only the
 // textfile collector on our directory and scrapes it.
 func TestNodeExporterReadsTheFile(t *testing.T) {
-	exporter := requireTool(t, "prometheus-node-exporter")
+	exporter := harness.Tool(t, "prometheus-node-exporter")
 	dir := t.TempDir()
 	s, gpus := task()
 	if _, err := Write(dir, s, gpus); err != nil {

@@ -18,12 +18,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 func TestDemoKeepServing(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not found: the demo's fake GPUs cannot be built")
-	}
+	harness.Tool(t, "gcc")
 	root := t.TempDir()
 	repo, _ := filepath.Abs("../..")
 	if err := os.Symlink(filepath.Join(repo, "testdata"), filepath.Join(root, "testdata")); err != nil {

@@ -14,15 +14,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 func TestDemoLedgerAddsUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole demo")
 	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not found: the demo's fake GPUs cannot be built")
-	}
+	harness.Tool(t, "gcc")
 	if os.Geteuid() != 0 {
 		t.Skip("not root: the demo's container has no root of its own, nothing is attributed")
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // polSpecPolicy is the example policy of section 9, without its mode.
@@ -475,7 +476,7 @@ func polSystemPolicy(t *testing.T, k *task, src string) {
 	}
 	mnt := t.TempDir()
 	k.Setup = func(c *exec.Cmd) {
-		unshare, _ := exec.LookPath("unshare")
+		unshare, _ := harness.LookPath("unshare")
 		c.Path = unshare
 		c.Args = append([]string{"unshare", "-m", "--propagation", "private", "sh", "-c", polEtcScript, "sh", mnt, src, bin.entrypoint}, c.Args[1:]...)
 	}
@@ -931,7 +932,7 @@ func TestPrivilegeNoShell(t *testing.T) {
 		k.Setenv("PATH", fake+":/usr/local/bin:/usr/bin:/bin")
 		if namespace {
 			k.Setup = func(c *exec.Cmd) {
-				unshare, _ := exec.LookPath("unshare")
+				unshare, _ := harness.LookPath("unshare")
 				c.Path = unshare
 				c.Args = append([]string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c", privSpyScript, "sh", spy, bin.entrypoint}, c.Args[1:]...)
 			}

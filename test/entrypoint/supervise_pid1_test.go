@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // asPID1 makes a task run its entrypoint as PID 1 of a new PID namespace.
@@ -20,10 +22,7 @@ func asPID1(t *testing.T) func(*task) *task {
 	if os.Geteuid() != 0 {
 		t.Skip("a PID namespace needs root")
 	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("no unshare")
-	}
+	unshare := harness.Tool(t, "unshare")
 	if out, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "/bin/true").CombinedOutput(); err != nil {
 		t.Skipf("unshare --pid refused here: %v %s", err, out)
 	}

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // supTask is a task in supervise mode.
@@ -905,10 +907,7 @@ func TestSuperviseTerminalForeground(t *testing.T) {
 	// On a terminal (script(1) gives the entrypoint one as its controlling
 	// terminal) the command leads its own process group, which is the
 	// terminal's foreground group: a Ctrl-C reaches the command once.
-	scriptBin, err := exec.LookPath("script")
-	if err != nil {
-		t.Skip("no script(1) to make a terminal")
-	}
+	scriptBin := harness.Tool(t, "script")
 	k := supTask(t)
 	inner := bin.entrypoint + ` /bin/sh -c 'echo "fg $$ $(cut -d" " -f5,8 /proc/$$/stat)"'`
 	c := exec.Command(scriptBin, "-qec", inner, "/dev/null")

@@ -38,22 +38,8 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
-
-// needTool returns the path of a program the test needs, skipping the
-// test without it unless PADDLE_TEST_REQUIRE_TOOLS=1 (CI) makes that a
-// failure.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("PADDLE_TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (PADDLE_TEST_REQUIRE_TOOLS=1): %v", name, err)
-		}
-		t.Skipf("%s not installed (Debian package %s)", name, pkg)
-	}
-	return p
-}
 
 // startServer starts a server program in a process group of its own,
 // ended at the end of the test; its output is logged when the test
@@ -98,8 +84,8 @@ type alertNotification struct {
 
 func TestUndeclaredAlertEndToEnd(t *testing.T) {
 	needCgroups(t)
-	promBin := needTool(t, "prometheus", "prometheus")
-	amBin := needTool(t, "prometheus-alertmanager", "prometheus-alertmanager")
+	promBin := harness.Tool(t, "prometheus")
+	amBin := harness.Tool(t, "prometheus-alertmanager")
 	monitor, err := monitorBin()
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // TestSystemdUnit: systemd-analyze accepts the unit, which keeps
@@ -24,10 +26,7 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("CapabilityBoundingSet lacks CAP_SYS_PTRACE: %s", v)
 		}
 	}
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("no systemd-analyze")
-	}
+	analyze := harness.Tool(t, "systemd-analyze")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "paddle-node.service")
 	os.WriteFile(path, []byte(strings.ReplaceAll(unit, "/usr/local/bin/paddle-node", bin.node)), 0o644)

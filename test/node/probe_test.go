@@ -42,7 +42,7 @@ func TestProbeRestartAndHealth(t *testing.T) {
 	if !strings.Contains(text, want) {
 		t.Errorf("/metrics lacks the user map line %s:\n%s", want, text)
 	}
-	check := exec.Command("promtool", "check", "metrics")
+	check := exec.Command(harness.Tool(t, "promtool"), "check", "metrics")
 	check.Stdin = strings.NewReader(text)
 	if out, err := check.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // ErrNotInstalled: no PostgreSQL binaries were found.
@@ -70,6 +72,11 @@ func (c *Server) Stop() {
 	os.RemoveAll(c.dir)
 }
 
+// BinDir is the directory of PostgreSQL's programs (initdb, postgres,
+// pg_dump, pg_restore), found as Start finds it: for the tests that run
+// the others, so that no test has a lookup of its own.
+func BinDir() (string, error) { return binDir() }
+
 // binDir finds the directory of initdb and postgres, the newest version first.
 func binDir() (string, error) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -79,7 +86,7 @@ func binDir() (string, error) {
 			return d, nil
 		}
 	}
-	if p, err := exec.LookPath("initdb"); err == nil {
+	if p, err := harness.LookPath("initdb"); err == nil {
 		return filepath.Dir(p), nil
 	}
 	return "", ErrNotInstalled

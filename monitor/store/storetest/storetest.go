@@ -33,10 +33,11 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/pgserver"
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
 
 // RequireEnv is the variable that turns a missing PostgreSQL into a failure.
-const RequireEnv = "PADDLE_TEST_REQUIRE_POSTGRES"
+const RequireEnv = harness.RequirePostgresEnv
 
 // Main runs the package's tests, then stops the PostgreSQL server if a test
 // started one. Call it from TestMain.
@@ -67,10 +68,7 @@ func PostgresDSN(t testing.TB) string {
 	t.Helper()
 	c, err := start()
 	if errors.Is(err, pgserver.ErrNotInstalled) {
-		if os.Getenv(RequireEnv) == "1" {
-			t.Fatalf("%v, and %s=1", err, RequireEnv)
-		}
-		t.Skipf("%v (install Debian's postgresql package to run this half; %s=1 makes this a failure)", err, RequireEnv)
+		harness.Postgres(t, err) // skips, or fails under RequireEnv=1
 	}
 	if err != nil {
 		t.Fatalf("starting PostgreSQL for the tests: %v", err)

@@ -61,7 +61,10 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 			args = args[1:]
 		}
 	}
-	cfg, err := parse(args, getenv, mode == "once")
+	// `final` only leaves a mark beside the spool: like `once` it needs no
+	// monitor and no interval (docs/node.md gives it as
+	// `paddle-node final --report-spool FILE`).
+	cfg, err := parse(args, getenv, mode == "once" || mode == "final")
 	if errors.Is(err, errHelp) {
 		usage(stdout)
 		return ExitOK

@@ -197,12 +197,23 @@ func trend(reps []*report.Report, priced bool, currency string) trendChart {
 	for _, r := range reps {
 		top = max(top, amount(r.Total, priced))
 	}
-	scale := niceCeil(top)
+	minStep := 0.0
+	if priced {
+		minStep = 1 // whole units of money once the top reaches one
+	}
+	ticks, scale := axisTicks(top, minStep)
 	c := trendChart{Title: "Monthly " + unit + " per project, the last 12 months",
 		Width: trendLeft + len(reps)*trendStep + 10}
-	for i := 0; i <= 4; i++ {
-		v := scale * float64(i) / 4
-		c.Axis = append(c.Axis, trendTick{Y: trendTop + trendPlot - int(float64(trendPlot)*float64(i)/4), Label: format(v)})
+	for _, v := range ticks {
+		y := trendTop + trendPlot
+		if scale > 0 {
+			y -= int(math.Round(float64(trendPlot) * v / scale))
+		}
+		step := 0.0
+		if len(ticks) > 1 {
+			step = ticks[1]
+		}
+		c.Axis = append(c.Axis, trendTick{Y: y, Label: tickLabel(v, step)})
 	}
 	for i, r := range reps {
 		x := trendLeft + i*trendStep + (trendStep-trendBarW)/2
@@ -256,20 +267,6 @@ func trend(reps []*report.Report, priced bool, currency string) trendChart {
 	c.Height = trendTop + trendPlot + trendBottom + 24
 	c.LabelY = trendTop + trendPlot + 18
 	return c
-}
-
-// niceCeil rounds x up to 1, 2 or 5 times a power of ten (0 stays 0).
-func niceCeil(x float64) float64 {
-	if x <= 0 {
-		return 0
-	}
-	p := math.Pow(10, math.Floor(math.Log10(x)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if x <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
 }
 
 func shortName(s string, n int) string {

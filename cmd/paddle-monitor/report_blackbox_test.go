@@ -378,6 +378,14 @@ func TestPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The monthly chart's value axis, bottom up: round and distinct.
+	axis, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('svg text[text-anchor="end"]')].map(e => e.textContent).filter(s => /^[0-9.]+$/.test(s))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(axis, " "); got != "0 200 400 600 800" {
+		t.Errorf("the chart's axis reads %q", got)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

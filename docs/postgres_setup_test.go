@@ -66,7 +66,7 @@ func TestDocsPostgresSetup(t *testing.T) {
 	l.Close()
 	script := string(blocks[0][1]) + string(blocks[1][1]) + "kill %1\nwait\n"
 	for old, repl := range map[string]string{
-		"sudo -u postgres psql": "psql '" + admin + "'",
+		"runuser -u postgres -- psql": "psql '" + admin + "'",
 		"/etc/paddle-monitor":   filepath.Join(dir, "etc"),
 		"db.example.com:5432":   u.Host,
 		"sslmode=require":       "sslmode=disable",

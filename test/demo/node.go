@@ -210,7 +210,9 @@ type ledgerFigures struct {
 // window and prints its rows and total in GPU-seconds.
 func (d *demo) ledgerSeconds(window []string, by string) error {
 	args := append(append([]string{"ledger"}, window...), "--by", by, "--format", "json")
-	fmt.Printf("$ paddle-monitor %s   # in GPU-seconds\n", strings.Join(args, " "))
+	// Not the command's own output (JSON): the demo's table of it, so the
+	// line says so rather than show it as a command run.
+	fmt.Printf("(the rows of `paddle-monitor %s`, in GPU-seconds:)\n", strings.Join(args, " "))
 	out, err := exec.Command(d.monitor, args...).Output()
 	if err != nil {
 		return fmt.Errorf("paddle-monitor ledger --by %s --format json: %w", by, err)

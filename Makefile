@@ -9,7 +9,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 # cold `make build` prints nothing on stderr).
 PROBE_CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: build test demo e2e bench fuzz clean screenshot gpu-check
+.PHONY: build test demo try e2e bench fuzz clean screenshot gpu-check
 
 build: bin/paddle-entrypoint bin/paddle-gpu-probe bin/paddle-monitor bin/paddle-node
 
@@ -44,6 +44,14 @@ test:
 
 demo: build
 	$(GO) run ./test/demo
+
+# One machine, a node's whole path: the monitor, the node agent on the fake
+# NVML and two teams' supervised tasks as Slurm jobs the agent ties; then
+# it prints how to start a task of your own and where to see it, and runs
+# until Ctrl-C (docs/node.md, first section). As root; needs gcc.
+# TRY_OWN_TASK=1 runs your task itself and stops once it is in the ledger.
+try: build
+	$(GO) run ./test/try
 
 # The start-up benchmark against the shell entrypoint (docs/benchmarks.md).
 # It rewrites the generated section of docs/benchmarks.md (BENCH_DOC= to leave

@@ -67,10 +67,10 @@ func TestDocsPostgresSetup(t *testing.T) {
 	script := string(blocks[0][1]) + string(blocks[1][1]) + "kill %1\nwait\n"
 	for old, repl := range map[string]string{
 		"runuser -u postgres -- psql": "psql '" + admin + "'",
-		"/etc/paddle-monitor":   filepath.Join(dir, "etc"),
-		"db.example.com:5432":   u.Host,
-		"sslmode=require":       "sslmode=disable",
-		"127.0.0.1:8080":        "127.0.0.1:" + port,
+		"/etc/paddle-monitor":         filepath.Join(dir, "etc"),
+		"db.example.com:5432":         u.Host,
+		"sslmode=require":             "sslmode=disable",
+		"127.0.0.1:8080":              "127.0.0.1:" + port,
 	} {
 		if !strings.Contains(script, old) {
 			t.Fatalf("the blocks no longer hold %q:\n%s", old, script)

@@ -45,8 +45,15 @@ func ChdirRoot() error {
 	if err != nil {
 		return err
 	}
+	if wd, err := os.Getwd(); err == nil && packageDir == "" {
+		packageDir = wd
+	}
 	return os.Chdir(root)
 }
+
+// packageDir is the test's package directory when ChdirRoot left it (for
+// the skip summary, which names the package).
+var packageDir string
 
 // GoBuild returns the command that builds pkg (relative to the working
 // directory, the repository root) into out, trimmed as `make build`

@@ -189,7 +189,11 @@ func recordSkip(t testing.TB, line string) {
 	}
 	dir := "."
 	if root, err := Root(); err == nil {
-		if wd, err := os.Getwd(); err == nil {
+		wd, err := os.Getwd()
+		if packageDir != "" {
+			wd, err = packageDir, nil
+		}
+		if err == nil {
 			if rel, err := filepath.Rel(root, wd); err == nil {
 				dir = filepath.ToSlash(rel)
 			}

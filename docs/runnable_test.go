@@ -182,3 +182,21 @@ func buildForDocs(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestDocsNoSudo: the docs' commands assume root where they need it (the
+// image and the nodes have no sudo): none runs `sudo`.
+func TestDocsNoSudo(t *testing.T) {
+	files, _ := filepath.Glob("*.md")
+	sudo := regexp.MustCompile(`(^|[\s;&|(` + "`" + `])sudo\s`)
+	for _, f := range append([]string{"../README.md"}, files...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if sudo.MatchString(line) {
+				t.Errorf("%s:%d runs sudo: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}

@@ -140,7 +140,7 @@ func TestDocsRunnableBlocks(t *testing.T) {
 			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 			l.Close()
 			script = strings.ReplaceAll(script, "127.0.0.1:8080", "127.0.0.1:"+port)
-			c := exec.Command("timeout", "60", "bash", "-e", "-o", "pipefail", "-c", "trap 'kill $(jobs -p) 2>/dev/null' EXIT\n"+script)
+			c := exec.Command("timeout", "60", "bash", "-e", "-o", "pipefail", "-c", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"+script)
 			c.Dir = dir
 			c.Env = []string{"PATH=" + filepath.Join(dir, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + dir,
 				"LD_LIBRARY_PATH=" + filepath.Join(bin, "nvidia"), "FAKE_NVML_GPUS=2"}

@@ -15,7 +15,7 @@ sort -u "$file" | awk -F '\t' '
 		if (!(key in seen)) { seen[key] = 1; dirs[$1] = dirs[$1] (dirs[$1] == "" ? "" : ", ") $2 }
 	}
 	END {
-		printf "make test: %d tests (or parts of tests) skipped for want of a tool; PADDLE_TEST_REQUIRE_TOOLS=1 (and PADDLE_TEST_REQUIRE_POSTGRES=1) make them failures:\n", total
+		printf "make test: %d skipped for want of a tool (a test, or a check within one); PADDLE_TEST_REQUIRE_TOOLS=1 and PADDLE_TEST_REQUIRE_POSTGRES=1 make them failures:\n", total
 		fflush()
 		for (r in n) printf "  %s: %d in %s\n", r, n[r], dirs[r] | "sort"
 	}'

@@ -4,6 +4,7 @@
 # The file is what test/harness appends to (PADDLE_TEST_SKIPS): one line a
 # skip, "needs TOOL (Debian package PKG)<tab>package dir<tab>test name".
 set -eu
+export LC_ALL=C # one order on every machine
 file=${1:?usage: test-skips.sh FILE}
 if [ ! -s "$file" ]; then
 	echo "make test: nothing skipped for want of a tool."

@@ -31,6 +31,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/node/cgroupowner"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/nodereport"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/reportqueue"
 )
@@ -119,6 +120,8 @@ type agent struct {
 	drainer *drain.Drainer // --drain-spools; nil when off
 	dropped int            // reports dropped by age, as the spool last counted
 
+	criFailing int // samples in a row without CRI's answer
+
 	mu          sync.Mutex
 	lastSuccess time.Time
 	lastErr     string
@@ -127,7 +130,7 @@ type agent struct {
 func newAgent(cfg Config, log *slog.Logger, version string, once bool) (*agent, error) {
 	a := &agent{cfg: cfg, log: log, version: version, metrics: newMetrics(cfg.NodeName)}
 	var err error
-	if a.obs, err = newObserver(log, cfg.Proc, cfg.LabelsPath); err != nil {
+	if a.obs, err = newObserver(log, cfg.Proc, cfg.LabelsPath, cgroupowner.Table{KubeletRoot: cfg.KubeletCgroupRoot}); err != nil {
 		return nil, fmt.Errorf("--proc %s: %w", cfg.Proc, err)
 	}
 	a.child = &probestream.Child{Path: cfg.Probe, Sample: cfg.Sample, Proc: cfg.Proc, Log: log}
@@ -173,6 +176,7 @@ func (a *agent) sample(ctx context.Context, line *probestream.Line) nodereport.O
 		snap.Allocations = append(snap.Allocations, sn.Allocations...)
 	}
 	a.obs.setSnapshot(snap)
+	a.obs.cri = a.criCheck()
 	obs := a.obs.observe(line)
 	a.metrics.setUsers(obs)
 	return obs

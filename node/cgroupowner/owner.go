@@ -183,4 +183,3 @@ func (r *Reader) LookupSeen(pid int) (Owner, Seen, uint64, error) {
 	}
 	return o, seen, before, nil
 }
-

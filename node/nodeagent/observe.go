@@ -33,7 +33,7 @@ type ownerEntry struct {
 	seen  bool // in the current interval
 }
 
-// How a sample's kubepods paths are checked against CRI (NODE.md 12.9).
+// How a sample's kubepods paths are checked against CRI (docs/node.md, "Who owns each process").
 const (
 	criNone     = iota // no CRI on this node: paths stand
 	criVerify          // CRI answered: a pod UID stands only for a container CRI lists for it

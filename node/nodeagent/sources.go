@@ -103,8 +103,8 @@ func (a *agent) criSource() *cachedSource {
 	return nil
 }
 
-// criCheck says how this sample's kubepods paths are checked (NODE.md
-// 12.9): against CRI's answer when it came; while CRI fails, trusted for
+// criCheck says how this sample's kubepods paths are checked (docs/node.md,
+// "Who owns each process"): against CRI's answer when it came; while CRI fails, trusted for
 // at most maxReuse samples in a row (counted), then not at all.
 func (a *agent) criCheck() criView {
 	s := a.criSource()

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,6 +178,7 @@ func TestDeliverGzip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			s.Now = func() time.Time { return time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC) }
 			ctx := context.Background()
 			if err := q.Put(ctx, time.Now().Unix(), tc.payload, s.Fingerprint()); err != nil {
 				t.Fatal(err)
@@ -185,8 +187,12 @@ func TestDeliverGzip(t *testing.T) {
 			if err != nil || res.Sent != 1 || res.Stopped != nil {
 				t.Fatalf("pass %+v, %v", res, err)
 			}
-			if len(m.bodies) != 1 || !bytes.Equal(m.bodies[0], tc.payload) {
-				t.Fatalf("decoded body %q, want %q", m.bodies, tc.payload)
+			// The body as spooled, with sent_at: the agent's clock at sending.
+			var got, want map[string]any
+			json.Unmarshal(tc.payload, &want)
+			want["sent_at"] = "2026-12-01T21:00:00.000Z"
+			if len(m.bodies) != 1 || json.Unmarshal(m.bodies[0], &got) != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded %d bodies, the first of %d bytes: %.200q, want the %d-byte report with sent_at", len(m.bodies), len(m.bodies[0]), m.bodies[0], len(tc.payload))
 			}
 			if tc.name == "big" && wire[0] >= len(tc.payload)/10 {
 				t.Errorf("%d bytes on the wire for a %d-byte report of one phrase repeated", wire[0], len(tc.payload))

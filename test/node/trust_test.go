@@ -211,9 +211,9 @@ func TestHostileNeighbour(t *testing.T) {
 	neighbours := map[string]int64{
 		d1500 + "/kubepods/burstable/pod" + podV + "/" + ctrV:  1500, // the victim's own container ID
 		d1500 + "/kubepods/burstable/pod" + podV + "/" + fresh: 1500,
-		d2000 + "/slurm/uid_2000/job_4242/step_0":               2000,
-		d1500 + "/docker/" + ctrD:                               1500,
-		d1500 + "/system.slice/docker-" + ctrD + ".scope":       1500,
+		d2000 + "/slurm/uid_2000/job_4242/step_0":              2000,
+		d1500 + "/docker/" + ctrD:                              1500,
+		d1500 + "/system.slice/docker-" + ctrD + ".scope":      1500,
 	}
 	lines := append([]string(nil), victims...)
 	gpu := 2
@@ -378,7 +378,9 @@ func TestCRIVouches(t *testing.T) {
 }
 
 // failingRuntime is a CRI that answers nothing.
-type failingRuntime struct{ cri.UnimplementedRuntimeServiceServer }
+type failingRuntime struct {
+	cri.UnimplementedRuntimeServiceServer
+}
 
 // TestCRIFailing (issue 37, F2; docs/node.md): while CRI fails, kubepods
 // paths are trusted for at most 3 samples in a row, counted in

@@ -19,6 +19,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // monitor answers each report by its time: answers[time] (201 by default),
@@ -210,5 +213,39 @@ func TestStartErrors(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	if _, err := Open(filepath.Join(file, "reports.db"), time.Hour, nil); !errors.Is(err, ErrUnusable) {
 		t.Errorf("a spool below a file: %v, want ErrUnusable", err)
+	}
+}
+
+// TestPolicyAndConflicts: the node's status table for 425 and the other
+// answers, and how a 409's conflicts are named.
+func TestPolicyAndConflicts(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want register.Action
+	}{
+		{nil, register.Remove}, // 2xx, and 409 (stored with conflicts)
+		{&register.AnswerError{Status: 425, RetryAfter: 3 * time.Second, HasRetryAfter: true}, register.KeepStop},
+		{&register.AnswerError{Status: 400}, register.Bury},
+		{&register.AnswerError{Status: 413}, register.Bury},
+		{&register.AnswerError{Status: 403}, register.KeepStop},
+		{&register.AnswerError{Status: 503}, register.KeepStop},
+	} {
+		if got := Policy(spool.Entry{}, c.err, time.Now()).Action; got != c.want {
+			t.Errorf("Policy(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"status":"stored","conflicts":["GPU-1"]}`, "GPU-1"},
+		{`{"status":"stored","conflicts":[{"uuid":"GPU-1","held_by":"n2"}]}`, "GPU-1 held by n2"},
+		{`{"status":"stored","conflicts":[{"uuid":"GPU-1"},{"uuid":"GPU-2","node":"n3"}]}`, "GPU-1; GPU-2 held by n3"},
+		{`{"status":"stored","conflicts":[42]}`, "42"},
+		{`not json`, "not json"},
+	} {
+		var got []string
+		s := &Sender{OnConflict: func(_ string, cs []string) { got = cs }}
+		s.conflict("1700000040", c.body)
+		if strings.Join(got, "; ") != c.want {
+			t.Errorf("conflicts of %s: %q, want %q", c.body, got, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -87,5 +88,30 @@ func TestOnceFixtureProc(t *testing.T) {
 	}
 	if fmt.Sprint(got4) != fmt.Sprint(want4) {
 		t.Errorf("GPU 4's host users %v, want %v", got4, want4)
+	}
+}
+
+// TestKubeletCgroupRootFlag: --kubelet-cgroup-root /kubelet (kind's
+// kubelet) anchors the kubepods groups below /kubelet and kubelet.slice;
+// without it they are a host user's; a root that could climb is a usage
+// error naming the flag.
+func TestKubeletCgroupRootFlag(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	writeState(t, state, "proc 0 compute 1025 100 10", "proc 1 compute 1044 100 10")
+	env := nodeEnv(state, "FAKE_NVML_GPUS=2", "PADDLE_NODE_PROC=node/cgroupowner/testdata/proc")
+	for _, c := range []struct {
+		args []string
+		pod  bool
+	}{{nil, false}, {[]string{"--kubelet-cgroup-root", "/kubelet"}, true}} {
+		r := once(t, env, append([]string{"--interval", "0"}, c.args...)...)
+		for i, in := range r.Instances {
+			if len(in.Users) != 1 || (in.Users[0].PodUID == "7c1e5d2a-4b3f-4e6d-9a8b-1c2d3e4f5a6b") != c.pod || !c.pod && in.Users[0].UID == nil {
+				t.Errorf("%v: GPU %d users %+v, want the pod: %v", c.args, i, in.Users, c.pod)
+			}
+		}
+	}
+	code, _, errs := runNode(t, env, "once", "--interval", "0", "--kubelet-cgroup-root", "/kubelet/../..")
+	if code != 64 || !strings.Contains(errs, "--kubelet-cgroup-root") {
+		t.Errorf("a root with ..: exit %d\n%s", code, errs)
 	}
 }

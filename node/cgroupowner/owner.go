@@ -75,6 +75,7 @@ type Reader struct {
 
 	depthOnce sync.Once
 	depths    Depths
+	own       Own
 }
 
 // NewReader opens the proc file system at root, with the layout table t.
@@ -89,26 +90,32 @@ func NewReader(root string, t Table) (*Reader, error) {
 // Depths returns the cgroup namespace depth of each hierarchy, read once
 // from /proc/1/cgroup (PID 1 of the host's PID namespace, whose groups are
 // at the host's top: its leading "/.." components are how far the agent's
-// namespace root is below the host's). Unreadable: every depth is 0.
-func (r *Reader) Depths() Depths {
+// namespace root is below the host's; unreadable: every depth is 0), and
+// the agent's own groups from /proc/self/cgroup (none in a fixture tree).
+func (r *Reader) Depths() (Depths, Own) {
 	r.depthOnce.Do(func() {
-		r.depths = Depths{}
-		p, err := r.fs.Proc(1)
-		if err != nil {
-			return
+		r.depths, r.own = Depths{}, Own{}
+		if p, err := r.fs.Proc(1); err == nil {
+			if cgs, err := p.Cgroups(); err == nil {
+				for _, c := range cgs {
+					k, _ := dotdots(c.Path)
+					for _, key := range keys(c) {
+						r.depths[key] = k
+					}
+				}
+			}
 		}
-		cgs, err := p.Cgroups()
-		if err != nil {
-			return
-		}
-		for _, c := range cgs {
-			k, _ := dotdots(c.Path)
-			for _, key := range keys(c) {
-				r.depths[key] = k
+		if p, err := r.fs.Self(); err == nil {
+			if cgs, err := p.Cgroups(); err == nil {
+				for _, c := range cgs {
+					for _, key := range keys(c) {
+						r.own[key] = c.Path
+					}
+				}
 			}
 		}
 	})
-	return r.depths
+	return r.depths, r.own
 }
 
 // StartTime is a process's start time in clock ticks since boot: with the
@@ -158,7 +165,8 @@ func (r *Reader) LookupSeen(pid int) (Owner, Seen, uint64, error) {
 	if err != nil {
 		return Owner{}, Seen{}, 0, fmt.Errorf("%w: /proc/%d/cgroup: %v", ErrGone, pid, err)
 	}
-	path, ok := r.table.Path(cgs, r.Depths())
+	depths, own := r.Depths()
+	path, ok := r.table.Path(cgs, depths, own)
 	o := Owner{Kind: KindHost, Cgroup: path, UID: -1}
 	if ok {
 		o = r.table.Classify(path)

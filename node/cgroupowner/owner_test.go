@@ -227,3 +227,22 @@ func TestMPSServer(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnCgroupNeverDisagrees: a v1 line at the agent's own group
+// (testdata/procself: self is PID 3000, its memory line
+// /agent.slice/paddle-node.service) never disagrees, as "/" never does; a
+// line at any other group does.
+func TestOwnCgroupNeverDisagrees(t *testing.T) {
+	r, err := NewReader("testdata/procself", Table{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pid, want := range map[int]Owner{
+		3001: {Kind: KindContainer, Runtime: RuntimeCRI, ContainerID: cid, PodUID: fixturePod, UID: -1},
+		3002: {Kind: KindHost, Cgroup: "/kubepods/burstable/pod" + fixturePod + "/" + cid, UID: 0},
+	} {
+		if got, _, err := r.Lookup(pid); err != nil || got != want {
+			t.Errorf("Lookup(%d) = %+v, %v; want %+v", pid, got, err, want)
+		}
+	}
+}

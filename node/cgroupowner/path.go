@@ -51,6 +51,12 @@ func resolve(p string, depth int) (string, bool) {
 	return rest, true
 }
 
+// Own is the agent's own cgroup path per hierarchy (keyed as Depths), as
+// it reads it: a process in the agent's own group of a v1 hierarchy is,
+// there, where the agent is — "/" when the agent has a namespace of its
+// own — and such a line never disagrees, as "/" never does.
+type Own map[string]string
+
 // line is one hierarchy's path, as read and resolved.
 type line struct {
 	raw, path string
@@ -62,9 +68,10 @@ type line struct {
 // returned, whatever it names — a path that does not resolve, or v1 lines
 // that disagree. The rule (hybrid nodes included): the v2 line's path when
 // it names a container or a Slurm job; else the v1 lines of pids, memory
-// and name=systemd that are not "/" must name one owner, and their path is
-// used; else the v2 line's path when it is not "/", else "/".
-func (t Table) Path(cgs []procfs.Cgroup, d Depths) (string, bool) {
+// and name=systemd that are not "/" (nor the agent's own group, own) must
+// name one owner, and their path is used; else the v2 line's path when it
+// is not "/", else "/".
+func (t Table) Path(cgs []procfs.Cgroup, d Depths, own Own) (string, bool) {
 	get := func(c procfs.Cgroup, key string) line {
 		p, ok := resolve(c.Path, d[key])
 		return line{raw: c.Path, path: p, ok: ok}
@@ -87,6 +94,9 @@ func (t Table) Path(cgs []procfs.Cgroup, d Depths) (string, bool) {
 		for _, c := range cgs {
 			if c.HierarchyID == 0 || !has(c.Controllers, want) {
 				continue
+			}
+			if o, ok := own[want]; ok && c.Path == o {
+				continue // where the agent itself is: never disagrees
 			}
 			l := get(c, want)
 			if !l.ok {

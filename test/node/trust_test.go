@@ -248,7 +248,8 @@ func TestHostileNeighbour(t *testing.T) {
 // TestHybridLines (issue 37, F2; docs/node.md): on this hybrid machine
 // (the unified v2 hierarchy beside v1 controllers) a v2 line that names a
 // container wins; otherwise the v1 lines must agree, and where pids names
-// a pod while memory names a login session, the process is a host user.
+// a pod while memory names a login session, the process is a host user. A
+// line at "/" or at the agent's own group never disagrees.
 func TestHybridLines(t *testing.T) {
 	needSetpriv(t)
 	const v2 = "/sys/fs/cgroup/unified"
@@ -270,9 +271,11 @@ func TestHybridLines(t *testing.T) {
 	c := startIn(t, "") // v2 at the runtime's service, every v1 line in the pod: agreed
 	inHierarchy(t, v2, c, "system.slice/containerd.service")
 	inCgroup(t, c, "kubepods/burstable/pod"+pod+"/"+ctrB)
+	d := startIn(t, "") // v1 pids in the pod; memory where the agent itself is: no disagreement
+	inHierarchy(t, v1Pids, d, "kubepods/burstable/pod"+pod+"/"+ctrB)
 	state := filepath.Join(t.TempDir(), "state")
-	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 10", a), fmt.Sprintf("proc 1 compute %d 100 20", b), fmt.Sprintf("proc 2 compute %d 100 30", c))
-	r := once(t, nodeEnv(state, "FAKE_NVML_GPUS=3"), "--interval", "0")
+	writeState(t, state, fmt.Sprintf("proc 0 compute %d 100 10", a), fmt.Sprintf("proc 1 compute %d 100 20", b), fmt.Sprintf("proc 2 compute %d 100 30", c), fmt.Sprintf("proc 3 compute %d 100 40", d))
+	r := once(t, nodeEnv(state, "FAKE_NVML_GPUS=4"), "--interval", "0")
 	if u := r.Instances[0].Users; len(u) != 1 || u[0].Runtime != "docker" || u[0].ContainerID != ctrA || u[0].PodUID != "" {
 		t.Errorf("v2 names a Docker container, v1 a pod: %s, want the Docker container", usersText(r.Instances[0]))
 	}
@@ -281,6 +284,9 @@ func TestHybridLines(t *testing.T) {
 	}
 	if u := r.Instances[2].Users; len(u) != 1 || u[0].PodUID != pod || u[0].ContainerID != ctrB {
 		t.Errorf("v1 lines agreeing on a pod: %s, want the pod's container", usersText(r.Instances[2]))
+	}
+	if u := r.Instances[3].Users; len(u) != 1 || u[0].PodUID != pod || u[0].ContainerID != ctrB {
+		t.Errorf("v1 pids in a pod, memory at the agent's own group: %s, want the pod's container", usersText(r.Instances[3]))
 	}
 }
 

@@ -41,6 +41,9 @@ const (
 	criDistrust        // CRI failing longer: no kubepods path stands
 )
 
+// maxRefusedLogged bounds the paths remembered as logged.
+const maxRefusedLogged = 1024
+
 // criView is one sample's CRI check.
 type criView struct {
 	mode int
@@ -148,6 +151,9 @@ func (o *observer) vouched(e *ownerEntry) cgroupowner.Owner {
 		}
 	}
 	if !o.refused[e.what.Cgroup] {
+		if len(o.refused) >= maxRefusedLogged {
+			clear(o.refused) // a user making group after group costs a log line each, never memory
+		}
 		o.refused[e.what.Cgroup] = true
 		why := "CRI does not list its container for its pod"
 		if o.cri.mode == criDistrust {

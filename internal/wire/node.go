@@ -18,15 +18,19 @@ const (
 // NodeReport is one interval's observations of one node by paddle-node:
 // POST /v1/nodes/report. It covers [Time-IntervalSeconds, Time).
 type NodeReport struct {
-	SchemaVersion   int            `json:"schema_version"`
-	Node            string         `json:"node"`
-	Time            int64          `json:"time"`
-	IntervalSeconds int64          `json:"interval_seconds"`
-	AgentVersion    string         `json:"agent_version"`
-	Samples         int            `json:"samples"`
-	Final           bool           `json:"final"`
-	GPUs            []NodeGPU      `json:"gpus"`
-	Instances       []NodeInstance `json:"instances"`
+	SchemaVersion   int    `json:"schema_version"`
+	Node            string `json:"node"`
+	Time            int64  `json:"time"`
+	IntervalSeconds int64  `json:"interval_seconds"`
+	AgentVersion    string `json:"agent_version"`
+	Samples         int    `json:"samples"`
+	Final           bool   `json:"final"`
+	// SentAt is the agent's clock when it sent the report (RFC 3339),
+	// set at each attempt, not when the report was spooled: the monitor's
+	// clock-skew gauge is sent_at minus the receipt time (docs/node.md).
+	SentAt    string         `json:"sent_at,omitempty"`
+	GPUs      []NodeGPU      `json:"gpus"`
+	Instances []NodeInstance `json:"instances"`
 }
 
 // NodeGPU is one GPU of the node, whole or in MIG mode, with its energy

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -28,6 +29,7 @@ type Config struct {
 	CRISocket          string
 	DockerSocket       string
 	LabelsPath         string
+	KubeletCgroupRoot  string
 	ReportSpool        string
 	MaxReportAge       time.Duration
 	Probe              string
@@ -68,6 +70,7 @@ var table = settings.Table[Config]{Policy: settings.Refuse, Entries: []settings.
 	{Flag: "pod-resources-socket", Var: "PADDLE_NODE_POD_RESOURCES_SOCKET", Type: "socket", Default: "/var/lib/kubelet/pod-resources/kubelet.sock", Doc: "the kubelet's pod-resources API", Parse: str(func(c *Config) *string { return &c.PodResourcesSocket })},
 	{Flag: "cri-socket", Var: "PADDLE_NODE_CRI_SOCKET", Type: "socket", Doc: "the runtime's CRI API (default the first of /run/containerd/containerd.sock, /var/run/crio/crio.sock that exists)", Parse: str(func(c *Config) *string { return &c.CRISocket })},
 	{Flag: "docker-socket", Var: "PADDLE_NODE_DOCKER_SOCKET", Type: "socket", Doc: "a Docker-compatible API (Docker, podman) for allocations outside Kubernetes (default /var/run/docker.sock when it exists)", Parse: str(func(c *Config) *string { return &c.DockerSocket })},
+	{Flag: "kubelet-cgroup-root", Var: "PADDLE_NODE_KUBELET_CGROUP_ROOT", Type: "path", Default: "/", Doc: "the kubelet's --cgroup-root (kind: /kubelet): its kubepods groups are recognised there as well as at the top", Parse: str(func(c *Config) *string { return &c.KubeletCgroupRoot })},
 	{Flag: "labels-path", Var: "PADDLE_NODE_LABELS_PATH", Type: "path", Default: "/var/run/paddle-task.labels", Doc: "the labels file's path inside a container", Parse: str(func(c *Config) *string { return &c.LabelsPath })},
 	{Flag: "report-spool", Var: "PADDLE_NODE_REPORT_SPOOL", Type: "file", Default: "/var/lib/paddle-node/reports.db", Doc: "the report spool (bbolt)", Parse: str(func(c *Config) *string { return &c.ReportSpool })},
 	{Flag: "max-report-age", Var: "PADDLE_NODE_MAX_REPORT_AGE", Type: "duration", Default: "168h", Doc: "spooled reports older than this are dropped", Parse: dur(func(c *Config) *time.Duration { return &c.MaxReportAge })},
@@ -100,6 +103,20 @@ func flagSet() *pflag.FlagSet {
 func usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
 	fmt.Fprint(w, flagSet().FlagUsages())
+}
+
+// cgroupRoot says whether p is an absolute cgroup path without "." or
+// ".." components (one that could not climb out of where it names).
+func cgroupRoot(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // errHelp: --help was asked for.
@@ -178,6 +195,8 @@ func parse(args []string, env func(string) string, once bool) (Config, error) {
 		return c, bad("max-report-age", "must be positive")
 	case !once && c.MonitorURL == "":
 		return c, bad("monitor-url", "required (the monitor's base URL)")
+	case !cgroupRoot(c.KubeletCgroupRoot):
+		return c, bad("kubelet-cgroup-root", "must be an absolute cgroup path without . or .. components")
 	case c.DrainSpools != "" && c.TokenDir == "":
 		return c, bad("token-dir", "required with --drain-spools (the teams' tokens)")
 	case c.NodeName == "" || len(c.NodeName) > 253:

@@ -89,7 +89,7 @@ func (k *Kubelet) Snapshot(ctx context.Context) (allocation.Snapshot, error) {
 	snap.Containers = containers
 	allocs, prErr := k.allocations(ctx)
 	if prErr != nil {
-		return snap, prErr
+		return snap, criFailed(prErr, criErr, k.criSocket)
 	}
 	byName := map[[3]string]allocation.Container{}
 	for _, c := range containers {
@@ -108,6 +108,16 @@ func (k *Kubelet) Snapshot(ctx context.Context) (allocation.Snapshot, error) {
 		return snap, fmt.Errorf("%w: %v", ErrCRI, criErr)
 	}
 	return snap, nil
+}
+
+// criFailed keeps a failed CRI call visible beside a failed pod-resources
+// call: the agent checks pod UIDs from paths against CRI's answer (it
+// tells the two apart with errors.Is(err, ErrCRI)).
+func criFailed(prErr, criErr error, criSocket string) error {
+	if criErr == nil || criSocket == "" {
+		return prErr
+	}
+	return errors.Join(prErr, fmt.Errorf("%w: %v", ErrCRI, criErr))
 }
 
 func (k *Kubelet) allocations(ctx context.Context) ([]allocation.Allocation, error) {

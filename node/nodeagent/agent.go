@@ -112,6 +112,7 @@ type agent struct {
 	version string
 	obs     *observer
 	sources []*cachedSource
+	grants  *grantSource // the kubelet source's DRA and HAMi completion (dra.go); nil off Kubernetes
 	child   *probestream.Child
 	queue   *reportqueue.Queue
 	sender  *reportqueue.Sender
@@ -167,6 +168,9 @@ func (a *agent) close() {
 // sample polls the allocation sources and observes one line.
 func (a *agent) sample(ctx context.Context, line *probestream.Line) nodereport.Observation {
 	var snap Snapshot
+	if a.grants != nil {
+		a.grants.setLine(line)
+	}
 	for _, s := range a.sources {
 		sn := s.snapshot(ctx)
 		snap.Containers = append(snap.Containers, sn.Containers...)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
@@ -23,6 +24,10 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/nodereport"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/resourceslices"
 )
+
+// startSyncWait bounds the wait for the first list of ResourceSlices and
+// ResourceClaims at start.
+const startSyncWait = 5 * time.Second
 
 // grantSource completes a source's allocations with their claims' devices.
 type grantSource struct {
@@ -63,6 +68,13 @@ func (a *agent) withGrants(inner Source) Source {
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	go g.watcher.Run(ctx)
+	// The first samples resolve the claims already, unless the API server
+	// is slow to answer.
+	wctx, wcancel := context.WithTimeout(ctx, startSyncWait)
+	defer wcancel()
+	if !g.watcher.WaitSynced(wctx) {
+		a.log.Warn("the node's ResourceSlices are not listed yet: DRA claims count once they are", "waited", startSyncWait.String())
+	}
 	return g
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/allocation"
 )
@@ -100,6 +101,19 @@ func New(c *Client, node string, drivers []string, failed func(resource string, 
 func (w *Watcher) Run(ctx context.Context) {
 	go w.claims.run(ctx)
 	w.slices.run(ctx)
+}
+
+// WaitSynced waits until both lists have succeeded once, or ctx ends
+// (the agent's first samples then already know the claims).
+func (w *Watcher) WaitSynced(ctx context.Context) bool {
+	for !w.slices.isSynced() || !w.claims.isSynced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // Synced says whether the slices were listed once (before that, no device

@@ -300,6 +300,9 @@ func k8sPath(t *testing.T, apiVersion, kind, namespace string) string {
 		"Namespace":                        "namespaces", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
 		"Pod": "pods", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings", "Node": "nodes",
 		"DaemonSet": "daemonsets", "RuntimeClass": "runtimeclasses",
+		"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+		"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
+		"ResourceClaimTemplate": "resourceclaimtemplates",
 	}
 	res, ok := resources[kind]
 	if !ok {

@@ -46,6 +46,10 @@ type k8sManifests struct {
 	// policy that keeps a namespace's paddle-projects list from its users.
 	policy, guard         *admissionv1.ValidatingAdmissionPolicy
 	binding, guardBinding *admissionv1.ValidatingAdmissionPolicyBinding
+	// claimsGuard keeps a claim template listed as no GPU from asking
+	// for one.
+	claimsGuard        *admissionv1.ValidatingAdmissionPolicy
+	claimsGuardBinding *admissionv1.ValidatingAdmissionPolicyBinding
 }
 
 var k8sYAMLBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -106,18 +110,24 @@ func k8sLoad(t *testing.T) k8sManifests {
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
 				p := &admissionv1.ValidatingAdmissionPolicy{}
 				obj, after = p, func() {
-					if p.Name == "paddle-projects-guard" {
+					switch p.Name {
+					case "paddle-projects-guard":
 						m.guard = p
-					} else {
+					case "paddle-claims-guard":
+						m.claimsGuard = p
+					default:
 						m.policy = p
 					}
 				}
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
 				b := &admissionv1.ValidatingAdmissionPolicyBinding{}
 				obj, after = b, func() {
-					if b.Name == "paddle-projects-guard" {
+					switch b.Name {
+					case "paddle-projects-guard":
 						m.guardBinding = b
-					} else {
+					case "paddle-claims-guard":
+						m.claimsGuardBinding = b
+					default:
 						m.binding = b
 					}
 				}
@@ -130,7 +140,8 @@ func k8sLoad(t *testing.T) k8sManifests {
 			after()
 		}
 	}
-	if m.job == nil || m.daemonSet == nil || m.policy == nil || m.binding == nil || m.guard == nil || m.guardBinding == nil {
+	if m.job == nil || m.daemonSet == nil || m.policy == nil || m.binding == nil || m.guard == nil || m.guardBinding == nil ||
+		m.claimsGuard == nil || m.claimsGuardBinding == nil {
 		t.Fatalf("kubernetes.md lacks a manifest: job %v, daemonset %v, policy %v, binding %v, guard %v, its binding %v",
 			m.job != nil, m.daemonSet != nil, m.policy != nil, m.binding != nil, m.guard != nil, m.guardBinding != nil)
 	}

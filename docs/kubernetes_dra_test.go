@@ -224,6 +224,12 @@ func TestK8sDRAAdmissionPolicy(t *testing.T) {
 		}
 	}
 	guard := k8sCompile(t, m.claimsGuard)
+	if len(m.claimTemplates) != 1 || m.claimTemplates[0].Name != "single-gpu" {
+		t.Fatalf("kubernetes.md's claim templates: %v, want single-gpu", m.claimTemplates)
+	}
+	if failed := guard.admit(t, m.claimTemplates[0], params[m.claimTemplates[0].Namespace]); len(failed) > 0 {
+		t.Errorf("kubernetes.md's template single-gpu: denied %q", failed)
+	}
 	for _, c := range k8sClaimCases() {
 		ns := c.obj["metadata"].(map[string]any)["namespace"].(string)
 		failed := guard.admit(t, c.obj, params[ns])
@@ -318,6 +324,12 @@ func TestK8sAPIServerDRAAdmission(t *testing.T) {
 		case code != http.StatusCreated:
 			t.Errorf("%s: %d %s", c.name, code, msg)
 		}
+	}
+	// kubernetes.md's template, created for good.
+	tmpl := k8sUnstructured(t, m.claimTemplates[0])
+	tmpl["apiVersion"], tmpl["kind"] = "resource.k8s.io/v1", "ResourceClaimTemplate"
+	if code, out := s.create(t, s.admin, tmpl, ""); code != http.StatusCreated {
+		t.Errorf("kubernetes.md's ResourceClaimTemplate: %d %s", code, k8sString(out, "message"))
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,8 @@ type k8sManifests struct {
 	// for one.
 	claimsGuard        *admissionv1.ValidatingAdmissionPolicy
 	claimsGuardBinding *admissionv1.ValidatingAdmissionPolicyBinding
+	// claimTemplates are the page's DRA claim templates (its "DRA claims").
+	claimTemplates []*resourcev1.ResourceClaimTemplate
 }
 
 var k8sYAMLBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -104,6 +107,9 @@ func k8sLoad(t *testing.T) k8sManifests {
 			case "kueue.x-k8s.io/v1beta1 WorkloadPriorityClass":
 				c := &k8sWorkloadPriorityClass{}
 				obj, after = c, func() { m.kueueClasses[c.Name] = c }
+			case "resource.k8s.io/v1 ResourceClaimTemplate":
+				ct := &resourcev1.ResourceClaimTemplate{}
+				obj, after = ct, func() { m.claimTemplates = append(m.claimTemplates, ct) }
 			case "v1 ConfigMap":
 				cm := &corev1.ConfigMap{}
 				obj, after = cm, func() { m.configMaps[cm.Namespace+"/"+cm.Name] = cm }

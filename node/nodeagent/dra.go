@@ -234,11 +234,16 @@ func dynamicMIG(line *probestream.Line, d resourceslices.Device) string {
 
 // applyGrants copies what the allocation's grants say about the devices
 // of this instance onto its user's reading: the kind, the claim, the part
-// (the parts of two grants on one instance add up, at most 1).
+// (the parts of two grants on one instance add up, at most 1; a device
+// shared without sizes is one part however many claims name it).
 func applyGrants(ur *nodereport.UserReading, a Allocation, allocated func(dev string) bool) {
+	counted := map[string]bool{} // a device shared without sizes counts once per container
 	for _, gr := range a.Grants {
-		if !allocated(gr.Device) {
+		if !allocated(gr.Device) || (gr.Shared != "" && counted[gr.Shared]) {
 			continue
+		}
+		if gr.Shared != "" {
+			counted[gr.Shared] = true
 		}
 		ur.Allocation, ur.ClaimNamespace, ur.ClaimName = gr.Kind, gr.ClaimNamespace, gr.ClaimName
 		if gr.Capacity > 0 {

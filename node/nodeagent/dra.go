@@ -156,7 +156,43 @@ func (g *grantSource) resolve(snap *Snapshot, line *probestream.Line) {
 			a.Grants = append(a.Grants, gr)
 		}
 	}
+	g.distrustHAMi(snap)
 	sizeShares(snap, line)
+}
+
+// distrustHAMi drops the part of a HAMi grant whose container also holds
+// that GPU whole (the device plugin's ID is the GPU's UUID, or a DRA grant
+// names it): the annotation is the pod's, and a pod that was not placed by
+// HAMi could carry one to make its whole GPU look like a sliver. HAMi's own
+// device plugin lists IDs of its own, never the bare UUID.
+func (g *grantSource) distrustHAMi(snap *Snapshot) {
+	whole := map[string]bool{} // container key + "\x00" + lower-case UUID
+	for _, a := range snap.Allocations {
+		k := a.Container.Namespace + "/" + a.Container.Pod + "/" + a.Container.Name + "\x00"
+		hami := map[string]bool{}
+		for _, gr := range a.Grants {
+			if gr.Kind == wire.AllocationHAMi {
+				hami[gr.Device] = true // the annotation's own devices
+			}
+		}
+		for _, d := range a.Devices {
+			if !hami[d] {
+				whole[k+strings.ToLower(baseID(d))] = true
+			}
+		}
+	}
+	for i := range snap.Allocations {
+		a := &snap.Allocations[i]
+		k := a.Container.Namespace + "/" + a.Container.Pod + "/" + a.Container.Name + "\x00"
+		for j := range a.Grants {
+			gr := &a.Grants[j]
+			if gr.Kind == wire.AllocationHAMi && whole[k+strings.ToLower(gr.Device)] {
+				g.once("hami-whole:"+k+gr.Device, "a HAMi annotation on a container that holds the GPU whole: its share is ignored",
+					"namespace", a.Container.Namespace, "pod", a.Container.Pod, "container", a.Container.Name, "gpu", gr.Device)
+				*gr = allocation.Grant{Device: gr.Device}
+			}
+		}
+	}
 }
 
 // sizeShares gives a device shared without sizes 1/n among the n distinct
@@ -239,7 +275,7 @@ func dynamicMIG(line *probestream.Line, d resourceslices.Device) string {
 func applyGrants(ur *nodereport.UserReading, a Allocation, allocated func(dev string) bool) {
 	counted := map[string]bool{} // a device shared without sizes counts once per container
 	for _, gr := range a.Grants {
-		if !allocated(gr.Device) || (gr.Shared != "" && counted[gr.Shared]) {
+		if gr.Kind == "" || !allocated(gr.Device) || (gr.Shared != "" && counted[gr.Shared]) {
 			continue
 		}
 		if gr.Shared != "" {

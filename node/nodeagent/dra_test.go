@@ -1,6 +1,8 @@
 package nodeagent
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
@@ -100,5 +102,37 @@ func TestApplyGrants(t *testing.T) {
 	applyGrants(&none, a, func(d string) bool { return d == "GPU-z" })
 	if none.Allocation != "" || none.CapacityShare != nil {
 		t.Errorf("a grant of another instance applied: %+v", none)
+	}
+}
+
+// TestDistrustHAMi: a HAMi annotation on a container that holds its GPU
+// by the device plugin's bare UUID (not HAMi's own IDs) gives no share.
+func TestDistrustHAMi(t *testing.T) {
+	c := Container{Namespace: "ns", Pod: "p", Name: "train"}
+	hamiAlloc := func(uuid string, capacity float64) Allocation {
+		return Allocation{Container: c, Devices: []string{uuid}, Grants: []allocation.Grant{{Device: uuid, Kind: wire.AllocationHAMi, Capacity: capacity}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		allocs []Allocation
+		want   float64
+	}{
+		{"HAMi's own device IDs beside it", []Allocation{{Container: c, Devices: []string{"GPU-a-3"}}, hamiAlloc("GPU-a", 0.3)}, 0.3},
+		{"the plugin's whole GPU first", []Allocation{{Container: c, Devices: []string{"GPU-A"}}, hamiAlloc("GPU-a", 0.01)}, 0},
+		{"the plugin's whole GPU after", []Allocation{hamiAlloc("GPU-a", 0.01), {Container: c, Devices: []string{"GPU-a::2"}}}, 0},
+		{"another container's whole GPU", []Allocation{{Container: Container{Namespace: "ns", Pod: "q", Name: "train"}, Devices: []string{"GPU-a"}}, hamiAlloc("GPU-a", 0.3)}, 0.3},
+	} {
+		snap := Snapshot{Allocations: tc.allocs}
+		g := &grantSource{agent: &agent{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, logged: map[string]bool{}}
+		g.distrustHAMi(&snap)
+		var got float64 = -1
+		for _, a := range snap.Allocations {
+			for _, gr := range a.Grants {
+				got = gr.Capacity
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: capacity %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

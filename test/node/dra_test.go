@@ -209,7 +209,10 @@ func draFixture(t *testing.T) (env []string, dir string) {
 			// 30 % of the cores.
 			sandbox("team-f", "hami-1", fakeGPU(4)+",NVIDIA,8000,30:;"),
 			// A malformed annotation breaks nothing.
-			sandbox("team-a", "train-0", "GPU-,,,:;"),
+			sandbox("team-b", "infer-0", "GPU-,,,:;"),
+			// A pod's own annotation claiming 1 % of the GPU its claim
+			// holds whole: ignored, logged.
+			sandbox("team-a", "train-0", fakeGPU(0)+",NVIDIA,1,1:;"),
 		}})
 	})
 	state := filepath.Join(dir, "state")
@@ -299,6 +302,9 @@ func checkDRAReport(t *testing.T, r wire.NodeReport, errs string) {
 	}
 	if users != len(draWants) {
 		t.Errorf("%d users, want %d", users, len(draWants))
+	}
+	if !strings.Contains(errs, "a HAMi annotation on a container that holds the GPU whole") {
+		t.Errorf("the forged HAMi annotation is not logged:\n%s", errs)
 	}
 	if n := strings.Count(errs, "gpu-9"); n != 1 || !strings.Contains(errs, "ResourceSlices do not name") {
 		t.Errorf("the unknown device gpu-9 logged %d times, want once:\n%s", n, errs)

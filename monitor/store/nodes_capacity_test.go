@@ -18,6 +18,7 @@ func TestRollupCapacityShare(t *testing.T) {
 		// want each user's Equal (= Util) seconds over the hour and the
 		// GPU's unallocated seconds, by hand.
 		want        []float64
+		wantUtil    []float64 // nil: as want
 		unallocated float64
 	}{
 		{name: "a 30 % share alone: 0.3 × 3600, 0.7 unallocated",
@@ -41,6 +42,10 @@ func TestRollupCapacityShare(t *testing.T) {
 		{name: "a share of 1 changes nothing",
 			users: []wire.NodeUser{{PodUID: "p1", AllocatedShare: 1, CapacityShare: ptrOf(1.0)}},
 			want:  []float64{3600}, unallocated: 0},
+		{name: "a whole DRA device keeps the util rule: 3:1 by sm_util_mean",
+			users: []wire.NodeUser{{PodUID: "p1", AllocatedShare: 1, CapacityShare: ptrOf(1.0), SMUtilMean: ptrOf(60.0)},
+				{PodUID: "p2", SeenShare: 1, SMUtilMean: ptrOf(20.0)}},
+			want: []float64{1800, 1800}, wantUtil: []float64{2700, 900}, unallocated: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,8 +63,12 @@ func TestRollupCapacityShare(t *testing.T) {
 			}
 			sum := gpus[0].Unallocated
 			for i, u := range users {
-				if abs(u.Equal-tc.want[i]) > 1e-6 || abs(u.Util-tc.want[i]) > 1e-6 {
-					t.Errorf("user %s: equal %v util %v, want %v", u.User.PodUID, u.Equal, u.Util, tc.want[i])
+				wantUtil := tc.want
+				if tc.wantUtil != nil {
+					wantUtil = tc.wantUtil
+				}
+				if abs(u.Equal-tc.want[i]) > 1e-6 || abs(u.Util-wantUtil[i]) > 1e-6 {
+					t.Errorf("user %s: equal %v util %v, want %v and %v", u.User.PodUID, u.Equal, u.Util, tc.want[i], wantUtil[i])
 				}
 				sum += u.Equal
 			}

@@ -198,15 +198,15 @@ func Rollup(r *wire.NodeReport, start, end int64) ([]GPUHour, []UserHour) {
 // capacityLimits returns, for an instance with a user holding a
 // fractional allocation (capacity_share c), each user's most attributable
 // seconds of the span's weighted seconds wd: c·wd for those with a share,
-// unlimited for the others; nil when no user has a share. On such an
+// unlimited for the others; nil when no user has a share below 1. On such an
 // instance the util rule splits as the equal rule does, so that both rules
 // leave the same time unallocated (the ledger's check holds for both).
 func capacityLimits(in *wire.NodeInstance, wd float64) []float64 {
 	var out []float64
 	for j := range in.Users {
 		c := in.Users[j].CapacityShare
-		if c == nil {
-			continue
+		if c == nil || *c >= 1 {
+			continue // a whole device limits nothing
 		}
 		if out == nil {
 			out = make([]float64, len(in.Users))

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,15 +62,19 @@ func draCtr(name string, claims ...[5]string) *podresourcesapi.ContainerResource
 
 // fakeAPIServer serves resource.k8s.io/v1 resourceslices (only with the
 // field selector spec.nodeName=gpu-node-17) and resourceclaims, lists and
-// watches (a watch stays open without events), to the bearer token.
-func fakeAPIServer(t *testing.T, token string, slices, claims []map[string]any) (*httptest.Server, *int) {
+// watches (a watch stays open without events), to the bearer token; once
+// down is set it answers 503 and ends its watches.
+func fakeAPIServer(t *testing.T, token string, slices, claims []map[string]any, down *atomic.Bool) *httptest.Server {
 	t.Helper()
-	watches := new(int)
 	list := func(items []map[string]any) []byte {
 		b, _ := json.Marshal(map[string]any{"kind": "List", "metadata": map[string]any{"resourceVersion": "100"}, "items": items})
 		return b
 	}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, `{"kind":"Status","code":503}`, http.StatusServiceUnavailable)
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, `{"kind":"Status","code":401}`, http.StatusUnauthorized)
 			return
@@ -89,18 +94,23 @@ func fakeAPIServer(t *testing.T, token string, slices, claims []map[string]any) 
 			return
 		}
 		if r.URL.Query().Get("watch") == "1" {
-			*watches++
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
-			<-r.Context().Done()
+			for !down.Load() {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(list(items))
 	}))
 	t.Cleanup(srv.Close)
-	return srv, watches
+	return srv
 }
 
 // kubeconfigFor writes a JSON kubeconfig naming srv with token.
@@ -133,8 +143,9 @@ func draDevice(name string, attrs map[string]string, capacity map[string]string)
 
 func fakeGPU(i int) string { return fmt.Sprintf("GPU-a1b2c3%02d-8f2d-4c1b-9a3e-1c2d3e4f5a%02d", i, i) }
 
-// draFixture starts the servers and returns the agent's environment.
-func draFixture(t *testing.T) (env []string, dir string) {
+// draFixture starts the servers and returns the agent's environment; down
+// takes the API server down.
+func draFixture(t *testing.T) (env []string, dir string, down *atomic.Bool) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "pn-dra-")
 	if err != nil {
@@ -169,7 +180,8 @@ func draFixture(t *testing.T) (env []string, dir string) {
 		claim("team-c", "share-a", "gpu-2", "s-1", "20Gi"),
 		claim("team-c", "share-b", "gpu-2", "s-2", "40Gi"),
 	}
-	api, _ := fakeAPIServer(t, token, slices, claims)
+	down = new(atomic.Bool)
+	api := fakeAPIServer(t, token, slices, claims, down)
 	kubeconfig := kubeconfigFor(t, dir, api, token)
 
 	const gpu = "gpu.nvidia.com"
@@ -219,13 +231,13 @@ func draFixture(t *testing.T) (env []string, dir string) {
 	writeState(t, state, "# no processes: every user is allocated and idle")
 	env = nodeEnv(state, "FAKE_NVML_GPUS=5", "FAKE_NVML_MIG_3=5:0:3:72192",
 		"PADDLE_NODE_POD_RESOURCES_SOCKET="+prSock, "PADDLE_NODE_CRI_SOCKET="+criSock, "PADDLE_NODE_KUBECONFIG="+kubeconfig)
-	return env, dir
+	return env, dir, down
 }
 
 // TestOnceDRA: each DRA and HAMi user's allocation, claim and shares in
 // the report body.
 func TestOnceDRA(t *testing.T) {
-	env, _ := draFixture(t)
+	env, _, _ := draFixture(t)
 	code, out, errs := runNode(t, env, "once", "--interval", "0")
 	if code != 0 {
 		t.Fatalf("once: exit %d\n%s", code, errs)
@@ -341,7 +353,7 @@ func TestDRALedgerByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, dir := draFixture(t)
+	env, dir, _ := draFixture(t)
 	code, out, errs := runNode(t, env, "once", "--interval", "0")
 	if code != 0 {
 		t.Fatalf("once: exit %d\n%s", code, errs)
@@ -443,5 +455,38 @@ func TestDRALedgerByHand(t *testing.T) {
 		if got[p] != w {
 			t.Errorf("bill line %s: %q, want %q", p, got[p], w)
 		}
+	}
+}
+
+// TestDRAWatchFails: the agent running; the API server goes down after
+// the first lists: every later report still has the claims' users (the
+// last answer stands) and the failures are counted in /metrics.
+func TestDRAWatchFails(t *testing.T) {
+	env, dir, down := draFixture(t)
+	rcv := newReceiver(t, nil)
+	listen := freeAddr(t)
+	os.WriteFile(filepath.Join(dir, "token"), []byte("node-token\n"), 0o600)
+	p := startNode(t, append(env, "PADDLE_MONITOR_URL="+rcv.URL, "PADDLE_NODE_TOKEN_FILE="+filepath.Join(dir, "token"),
+		"PADDLE_NODE_REPORT_SPOOL="+filepath.Join(dir, "r.db"), "PADDLE_NODE_INTERVAL=5s", "PADDLE_NODE_SAMPLE=1s", "PADDLE_NODE_LISTEN="+listen))
+	waitFor(t, 30*time.Second, "the first report", func() bool { return len(rcv.reports()) >= 1 })
+	down.Store(true)
+	n := len(rcv.reports())
+	waitFor(t, 30*time.Second, "two reports after the API server went down", func() bool { return len(rcv.reports()) >= n+2 })
+	m := metricsText(t, listen)
+	if v := metricValue(m, `paddle_node_allocation_source_failures_total{source="resourceslices"}`); v < 1 {
+		t.Errorf("resourceslices failures %v, want at least 1\n%s", v, m)
+	}
+	last := rcv.reports()[len(rcv.reports())-1]
+	var found *wire.NodeUser
+	for _, in := range last.Instances {
+		if in.UUID == fakeGPU(2) {
+			found = userIn(in, "share-b")
+		}
+	}
+	if found == nil || found.Allocation != "dra" || found.CapacityShare == nil || *found.CapacityShare != 0.5 || found.AllocatedShare != 1 {
+		t.Errorf("after the API server went down, share-b: %+v\n%s", found, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "list or watch failed: the last answer stands") {
+		t.Errorf("the failure is not logged:\n%s", p.stderr.String())
 	}
 }

@@ -240,9 +240,10 @@ func containerKey(c Container) string {
 }
 
 // dynamicMIG finds the NVML instance of a MIG partition DRA created (no
-// UUID in the slice): on its parent GPU, of its profile. Where the parent
-// has several instances of that profile NVML's list does not say which
-// placement each has, and "" is returned.
+// UUID in the slice): on its parent GPU, of its profile, at the placement
+// the device's name gives where NVML gives the instances' placements; the
+// one instance of that profile where it does not. Several candidates that
+// nothing tells apart: "".
 func dynamicMIG(line *probestream.Line, d resourceslices.Device) string {
 	if line == nil {
 		return ""
@@ -251,15 +252,20 @@ func dynamicMIG(line *probestream.Line, d resourceslices.Device) string {
 		if !strings.EqualFold(gpu.UUID, d.ParentUUID) {
 			continue
 		}
-		found := -1
+		var candidates []probestream.Instance
 		for _, in := range gpu.Instances {
-			if in.Profile != d.Profile {
-				continue
+			if in.Profile == d.Profile {
+				candidates = append(candidates, in)
 			}
-			if found >= 0 {
-				return ""
+		}
+		found := -1
+		for _, in := range candidates {
+			if d.PlacementStart >= 0 && in.PlacementStart != nil && *in.PlacementStart == d.PlacementStart {
+				found = in.GPUInstanceID
 			}
-			found = in.GPUInstanceID
+		}
+		if found < 0 && len(candidates) == 1 && (d.PlacementStart < 0 || candidates[0].PlacementStart == nil) {
+			found = candidates[0].GPUInstanceID
 		}
 		if found >= 0 {
 			return fmt.Sprintf("MIG-%s/%s/0", gpu.UUID, strconv.Itoa(found))

@@ -68,6 +68,26 @@ func TestDynamicMIG(t *testing.T) {
 	if got := dynamicMIG(nil, tests[0].d); got != "" {
 		t.Errorf("without a line: %q", got)
 	}
+	// With NVML's placements, the device's placement picks among two of a
+	// profile; a placement NVML's instances do not have matches none.
+	at := func(v int) *int { return &v }
+	placed := &probestream.Line{GPUs: []probestream.GPU{{UUID: "GPU-P", MIGMode: true, Instances: []probestream.Instance{
+		{GPUInstanceID: 1, Profile: "3g.71gb", PlacementStart: at(0)}, {GPUInstanceID: 2, Profile: "3g.71gb", PlacementStart: at(4)},
+		{GPUInstanceID: 9, Profile: "1g.18gb", PlacementStart: at(6)}}}}}
+	for _, tc := range []struct {
+		d    resourceslices.Device
+		want string
+	}{
+		{resourceslices.Device{ParentUUID: "GPU-P", Profile: "3g.71gb", PlacementStart: 4}, "MIG-GPU-P/2/0"},
+		{resourceslices.Device{ParentUUID: "GPU-P", Profile: "3g.71gb", PlacementStart: 0}, "MIG-GPU-P/1/0"},
+		{resourceslices.Device{ParentUUID: "GPU-P", Profile: "3g.71gb", PlacementStart: -1}, ""},
+		{resourceslices.Device{ParentUUID: "GPU-P", Profile: "1g.18gb", PlacementStart: 5}, ""},
+		{resourceslices.Device{ParentUUID: "GPU-P", Profile: "1g.18gb", PlacementStart: -1}, "MIG-GPU-P/9/0"},
+	} {
+		if got := dynamicMIG(placed, tc.d); got != tc.want {
+			t.Errorf("with placements, %+v: %q, want %q", tc.d, got, tc.want)
+		}
+	}
 	// The device ID it gives is one the observer's MIG matcher takes.
 	g := line.GPUs[0]
 	if !matchMIG("MIG-GPU-P/2/0", g, g.Instances[0], nil) || matchMIG("MIG-GPU-P/2/0", g, g.Instances[1], nil) {

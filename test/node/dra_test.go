@@ -160,7 +160,9 @@ func draFixture(t *testing.T) (env []string, dir string, down *atomic.Bool) {
 					draDevice("gpu-0", map[string]string{"type": "gpu", "uuid": fakeGPU(0)}, map[string]string{"memory": "80Gi"}),
 					draDevice("gpu-1", map[string]string{"type": "gpu", "gpu.nvidia.com/uuid": fakeGPU(1)}, nil),
 					draDevice("gpu-2", map[string]string{"type": "gpu", "uuid": fakeGPU(2)}, map[string]string{"memory": "80Gi", "cores": "100"}),
-					// A partition DRA creates when it allocates it: no UUID.
+					// A partition DRA creates when it allocates it: no UUID;
+					// the second 3g of the GPU, placed at slice 4 (NVML's
+					// GPU instance 5; instance 2 is at 0).
 					draDevice("gpu-3-mig-3g.71gb-4-4", map[string]string{"type": "mig", "parentUUID": fakeGPU(3), "profile": "3g.71gb"}, nil),
 					// Passed to a VM: NVML's GPU 0 must not count it.
 					draDevice("gpu-0-vfio", map[string]string{"type": "vfio", "uuid": fakeGPU(0)}, nil),
@@ -229,7 +231,7 @@ func draFixture(t *testing.T) (env []string, dir string, down *atomic.Bool) {
 	})
 	state := filepath.Join(dir, "state")
 	writeState(t, state, "# no processes: every user is allocated and idle")
-	env = nodeEnv(state, "FAKE_NVML_GPUS=5", "FAKE_NVML_MIG_3=5:0:3:72192",
+	env = nodeEnv(state, "FAKE_NVML_GPUS=5", "FAKE_NVML_MIG_3=2:0:3:72192:0,5:0:3:72192:4",
 		"PADDLE_NODE_POD_RESOURCES_SOCKET="+prSock, "PADDLE_NODE_CRI_SOCKET="+criSock, "PADDLE_NODE_KUBECONFIG="+kubeconfig)
 	return env, dir, down
 }

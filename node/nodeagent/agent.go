@@ -113,12 +113,14 @@ type agent struct {
 	obs     *observer
 	sources []*cachedSource
 	grants  *grantSource // the kubelet source's DRA and HAMi completion (dra.go); nil off Kubernetes
-	child   *probestream.Child
-	queue   *reportqueue.Queue
-	sender  *reportqueue.Sender
-	metrics *metrics
-	drainer *drain.Drainer // --drain-spools; nil when off
-	dropped int            // reports dropped by age, as the spool last counted
+	// grantsErr: an unusable --kubeconfig, a start-up error.
+	grantsErr error
+	child     *probestream.Child
+	queue     *reportqueue.Queue
+	sender    *reportqueue.Sender
+	metrics   *metrics
+	drainer   *drain.Drainer // --drain-spools; nil when off
+	dropped   int            // reports dropped by age, as the spool last counted
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -134,6 +136,9 @@ func newAgent(cfg Config, log *slog.Logger, version string, once bool) (*agent, 
 	a.child = &probestream.Child{Path: cfg.Probe, Sample: cfg.Sample, Proc: cfg.Proc, Log: log}
 	a.metrics.probeRestarts(func() float64 { return float64(a.child.Restarts()) })
 	a.sources = a.allocationSources()
+	if a.grantsErr != nil {
+		return nil, a.grantsErr
+	}
 	if once {
 		return a, nil
 	}

@@ -52,7 +52,12 @@ func (a *agent) withGrants(inner Source) Source {
 	var client *resourceslices.Client
 	var err error
 	if a.cfg.Kubeconfig != "" {
-		client, err = resourceslices.FromKubeconfig(a.cfg.Kubeconfig)
+		// One named and unusable is a start-up error, not a silent loss
+		// of every claim.
+		if client, err = resourceslices.FromKubeconfig(a.cfg.Kubeconfig); err != nil {
+			a.grantsErr = fmt.Errorf("--kubeconfig %s: %w", a.cfg.Kubeconfig, err)
+			return g
+		}
 	} else {
 		client, err = resourceslices.InCluster(os.Getenv)
 	}

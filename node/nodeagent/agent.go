@@ -114,12 +114,15 @@ type agent struct {
 	version string
 	obs     *observer
 	sources []*cachedSource
-	child   *probestream.Child
-	queue   *reportqueue.Queue
-	sender  *reportqueue.Sender
-	metrics *metrics
-	drainer *drain.Drainer // --drain-spools; nil when off
-	dropped int            // reports dropped by age, as the spool last counted
+	grants  *grantSource // the kubelet source's DRA and HAMi completion (dra.go); nil off Kubernetes
+	// grantsErr: an unusable --kubeconfig, a start-up error.
+	grantsErr error
+	child     *probestream.Child
+	queue     *reportqueue.Queue
+	sender    *reportqueue.Sender
+	metrics   *metrics
+	drainer   *drain.Drainer // --drain-spools; nil when off
+	dropped   int            // reports dropped by age, as the spool last counted
 
 	criFailing int // samples in a row without CRI's answer
 
@@ -141,6 +144,9 @@ func newAgent(cfg Config, log *slog.Logger, version string, once bool) (*agent, 
 	a.child = &probestream.Child{Path: cfg.Probe, Sample: cfg.Sample, Proc: cfg.Proc, Log: log}
 	a.metrics.probeRestarts(func() float64 { return float64(a.child.Restarts()) })
 	a.sources = a.allocationSources()
+	if a.grantsErr != nil {
+		return nil, a.grantsErr
+	}
 	if once {
 		return a, nil
 	}
@@ -176,6 +182,9 @@ func (a *agent) close() {
 // sample polls the allocation sources and observes one line.
 func (a *agent) sample(ctx context.Context, line *probestream.Line) nodereport.Observation {
 	var snap Snapshot
+	if a.grants != nil {
+		a.grants.setLine(line)
+	}
 	for _, s := range a.sources {
 		sn := s.snapshot(ctx)
 		snap.Containers = append(snap.Containers, sn.Containers...)

@@ -354,6 +354,7 @@ func (o *observer) users(procs []probestream.Process, procUtil bool, allocated f
 		}
 		ur := get(u)
 		ur.Allocated = true
+		applyGrants(ur, a, allocated)
 		if ur.Declared == nil && a.Container.ID != "" {
 			if d, ok := o.decls[a.Container.ID]; ok {
 				ur.Declared = d.decl

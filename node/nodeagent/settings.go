@@ -36,7 +36,9 @@ type Config struct {
 	Listen             string
 	DrainSpools        string
 	TokenDir           string
-	Final              bool // PADDLE_NODE_FINAL=1: the report sent at SIGTERM is final
+	Final              bool     // PADDLE_NODE_FINAL=1: the report sent at SIGTERM is final
+	DRADrivers         []string // DRA drivers whose claims count (--dra-drivers); empty: none
+	Kubeconfig         string   // the API server for ResourceSlices; "": in-cluster
 }
 
 // ErrUsage: a bad setting; the message names the flag or the variable
@@ -77,6 +79,19 @@ var table = settings.Table[Config]{Policy: settings.Refuse, Entries: []settings.
 	{Flag: "probe", Var: "PADDLE_NODE_PROBE", Type: "file", Doc: "the GPU probe executable (default paddle-gpu-probe beside paddle-node)", Parse: str(func(c *Config) *string { return &c.Probe })},
 	{Flag: "listen", Var: "PADDLE_NODE_LISTEN", Type: "host:port", Default: "off", Doc: "serve /metrics and /healthz", Parse: str(func(c *Config) *string { return &c.Listen })},
 	{Flag: "drain-spools", Var: "PADDLE_NODE_DRAIN_SPOOLS", Type: "dir", Default: "off", Doc: "also drain the task spools of this directory every interval, as paddle-entrypoint spool flush --all does (needs --token-dir)", Parse: str(func(c *Config) *string { return &c.DrainSpools })},
+	{Flag: "dra-drivers", Var: "PADDLE_NODE_DRA_DRIVERS", Type: "list", Default: "gpu.nvidia.com", Doc: "DRA drivers whose claims are GPU allocations, comma-separated (off: none); their devices are read from the node's ResourceSlices", Parse: func(c *Config, s string) error {
+		c.DRADrivers = nil
+		if s == "off" {
+			return nil
+		}
+		for _, d := range strings.Split(s, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				c.DRADrivers = append(c.DRADrivers, d)
+			}
+		}
+		return nil
+	}},
+	{Flag: "kubeconfig", Var: "PADDLE_NODE_KUBECONFIG", Type: "file", Doc: "a kubeconfig (JSON, with a token) for the API server's ResourceSlices and ResourceClaims (default in a pod: its ServiceAccount)", Parse: str(func(c *Config) *string { return &c.Kubeconfig })},
 	{Flag: "token-dir", Var: "PADDLE_NODE_TOKEN_DIR", Type: "dir", Doc: "the teams' monitor tokens for --drain-spools, one per file", Parse: str(func(c *Config) *string { return &c.TokenDir })},
 }}
 

@@ -82,7 +82,7 @@ func (a *agent) allocationSources() []*cachedSource {
 	if errPR != nil && errCRI != nil {
 		a.log.Info("not on Kubernetes: no pod-resources or CRI socket", "pod_resources_socket", a.cfg.PodResourcesSocket, "cri_socket", a.cfg.CRISocket)
 	} else {
-		add(newKubelet(a.cfg.PodResourcesSocket, a.cfg.CRISocket)).cri = a.cfg.CRISocket != ""
+		add(a.withGrants(newKubelet(a.cfg.PodResourcesSocket, a.cfg.CRISocket))).cri = a.cfg.CRISocket != ""
 	}
 	if a.cfg.DockerSocket != "" {
 		if _, err := os.Stat(a.cfg.DockerSocket); err == nil {

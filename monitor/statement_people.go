@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -91,16 +92,19 @@ func (h *statements) reopen(w http.ResponseWriter, r *http.Request, by string) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// closed records why a new version was closed, then runs the close hook
-// (the FOCUS export kept with the statement).
+// closed records why a new version was closed, and keeps its FOCUS
+// export (a failed export is logged: the month is closed all the same,
+// and its first export request keeps one).
 func (h *statements) closed(ctx context.Context, month string, version int, reason string) error {
 	if ns, ok := h.cfg.Store.(NotesStore); ok && reason != "" {
 		if err := ns.SetCloseReason(ctx, month, version, reason); err != nil {
 			return err
 		}
 	}
-	if h.cfg.OnClose != nil {
-		return h.cfg.OnClose(ctx, month, version)
+	if es, ok := h.cfg.Store.(focus.ExportStore); ok && h.cfg.Focus != nil {
+		if _, err := focus.StoreClosed(ctx, h.focusConfig(), es, month, version); err != nil {
+			h.cfg.Log.Warn("the month's FOCUS export was not kept at its close", "month", month, "version", version, "err", err)
+		}
 	}
 	return nil
 }

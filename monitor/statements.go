@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -20,9 +21,9 @@ type BooksConfig struct {
 	Inputs books.Inputs
 	Now    func() time.Time
 	Log    *slog.Logger
-	// OnClose runs after a new version is closed through the API (the
-	// FOCUS export kept with it); nil: nothing.
-	OnClose func(ctx context.Context, month string, version int) error
+	// Focus is the FOCUS export's configuration (nil: no export): GET
+	// /v1/export/focus, and the export kept with each new statement.
+	Focus *focus.Config
 }
 
 // Statement is a statement's summary as GET /v1/statements and the close

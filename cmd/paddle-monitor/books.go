@@ -23,6 +23,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -60,6 +61,8 @@ func runBooks(name string, args []string, stdout io.Writer) (err error, ok bool)
 		return backupCmd(args, stdout), true
 	case "restore":
 		return restoreCmd(args, stdout), true
+	case "export":
+		return exportCmd(args, stdout), true
 	}
 	return nil, false
 }
@@ -74,7 +77,8 @@ var dbSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourc
 var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entries: slices.Concat(
 	sourceEntries(func(c *ledgerConfig) *sources { return &c.sources },
 		"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement"),
-	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false))}
+	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false),
+	focusEntries(func(c *ledgerConfig) *focus.Settings { return &c.focus }))}
 
 // statementLedger is the statements' ledger hook: the month's ledger by
 // state (ledger.Compute, as `paddle-monitor ledger --by state` prints it
@@ -185,6 +189,9 @@ func closeCmd(args []string, stdout io.Writer) error {
 			if err := st.SetCloseReason(ctx, c.Month, c.Version, *reason); err != nil {
 				return err
 			}
+		}
+		if err := storeFocusExports(ctx, st, lc, lc.focus, in, c); err != nil {
+			return fmt.Errorf("%s is closed (version %d), but its FOCUS export was not kept: %w (its first export keeps one)", c.Month, c.Version, err)
 		}
 	}
 	_, err = fmt.Fprintf(stdout, "%s %s: version %d, closed at %s, sha256 %s\n", c.Month, state, c.Version, c.ClosedAt.Format(time.RFC3339), c.SHA256)
@@ -396,7 +403,11 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	if c.fleet != nil {
 		in.Ledger = statementLedger(*c.fleet)
 	}
-	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log})
+	fc, err := focusConfig(st, in.Prices, c.nodes, c.focus)
+	if err != nil {
+		return nil, err
+	}
+	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log, Focus: &fc})
 	deleted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_monitor_retention_deleted_total",
 		Help: "Rows deleted by --retain, by kind (tasks; node_hours: the ledger's hourly rows)."}, []string{"kind"})
 	hold := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_monitor_retention_longest_hold_seconds",
@@ -414,7 +425,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	if d := c.books.autoClose; d > 0 {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			every(ctx, time.Hour, func() { autoClose(ctx, st, in, d, log, nil) })
+			every(ctx, time.Hour, func() { autoClose(ctx, st, in, d, log, focusOnClose(st, &fc)) })
 		}()
 	} else {
 		done <- struct{}{}

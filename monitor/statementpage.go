@@ -1,0 +1,3 @@
+package monitor
+
+func mountStatementPage(a *API, h *statements) {}

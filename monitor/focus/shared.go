@@ -12,11 +12,11 @@ import (
 // sharing is what the chargeback's task lines of one row key say about its
 // GPUs and labels: no figure, only the tags and the split columns.
 type sharing struct {
-	labels map[string]string // extra labels every task of the key has, paddle/label/NAME
-	mig    bool              // a MIG instance
-	shared bool              // a GPU declared with a share below 1
-	shares   map[float64]bool // the shares the key's GPUs were declared with
-	profiles map[string]bool  // the MIG profiles ("" for whole GPUs)
+	labels   map[string]string // extra labels every task of the key has, paddle/label/NAME
+	mig      bool              // a MIG instance
+	shared   bool              // a GPU declared with a share below 1
+	shares   map[float64]bool  // the shares the key's GPUs were declared with
+	profiles map[string]bool   // the MIG profiles ("" for whole GPUs)
 	seen     bool
 }
 

@@ -73,3 +73,6 @@ func WriteChargebackJSON(w io.Writer, st *Statement) error {
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
+
+// LineGPUs is a line's GPUs as the CSV's gpus column says them.
+func LineGPUs(l StatementLine) string { return gpusText(l) }

@@ -289,15 +289,6 @@ func statementsCmd(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// because is a reason as the statements list shows it: ` (reason: "…")`,
-// quoted so that a reason cannot forge the line's other fields.
-func because(reason string) string {
-	if reason == "" {
-		return ""
-	}
-	return " (reason: " + strconv.Quote(reason) + ")"
-}
-
 // backupArgs parses the arguments of backup or restore (cmd): the
 // database's settings and the backup file's flag (required); a PostgreSQL
 // --db is a usage error naming tool, PostgreSQL's own tool for it.

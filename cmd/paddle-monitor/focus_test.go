@@ -276,6 +276,7 @@ func TestFocusExport(t *testing.T) {
 			"mig":{"uuid":"MIG-f-1","gpu_instance_id":1,"compute_instance_id":0,"profile":"3g.71gb","slices":3,"total_slices":7}}`
 		billingTask(t, s, "t-mig", "search_mig", "pod-f", mig, h, h+36000)
 		billingTask(t, s, "t-decl", "search_decl", "", t4, h, h+3*3600)
+		billingTask(t, s, "t-decl2", "search_decl", "", wholeGPU("GPU-x", 1), h, h+3600)
 		user := func(pod string) string {
 			return fmt.Sprintf(`{"runtime":"containerd","container_id":"c-%s","pod_uid":%q,"namespace":"team-a","pod":"p","container":"paddle",
 				"allocated_share":1,"seen_share":1,"busy_share":1}`, pod, pod)
@@ -341,9 +342,13 @@ func TestFocusExport(t *testing.T) {
 		if r := one("undeclared", find("ads_x", "undeclared", "observed", "")); r.num(t, "BilledCost") != 100 {
 			t.Errorf("ads_x: %v", r)
 		}
-		// search_decl: 3 T4-hours declared on a node without reports.
+		// search_decl: 3 T4-hours and an H200-hour declared on a node
+		// without reports.
 		if r := one("decl", find("search_decl", "unobserved", "declared", "Tesla T4")); r.num(t, "BilledCost") != 6 {
 			t.Errorf("search_decl: %v", r)
+		}
+		if r := one("decl H200", find("search_decl", "unobserved", "declared", "NVIDIA H200")); r.num(t, "BilledCost") != 10 {
+			t.Errorf("search_decl's H200: %v", r)
 		}
 		// The adjustment: t-late's 2 T4-hours of October (4), a correction
 		// keeping October as its charge period.
@@ -384,7 +389,9 @@ func TestFocusExport(t *testing.T) {
 			t.Errorf("no platform row carries the declared offset")
 		}
 		// Σ BilledCost = the ledger's capacity cost + the declared cost
-		// on GPUs no node reports (search_decl's 6) (MONITOR.md 20.15).
+		// on GPUs no node reports (search_decl's 6 + 10; its H200-hour
+		// is not taken from the platform's unobserved H200 hours of that
+		// day, search_mixed's declared hour is) (MONITOR.md 20.15).
 		var led struct {
 			Total struct {
 				CapacityCost float64 `json:"capacity_cost"`
@@ -395,12 +402,12 @@ func TestFocusExport(t *testing.T) {
 			t.Fatalf("ledger: %v %s", err, lj)
 		}
 		// (The ledger prints money to the cent.)
-		if math.Abs(usage-(led.Total.CapacityCost+6)) > 0.005 {
-			t.Errorf("Σ BilledCost %v, want the ledger's capacity cost %v + 6", usage, led.Total.CapacityCost)
+		if math.Abs(usage-(led.Total.CapacityCost+16)) > 0.005 {
+			t.Errorf("Σ BilledCost %v, want the ledger's capacity cost %v + 16", usage, led.Total.CapacityCost)
 		}
-		// The projects' part by hand: 50 + 50 + 110 + 50 + 100 + 6 = 366.
-		if math.Abs(usage-platform-366) > 1e-6 {
-			t.Errorf("the projects' Σ BilledCost %v, want 366", usage-platform)
+		// The projects' part by hand: 50 + 50 + 110 + 50 + 100 + 6 + 10 = 376.
+		if math.Abs(usage-platform-376) > 1e-6 {
+			t.Errorf("the projects' Σ BilledCost %v, want 376", usage-platform)
 		}
 
 		// HTTP: the same bytes; csv.gz the same CSV; a team sees its own.

@@ -76,13 +76,17 @@ type gen struct {
 // rowKeys are the report's keys of the export's rows: pipeline too, for
 // the Tags (rows of one key and several pipelines are added up, without a
 // pipeline tag).
-var rowKeys = []string{"project", "owner", "model", "pipeline"}
+// hostname too, for the declared part's offset (onLedger).
+var rowKeys = []string{"project", "owner", "model", "pipeline", "hostname"}
 
 // usage is one (project, owner, model) of a part, over its pipelines.
 type usage struct {
 	project, owner, model string
 	pipelines             map[string]bool
 	hours, cost           float64
+	// ledgerHours and ledgerCost are the part of tasks on nodes the
+	// ledger knows that day (the rest is on GPUs no node report lists).
+	ledgerHours, ledgerCost float64
 }
 
 // day is one UTC day's rows.
@@ -95,6 +99,10 @@ func (g *gen) day(ctx context.Context, w report.Window) ([]Row, error) {
 		q.Namespaces = g.cfg.Namespaces.Project
 	}
 	shared, err := g.sharing(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	onLedger, err := g.onLedger(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -113,14 +121,14 @@ func (g *gen) day(ctx context.Context, w report.Window) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, u := range merge(rep) {
+		for _, u := range merge(rep, onLedger) {
 			if u.hours == 0 && u.cost == 0 {
 				continue
 			}
 			r := g.usageRow(w, u, p.basis, p.state, shared[shareKey(u.project, u.owner, u.model)])
 			if p.part == declaredPart {
-				declaredCost[u.model] += u.cost
-				declaredHours[u.model] += u.hours
+				declaredCost[u.model] += u.ledgerCost
+				declaredHours[u.model] += u.ledgerHours
 			}
 			rows = append(rows, r)
 		}
@@ -140,7 +148,7 @@ func (g *gen) day(ctx context.Context, w report.Window) ([]Row, error) {
 // declared GPUs by model and profile but its observed use (and the
 // covered part taken away) by model: rows are merged by the model alone,
 // and the profile comes back from the tasks' declarations (sharing).
-func merge(rep *report.Report) []*usage {
+func merge(rep *report.Report, onLedger func(hostname string) bool) []*usage {
 	by := map[string]*usage{}
 	for _, row := range rep.Rows {
 		k := row.Key
@@ -153,8 +161,14 @@ func merge(rep *report.Report) []*usage {
 		}
 		u.pipelines[k["pipeline"]] = true
 		u.hours += row.GPUHours
+		cost := 0.0
 		if row.Cost != nil {
-			u.cost += *row.Cost
+			cost = *row.Cost
+		}
+		u.cost += cost
+		if onLedger(k["hostname"]) {
+			u.ledgerHours += row.GPUHours
+			u.ledgerCost += cost
 		}
 	}
 	ids := slices.Sorted(maps.Keys(by))
@@ -162,6 +176,7 @@ func merge(rep *report.Report) []*usage {
 	for _, id := range ids {
 		u := by[id]
 		u.hours, u.cost = round6(u.hours), round6(u.cost)
+		u.ledgerHours, u.ledgerCost = round6(u.ledgerHours), round6(u.ledgerCost)
 		out = append(out, u)
 	}
 	return out
@@ -321,6 +336,44 @@ func (g *gen) platform(ctx context.Context, w report.Window, declaredCost, decla
 		}
 	}
 	return out, nil
+}
+
+// onLedger says, for the day w, whether a task's hostname is on a node the
+// ledger knows (its Kubernetes node, else the host itself, has capacity in
+// the ledger by node that day): what tasks there were billed as declared
+// was on GPUs the ledger counts as unobserved, and the platform's
+// unobserved rows leave it out; elsewhere (a node without reports) it is
+// on no GPU of the ledger.
+func (g *gen) onLedger(ctx context.Context, w report.Window) (func(string) bool, error) {
+	if g.cfg.Ledger == nil || g.scope != nil {
+		return func(string) bool { return false }, nil
+	}
+	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByNode, Split: g.cfg.Split,
+		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire})
+	if err != nil {
+		return nil, err
+	}
+	nodes := map[string]bool{}
+	for _, row := range l.Rows {
+		if row.Capacity != nil && *row.Capacity > 0 {
+			nodes[strings.ToLower(row.Key)] = true
+		}
+	}
+	tasks, err := g.cfg.Ledger.DeclaredTasks(ctx, w.From.Unix(), w.To.Unix())
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[string]bool{}
+	for _, t := range tasks {
+		node := t.K8sNode
+		if node == "" {
+			node = t.Hostname
+		}
+		if nodes[strings.ToLower(node)] {
+			hosts[t.Hostname] = true
+		}
+	}
+	return func(hostname string) bool { return hosts[hostname] }, nil
 }
 
 // ledgerModel is the ledger's model a report model key belongs to: itself,

@@ -12,10 +12,11 @@
 //   - One row per (day, project, owner, model and profile, basis, ledger
 //     state); the platform's unattributed, unallocated and unobserved
 //     capacity are rows of its own sub-account, the unobserved ones less
-//     what tasks were billed on the declared basis for the same model that
-//     day (never below zero), so that Σ BilledCost of the month's usage
-//     rows = the ledger's capacity cost + the declared-basis cost above the
-//     unobserved capacity (MONITOR.md 20.15, per day and model).
+//     what tasks on the ledger's nodes were billed on the declared basis
+//     for the same model that day (never below zero), so that Σ
+//     BilledCost of the month's usage rows = the ledger's capacity cost +
+//     the declared-basis cost on nodes without reports (MONITOR.md 20.15,
+//     per day and model; docs/cost.md says where it is approximate).
 //   - BilledCost = EffectiveCost = ListCost = ContractedCost =
 //     ListUnitPrice × PricingQuantity on every usage row (no discounts).
 //   - A closed month's late data of earlier months are rows with

@@ -56,6 +56,9 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig
 		return
 	}
 	tok, status, msg := a.authenticateAny(r)
+	if status == 0 && tok != nil && tok.IsViewer() {
+		status, msg = http.StatusForbidden, viewerWrites(tok)
+	}
 	if status == 0 && tok != nil && !tok.Admin && !tok.IsNode() {
 		status, msg = http.StatusForbidden, "token "+tok.Name+" is a team token: node reports need a node token (paddle-monitor token NAME --node GLOB) or an admin token"
 	}

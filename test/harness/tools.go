@@ -58,6 +58,7 @@ var tools = map[string]tool{
 	"python3":                  {names: []string{"python3"}, pkg: "python3", optional: true},
 	"script":                   {names: []string{"script"}, pkg: "bsdutils", optional: true},
 	"unshare":                  {names: []string{"unshare"}, pkg: "util-linux"},
+	"setpriv":                  {names: []string{"setpriv"}, pkg: "util-linux"},
 	"chroot":                   {names: []string{"chroot"}, pkg: "coreutils"},
 	"gcc":                      {names: []string{"gcc"}, pkg: "gcc"},
 	"bash":                     {names: []string{"bash"}, pkg: "bash"},

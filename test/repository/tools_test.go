@@ -33,8 +33,8 @@ func toolRuleApplies(path string) bool {
 }
 
 // toolUses returns the look-ups in src that bypass the harness: a call of
-// exec.LookPath, an optional tool run by its bare name, a hard-coded path
-// to one, or a search of PostgreSQL's directory of its own (pgserver's
+// exec.LookPath, an optional tool run by its bare name or by a hard-coded
+// path, or a search of PostgreSQL's directory of its own (pgserver's
 // BinDir is the one).
 func toolUses(src string, optional []string) []string {
 	var alt []string
@@ -45,7 +45,7 @@ func toolUses(src string, optional []string) []string {
 	rules := []*regexp.Regexp{
 		regexp.MustCompile(`\bexec\.` + `LookPath\(`),
 		regexp.MustCompile(`\bexec\.Command(Context)?\(\s*(ctx,\s*)?"(` + names + `)"`),
-		regexp.MustCompile(`"/(usr/(local/)?)?s?bin/(` + names + `)"`),
+		regexp.MustCompile(`\bexec\.Command(Context)?\(\s*(ctx,\s*)?"/(usr/(local/)?)?s?bin/(` + names + `)"`),
 		regexp.MustCompile(`"/usr/lib/` + `postgresql`),
 	}
 	var found []string
@@ -75,8 +75,9 @@ func TestToolUsesFindsEachWayAround(t *testing.T) {
 		{"bare name", `out, err := exec.Command("promtool", "check", "metrics").Output()`, 1},
 		{"bare name with context", `c := exec.CommandContext(ctx, "chromium", "--headless")`, 1},
 		{"bare name, dash", `exec.Command("prometheus-node-exporter")`, 1},
-		{"hard-coded path", `bin := "/usr/bin/chromium"`, 1},
-		{"hard-coded sbin path", `bin := "/usr/local/sbin/promtool"`, 1},
+		{"hard-coded path", `exec.Command("/usr/bin/chromium", "--headless")`, 1},
+		{"hard-coded sbin path", `exec.CommandContext(ctx, "/usr/local/sbin/promtool")`, 1},
+		{"a path as data", `proc(13, 10, "/usr/bin/python3", "nvidia-cuda-mps-server")`, 0},
 		{"postgres glob", `filepath.Glob("/usr/lib/` + `postgresql/*/bin")`, 1},
 		{"comment", `// exec.` + `LookPath("promtool") is not used`, 0},
 		{"a program of the build", `exec.Command("gcc", "-O2")`, 0},

@@ -2,7 +2,6 @@ package report
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 )
 
 // The chargeback statement (report --by task --format csv): one line per
@@ -332,10 +333,10 @@ func taskGPUsText(t TaskUsage) string {
 // task: task_id, task_name, project, owner, label:NAME for every extra
 // label, start and end (RFC 3339; end "running" without a completion),
 // gpus, gpu_hours, price_per_hour, cost (no price columns without
-// prices), energy_kwh, billing_basis. Text cells are neutralised against
-// CSV injection as the report's are.
+// prices), energy_kwh, billing_basis. Every cell passes the formula rule
+// of csvout, as the report's do.
 func WriteChargebackCSV(w io.Writer, st *Statement) error {
-	cw := csv.NewWriter(w)
+	cw := csvout.NewWriter(w)
 	head := []string{"task_id", "task_name", "project", "owner"}
 	for _, l := range st.Labels {
 		head = append(head, LabelPrefix+l)
@@ -356,9 +357,9 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 		return num(*x)
 	}
 	for _, l := range st.Lines {
-		rec := []string{csvText(l.TaskID), csvText(l.Name), csvText(l.Project), csvText(l.Owner)}
+		rec := []string{l.TaskID, l.Name, l.Project, l.Owner}
 		for _, k := range st.Labels {
-			rec = append(rec, csvText(l.Labels[k]))
+			rec = append(rec, l.Labels[k])
 		}
 		end := "running"
 		if l.Namespace != "" {
@@ -366,7 +367,7 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 		} else if l.End != nil {
 			end = time.Unix(*l.End, 0).UTC().Format(time.RFC3339)
 		}
-		rec = append(rec, time.Unix(l.Start, 0).UTC().Format(time.RFC3339), end, csvText(gpusText(l)), num(l.GPUHours))
+		rec = append(rec, time.Unix(l.Start, 0).UTC().Format(time.RFC3339), end, gpusText(l), num(l.GPUHours))
 		if priced {
 			rec = append(rec, opt(l.PricePerHour), opt(l.Cost))
 		}

@@ -1,7 +1,7 @@
 // Package labels reads a task's labels from its PADDLE_* environment,
 // checks them, and writes them as the labels file that node agents scan.
 //
-// Guarantees: every value in a Set follows the name rule (see ValidName) or
+// Guarantees: every value in a Set follows the name rule (see wire.ValidName) or
 // is one of a closed list, so no value can add a line to the labels file or a
 // key to a JSON body; sensitive data (see package sensitive) never reaches a
 // Set; and Parse never fails: a bad value is dropped, its default kept, and
@@ -19,6 +19,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // ExtraPrefix starts the environment variables of extra labels.
@@ -118,7 +119,7 @@ func Parse(environ []string, opt Options) (*Set, []Problem) {
 	}
 	s.TrainerID = p.count("PADDLE_TRAINER_ID", "trainer_id")
 	s.TrainersNum = p.count("PADDLE_TRAINERS_NUM", "trainers_num")
-	if ValidName(opt.Hostname, "") {
+	if wire.ValidName(opt.Hostname, "") {
 		s.Hostname = opt.Hostname
 	}
 	p.extras(s)
@@ -140,7 +141,7 @@ type parser struct {
 
 func (p *parser) fail(v, key, rule string, kind sensitive.Kind) {
 	p.problems = append(p.problems, Problem{Var: v, Key: key, Rule: rule, Sensitive: kind})
-	if key != "" && ValidName(key, "") {
+	if key != "" && wire.ValidName(key, "") {
 		for _, k := range p.invalid {
 			if k == key {
 				return
@@ -183,8 +184,8 @@ func (p *parser) name(v, key, extra, def string) string {
 	if !ok {
 		return def
 	}
-	if !ValidName(raw, extra) {
-		p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-'%s, starting with a letter or digit)", quote(raw), MaxNameLen, extraText(extra)), "")
+	if !wire.ValidName(raw, extra) {
+		p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-'%s, starting with a letter or digit)", quote(raw), wire.MaxNameLen, extraText(extra)), "")
 		return def
 	}
 	if !p.accept(v, key, raw) {
@@ -311,7 +312,7 @@ func (p *parser) extras(s *Set) {
 			// The variable's own name holds the data: it is not repeated.
 			p.fail(ExtraPrefix+"...", "", "label name holds sensitive data ("+string(kind)+"); never written, sent or logged", kind)
 			continue
-		case !ValidName(key, ""):
+		case !wire.ValidName(key, ""):
 			p.fail(v, "", fmt.Sprintf("label name %s breaks the name rule", quote(key)), "")
 			continue
 		case sensitive.SecretName(key):
@@ -324,8 +325,8 @@ func (p *parser) extras(s *Set) {
 		}
 		switch {
 		case identityKey[key]:
-			if !ValidName(raw, "") {
-				p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit)", quote(raw), MaxNameLen), "")
+			if !wire.ValidName(raw, "") {
+				p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit)", quote(raw), wire.MaxNameLen), "")
 			} else if p.accept(v, key, raw) {
 				if p.legacy == nil {
 					p.legacy = map[string]legacyValue{}
@@ -338,8 +339,8 @@ func (p *parser) extras(s *Set) {
 			p.fail(v, key, fmt.Sprintf("label %s is set twice (names differ only in case)", key), "")
 		case !p.policy.AllowsExtra(key):
 			p.fail(v, key, fmt.Sprintf("label %s is not in the policy's extra_labels", key), "")
-		case !ValidName(raw, ""):
-			p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit)", quote(raw), MaxNameLen), "")
+		case !wire.ValidName(raw, ""):
+			p.fail(v, key, fmt.Sprintf("value %s breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit)", quote(raw), wire.MaxNameLen), "")
 		case p.accept(v, key, raw):
 			s.Extra[key] = raw
 		}
@@ -381,7 +382,7 @@ func (s *Set) SetGPUs(count int, uuids []string) {
 	s.GPUCount = count
 	s.GPUUUIDs = nil
 	for _, u := range uuids {
-		if ValidName(u, "") {
+		if wire.ValidName(u, "") {
 			s.GPUUUIDs = append(s.GPUUUIDs, u)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -291,7 +290,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 	f := store.Filter{Project: q.Get("project"), Owner: q.Get("owner"), Pipeline: q.Get("pipeline"),
 		State: q.Get("state"), Cursor: q.Get("cursor")}
 	for _, p := range []struct{ key, extra string }{{"project", ""}, {"owner", "@+"}, {"pipeline", ""}} {
-		if v := q.Get(p.key); v != "" && !labels.ValidName(v, p.extra) {
+		if v := q.Get(p.key); v != "" && !wire.ValidName(v, p.extra) {
 			a.fail(w, http.StatusBadRequest, "parameter "+p.key+": "+wire.NameRule(p.extra))
 			return
 		}
@@ -362,7 +361,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
 	id := r.PathValue("task_id")
 	project := r.URL.Query().Get("project")
-	if project != "" && !labels.ValidName(project, "") {
+	if project != "" && !wire.ValidName(project, "") {
 		a.fail(w, http.StatusBadRequest, "parameter project: "+wire.NameRule(""))
 		return
 	}

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // Completion is the body of POST /v1/task/complete (docs/contract.md,
@@ -137,7 +135,7 @@ func (c *Completion) Validate() error {
 		return &FieldError{"metrics", fmt.Sprintf("must hold at most %d keys", MaxMetrics)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Metrics)) {
-		if !labels.ValidName(k, "") {
+		if !ValidName(k, "") {
 			return &FieldError{"metrics", fmt.Sprintf("key %q %s", k, NameRule(""))}
 		}
 		if v := c.Metrics[k]; math.IsNaN(v) || math.IsInf(v, 0) { // only a Go caller can set these

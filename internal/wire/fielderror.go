@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // FieldError is a body's field that breaks a rule: the monitor answers it
@@ -151,74 +147,6 @@ func typeRule(t reflect.Type) string {
 func isObject(raw []byte) bool {
 	b := bytes.TrimLeft(raw, " \t\r\n")
 	return len(b) > 0 && b[0] == '{'
-}
-
-// freeText checks a value that is not a label (a GPU's model name, UUID, a
-// gate's reason): valid UTF-8, no control characters, at most max bytes.
-func freeText(path, s string, max int) error {
-	if !utf8.ValidString(s) || len(s) > max || strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return &FieldError{path, fmt.Sprintf("must be text of at most %d bytes without control characters", max)}
-	}
-	return nil
-}
-
-// name checks a label value: required ones may not be empty; an empty
-// optional one is absent.
-func name(path, s string, required bool, extra string) error {
-	switch {
-	case s == "" && required:
-		return &FieldError{path, ruleRequired}
-	case s == "":
-		return nil
-	case !labels.ValidName(s, extra):
-		return &FieldError{path, NameRule(extra)}
-	}
-	return nil
-}
-
-// integer checks an optional integer within [lo, hi]; required says that
-// nil is an error.
-func integer(path string, v *int64, required bool, lo, hi int64) error {
-	if v == nil {
-		if required {
-			return &FieldError{path, ruleRequired}
-		}
-		return nil
-	}
-	return between(path, *v, lo, hi)
-}
-
-func between(path string, v, lo, hi int64) error {
-	if v < lo || v > hi {
-		return &FieldError{path, fmt.Sprintf("must be between %d and %d", lo, hi)}
-	}
-	return nil
-}
-
-// number checks an optional finite number within [lo, hi].
-func number(path string, v *float64, required bool, lo, hi float64) error {
-	if v == nil {
-		if required {
-			return &FieldError{path, ruleRequired}
-		}
-		return nil
-	}
-	if !(*v >= lo && *v <= hi) { // NaN too, which a Go caller may set
-		return &FieldError{path, fmt.Sprintf("must be between %g and %g", lo, hi)}
-	}
-	return nil
-}
-
-// share checks an optional GPU share: the fraction of the physical GPU, in
-// (0, 1].
-func share(path string, v *float64) error {
-	if err := number(path, v, false, 0, 1); err != nil || v == nil {
-		return err
-	}
-	if *v <= 0 {
-		return &FieldError{path, ruleShare}
-	}
-	return nil
 }
 
 // GPUs is a body's gpus list. Its decoding names a bad entry's field with

@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // Registration is the body of POST /v1/task/register (docs/contract.md,
@@ -104,6 +102,18 @@ func (l *Labels) UnmarshalJSON(b []byte) error {
 	}
 	*l = out
 	return nil
+}
+
+// ReadRegistration decodes a registration body without Validate: the
+// types and the shape only. It serves a sender re-reading a body it
+// stored itself, whose own checks (the entrypoint's policy) come before
+// the monitor's; what it returns may still break a rule of Validate.
+func ReadRegistration(body []byte) (*Registration, error) {
+	var r Registration
+	if err := decode(body, &r, "a registration"); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // DecodeRegistration reads a registration body and checks it (Validate).
@@ -202,7 +212,7 @@ func (r *Registration) Count() int64 {
 
 func (l Labels) validate() error {
 	for _, k := range slices.Sorted(maps.Keys(l)) { // the first bad key named is always the same one
-		if !labels.ValidName(k, "") {
+		if !ValidName(k, "") {
 			return &FieldError{"labels", fmt.Sprintf("key %q %s", k, NameRule(""))}
 		}
 		if err := name("labels."+k, l[k], true, ""); err != nil {

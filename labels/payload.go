@@ -43,10 +43,16 @@ func CheckPayload(body []byte, pol *policy.Policy) (taskID string, err error) {
 	if err != nil {
 		return "", shapeError(err)
 	}
+	// The same check vets spooled completions: their own string fields
+	// (signal, gate's) are read through the completion's type.
+	comp, err := wire.ReadCompletion(body)
+	if err != nil {
+		return "", shapeError(err)
+	}
 	if !wire.ValidName(reg.TaskID, "") {
 		return "", fmt.Errorf("%w: task_id missing or breaking the name rule", ErrPayload)
 	}
-	for _, f := range stringFields(reg) {
+	for _, f := range stringFields(reg, comp) {
 		if f.value == "" {
 			continue // absent: the body's own rules say whether it may be
 		}
@@ -99,19 +105,24 @@ func shapeError(err error) error {
 // field is one top-level string field of a registration, by its JSON name.
 type field struct{ name, value string }
 
-// stringFields lists the registration's top-level string fields, sorted
-// by JSON name, read from the type itself so that a field added to
-// wire.Registration is vetted here without a line written for it.
-func stringFields(reg *wire.Registration) []field {
-	v := reflect.ValueOf(reg).Elem()
-	t := v.Type()
+// stringFields lists the top-level string fields of the bodies, each JSON
+// name once, sorted, read from the types themselves so that a field added
+// to wire.Registration or wire.Completion is vetted here without a line
+// written for it.
+func stringFields(bodies ...any) []field {
+	seen := map[string]bool{}
 	var out []field
-	for i := 0; i < t.NumField(); i++ {
-		if t.Field(i).Type.Kind() != reflect.String {
-			continue
+	for _, b := range bodies {
+		v := reflect.ValueOf(b).Elem()
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if t.Field(i).Type.Kind() != reflect.String || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, field{name, v.Field(i).String()})
 		}
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out = append(out, field{name, v.Field(i).String()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out

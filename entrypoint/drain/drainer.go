@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
@@ -62,7 +63,7 @@ type Drainer struct {
 	// directory is logged and the pass goes on.
 	Watch bool
 
-	own *register.Client // the client of the own token, made once
+	own *deliver.Client // the client of the own token, made once
 }
 
 // Pass makes one pass over the spool files and returns a Result for each.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
@@ -52,9 +53,9 @@ func (n Node) spoolAt(path string, sendable func(string) bool) *spool.Spool {
 // Client returns the client of the configured monitor. A CA file that
 // cannot be used is logged; the client then fails every attempt, so
 // registrations are spooled, never sent unverified.
-func (n Node) Client() *register.Client {
+func (n Node) Client() *deliver.Client {
 	cfg := n.Config
-	client, err := register.NewClient(register.ClientConfig{
+	client, err := deliver.NewClient(deliver.ClientConfig{
 		URL:       cfg.MonitorURL,
 		TokenFile: cfg.MonitorTokenFile,
 		CAFile:    cfg.MonitorCAFile,
@@ -63,7 +64,7 @@ func (n Node) Client() *register.Client {
 	})
 	if err != nil && cfg.MonitorURL != "" {
 		level := slog.LevelError
-		if errors.Is(err, register.ErrBadURL) {
+		if errors.Is(err, deliver.ErrBadURL) {
 			level = slog.LevelWarn // the task's own setting, not a broken installation
 		}
 		n.Log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
@@ -126,7 +127,7 @@ func ownBound[T comparable](v, def T) T {
 // FlushCompletions sends spooled completions whose registration is no
 // longer pending, at most limit (0: all), adding to what a registration
 // flush did (res).
-func FlushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
+func FlushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res deliver.FlushResult, log *slog.Logger) (deliver.FlushResult, error) {
 	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Check: r.Check, Queue: q.Completions(), Logger: log}
 	cr, err := c.Flush(ctx, limit)
 	if err != nil {

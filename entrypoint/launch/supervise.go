@@ -10,6 +10,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/supervise"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
@@ -132,7 +133,7 @@ func (r *taskReport) Beat(ctx context.Context, t supervise.Tick) {
 		gpus = r.smp.TakeInterval()
 	}
 	h := register.NewHeartbeat(r.set.TaskID, t.Since, t.Time, gpus)
-	actx, cancel := context.WithTimeout(ctx, min(register.AttemptTimeout, r.cfg.Heartbeat))
+	actx, cancel := context.WithTimeout(ctx, min(deliver.AttemptTimeout, r.cfg.Heartbeat))
 	defer cancel()
 	r.beats.Send(actx, h) // ticks come only with a monitor; Send logs
 }

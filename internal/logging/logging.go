@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
 )
 
 // logPrefix starts every text log line, so the entrypoint's lines are told
@@ -84,7 +84,7 @@ func RouteStdLog(log *slog.Logger) {
 type stdlogWriter struct{ log *slog.Logger }
 
 func (w stdlogWriter) Write(b []byte) (int, error) {
-	text := sensitive.RedactURLs(strings.TrimRight(string(b), "\n"))
+	text := monitorurl.RedactURLs(strings.TrimRight(string(b), "\n"))
 	w.log.Warn("from Go's standard library", "text", text)
 	return len(b), nil
 }

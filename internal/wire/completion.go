@@ -77,6 +77,16 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ReadCompletion decodes a completion body without Validate, as
+// ReadRegistration does a registration.
+func ReadCompletion(body []byte) (*Completion, error) {
+	var c Completion
+	if err := decode(body, &c, "a completion"); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
 // DecodeCompletion reads a completion body and checks it (Validate).
 func DecodeCompletion(body []byte) (*Completion, error) {
 	var c Completion

@@ -1,4 +1,4 @@
-package register
+package deliver
 
 import (
 	"bytes"
@@ -58,18 +58,14 @@ func (t Transport) Send(ctx context.Context, c *Client, key string, payload []by
 	if c == nil {
 		c = t.Client
 	}
-	endpoint := c.endpoint
-	if t.Path != "" {
-		endpoint = c.endpointOf(t.Path)
-	}
 	if !t.Gzip {
-		return c.post(ctx, endpoint, key+t.KeySuffix, payload)
+		return c.Post(ctx, t.Path, key+t.KeySuffix, payload)
 	}
 	body, err := gzipped(payload)
 	if err != nil {
 		return err
 	}
-	return c.postEncoded(ctx, endpoint, key+t.KeySuffix, body, "gzip")
+	return c.PostEncoded(ctx, t.Path, key+t.KeySuffix, body, "gzip")
 }
 
 // gzipped is payload gzip-compressed at the default level.
@@ -117,10 +113,10 @@ type StatusPolicy func(e spool.Entry, err error, now time.Time) Decision
 func EntrypointPolicy(e spool.Entry, err error, now time.Time) Decision {
 	var ae *AnswerError
 	answered := errors.As(err, &ae)
-	switch c := classify(err); {
-	case c == delivered:
+	switch c := Classify(err); {
+	case c == Sent:
 		return Decision{Action: Remove}
-	case c == permanent:
+	case c == Refused:
 		return Decision{Action: Bury}
 	case answered && e.Attempts+1 >= PoisonAttempts && now.Sub(e.QueuedAt) >= PoisonAge:
 		return Decision{Action: Bury, Note: fmt.Sprintf("gave up after %d attempts over %v: ", e.Attempts+1, now.Sub(e.QueuedAt).Round(time.Hour))}
@@ -137,12 +133,12 @@ func EntrypointPolicy(e spool.Entry, err error, now time.Time) Decision {
 // network errors keep it; every kept report ends the pass.
 func ReportPolicy(_ spool.Entry, err error, _ time.Time) Decision {
 	var ae *AnswerError
-	switch c := classify(err); {
-	case c == delivered:
+	switch c := Classify(err); {
+	case c == Sent:
 		return Decision{Action: Remove}
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
 		return Decision{Action: KeepStop}
-	case c == permanent:
+	case c == Refused:
 		return Decision{Action: Bury}
 	}
 	return Decision{Action: KeepStop}
@@ -314,7 +310,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		return done, nil
 	}
 	cl := d.clientFor(e.Fingerprint)
-	dec, sendErr := d.try(ctx, cl, e, key, AttemptTimeout)
+	dec, sendErr := d.Try(ctx, cl, e, key, AttemptTimeout)
 	switch dec.Action {
 	case Remove:
 		if err := d.Queue.Delete(ctx, e.ID); err != nil {
@@ -323,7 +319,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		res.Delivered++
 		return done, nil
 	case Bury:
-		answer := dec.answer(cl, sendErr)
+		answer := dec.Answer(cl, sendErr)
 		log.Error("monitor refused a spooled "+d.noun()+" for good; moved to the dead letters", "answer", answer)
 		if err := d.Queue.Bury(ctx, e.ID, answer); err != nil {
 			return stopped, err
@@ -357,7 +353,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 // goes through here: a flush's of spooled entries, and the first tries of
 // a new entry (Registrar.Register, RegisterAlongside, Completer.Complete),
 // which act on the decision as the package comment says.
-func (d *Deliverer) try(ctx context.Context, c *Client, e spool.Entry, key string, timeout time.Duration) (Decision, error) {
+func (d *Deliverer) Try(ctx context.Context, c *Client, e spool.Entry, key string, timeout time.Duration) (Decision, error) {
 	if c == nil {
 		c = d.clientFor(e.Fingerprint)
 	}
@@ -373,7 +369,7 @@ func (d *Deliverer) try(ctx context.Context, c *Client, e spool.Entry, key strin
 
 // answer is what a dead letter keeps of an attempt the decision buries:
 // the note and the monitor's answer, redacted by c.
-func (dec Decision) answer(c *Client, err error) string {
+func (dec Decision) Answer(c *Client, err error) string {
 	if err == nil {
 		return dec.Note + "refused"
 	}

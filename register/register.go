@@ -1,11 +1,11 @@
-// Package register delivers a task's registration and completion to the
-// monitor API, and spools what it cannot deliver within the budget. One
-// delivery engine (deliver.Deliverer, deliver.go) makes every attempt, with the
-// status policy apart from the transport: a flush's of every kind's
-// spooled entries, and the first tries of a new registration (Register,
-// RegisterAlongside) or completion (Complete), which go through the same
-// transport and status policy (deliver.Deliverer.try). The node agent uses it for
-// its reports.
+// Package register is the entrypoint's side of the delivery: a task's
+// registration, heartbeats and completion, and the spooling of what it
+// cannot deliver within the budget. Every attempt is made by the delivery
+// engine every program shares (internal/deliver: the client, the
+// transport, deliver.Deliverer with its status policy): the first tries of
+// a new registration (Register, RegisterAlongside) or completion
+// (Complete) go through the same transport and status policy
+// (deliver.Deliverer.Try) as a flush of the spooled entries.
 //
 // What the first tries of a new entry keep of their own, and why:
 //   - when to try again: within the budget, on the deliver.RetryPolicy's waits

@@ -1,3 +1,13 @@
+// Package deliver is the one way every program of this module sends a
+// body to the monitor: the client (token re-read at every attempt, CA,
+// redaction of what is kept), the transport (an endpoint's path, the
+// Idempotency-Key, gzip), the delivery engine over a spool queue
+// (Deliverer, with a status policy per sender: EntrypointPolicy,
+// ReportPolicy) and the retry policy, one backoff that honours the
+// monitor's Retry-After (RetryPolicy, NextWait, Deliverer.Passes). The
+// entrypoint (register), the drainer (internal/drain) and the node agent
+// (node/reportqueue) use it; it imports only the contract (wire) and the
+// spool.
 package deliver
 
 import (

@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/drain"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/nodereport"

@@ -101,3 +101,12 @@ func readTokenDir(dir string, own *deliver.Client) (map[string]*deliver.Client, 
 	}
 	return out, nil
 }
+
+// OwnToken returns the spool's Sendable and the delivery engine's
+// ClientFor for a sender that holds only its own token (a start, a
+// supervisor, a spool command other than flush --token-dir): it sends the
+// entries written for the token own sends now, and no other.
+func OwnToken(own *deliver.Client) (sendable func(fp string) bool, clientFor func(fp string) *deliver.Client) {
+	t := newTokens(own)
+	return t.Sendable, t.ClientFor
+}

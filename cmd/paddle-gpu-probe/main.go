@@ -31,6 +31,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu/nvmlprobe"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/program"
 )
 
 const usage = `usage: paddle-gpu-probe                                  print the GPUs NVML sees as JSON
@@ -66,7 +68,7 @@ func main() {
 		os.Exit(node(os.Args[2:]))
 	default:
 		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
+		os.Exit(program.ExitUsage)
 	}
 }
 
@@ -75,12 +77,10 @@ func sample(args []string) int {
 	fs.SetOutput(io.Discard)
 	interval := fs.Duration("interval", 10*time.Second, "time between samples")
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe sample: %v\n%s\n", err, usage)
-		return 2
+		return mode("sample").Usage(os.Stderr, err, usage)
 	}
 	if *interval <= 0 || fs.NArg() == 0 {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe sample: --interval must be positive and at least one UUID given\n%s\n", usage)
-		return 2
+		return mode("sample").Usage(os.Stderr, errors.New("--interval must be positive and at least one UUID given"), usage)
 	}
 	stop := make(chan struct{})
 	go func() {
@@ -104,12 +104,10 @@ func node(args []string) int {
 	interval := fs.Duration("interval", 5*time.Second, "time between samples")
 	proc := fs.String("proc", "/proc", "the host's proc file system (to leave the MPS server out)")
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe node: %v\n%s\n", err, usage)
-		return 2
+		return mode("node").Usage(os.Stderr, err, usage)
 	}
 	if *interval <= 0 || fs.NArg() != 0 {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe node: --interval must be positive and no argument given\n%s\n", usage)
-		return 2
+		return mode("node").Usage(os.Stderr, errors.New("--interval must be positive and no argument given"), usage)
 	}
 	stop := make(chan struct{})
 	go func() {
@@ -132,3 +130,7 @@ func node(args []string) int {
 	}
 	return 0
 }
+
+// mode is one of the probe's modes as the programs' shared shell sees it:
+// its usage errors ("paddle-gpu-probe sample: ...", the usage) exit 2.
+func mode(name string) program.Program { return program.Program{Name: "paddle-gpu-probe " + name} }

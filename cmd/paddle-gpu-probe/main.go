@@ -82,14 +82,7 @@ func sample(args []string) int {
 	if *interval <= 0 || fs.NArg() == 0 {
 		return mode("sample").Usage(os.Stderr, errors.New("--interval must be positive and at least one UUID given"), usage)
 	}
-	stop := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(stop)
-		time.Sleep(stuckExit)
-		fmt.Fprintln(os.Stderr, "paddle-gpu-probe sample: an NVML call did not return; exiting")
-		os.Exit(3)
-	}()
+	stop := stopAtEOF("sample")
 	if err := nvmlprobe.Sample(nvml.New(), fs.Args(), *interval, os.Stdout, os.Stderr, stop); err != nil {
 		fmt.Fprintln(os.Stderr, "paddle-gpu-probe sample:", err)
 		return 1
@@ -109,14 +102,7 @@ func node(args []string) int {
 	if *interval <= 0 || fs.NArg() != 0 {
 		return mode("node").Usage(os.Stderr, errors.New("--interval must be positive and no argument given"), usage)
 	}
-	stop := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(stop)
-		time.Sleep(stuckExit)
-		fmt.Fprintln(os.Stderr, "paddle-gpu-probe node: an NVML call did not return; exiting")
-		os.Exit(3)
-	}()
+	stop := stopAtEOF("node")
 	comm := func(pid uint32) string {
 		b, err := os.ReadFile(filepath.Join(*proc, strconv.FormatUint(uint64(pid), 10), "comm"))
 		if err != nil {
@@ -134,3 +120,19 @@ func node(args []string) int {
 // mode is one of the probe's modes as the programs' shared shell sees it:
 // its usage errors ("paddle-gpu-probe sample: ...", the usage) exit 2.
 func mode(name string) program.Program { return program.Program{Name: "paddle-gpu-probe " + name} }
+
+// stopAtEOF returns the channel that closes when stdin reaches end of file
+// (the parent is gone or asks the mode to end), and ends the process with
+// status 3 when the mode has not returned stuckExit after that: an NVML
+// call that never returns must not outlive the parent.
+func stopAtEOF(name string) <-chan struct{} {
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+		time.Sleep(stuckExit)
+		fmt.Fprintf(os.Stderr, "paddle-gpu-probe %s: an NVML call did not return; exiting\n", name)
+		os.Exit(3)
+	}()
+	return stop
+}

@@ -79,25 +79,10 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 
 // ReadCompletion decodes a completion body without Validate, as
 // ReadRegistration does a registration.
-func ReadCompletion(body []byte) (*Completion, error) {
-	var c Completion
-	if err := decode(body, &c, "a completion"); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
+func ReadCompletion(body []byte) (*Completion, error) { return read[Completion](body, "a completion") }
 
 // DecodeCompletion reads a completion body and checks it (Validate).
-func DecodeCompletion(body []byte) (*Completion, error) {
-	var c Completion
-	if err := decode(body, &c, "a completion"); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
+func DecodeCompletion(body []byte) (*Completion, error) { return checked(ReadCompletion(body)) }
 
 // Validate checks the completion against the contract's rules; the error
 // is a *FieldError naming the first field that breaks one. The checks that
@@ -220,14 +205,7 @@ type HeartbeatGPU struct {
 
 // DecodeHeartbeat reads a heartbeat body and checks it (Validate).
 func DecodeHeartbeat(body []byte) (*Heartbeat, error) {
-	var h Heartbeat
-	if err := decode(body, &h, "a heartbeat"); err != nil {
-		return nil, err
-	}
-	if err := h.Validate(); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	return checked(read[Heartbeat](body, "a heartbeat"))
 }
 
 // Validate checks the heartbeat against the contract's rules; the error

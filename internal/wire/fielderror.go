@@ -192,3 +192,26 @@ func checkGPUCount(n int) error {
 	}
 	return nil
 }
+
+// read decodes body into a new T (decode's rules) without Validate.
+func read[T any](body []byte, what string) (*T, error) {
+	var v T
+	if err := decode(body, &v, what); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// checked passes on what read returned once it passed Validate.
+func checked[T any, P interface {
+	*T
+	Validate() error
+}](v P, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

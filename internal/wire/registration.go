@@ -109,24 +109,11 @@ func (l *Labels) UnmarshalJSON(b []byte) error {
 // stored itself, whose own checks (the entrypoint's policy) come before
 // the monitor's; what it returns may still break a rule of Validate.
 func ReadRegistration(body []byte) (*Registration, error) {
-	var r Registration
-	if err := decode(body, &r, "a registration"); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return read[Registration](body, "a registration")
 }
 
 // DecodeRegistration reads a registration body and checks it (Validate).
-func DecodeRegistration(body []byte) (*Registration, error) {
-	var r Registration
-	if err := decode(body, &r, "a registration"); err != nil {
-		return nil, err
-	}
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+func DecodeRegistration(body []byte) (*Registration, error) { return checked(ReadRegistration(body)) }
 
 // Validate checks the registration against the contract's rules; the
 // error is a *FieldError naming the first field that breaks one.

@@ -24,51 +24,43 @@ const (
 // costs a duplicate the monitor answers 409.
 const afterDeliveryTimeout = 200 * time.Millisecond
 
-// Completion is what the body of POST /v1/task/complete says (a
-// wire.Completion, docs/openapi.yaml), as the supervisor gathers it.
-type Completion struct {
-	TaskID          string
-	StartTime       int64
-	EndTime         int64
-	DurationSeconds float64
-	ExitCode        int
-	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string
-	GPUCount   int
-	GPUSeconds float64
-	GPUs       []gpu.GPUSummary
-	// Gate and Metrics are the quality gate's verdict and the step's
-	// metrics, when a gate is configured.
-	Gate    *gate.Result
-	Metrics map[string]float64
-}
-
-// Wire is the completion's body, schema version 1; GPUs is never null.
-func (c Completion) Wire() wire.Completion {
-	w := wire.Completion{
-		SchemaVersion: ptr(int64(SchemaVersion)), TaskID: c.TaskID, StartTime: &c.StartTime, EndTime: &c.EndTime,
-		DurationSeconds: &c.DurationSeconds, ExitCode: ptr(int64(c.ExitCode)), Signal: c.Signal,
-		GPUCount: ptr(int64(c.GPUCount)), GPUSeconds: &c.GPUSeconds, GPUs: make(wire.GPUs[wire.GPUUsage], 0, len(c.GPUs)),
-		Metrics: c.Metrics,
-	}
-	for _, g := range c.GPUs {
+// Usage converts the sampler's summaries into a completion's gpus: the
+// one place the probe's type (gpu.GPUSummary) becomes the contract's.
+// Never null.
+func Usage(gpus []gpu.GPUSummary) wire.GPUs[wire.GPUUsage] {
+	out := make(wire.GPUs[wire.GPUUsage], 0, len(gpus))
+	for _, g := range gpus {
 		u := wire.GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Share: ptr(g.Share), Samples: int64(g.Samples),
 			UtilMean: g.UtilMean, UtilP95: g.UtilP95, IdleShare: g.IdleShare, EnergyJoules: g.EnergyJoules,
 			EnergyEstimated: ptr(g.EnergyEstimated)}
 		if g.MemoryUsedPeakBytes != nil {
 			u.MemoryUsedPeakBytes = ptr(int64(*g.MemoryUsedPeakBytes))
 		}
-		w.GPUs = append(w.GPUs, u)
+		out = append(out, u)
 	}
-	if c.Gate != nil {
-		w.Gate = &wire.Gate{Expr: c.Gate.Expr, Passed: ptr(c.Gate.Passed), Reason: c.Gate.Reason}
-	}
-	return w
+	return out
 }
 
-// Marshal returns the body's bytes.
-func (c Completion) Marshal() []byte {
-	out, err := json.Marshal(c.Wire())
+// Verdict converts the quality gate's result into the completion's gate;
+// nil without a gate.
+func Verdict(r *gate.Result) *wire.Gate {
+	if r == nil {
+		return nil
+	}
+	return &wire.Gate{Expr: r.Expr, Passed: ptr(r.Passed), Reason: r.Reason}
+}
+
+// MarshalCompletion returns the bytes of a completion body (POST
+// /v1/task/complete, a wire.Completion as the supervisor fills it): schema
+// version 1 unless set, gpus never null.
+func MarshalCompletion(c wire.Completion) []byte {
+	if c.SchemaVersion == nil {
+		c.SchemaVersion = ptr(int64(SchemaVersion))
+	}
+	if c.GPUs == nil {
+		c.GPUs = wire.GPUs[wire.GPUUsage]{}
+	}
+	out, err := json.Marshal(c)
 	if err != nil {
 		// Numbers, strings and plain structs always marshal; a NaN or
 		// an infinity cannot come out of the summaries.

@@ -25,6 +25,25 @@ type written struct {
 	Status string `json:"status"`
 }
 
+// slot waits for one of MaxInFlight write slots, at most slotWait: false
+// when none came free (answered 503 with Retry-After: 1, the connection
+// closed) or the client is gone. The caller frees a slot it got with
+// <-a.slots.
+func (a *API) slot(w http.ResponseWriter, r *http.Request) bool {
+	timer := time.NewTimer(slotWait)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	case <-timer.C:
+		w.Header().Set("Retry-After", "1")
+		a.failAndClose(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
+		return false
+	case <-r.Context().Done():
+		return false // the client is gone
+	}
+}
+
 // writer admits a write. 413 from the Content-Length and 401 come before
 // a byte of the body is read, and close the connection (what the client
 // still sends is never read); then the write waits for one of MaxInFlight
@@ -40,16 +59,8 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 		a.failAndClose(w, status, msg)
 		return nil, from, nil, false
 	}
-	timer := time.NewTimer(slotWait)
-	defer timer.Stop()
-	select {
-	case a.slots <- struct{}{}:
-	case <-timer.C:
-		w.Header().Set("Retry-After", "1")
-		a.failAndClose(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
+	if !a.slot(w, r) {
 		return nil, from, nil, false
-	case <-r.Context().Done():
-		return nil, from, nil, false // the client is gone
 	}
 	release = func() { <-a.slots }
 	if body, ok = a.readBody(w, r); !ok {

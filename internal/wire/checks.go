@@ -119,3 +119,16 @@ func text(field, v string) error {
 	}
 	return nil
 }
+
+// first is the first of the checks' results that is an error, in the
+// order the fields are checked: a list of checks reads as the field list
+// it checks. Every check is pure, so running them all costs nothing but
+// time.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

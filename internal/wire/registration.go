@@ -248,22 +248,14 @@ func (m *MIG) validate(path string) error {
 	if m.UUID == "" {
 		return &FieldError{path + ".uuid", ruleRequired}
 	}
-	if err := freeText(path+".uuid", m.UUID, MaxUUIDBytes); err != nil {
-		return err
-	}
-	if err := integer(path+".gpu_instance_id", m.GPUInstanceID, true, 0, MaxID); err != nil {
-		return err
-	}
-	if err := integer(path+".compute_instance_id", m.ComputeInstanceID, false, 0, MaxID); err != nil {
-		return err
-	}
-	if err := freeText(path+".profile", m.Profile, MaxProfileBytes); err != nil {
-		return err
-	}
-	if err := integer(path+".total_slices", m.TotalSlices, true, 1, MaxTotalSlices); err != nil {
-		return err
-	}
-	if err := integer(path+".slices", m.Slices, true, 1, MaxTotalSlices); err != nil {
+	if err := first(
+		freeText(path+".uuid", m.UUID, MaxUUIDBytes),
+		integer(path+".gpu_instance_id", m.GPUInstanceID, true, 0, MaxID),
+		integer(path+".compute_instance_id", m.ComputeInstanceID, false, 0, MaxID),
+		freeText(path+".profile", m.Profile, MaxProfileBytes),
+		integer(path+".total_slices", m.TotalSlices, true, 1, MaxTotalSlices),
+		integer(path+".slices", m.Slices, true, 1, MaxTotalSlices),
+	); err != nil {
 		return err
 	}
 	if *m.Slices > *m.TotalSlices {

@@ -101,7 +101,7 @@ func TestEarlySIGTERM(t *testing.T) {
 							sc := bufio.NewScanner(pipe)
 							for sc.Scan() {
 								stderr.WriteString(sc.Text() + "\n")
-								if strings.HasPrefix(sc.Text(), "init github.com/paddle-entrypoint/paddle-entrypoint/earlysignal ") {
+								if strings.HasPrefix(sc.Text(), "init github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal ") {
 									close(caught)
 								}
 							}

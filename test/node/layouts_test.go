@@ -21,7 +21,7 @@ func TestOnceFixtureProc(t *testing.T) {
 	writeState(t, state,
 		"proc 0 compute 1002 100 10", "proc 1 compute 1015 100 20", "proc 2 compute 1017 100 30",
 		"proc 3 compute 1009 100 1", "proc 3 compute 1011 100 2", "proc 3 compute 1003 100 3")
-	r := once(t, nodeEnv(state, "FAKE_NVML_GPUS=4", "PADDLE_NODE_PROC=cgroupowner/testdata/proc"), "--interval", "0")
+	r := once(t, nodeEnv(state, "FAKE_NVML_GPUS=4", "PADDLE_NODE_PROC=node/cgroupowner/testdata/proc"), "--interval", "0")
 	if len(r.Instances) != 4 {
 		t.Fatalf("instances %+v", r.Instances)
 	}

@@ -25,14 +25,18 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/launch"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/logging"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/program"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// exitUsage is the exit status of a usage error.
-const exitUsage = 2
+// prog is the entrypoint as the programs' shared shell sees it (usage
+// errors exit 2, the version line, the logger's marks).
+func prog() program.Program {
+	return program.Program{Name: "paddle-entrypoint", Version: version, Log: logging.Entrypoint}
+}
 
 func main() {
 	os.Exit(dispatch(os.Args[1:], os.Environ()))
@@ -185,11 +189,8 @@ func printVersion(extra []string) int {
 	if len(extra) > 0 {
 		return usage(fmt.Errorf("version takes no argument, got %q", extra[0]))
 	}
-	fmt.Println("paddle-entrypoint version", version)
+	prog().PrintVersion(os.Stdout)
 	return 0
 }
 
-func usage(err error) int {
-	fmt.Fprintf(os.Stderr, "paddle-entrypoint: %v\n%s\n", err, usageText)
-	return exitUsage
-}
+func usage(err error) int { return prog().Usage(os.Stderr, err, usageText) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // Identity is where a task sits in a pipeline, in Kubernetes and in Slurm. Values
@@ -161,8 +162,8 @@ func (p *parser) foreign(v, key string, nums bool) string {
 		p.notice(v, key, fmt.Sprintf("value %s is not a non-negative integer; dropped", quote(raw)), "")
 		return ""
 	}
-	if !ValidName(raw, "") {
-		p.notice(v, key, fmt.Sprintf("value %s from the orchestrator breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit); dropped", quote(raw), MaxNameLen), "")
+	if !wire.ValidName(raw, "") {
+		p.notice(v, key, fmt.Sprintf("value %s from the orchestrator breaks the name rule (1-%d letters, digits, '.', '_', '-', starting with a letter or digit); dropped", quote(raw), wire.MaxNameLen), "")
 		return ""
 	}
 	if err := p.policy.CheckValue(key, raw); err != nil {

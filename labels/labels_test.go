@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 var now = time.Unix(1732950000, 0)
@@ -56,8 +58,8 @@ func TestValidName(t *testing.T) {
 		{"\xff\xfe", "", false},
 	}
 	for _, tt := range tests {
-		if got := ValidName(tt.in, tt.extra); got != tt.want {
-			t.Errorf("ValidName(%q, %q) = %v, want %v", tt.in, tt.extra, got, tt.want)
+		if got := wire.ValidName(tt.in, tt.extra); got != tt.want {
+			t.Errorf("wire.ValidName(%q, %q) = %v, want %v", tt.in, tt.extra, got, tt.want)
 		}
 	}
 }
@@ -255,7 +257,7 @@ func TestSetGPUsDropsMalformedUUIDs(t *testing.T) {
 
 func TestNewUUID(t *testing.T) {
 	a, b := NewUUID(), NewUUID()
-	if a == b || len(a) != 36 || a[14] != '4' || !ValidName(a, "") {
+	if a == b || len(a) != 36 || a[14] != '4' || !wire.ValidName(a, "") {
 		t.Errorf("NewUUID() = %q, %q", a, b)
 	}
 }
@@ -267,11 +269,11 @@ func assertOneLinePerKey(t *testing.T, data []byte) {
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		k, v, ok := strings.Cut(line, "=")
-		if !ok || !ValidName(k, "") || seen[k] {
+		if !ok || !wire.ValidName(k, "") || seen[k] {
 			t.Fatalf("bad or repeated line %q in\n%s", line, data)
 		}
 		for _, part := range strings.Split(v, ",") { // lists: gpu_uuids, invalid_labels
-			if !ValidName(part, "@+") {
+			if !wire.ValidName(part, "@+") {
 				t.Fatalf("value of %q breaks the name rule: %q", k, v)
 			}
 		}

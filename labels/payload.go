@@ -1,13 +1,15 @@
 package labels
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // ErrPayload marks a stored registration body that must not be sent.
@@ -27,67 +29,103 @@ var defaults = map[string]string{"task_name": DefaultTaskName, "project": Defaul
 
 // CheckPayload vets a registration body read back from a spool, before it
 // is sent: a spool file is data another process wrote, perhaps an older
-// version, perhaps not an entrypoint at all. It returns the body's task_id,
-// which is the only Idempotency-Key it may be sent with, or an error
-// wrapping ErrPayload that names the field and the rule broken, never the
-// value: no task_id; a label value or key that breaks the name rule; a
-// string anywhere at the top level or in "labels" that holds sensitive
-// data; a label name that says it holds a secret; a value or an extra
-// label the policy pol (nil: none) refuses.
+// version, perhaps not an entrypoint at all. The body is decoded into the
+// contract's type (wire.ReadRegistration: a field of the wrong type is
+// refused there), then held to the entrypoint's own rules, which the
+// monitor does not know. It returns the body's task_id, which is the only
+// Idempotency-Key it may be sent with, or an error wrapping ErrPayload
+// that names the field and the rule broken, never the value: no task_id;
+// a label value or key that breaks the name rule; a string field or a
+// label that holds sensitive data; a label name that says it holds a
+// secret; a value or an extra label the policy pol (nil: none) refuses.
 func CheckPayload(body []byte, pol *policy.Policy) (taskID string, err error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil || top == nil {
-		return "", fmt.Errorf("%w: not a JSON object", ErrPayload)
+	reg, err := wire.ReadRegistration(body)
+	if err != nil {
+		return "", shapeError(err)
 	}
-	var id string
-	if json.Unmarshal(top["task_id"], &id) != nil || !ValidName(id, "") {
+	// The same check vets spooled completions: their own string fields
+	// (signal, gate's) are read through the completion's type.
+	comp, err := wire.ReadCompletion(body)
+	if err != nil {
+		return "", shapeError(err)
+	}
+	if !wire.ValidName(reg.TaskID, "") {
 		return "", fmt.Errorf("%w: task_id missing or breaking the name rule", ErrPayload)
 	}
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		var v string
-		if json.Unmarshal(top[k], &v) != nil {
-			continue // numbers, the gpus list, the labels object
+	for _, f := range stringFields(reg, comp) {
+		if f.value == "" {
+			continue // absent: the body's own rules say whether it may be
 		}
-		if err := checkValue(k, v, pol); err != nil {
+		if err := checkValue(f.name, f.value, pol); err != nil {
 			return "", err
 		}
-		if extra, ok := nameKeys[k]; ok && !ValidName(v, extra) {
-			return "", fmt.Errorf("%w: %s breaks the name rule", ErrPayload, k)
+		if extra, ok := nameKeys[f.name]; ok && !wire.ValidName(f.value, extra) {
+			return "", fmt.Errorf("%w: %s breaks the name rule", ErrPayload, f.name)
 		}
 	}
-	var extra map[string]json.RawMessage
-	if raw, ok := top["labels"]; ok && json.Unmarshal(raw, &extra) != nil {
-		return "", fmt.Errorf("%w: labels is not an object", ErrPayload)
-	}
-	keys = keys[:0]
-	for k := range extra {
+	keys := make([]string, 0, len(reg.Labels))
+	for k := range reg.Labels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		var v string
+		v := reg.Labels[k]
 		switch {
-		case json.Unmarshal(extra[k], &v) != nil:
-			return "", fmt.Errorf("%w: label %q is not a string", ErrPayload, k)
-		case !ValidName(k, "") || reserved[k]:
+		case !wire.ValidName(k, "") || reserved[k]:
 			return "", fmt.Errorf("%w: label name breaks the name rule or takes a built-in key", ErrPayload)
 		case sensitive.SecretName(k):
 			return "", fmt.Errorf("%w: label %s says it holds a secret", ErrPayload, k)
 		case !pol.AllowsExtra(k):
 			return "", fmt.Errorf("%w: label %s is not in the policy's extra_labels", ErrPayload, k)
-		case !ValidName(v, ""):
+		case !wire.ValidName(v, ""):
 			return "", fmt.Errorf("%w: label %s breaks the name rule", ErrPayload, k)
 		}
 		if err := checkValue(k, v, pol); err != nil {
 			return "", err
 		}
 	}
-	return id, nil
+	return reg.TaskID, nil
+}
+
+// shapeError says what decoding refused, naming the field but never the
+// value (a refused value may be the very secret).
+func shapeError(err error) error {
+	var fe *wire.FieldError
+	switch {
+	case !errors.As(err, &fe):
+		return fmt.Errorf("%w: not a JSON object", ErrPayload)
+	case fe.Path == "labels":
+		return fmt.Errorf("%w: labels is not an object", ErrPayload)
+	case strings.HasPrefix(fe.Path, "labels."):
+		return fmt.Errorf("%w: label %q is not a string", ErrPayload, strings.TrimPrefix(fe.Path, "labels."))
+	}
+	return fmt.Errorf("%w: %s %s", ErrPayload, fe.Path, fe.Rule)
+}
+
+// field is one top-level string field of a registration, by its JSON name.
+type field struct{ name, value string }
+
+// stringFields lists the top-level string fields of the bodies, each JSON
+// name once, sorted, read from the types themselves so that a field added
+// to wire.Registration or wire.Completion is vetted here without a line
+// written for it.
+func stringFields(bodies ...any) []field {
+	seen := map[string]bool{}
+	var out []field
+	for _, b := range bodies {
+		v := reflect.ValueOf(b).Elem()
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if t.Field(i).Type.Kind() != reflect.String || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, field{name, v.Field(i).String()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 func checkValue(key, v string, pol *policy.Policy) error {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -24,6 +23,25 @@ type written struct {
 	// "completed", "pending" (the completion waits for its registration)
 	// or "updated" (heartbeat).
 	Status string `json:"status"`
+}
+
+// slot waits for one of MaxInFlight write slots, at most slotWait: false
+// when none came free (answered 503 with Retry-After: 1, the connection
+// closed) or the client is gone. The caller frees a slot it got with
+// <-a.slots.
+func (a *API) slot(w http.ResponseWriter, r *http.Request) bool {
+	timer := time.NewTimer(slotWait)
+	defer timer.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	case <-timer.C:
+		w.Header().Set("Retry-After", "1")
+		a.failAndClose(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
+		return false
+	case <-r.Context().Done():
+		return false // the client is gone
+	}
 }
 
 // writer admits a write. 413 from the Content-Length and 401 come before
@@ -44,16 +62,8 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 		a.failAndClose(w, status, msg)
 		return nil, from, nil, false
 	}
-	timer := time.NewTimer(slotWait)
-	defer timer.Stop()
-	select {
-	case a.slots <- struct{}{}:
-	case <-timer.C:
-		w.Header().Set("Retry-After", "1")
-		a.failAndClose(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
+	if !a.slot(w, r) {
 		return nil, from, nil, false
-	case <-r.Context().Done():
-		return nil, from, nil, false // the client is gone
 	}
 	release = func() { <-a.slots }
 	if body, ok = a.readBody(w, r); !ok {
@@ -299,7 +309,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 	f := store.Filter{Project: q.Get("project"), Owner: q.Get("owner"), Pipeline: q.Get("pipeline"),
 		State: q.Get("state"), Cursor: q.Get("cursor")}
 	for _, p := range []struct{ key, extra string }{{"project", ""}, {"owner", "@+"}, {"pipeline", ""}} {
-		if v := q.Get(p.key); v != "" && !labels.ValidName(v, p.extra) {
+		if v := q.Get(p.key); v != "" && !wire.ValidName(v, p.extra) {
 			a.fail(w, http.StatusBadRequest, "parameter "+p.key+": "+wire.NameRule(p.extra))
 			return
 		}
@@ -370,7 +380,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 func (a *API) getTask(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
 	id := r.PathValue("task_id")
 	project := r.URL.Query().Get("project")
-	if project != "" && !labels.ValidName(project, "") {
+	if project != "" && !wire.ValidName(project, "") {
 		a.fail(w, http.StatusBadRequest, "parameter project: "+wire.NameRule(""))
 		return
 	}

@@ -40,12 +40,7 @@ func MountLedger(a *API, cfg LedgerConfig) {
 			return
 		}
 		l, err := ledger.Compute(r.Context(), cfg.Source, q)
-		if errors.Is(err, ledger.ErrBadQuery) || errors.Is(err, report.ErrBadQuery) {
-			a.fail(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		if err != nil {
-			a.storeFailed(w, r, "ledger", err)
+		if a.ledgerFailed(w, r, "ledger", err) {
 			return
 		}
 		var b bytes.Buffer
@@ -61,12 +56,7 @@ func MountLedger(a *API, cfg LedgerConfig) {
 			return
 		}
 		d, err := ledger.FindDiscrepancies(r.Context(), cfg.Source, q)
-		if errors.Is(err, ledger.ErrBadQuery) || errors.Is(err, report.ErrBadQuery) {
-			a.fail(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		if err != nil {
-			a.storeFailed(w, r, "discrepancies", err)
+		if a.ledgerFailed(w, r, "discrepancies", err) {
 			return
 		}
 		writeJSON(w, http.StatusOK, d)
@@ -116,4 +106,19 @@ func writeFormatted(w http.ResponseWriter, format string, b []byte) {
 	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+}
+
+// ledgerFailed answers err of a ledger read, if any: a bad query is a 400
+// naming it, anything else the store's failure. It reports whether it
+// answered.
+func (a *API) ledgerFailed(w http.ResponseWriter, r *http.Request, what string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ledger.ErrBadQuery) || errors.Is(err, report.ErrBadQuery):
+		a.fail(w, http.StatusBadRequest, err.Error())
+	default:
+		a.storeFailed(w, r, what, err)
+	}
+	return true
 }

@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -66,15 +65,7 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig
 		a.failAndClose(w, status, msg)
 		return
 	}
-	timer := time.NewTimer(slotWait)
-	defer timer.Stop()
-	select {
-	case a.slots <- struct{}{}:
-	case <-timer.C:
-		w.Header().Set("Retry-After", "1")
-		a.failAndClose(w, http.StatusServiceUnavailable, fmt.Sprintf("more than %d writes in flight (--max-in-flight); retry later", cap(a.slots)))
-		return
-	case <-r.Context().Done():
+	if !a.slot(w, r) {
 		return
 	}
 	defer func() { <-a.slots }()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 )
 
 // AlongsideRetry is the wait between registration attempts made while the
 // command runs (supervise mode): nothing waits for them, so the waits grow
 // to a minute and the monitor is not hammered during a long outage.
-var AlongsideRetry = RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.3}
+var AlongsideRetry = deliver.RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.3}
 
 // alongsideHold is how long a registration running alongside the command
 // keeps its write-ahead entry from other processes; it is renewed after
@@ -150,23 +152,23 @@ func (a *Alongside) run(ctx context.Context) {
 // register tries until the registration is delivered or refused, or
 // Finish was called after a failed try, or ctx is done.
 func (a *Alongside) register(ctx context.Context, g *registration) Outcome {
-	b := AlongsideRetry.backOff()
+	b := AlongsideRetry.BackOff()
 	for {
-		dec, err := g.try(ctx, AttemptTimeout)
+		dec, err := g.try(ctx, deliver.AttemptTimeout)
 		switch dec.Action {
-		case Remove:
+		case deliver.Remove:
 			if g.spooled {
 				dropDelivered(ctx, true, a.r.Queue, g.id, g.log, "")
 			}
 			return Delivered
-		case Bury:
+		case deliver.Bury:
 			g.lastErr = err
-			g.bury(context.WithoutCancel(ctx), dec.answer(a.r.Client, err))
+			g.bury(context.WithoutCancel(ctx), dec.Answer(a.r.Client, err))
 			return Dead
 		}
 		g.lastErr = err
 		g.log.Debug("registration attempt failed", "attempt", g.attempts, "err", a.r.Client.Redact(err.Error()))
-		if ctx.Err() != nil || classify(err) == unusable {
+		if ctx.Err() != nil || deliver.Classify(err) == deliver.Unusable {
 			return g.kept()
 		}
 		g.remember(ctx, err)
@@ -174,7 +176,7 @@ func (a *Alongside) register(ctx context.Context, g *registration) Outcome {
 		if closed(a.hurry) {
 			return g.kept()
 		}
-		policy, asked := nextWait(b, err)
+		policy, asked := deliver.NextWait(b, err)
 		t := time.NewTimer(min(max(policy, asked), AlongsideRetry.Max))
 		select {
 		case <-t.C:

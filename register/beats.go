@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 )
 
 // HeartbeatWarnEvery is the least time between two warnings about failed
@@ -21,7 +23,7 @@ const HeartbeatWarnEvery = time.Minute
 // Heartbeats is used by one goroutine at a time (supervise mode never
 // sends two heartbeats at once).
 type Heartbeats struct {
-	Client *Client
+	Client *deliver.Client
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -32,9 +34,9 @@ type Heartbeats struct {
 }
 
 // Send makes one attempt to deliver hb within ctx and logs its result as
-// the type says; the error is Client.SendHeartbeat's.
+// the type says; the error is deliver.Client.Post's.
 func (h *Heartbeats) Send(ctx context.Context, hb Heartbeat) error {
-	err := h.Client.SendHeartbeat(ctx, hb.Key(), hb.Marshal())
+	err := h.Client.Post(ctx, HeartbeatPath, hb.Key(), hb.Marshal())
 	if errors.Is(err, context.Canceled) {
 		// Abandoned, not failed: the command ended while it was in
 		// flight (its own timeout is DeadlineExceeded, a failure).

@@ -21,14 +21,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 )
 
 func TestClientHeaders(t *testing.T) {
 	m := newMonitor(t, "200")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("  s3cret-token\n"), 0o600)
-	c := newTestClient(t, m.URL+"/", func(c *ClientConfig) { c.TokenFile = tokenFile })
-	if err := c.Send(context.Background(), "task-42", []byte(testBody)); err != nil {
+	c := newTestClient(t, m.URL+"/", func(c *deliver.ClientConfig) { c.TokenFile = tokenFile })
+	if err := c.Post(context.Background(), Path, "task-42", []byte(testBody)); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	req := m.Requests()[0]
@@ -53,7 +55,7 @@ func TestClientTokenRotation(t *testing.T) {
 	m := newMonitor(t, "200")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	var logs syncBuffer
-	c := newTestClient(t, m.URL, func(c *ClientConfig) { c.TokenFile = tokenFile; c.Logger = testLogger(&logs) })
+	c := newTestClient(t, m.URL, func(c *deliver.ClientConfig) { c.TokenFile = tokenFile; c.Logger = testLogger(&logs) })
 	steps := []struct {
 		content string // "" removes the file
 		want    string // "-": no request is sent
@@ -72,10 +74,10 @@ func TestClientTokenRotation(t *testing.T) {
 		} else {
 			os.WriteFile(tokenFile, []byte(s.content), 0o600)
 		}
-		err := c.Send(context.Background(), "t", []byte("{}"))
+		err := c.Post(context.Background(), Path, "t", []byte("{}"))
 		if s.want == "-" {
-			if !errors.Is(err, ErrClientUnusable) {
-				t.Errorf("attempt %d: error %v, want ErrClientUnusable", i+1, err)
+			if !errors.Is(err, deliver.ErrClientUnusable) {
+				t.Errorf("attempt %d: error %v, want deliver.ErrClientUnusable", i+1, err)
 			}
 			if n := len(m.Requests()); n != sent {
 				t.Errorf("attempt %d: %d requests, want %d", i+1, n, sent)
@@ -107,7 +109,7 @@ func TestClientRedactsEchoedToken(t *testing.T) {
 	os.WriteFile(tokenFile, []byte("tok-XYZ-987"), 0o600)
 	q := newFakeQueue()
 	var logs syncBuffer
-	r := &Registrar{Client: newTestClient(t, m.URL, func(c *ClientConfig) { c.TokenFile = tokenFile }), Queue: q, Logger: testLogger(&logs)}
+	r := &Registrar{Client: newTestClient(t, m.URL, func(c *deliver.ClientConfig) { c.TokenFile = tokenFile }), Queue: q, Logger: testLogger(&logs)}
 	if got := r.Register(context.Background(), "t", []byte("{}")); got != Dead {
 		t.Fatalf("outcome %v, want dead", got)
 	}
@@ -128,12 +130,12 @@ func TestClientRedactsEchoedToken(t *testing.T) {
 func TestAnswerClasses(t *testing.T) {
 	tests := []struct {
 		status int
-		want   class
+		want   deliver.Class
 	}{
-		{200, delivered}, {201, delivered}, {202, delivered}, {204, delivered}, {409, delivered},
-		{408, retryable}, {429, retryable}, {500, retryable}, {502, retryable}, {503, retryable}, {504, retryable}, {599, retryable},
-		{400, permanent}, {401, permanent}, {403, permanent}, {404, permanent}, {413, permanent}, {422, permanent},
-		{501, permanent}, {301, permanent}, {307, permanent},
+		{200, deliver.Sent}, {201, deliver.Sent}, {202, deliver.Sent}, {204, deliver.Sent}, {409, deliver.Sent},
+		{408, deliver.Retryable}, {429, deliver.Retryable}, {500, deliver.Retryable}, {502, deliver.Retryable}, {503, deliver.Retryable}, {504, deliver.Retryable}, {599, deliver.Retryable},
+		{400, deliver.Refused}, {401, deliver.Refused}, {403, deliver.Refused}, {404, deliver.Refused}, {413, deliver.Refused}, {422, deliver.Refused},
+		{501, deliver.Refused}, {301, deliver.Refused}, {307, deliver.Refused},
 	}
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
@@ -142,13 +144,13 @@ func TestAnswerClasses(t *testing.T) {
 				w.WriteHeader(tt.status)
 			}))
 			defer srv.Close()
-			err := newTestClient(t, srv.URL).Send(context.Background(), "t", []byte("{}"))
-			if got := classify(err); got != tt.want {
-				t.Errorf("%d: class %v (err %v), want %v", tt.status, got, err, tt.want)
+			err := newTestClient(t, srv.URL).Post(context.Background(), Path, "t", []byte("{}"))
+			if got := deliver.Classify(err); got != tt.want {
+				t.Errorf("%d: deliver.Class %v (err %v), want %v", tt.status, got, err, tt.want)
 			}
-			var ae *AnswerError
+			var ae *deliver.AnswerError
 			if err != nil && (!errors.As(err, &ae) || ae.Status != tt.status) {
-				t.Errorf("%d: error %v is not an AnswerError with the status", tt.status, err)
+				t.Errorf("%d: error %v is not an deliver.AnswerError with the status", tt.status, err)
 			}
 		})
 	}
@@ -183,39 +185,11 @@ func TestNetworkErrorsRetry(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			err := newTestClient(t, url(t)).Send(ctx, "t", []byte("{}"))
-			if err == nil || classify(err) != retryable {
-				t.Errorf("error %v: class %v, want retryable", err, classify(err))
+			err := newTestClient(t, url(t)).Post(ctx, Path, "t", []byte("{}"))
+			if err == nil || deliver.Classify(err) != deliver.Retryable {
+				t.Errorf("error %v: deliver.Class %v, want deliver.Retryable", err, deliver.Classify(err))
 			}
 		})
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		h    string
-		want time.Duration
-		ok   bool
-	}{
-		{"", 0, false},
-		{"1", time.Second, true},
-		{" 120 ", 2 * time.Minute, true},
-		{"0", 0, true},
-		{"-1", 0, false},
-		{"1.5", 0, false},
-		{"soon", 0, false},
-		{"99999999999999999999", maxRetryAfter, true}, // too large for 64 bits: capped, not ignored
-		{"9999999999", maxRetryAfter, true},
-		{"Thu, 02 Jan 2025 03:04:35 GMT", 30 * time.Second, true},
-		{"Thu, 02 Jan 2025 03:00:00 GMT", 0, true},
-		{"Thursday, 02-Jan-25 03:05:05 GMT", time.Minute, true},
-	}
-	for _, tt := range tests {
-		got, ok := parseRetryAfter(tt.h, now)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.h, got, ok, tt.want, tt.ok)
-		}
 	}
 }
 
@@ -257,43 +231,43 @@ func TestClientTLS(t *testing.T) {
 		name    string
 		caFile  string
 		newErr  bool
-		wantCls class
+		wantCls deliver.Class
 	}{
-		{"monitor's CA in the CA file", writeCA(t, srv.Certificate()), false, delivered},
-		{"no CA file: system roots only", "", false, retryable},
-		{"wrong CA", writeCA(t, otherCA(t)), false, retryable},
-		{"missing CA file", filepath.Join(t.TempDir(), "absent.pem"), true, unusable},
-		{"CA file without a certificate", garbage, true, unusable},
+		{"monitor's CA in the CA file", writeCA(t, srv.Certificate()), false, deliver.Sent},
+		{"no CA file: system roots only", "", false, deliver.Retryable},
+		{"wrong CA", writeCA(t, otherCA(t)), false, deliver.Retryable},
+		{"missing CA file", filepath.Join(t.TempDir(), "absent.pem"), true, deliver.Unusable},
+		{"CA file without a certificate", garbage, true, deliver.Unusable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := NewClient(ClientConfig{URL: srv.URL, CAFile: tt.caFile, UserAgent: "x"})
+			c, err := deliver.NewClient(deliver.ClientConfig{URL: srv.URL, CAFile: tt.caFile, UserAgent: "x"})
 			if (err != nil) != tt.newErr {
-				t.Fatalf("NewClient error %v, want error: %v", err, tt.newErr)
+				t.Fatalf("deliver.NewClient error %v, want error: %v", err, tt.newErr)
 			}
 			if err != nil && !strings.Contains(err.Error(), "PADDLE_MONITOR_CA_FILE") {
 				t.Errorf("error %q does not name the setting", err)
 			}
-			err = c.Send(context.Background(), "t", []byte("{}"))
-			if got := classify(err); got != tt.wantCls {
-				t.Errorf("Send: %v, class %v, want %v", err, got, tt.wantCls)
+			err = c.Post(context.Background(), Path, "t", []byte("{}"))
+			if got := deliver.Classify(err); got != tt.wantCls {
+				t.Errorf("Send: %v, deliver.Class %v, want %v", err, got, tt.wantCls)
 			}
 			var verr *tls.CertificateVerificationError
-			if tt.wantCls == retryable && !errors.As(err, &verr) {
+			if tt.wantCls == deliver.Retryable && !errors.As(err, &verr) {
 				t.Errorf("Send: %v, want a certificate verification error", err)
 			}
 		})
 	}
 }
 
-// A client whose CA file is unusable spools at once and makes no further
+// A client whose CA file is deliver.Unusable spools at once and makes no further
 // try: it would fail the same way, and verification is never skipped.
 func TestRegistrarUnusableClient(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("a request reached the monitor without the CA")
 	}))
 	defer srv.Close()
-	c, err := NewClient(ClientConfig{URL: srv.URL, CAFile: filepath.Join(t.TempDir(), "absent.pem")})
+	c, err := deliver.NewClient(deliver.ClientConfig{URL: srv.URL, CAFile: filepath.Join(t.TempDir(), "absent.pem")})
 	if err == nil {
 		t.Fatal("no error for a missing CA file")
 	}

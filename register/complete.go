@@ -3,20 +3,20 @@ package register
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/gate"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // Paths of supervise mode's endpoints, below the monitor's base URL.
 const (
-	CompletePath  = "/v1/task/complete"
-	HeartbeatPath = "/v1/task/heartbeat"
+	CompletePath  = wire.CompletePath
+	HeartbeatPath = wire.HeartbeatPath
 )
 
 // afterDeliveryTimeout bounds the spool write that follows a delivery (the
@@ -24,51 +24,43 @@ const (
 // costs a duplicate the monitor answers 409.
 const afterDeliveryTimeout = 200 * time.Millisecond
 
-// Completion is what the body of POST /v1/task/complete says (a
-// wire.Completion, docs/openapi.yaml), as the supervisor gathers it.
-type Completion struct {
-	TaskID          string
-	StartTime       int64
-	EndTime         int64
-	DurationSeconds float64
-	ExitCode        int
-	// Signal names the signal that killed the command (SIGKILL), if one did.
-	Signal     string
-	GPUCount   int
-	GPUSeconds float64
-	GPUs       []gpu.GPUSummary
-	// Gate and Metrics are the quality gate's verdict and the step's
-	// metrics, when a gate is configured.
-	Gate    *gate.Result
-	Metrics map[string]float64
-}
-
-// Wire is the completion's body, schema version 1; GPUs is never null.
-func (c Completion) Wire() wire.Completion {
-	w := wire.Completion{
-		SchemaVersion: ptr(int64(SchemaVersion)), TaskID: c.TaskID, StartTime: &c.StartTime, EndTime: &c.EndTime,
-		DurationSeconds: &c.DurationSeconds, ExitCode: ptr(int64(c.ExitCode)), Signal: c.Signal,
-		GPUCount: ptr(int64(c.GPUCount)), GPUSeconds: &c.GPUSeconds, GPUs: make(wire.GPUs[wire.GPUUsage], 0, len(c.GPUs)),
-		Metrics: c.Metrics,
-	}
-	for _, g := range c.GPUs {
+// Usage converts the sampler's summaries into a completion's gpus: the
+// one place the probe's type (gpu.GPUSummary) becomes the contract's.
+// Never null.
+func Usage(gpus []gpu.GPUSummary) wire.GPUs[wire.GPUUsage] {
+	out := make(wire.GPUs[wire.GPUUsage], 0, len(gpus))
+	for _, g := range gpus {
 		u := wire.GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Share: ptr(g.Share), Samples: int64(g.Samples),
 			UtilMean: g.UtilMean, UtilP95: g.UtilP95, IdleShare: g.IdleShare, EnergyJoules: g.EnergyJoules,
 			EnergyEstimated: ptr(g.EnergyEstimated)}
 		if g.MemoryUsedPeakBytes != nil {
 			u.MemoryUsedPeakBytes = ptr(int64(*g.MemoryUsedPeakBytes))
 		}
-		w.GPUs = append(w.GPUs, u)
+		out = append(out, u)
 	}
-	if c.Gate != nil {
-		w.Gate = &wire.Gate{Expr: c.Gate.Expr, Passed: ptr(c.Gate.Passed), Reason: c.Gate.Reason}
-	}
-	return w
+	return out
 }
 
-// Marshal returns the body's bytes.
-func (c Completion) Marshal() []byte {
-	out, err := json.Marshal(c.Wire())
+// Verdict converts the quality gate's result into the completion's gate;
+// nil without a gate.
+func Verdict(r *gate.Result) *wire.Gate {
+	if r == nil {
+		return nil
+	}
+	return &wire.Gate{Expr: r.Expr, Passed: ptr(r.Passed), Reason: r.Reason}
+}
+
+// MarshalCompletion returns the bytes of a completion body (POST
+// /v1/task/complete, a wire.Completion as the supervisor fills it): schema
+// version 1 unless set, gpus never null.
+func MarshalCompletion(c wire.Completion) []byte {
+	if c.SchemaVersion == nil {
+		c.SchemaVersion = ptr(int64(SchemaVersion))
+	}
+	if c.GPUs == nil {
+		c.GPUs = wire.GPUs[wire.GPUUsage]{}
+	}
+	out, err := json.Marshal(c)
 	if err != nil {
 		// Numbers, strings and plain structs always marshal; a NaN or
 		// an infinity cannot come out of the summaries.
@@ -79,25 +71,6 @@ func (c Completion) Marshal() []byte {
 
 func ptr[T any](v T) *T { return &v }
 
-// SendCompletion makes one attempt to deliver a completion body, with
-// Idempotency-Key <task_id>/complete; its result reads as Send's.
-func (c *Client) SendCompletion(ctx context.Context, taskID string, payload []byte) error {
-	return c.post(ctx, c.endpointOf(CompletePath), taskID+"/complete", payload)
-}
-
-// SendHeartbeat makes one attempt to deliver a heartbeat; key tells one
-// heartbeat from another.
-func (c *Client) SendHeartbeat(ctx context.Context, key string, payload []byte) error {
-	return c.post(ctx, c.endpointOf(HeartbeatPath), key, payload)
-}
-
-// endpointOf is the URL of the monitor's endpoint at path. A URL that can
-// never work leaves the client broken, so post never sends to "".
-func (c *Client) endpointOf(path string) string {
-	e, _ := Endpoint(c.base, path)
-	return e
-}
-
 // Completer delivers completions, with the registration's retry table, and
 // spools them.
 //
@@ -107,12 +80,12 @@ func (c *Client) endpointOf(path string) string {
 // A spooled completion is vetted as a spooled registration is (Check, the
 // node's policy) before it is sent, and sent only under its own task id.
 type Completer struct {
-	Client *Client
+	Client *deliver.Client
 	Queue  Queue // the spool's completions (*spool.Queue); nil: spool off
 	Logger *slog.Logger
-	Retry  RetryPolicy // zero: DefaultRetry
+	Retry  deliver.RetryPolicy // zero: deliver.DefaultRetry
 	// ClientFor: as Registrar.ClientFor, for spooled completions.
-	ClientFor func(fp string) *Client
+	ClientFor func(fp string) *deliver.Client
 	// Check: as Registrar.Check, for spooled completions (pass the
 	// Registrar's, so the node's policy applies to both). nil: TaskIDOf.
 	Check func(payload []byte) (taskID string, err error)
@@ -120,40 +93,13 @@ type Completer struct {
 
 // transport posts to the completion endpoint, with
 // Idempotency-Key <task_id>/complete.
-func (c *Completer) transport() Transport {
-	return Transport{Client: c.Client, Path: CompletePath, KeySuffix: "/complete"}
-}
+func (c *Completer) transport() deliver.Transport { return deliver.CompletionTransport(c.Client) }
 
 // Deliverer is the delivery engine set up for this Completer's spooled
-// completions: each is vetted by Check, and refused unless its payload's
-// task id is the entry's, then sent with EntrypointPolicy.
-func (c *Completer) Deliverer() *Deliverer {
-	return &Deliverer{
-		Queue:     c.Queue,
-		Transport: c.transport(),
-		Policy:    EntrypointPolicy,
-		Check:     c.checkEntry,
-		ClientFor: c.ClientFor,
-		Logger:    c.Logger,
-		Noun:      "completion",
-	}
-}
-
-// checkEntry vets a spooled completion: Check (or TaskIDOf) on its
-// payload, and the payload's task id must be the entry's.
-func (c *Completer) checkEntry(e spool.Entry) (string, error) {
-	check := c.Check
-	if check == nil {
-		check = TaskIDOf
-	}
-	key, err := check(e.Payload)
-	if err != nil {
-		return "", err
-	}
-	if key != e.TaskID {
-		return "", errors.New("payload refused: its task_id is not the entry's")
-	}
-	return key, nil
+// completions (deliver.Spooled.Completions): each is vetted by Check, and
+// refused unless its payload's task id is the entry's.
+func (c *Completer) Deliverer() *deliver.Deliverer {
+	return deliver.Spooled{Client: c.Client, ClientFor: c.ClientFor, Check: c.Check, Logger: c.Logger}.Completions(c.Queue)
 }
 
 // Complete spools taskID's completion (write-ahead: before anything else,
@@ -205,32 +151,32 @@ func (c *Completer) Complete(ctx context.Context, taskID string, body []byte, af
 		release()
 		return kept
 	}
-	b := c.Retry.backOff()
+	b := c.Retry.BackOff()
 	d := c.Deliverer()
 	attempts := 0
 	for {
 		// Through the engine: its transport and status policy, with this
 		// supervisor's own client.
 		e := spool.Entry{TaskID: taskID, Payload: body, QueuedAt: start, Attempts: attempts, Fingerprint: c.Client.Fingerprint()}
-		dec, err := d.try(ctx, c.Client, e, taskID, AttemptTimeout)
+		dec, err := d.Try(ctx, c.Client, e, taskID, deliver.AttemptTimeout)
 		attempts++
 		out := kept
 		switch {
-		case dec.Action == Remove:
+		case dec.Action == deliver.Remove:
 			out = Delivered
 			if spooled {
 				dropDelivered(ctx, true, c.Queue, id, log, "completion ")
 			}
-		case dec.Action == Bury:
+		case dec.Action == deliver.Bury:
 			out = Dead
-			answer := dec.answer(c.Client, err)
+			answer := dec.Answer(c.Client, err)
 			log.Error("monitor refused the completion for good; not retried", "answer", answer)
 			if spooled {
 				if err := c.Queue.Bury(ctx, id, answer); err != nil {
 					log.Warn("spool: dead letter not kept", "err", err)
 				}
 			}
-		case classify(err) != unusable: // kept: tried again within the budget
+		case deliver.Classify(err) != deliver.Unusable: // kept: tried again within the budget
 			if spooled && ctx.Err() == nil {
 				c.Queue.Attempted(ctx, id, c.Client.Redact(err.Error()))
 			}
@@ -278,7 +224,7 @@ func registrationFate(o Outcome) string {
 // done still leaves afterDeliveryTimeout for it (nothing waits on a
 // supervisor's last write); without, ctx bounds it (Register returns by
 // its budget's deadline).
-func dropDelivered(ctx context.Context, grace bool, q Pending, id uint64, log *slog.Logger, what string) {
+func dropDelivered(ctx context.Context, grace bool, q deliver.Pending, id uint64, log *slog.Logger, what string) {
 	if grace {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), afterDeliveryTimeout)
@@ -293,9 +239,9 @@ func dropDelivered(ctx context.Context, grace bool, q Pending, id uint64, log *s
 // (the queue hands out only those), oldest first, at most limit (0: all),
 // until ctx is done, by the delivery engine with the same rules as
 // Registrar.Flush. The error is the spool's.
-func (c *Completer) Flush(ctx context.Context, limit int) (FlushResult, error) {
+func (c *Completer) Flush(ctx context.Context, limit int) (deliver.FlushResult, error) {
 	if c.Queue == nil {
-		return FlushResult{}, nil
+		return deliver.FlushResult{}, nil
 	}
 	return c.Deliverer().Flush(ctx, limit)
 }

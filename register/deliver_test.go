@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
@@ -76,15 +77,15 @@ func TestSpooledEntriesRecheckedAgainstNodePolicy(t *testing.T) {
 	type kind struct {
 		name  string
 		queue func(*spool.Spool) *spool.Queue
-		flush func(ctx context.Context, c *Client, check func([]byte) (string, error), q *spool.Queue) (FlushResult, error)
+		flush func(ctx context.Context, c *deliver.Client, check func([]byte) (string, error), q *spool.Queue) (deliver.FlushResult, error)
 		path  string
 		key   string // suffix of the Idempotency-Key
 	}
 	kinds := []kind{
-		{"registrations", (*spool.Spool).Registrations, func(ctx context.Context, c *Client, check func([]byte) (string, error), q *spool.Queue) (FlushResult, error) {
+		{"registrations", (*spool.Spool).Registrations, func(ctx context.Context, c *deliver.Client, check func([]byte) (string, error), q *spool.Queue) (deliver.FlushResult, error) {
 			return (&Registrar{Client: c, Queue: q, Check: check}).Flush(ctx, 0)
 		}, Path, ""},
-		{"completions", (*spool.Spool).Completions, func(ctx context.Context, c *Client, check func([]byte) (string, error), q *spool.Queue) (FlushResult, error) {
+		{"completions", (*spool.Spool).Completions, func(ctx context.Context, c *deliver.Client, check func([]byte) (string, error), q *spool.Queue) (deliver.FlushResult, error) {
 			return (&Completer{Client: c, Queue: q, Check: check}).Flush(ctx, 0)
 		}, CompletePath, "/complete"},
 	}
@@ -100,13 +101,13 @@ func TestSpooledEntriesRecheckedAgainstNodePolicy(t *testing.T) {
 				`{"task_id":"ok-3","signal":"password=hunter2"}`,
 				`{"task_id":"ok-4","exit_code":1}`,
 			} {
-				id, _ := TaskIDOf([]byte(body))
+				id, _ := deliver.TaskIDOf([]byte(body))
 				if _, err := q.Enqueue(ctx, spool.Entry{TaskID: id, Payload: []byte(body)}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			res, err := k.flush(ctx, newTestClient(t, m.URL), nodePolicy(t), q)
-			if err != nil || res != (FlushResult{Delivered: 2, Dead: 2}) {
+			if err != nil || res != (deliver.FlushResult{Delivered: 2, Dead: 2}) {
 				t.Fatalf("Flush = %+v, %v; want 2 delivered, 2 dead", res, err)
 			}
 			want := []string{k.path + " ok-1" + k.key, k.path + " ok-4" + k.key}
@@ -143,7 +144,7 @@ func TestSpooledCompletionUnderItsOwnTaskOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := (&Completer{Client: newTestClient(t, m.URL), Queue: q, Check: nodePolicy(t)}).Flush(ctx, 0)
-	if err != nil || res != (FlushResult{Dead: 1}) || len(m.requests()) != 0 {
+	if err != nil || res != (deliver.FlushResult{Dead: 1}) || len(m.requests()) != 0 {
 		t.Fatalf("Flush = %+v, %v, requests %q; want 1 dead, none sent", res, err, m.requests())
 	}
 	dead, _ := q.List(ctx, true)
@@ -156,25 +157,25 @@ func TestReportPolicy(t *testing.T) {
 	e := spool.Entry{QueuedAt: time.Unix(0, 0), Attempts: 100}
 	tests := []struct {
 		err  error
-		want Action
+		want deliver.Action
 	}{
-		{nil, Remove},
-		{&AnswerError{Status: 400}, Bury},
-		{&AnswerError{Status: 413}, Bury},
-		{&AnswerError{Status: 404}, Bury},
-		{&AnswerError{Status: 401}, KeepStop},
-		{&AnswerError{Status: 403}, KeepStop},
-		{&AnswerError{Status: 408}, KeepStop},
-		{&AnswerError{Status: 429}, KeepStop},
-		{&AnswerError{Status: 500}, KeepStop},
-		{&AnswerError{Status: 503}, KeepStop},
-		{errors.New("connection refused"), KeepStop},
+		{nil, deliver.Remove},
+		{&deliver.AnswerError{Status: 400}, deliver.Bury},
+		{&deliver.AnswerError{Status: 413}, deliver.Bury},
+		{&deliver.AnswerError{Status: 404}, deliver.Bury},
+		{&deliver.AnswerError{Status: 401}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 403}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 408}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 429}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 500}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 503}, deliver.KeepStop},
+		{errors.New("connection refused"), deliver.KeepStop},
 	}
 	for _, tt := range tests {
 		// Old and often tried: the node's reports are never given up on
 		// while the monitor answers 5xx (their age bounds them instead).
-		if got := ReportPolicy(e, tt.err, time.Unix(0, 0).Add(48*time.Hour)); got.Action != tt.want {
-			t.Errorf("ReportPolicy(%v) = %v, want %v", tt.err, got.Action, tt.want)
+		if got := deliver.ReportPolicy(e, tt.err, time.Unix(0, 0).Add(48*time.Hour)); got.Action != tt.want {
+			t.Errorf("deliver.ReportPolicy(%v) = %v, want %v", tt.err, got.Action, tt.want)
 		}
 	}
 }
@@ -186,28 +187,28 @@ func TestEntrypointPolicy(t *testing.T) {
 		attempts int
 		age      time.Duration
 		err      error
-		want     Decision
+		want     deliver.Decision
 	}{
-		{"delivered", 0, 0, nil, Decision{Action: Remove}},
-		{"400", 0, 0, &AnswerError{Status: 400}, Decision{Action: Bury}},
-		{"501", 0, 0, &AnswerError{Status: 501}, Decision{Action: Bury}},
-		{"503 goes on", 5, time.Hour, &AnswerError{Status: 503}, Decision{Action: KeepNext}},
-		{"429 goes on", 0, 0, &AnswerError{Status: 429}, Decision{Action: KeepNext}},
-		{"network ends the pass", 50, 72 * time.Hour, errors.New("connection refused"), Decision{Action: KeepStop}},
-		{"poison: 20th attempt after a day", PoisonAttempts - 1, 25 * time.Hour, &AnswerError{Status: 503}, Decision{Action: Bury, Note: "gave up after 20 attempts over 25h0m0s: "}},
-		{"many attempts, young", PoisonAttempts + 5, time.Hour, &AnswerError{Status: 503}, Decision{Action: KeepNext}},
-		{"old, few attempts", 3, 48 * time.Hour, &AnswerError{Status: 503}, Decision{Action: KeepNext}},
+		{"delivered", 0, 0, nil, deliver.Decision{Action: deliver.Remove}},
+		{"400", 0, 0, &deliver.AnswerError{Status: 400}, deliver.Decision{Action: deliver.Bury}},
+		{"501", 0, 0, &deliver.AnswerError{Status: 501}, deliver.Decision{Action: deliver.Bury}},
+		{"503 goes on", 5, time.Hour, &deliver.AnswerError{Status: 503}, deliver.Decision{Action: deliver.KeepNext}},
+		{"429 goes on", 0, 0, &deliver.AnswerError{Status: 429}, deliver.Decision{Action: deliver.KeepNext}},
+		{"network ends the pass", 50, 72 * time.Hour, errors.New("connection refused"), deliver.Decision{Action: deliver.KeepStop}},
+		{"poison: 20th attempt after a day", deliver.PoisonAttempts - 1, 25 * time.Hour, &deliver.AnswerError{Status: 503}, deliver.Decision{Action: deliver.Bury, Note: "gave up after 20 attempts over 25h0m0s: "}},
+		{"many attempts, young", deliver.PoisonAttempts + 5, time.Hour, &deliver.AnswerError{Status: 503}, deliver.Decision{Action: deliver.KeepNext}},
+		{"old, few attempts", 3, 48 * time.Hour, &deliver.AnswerError{Status: 503}, deliver.Decision{Action: deliver.KeepNext}},
 	}
 	for _, tt := range tests {
 		e := spool.Entry{QueuedAt: queued, Attempts: tt.attempts}
-		if got := EntrypointPolicy(e, tt.err, queued.Add(tt.age)); got != tt.want {
-			t.Errorf("%s: EntrypointPolicy = %+v, want %+v", tt.name, got, tt.want)
+		if got := deliver.EntrypointPolicy(e, tt.err, queued.Add(tt.age)); got != tt.want {
+			t.Errorf("%s: deliver.EntrypointPolicy = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
 }
 
 // The node agent's use: its own bbolt file, a report kind, the report
-// endpoint with the node token and ReportPolicy. Reports go oldest first;
+// endpoint with the node token and deliver.ReportPolicy. Reports go oldest first;
 // a 400 buries one and the pass goes on; a 401 keeps the rest and ends the
 // pass; the next pass sends what was kept.
 func TestDelivererNodeReports(t *testing.T) {
@@ -225,16 +226,16 @@ func TestDelivererNodeReports(t *testing.T) {
 		}
 	}
 	m := newPathMonitor(t, map[string]int{"gpu-node-17/120": 400, "gpu-node-17/180": 409, "gpu-node-17/240": 401})
-	d := &Deliverer{
+	d := &deliver.Deliverer{
 		Queue:     q,
-		Transport: Transport{Client: newTestClient(t, m.URL), Path: "/v1/nodes/report"},
-		Policy:    ReportPolicy,
-		Check:     EntryKey,
+		Transport: deliver.Transport{Client: newTestClient(t, m.URL), Path: "/v1/nodes/report"},
+		Policy:    deliver.ReportPolicy,
+		Check:     deliver.EntryKey,
 		Noun:      "report",
 	}
 	res, err := d.Flush(ctx, 0)
 	res.Stopped = nil
-	if err != nil || res != (FlushResult{Delivered: 2, Dead: 1, Failed: 1, Pending: 2}) {
+	if err != nil || res != (deliver.FlushResult{Delivered: 2, Dead: 1, Failed: 1, Pending: 2}) {
 		t.Fatalf("first pass = %+v, %v", res, err)
 	}
 	want := []string{"/v1/nodes/report gpu-node-17/60", "/v1/nodes/report gpu-node-17/120", "/v1/nodes/report gpu-node-17/180", "/v1/nodes/report gpu-node-17/240"}
@@ -255,7 +256,7 @@ func TestDelivererNodeReports(t *testing.T) {
 	m.got = nil
 	m.mu.Unlock()
 	res, err = d.Flush(ctx, 0)
-	if err != nil || res != (FlushResult{Delivered: 2}) {
+	if err != nil || res != (deliver.FlushResult{Delivered: 2}) {
 		t.Fatalf("second pass = %+v, %v", res, err)
 	}
 	if got, want := m.requests(), []string{"/v1/nodes/report gpu-node-17/240", "/v1/nodes/report gpu-node-17/300"}; !slices.Equal(got, want) {
@@ -266,7 +267,7 @@ func TestDelivererNodeReports(t *testing.T) {
 	}
 }
 
-// Transport.Gzip: the body goes gzip-encoded with Content-Encoding: gzip
+// deliver.Transport.Gzip: the body goes gzip-encoded with Content-Encoding: gzip
 // and decodes to the payload's bytes; without it (the entrypoint's
 // registrations and completions) the payload's own bytes go, unencoded.
 func TestTransportGzip(t *testing.T) {
@@ -288,7 +289,7 @@ func TestTransportGzip(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 			}))
 			defer srv.Close()
-			tr := Transport{Client: newTestClient(t, srv.URL), Path: "/v1/nodes/report", Gzip: tt.gzip}
+			tr := deliver.Transport{Client: newTestClient(t, srv.URL), Path: "/v1/nodes/report", Gzip: tt.gzip}
 			if err := tr.Send(context.Background(), nil, "gpu-node-17/60", payload); err != nil {
 				t.Fatal(err)
 			}

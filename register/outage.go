@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 )
 
 // Outage memory (exec mode). During a monitor outage every start on a node
@@ -42,7 +44,7 @@ const (
 
 // outages returns the store of the outage memory, nil when there is none.
 func (r *Registrar) outages() Outages {
-	if r.Outages != nil && r.Client != nil && r.Client.base != "" {
+	if r.Outages != nil && r.Client != nil && r.Client.Base() != "" {
 		return r.Outages
 	}
 	return nil
@@ -59,7 +61,7 @@ func (r *Registrar) knownOutage(ctx context.Context, now time.Time) (since time.
 	}
 	rctx, cancel := context.WithTimeout(ctx, outageReadWait)
 	defer cancel()
-	since, found, err := o.Outage(rctx, r.Client.base)
+	since, found, err := o.Outage(rctx, r.Client.Base())
 	if err != nil {
 		r.logger().Debug("outage memory unreadable; the full budget applies", "err", err)
 		return time.Time{}, false, false
@@ -89,7 +91,7 @@ func (g *registration) attemptLimits() (timeout, reserve time.Duration) {
 	if g.short {
 		return ShortAttempt, shortSpoolWait
 	}
-	return AttemptTimeout, spoolReserve
+	return deliver.AttemptTimeout, spoolReserve
 }
 
 // noteFailure keeps the outage record in step with a failed attempt that
@@ -102,7 +104,7 @@ func (g *registration) noteFailure(ctx context.Context, err error) {
 	}
 	switch {
 	case isOutage(err) && !g.recorded && g.outages == g.attempts:
-		if rerr := o.RecordOutage(ctx, g.r.Client.base, time.Now()); rerr != nil {
+		if rerr := o.RecordOutage(ctx, g.r.Client.Base(), time.Now()); rerr != nil {
 			g.log.Debug("outage not recorded", "err", rerr)
 			return
 		}
@@ -127,7 +129,7 @@ func (g *registration) clearOutage(ctx context.Context) {
 	if o == nil {
 		return
 	}
-	if err := o.ClearOutage(ctx, g.r.Client.base); err != nil {
+	if err := o.ClearOutage(ctx, g.r.Client.Base()); err != nil {
 		g.log.Debug("outage record not cleared", "err", err)
 		return
 	}
@@ -135,12 +137,12 @@ func (g *registration) clearOutage(ctx context.Context) {
 }
 
 // flushedOutage clears the outage record after a flush delivered entries.
-func (r *Registrar) flushedOutage(ctx context.Context, res FlushResult) {
+func (r *Registrar) flushedOutage(ctx context.Context, res deliver.FlushResult) {
 	o := r.outages()
 	if o == nil || res.Delivered == 0 {
 		return
 	}
-	if err := o.ClearOutage(ctx, r.Client.base); err != nil {
+	if err := o.ClearOutage(ctx, r.Client.Base()); err != nil {
 		r.logger().Debug("outage record not cleared", "err", err)
 	}
 }
@@ -149,10 +151,10 @@ func (r *Registrar) flushedOutage(ctx context.Context, res FlushResult) {
 // or failing: a network error, a timeout, or a 5xx (501 is an answer, not
 // an outage; nor are 408 and 429, which come from a monitor that is up).
 func isOutage(err error) bool {
-	if err == nil || errors.Is(err, ErrClientUnusable) || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, deliver.ErrClientUnusable) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var ae *AnswerError
+	var ae *deliver.AnswerError
 	if errors.As(err, &ae) {
 		return ae.Status >= 500 && ae.Status != 501
 	}

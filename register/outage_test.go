@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -20,15 +21,15 @@ func TestIsOutage(t *testing.T) {
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
 		{context.DeadlineExceeded, true},
 		{fmt.Errorf("post: %w", context.DeadlineExceeded), true},
-		{&AnswerError{Status: 500}, true},
-		{&AnswerError{Status: 503}, true},
-		{&AnswerError{Status: 504}, true},
-		{&AnswerError{Status: 501}, false},
-		{&AnswerError{Status: 429}, false},
-		{&AnswerError{Status: 408}, false},
-		{&AnswerError{Status: 400}, false},
+		{&deliver.AnswerError{Status: 500}, true},
+		{&deliver.AnswerError{Status: 503}, true},
+		{&deliver.AnswerError{Status: 504}, true},
+		{&deliver.AnswerError{Status: 501}, false},
+		{&deliver.AnswerError{Status: 429}, false},
+		{&deliver.AnswerError{Status: 408}, false},
+		{&deliver.AnswerError{Status: 400}, false},
 		{context.Canceled, false},
-		{fmt.Errorf("%w: bad CA", ErrClientUnusable), false},
+		{fmt.Errorf("%w: bad CA", deliver.ErrClientUnusable), false},
 	}
 	for _, tt := range tests {
 		if got := isOutage(tt.err); got != tt.want {
@@ -41,7 +42,7 @@ func TestIsOutage(t *testing.T) {
 // clock set back) or past the hold is no known outage.
 func TestKnownOutageHold(t *testing.T) {
 	s := spool.New(spool.Options{Path: t.TempDir() + "/spool.db"})
-	cl, _ := NewClient(ClientConfig{URL: "http://monitor:8080"})
+	cl, _ := deliver.NewClient(deliver.ClientConfig{URL: "http://monitor:8080"})
 	r := &Registrar{Client: cl, Queue: s.Registrations(), Outages: s, OutageHold: time.Minute}
 	ctx := context.Background()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -66,7 +67,7 @@ func TestKnownOutageHold(t *testing.T) {
 			t.Errorf("record at now%+v: active %v, found %v; want %v", tt.since.Sub(now), active, found, tt.active)
 		}
 	}
-	other, _ := NewClient(ClientConfig{URL: "http://other:8080"})
+	other, _ := deliver.NewClient(deliver.ClientConfig{URL: "http://other:8080"})
 	if _, active, _ := (&Registrar{Client: other, Queue: s.Registrations(), Outages: s, OutageHold: time.Minute}).knownOutage(ctx, now); active {
 		t.Error("an outage of one monitor URL applied to another")
 	}

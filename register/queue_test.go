@@ -82,7 +82,7 @@ func (q *fakeQueue) Delete(ctx context.Context, id uint64) error {
 func (q *fakeQueue) Bury(ctx context.Context, id uint64, answer string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := q.call(ctx, "Bury"); err != nil {
+	if err := q.call(ctx, "deliver.Bury"); err != nil {
 		return err
 	}
 	e, ok := q.pending[id]

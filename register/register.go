@@ -1,14 +1,14 @@
-// Package register delivers a task's registration and completion to the
-// monitor API, and spools what it cannot deliver within the budget. One
-// delivery engine (Deliverer, deliver.go) makes every attempt, with the
-// status policy apart from the transport: a flush's of every kind's
-// spooled entries, and the first tries of a new registration (Register,
-// RegisterAlongside) or completion (Complete), which go through the same
-// transport and status policy (Deliverer.try). The node agent uses it for
-// its reports.
+// Package register is the entrypoint's side of the delivery: a task's
+// registration, heartbeats and completion, and the spooling of what it
+// cannot deliver within the budget. Every attempt is made by the delivery
+// engine every program shares (internal/deliver: the client, the
+// transport, deliver.Deliverer with its status policy): the first tries of
+// a new registration (Register, RegisterAlongside) or completion
+// (Complete) go through the same transport and status policy
+// (deliver.Deliverer.Try) as a flush of the spooled entries.
 //
 // What the first tries of a new entry keep of their own, and why:
-//   - when to try again: within the budget, on the RetryPolicy's waits
+//   - when to try again: within the budget, on the deliver.RetryPolicy's waits
 //     fitted into it and the monitor's Retry-After (a flush tries an entry
 //     once per pass, with its own backoff between passes); a network error
 //     ends a flush (the rest would fail too) but is tried again within a
@@ -35,13 +35,13 @@ package register
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -64,7 +64,7 @@ const (
 // is false when no try worth making fits: in particular when the monitor
 // asked for a wait past the budget.
 func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Duration, last, ok bool) {
-	policy, asked := nextWait(b, err)
+	policy, asked := deliver.NextWait(b, err)
 	wait = max(policy, asked)
 	deadline, has := ctx.Deadline()
 	if !has {
@@ -81,24 +81,21 @@ func fitWait(ctx context.Context, b backoff.BackOff, err error) (wait time.Durat
 // attempt leaves for writing the registration to the spool if it fails.
 const spoolReserve = 250 * time.Millisecond
 
-// flushBatch is how many entries Flush reads from the spool at a time.
-const flushBatch = 100
-
 // Queue is the spool as registration and completion use it: the engine's
-// Pending, and the write-ahead of a fresh entry. *spool.Queue implements it.
+// deliver.Pending, and the write-ahead of a fresh entry. *spool.Queue implements it.
 type Queue interface {
-	Pending
+	deliver.Pending
 	Enqueue(ctx context.Context, e spool.Entry) (uint64, error)
 	BuryNew(ctx context.Context, e spool.Entry, answer string) error
 }
 
 // Registrar delivers registrations with retries, and spools them.
 type Registrar struct {
-	Client  *Client
+	Client  *deliver.Client
 	Queue   Queue // nil: spool off
 	Logger  *slog.Logger
-	Backlog int         // older pending entries sent per start after our own
-	Retry   RetryPolicy // zero: DefaultRetry
+	Backlog int                 // older pending entries sent per start after our own
+	Retry   deliver.RetryPolicy // zero: deliver.DefaultRetry
 	// Outages is the outage memory's store (the spool file); nil: none.
 	// OutageHold turns the memory on (exec mode): see outage.go; a
 	// delivery clears its record whatever the hold.
@@ -111,14 +108,14 @@ type Registrar struct {
 	Backoff bool
 	// Check vets a payload read back from the spool before it is sent and
 	// returns its task id, the Idempotency-Key it is sent with; an error
-	// moves the entry to the dead letters with the reason. nil: TaskIDOf.
+	// moves the entry to the dead letters with the reason. nil: deliver.TaskIDOf.
 	Check func(payload []byte) (taskID string, err error)
 	// ClientFor returns the client that sends a spooled entry written for
 	// the token with fingerprint fp (a node drainer holds several); nil,
 	// or a nil answer: Client. The queue hands out only entries this
 	// process may send (spool.Options.Sendable), so none is ever sent
 	// under another token.
-	ClientFor func(fp string) *Client
+	ClientFor func(fp string) *deliver.Client
 }
 
 // holder is the queue's Hold (*spool.Queue has it): the writer of an entry
@@ -127,21 +124,9 @@ type holder interface {
 	Hold(ctx context.Context, id uint64, until time.Time) error
 }
 
-// TaskIDOf returns the task_id of a registration body: the only key a
-// stored body may be sent under, whatever the entry around it says.
-func TaskIDOf(payload []byte) (string, error) {
-	var b struct {
-		TaskID string `json:"task_id"`
-	}
-	if err := json.Unmarshal(payload, &b); err != nil || b.TaskID == "" {
-		return "", errors.New("payload refused: no task_id")
-	}
-	return b.TaskID, nil
-}
-
 func (r *Registrar) check(payload []byte) (string, error) {
 	if r.Check == nil {
-		return TaskIDOf(payload)
+		return deliver.TaskIDOf(payload)
 	}
 	return r.Check(payload)
 }
@@ -207,7 +192,7 @@ func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Ou
 	if err != nil {
 		r.logger().Warn("older pending registrations not sent: spool unusable", "err", err)
 	}
-	if res != (FlushResult{}) {
+	if res != (deliver.FlushResult{}) {
 		r.logger().Info("older pending registrations sent", "delivered", res.Delivered, "dead", res.Dead, "failed", res.Failed, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 	return out
@@ -216,28 +201,21 @@ func (r *Registrar) Register(ctx context.Context, taskID string, body []byte) Ou
 // Flush sends pending registrations oldest first, at most limit (0: all),
 // until ctx is done, each vetted by Check and sent with its own payload's
 // task id as the Idempotency-Key, to the monitor this Registrar's client is
-// configured with, by the delivery engine (Deliverer) with
-// EntrypointPolicy. The error is the spool's. A delivery clears the outage
+// configured with, by the delivery engine (deliver.Deliverer) with
+// deliver.EntrypointPolicy. The error is the spool's. A delivery clears the outage
 // memory's record of that monitor.
-func (r *Registrar) Flush(ctx context.Context, limit int) (FlushResult, error) {
+func (r *Registrar) Flush(ctx context.Context, limit int) (deliver.FlushResult, error) {
 	res, err := r.Deliverer().Flush(ctx, limit)
 	r.flushedOutage(ctx, res)
 	return res, err
 }
 
 // Deliverer is the delivery engine set up for this Registrar's spooled
-// registrations.
-func (r *Registrar) Deliverer() *Deliverer {
-	return &Deliverer{
-		Queue:     r.Queue,
-		Transport: Transport{Client: r.Client},
-		Policy:    EntrypointPolicy,
-		Check:     func(e spool.Entry) (string, error) { return r.check(e.Payload) },
-		ClientFor: r.ClientFor,
-		Backoff:   r.Backoff,
-		Logger:    r.Logger,
-		Noun:      "registration",
-	}
+// registrations (deliver.Spooled.Registrations).
+func (r *Registrar) Deliverer() *deliver.Deliverer { return r.spooled().Registrations(r.Queue) }
+
+func (r *Registrar) spooled() deliver.Spooled {
+	return deliver.Spooled{Client: r.Client, ClientFor: r.ClientFor, Check: r.Check, Backoff: r.Backoff, Logger: r.Logger}
 }
 
 func (r *Registrar) logger() *slog.Logger {
@@ -247,25 +225,15 @@ func (r *Registrar) logger() *slog.Logger {
 	return r.Logger
 }
 
-// errRefused marks a stored payload that the check refused.
-var errRefused = errors.New("refused before sending")
-
 // SendStored vets a stored payload as Flush does and makes one attempt to
-// deliver it under its own task id; nil means delivered (2xx or 409). It
-// keeps nothing: for entries that live outside a spool file that can be
-// written (a corrupt file renamed aside, read by salvage).
+// deliver it under its own task id (deliver.Spooled.SendStored).
 func (r *Registrar) SendStored(ctx context.Context, payload []byte) error {
-	key, err := r.check(payload)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errRefused, err)
-	}
-	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-	defer cancel()
-	return r.Client.Send(actx, key, payload)
+	return r.spooled().SendStored(ctx, payload)
 }
 
 // Permanent reports whether an error of SendStored means the payload must
 // never be sent: refused by the check, or for good by the monitor.
-func Permanent(err error) bool {
-	return errors.Is(err, errRefused) || classify(err) == permanent
-}
+func Permanent(err error) bool { return deliver.Permanent(err) }
+
+// Path is the monitor API's registration endpoint, below the base URL.
+const Path = wire.RegisterPath

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -86,13 +88,13 @@ func (m *monitor) Requests() []request {
 	return append([]request(nil), m.reqs...)
 }
 
-func newTestClient(t *testing.T, url string, mod ...func(*ClientConfig)) *Client {
+func newTestClient(t *testing.T, url string, mod ...func(*deliver.ClientConfig)) *deliver.Client {
 	t.Helper()
-	cfg := ClientConfig{URL: url, UserAgent: "paddle-entrypoint/test"}
+	cfg := deliver.ClientConfig{URL: url, UserAgent: "paddle-entrypoint/test"}
 	for _, f := range mod {
 		f(&cfg)
 	}
-	c, err := NewClient(cfg)
+	c, err := deliver.NewClient(cfg)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
@@ -122,7 +124,7 @@ func (s *syncBuffer) String() string {
 }
 
 // fastRetry keeps unit tests short; the policy is the same shape.
-var fastRetry = RetryPolicy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, Multiplier: 2, Jitter: 0.2}
+var fastRetry = deliver.RetryPolicy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, Multiplier: 2, Jitter: 0.2}
 
 const testBody = `{"task_name":"t","task_id":"id-1"}`
 
@@ -147,7 +149,7 @@ func TestRegistrarOutcomes(t *testing.T) {
 		{"404", []string{"404"}, Dead, 1, []string{"BuryNew"}, 0, 1},
 		{"501 is permanent", []string{"501"}, Dead, 1, []string{"BuryNew"}, 0, 1},
 		{"308 redirect is not followed", []string{"308"}, Dead, 1, []string{"BuryNew"}, 0, 1},
-		{"503 then 422", []string{"503", "422"}, Dead, 2, []string{"Enqueue", "Bury"}, 0, 1},
+		{"503 then 422", []string{"503", "422"}, Dead, 2, []string{"Enqueue", "deliver.Bury"}, 0, 1},
 		{"503 for the whole budget", []string{"503"}, Spooled, -1, nil, 1, 0},
 		{"503 and no policy: default waits", []string{"503"}, Spooled, -1, nil, 1, 0},
 	}
@@ -157,7 +159,7 @@ func TestRegistrarOutcomes(t *testing.T) {
 			q := newFakeQueue()
 			r := &Registrar{Client: newTestClient(t, m.URL), Queue: q, Backlog: 20, Retry: fastRetry}
 			if strings.Contains(tt.name, "no policy") {
-				r.Retry = RetryPolicy{}
+				r.Retry = deliver.RetryPolicy{}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 			defer cancel()
@@ -436,13 +438,13 @@ func TestFlush(t *testing.T) {
 	tests := []struct {
 		name    string
 		script  []string
-		want    FlushResult
+		want    deliver.FlushResult
 		pending []string
 	}{
-		{"all delivered", []string{"200"}, FlushResult{Delivered: 3}, nil},
-		{"second refused for good", []string{"200", "400", "409"}, FlushResult{Delivered: 2, Dead: 1}, nil},
-		{"an entry answered 503 is skipped, the others go on", []string{"200", "503", "200"}, FlushResult{Delivered: 2, Failed: 1, Pending: 1}, []string{"t2"}},
-		{"stops after three answers in a row", []string{"503"}, FlushResult{Failed: 3, Pending: 3}, []string{"t1", "t2", "t3"}},
+		{"all delivered", []string{"200"}, deliver.FlushResult{Delivered: 3}, nil},
+		{"second refused for good", []string{"200", "400", "409"}, deliver.FlushResult{Delivered: 2, Dead: 1}, nil},
+		{"an entry answered 503 is skipped, the others go on", []string{"200", "503", "200"}, deliver.FlushResult{Delivered: 2, Failed: 1, Pending: 1}, []string{"t2"}},
+		{"stops after three answers in a row", []string{"503"}, deliver.FlushResult{Failed: 3, Pending: 3}, []string{"t1", "t2", "t3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -453,7 +455,7 @@ func TestFlush(t *testing.T) {
 			}
 			r := &Registrar{Client: newTestClient(t, m.URL), Queue: q}
 			got, err := r.Flush(context.Background(), 0)
-			if stopped := got.Stopped; (stopped != nil) != (tt.want.Failed > 0) || classify(stopped) == permanent {
+			if stopped := got.Stopped; (stopped != nil) != (tt.want.Failed > 0) || deliver.Classify(stopped) == deliver.Refused {
 				t.Errorf("Flush stopped by %v", stopped)
 			}
 			got.Stopped = nil
@@ -475,7 +477,7 @@ func TestFlush(t *testing.T) {
 func TestFlushBatches(t *testing.T) {
 	m := newMonitor(t, "200")
 	q := newFakeQueue()
-	const n = flushBatch*2 + 5
+	const n = 100*2 + 5 // deliver reads the spool 100 entries at a time
 	for i := range n {
 		q.Enqueue(context.Background(), spool.Entry{TaskID: "t" + strconv.Itoa(i), Payload: []byte(`{"task_id":"t` + strconv.Itoa(i) + `"}`)})
 	}
@@ -510,7 +512,7 @@ func TestFlushSpoolError(t *testing.T) {
 // fitWait fits the wait before the next try into the budget.
 func TestFitWait(t *testing.T) {
 	answer := func(ra time.Duration) error {
-		return &AnswerError{Status: 429, RetryAfter: ra, HasRetryAfter: ra > 0}
+		return &deliver.AnswerError{Status: 429, RetryAfter: ra, HasRetryAfter: ra > 0}
 	}
 	tests := []struct {
 		name   string

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -35,12 +36,12 @@ type registration struct {
 	warned bool
 	later  string
 	// engine makes the attempts (deliver.go); begun is the first one's time.
-	engine *Deliverer
+	engine *deliver.Deliverer
 	begun  time.Time
 }
 
 func (g *registration) run(ctx context.Context) Outcome {
-	b := g.r.Retry.backOff()
+	b := g.r.Retry.BackOff()
 	for {
 		if ctx.Err() != nil {
 			return g.stop(ctx)
@@ -50,14 +51,14 @@ func (g *registration) run(ctx context.Context) Outcome {
 			g.lastErr = err
 		}
 		switch dec.Action {
-		case Remove:
+		case deliver.Remove:
 			if g.spooled {
 				dropDelivered(ctx, false, g.r.Queue, g.id, g.log, "")
 			}
 			g.deliveredOutage(ctx)
 			return Delivered
-		case Bury:
-			g.bury(ctx, dec.answer(g.r.Client, err))
+		case deliver.Bury:
+			g.bury(ctx, dec.Answer(g.r.Client, err))
 			return Dead
 		}
 		if ctx.Err() != nil {
@@ -65,7 +66,7 @@ func (g *registration) run(ctx context.Context) Outcome {
 		}
 		g.remember(ctx, err)
 		g.noteFailure(ctx, err)
-		if classify(err) == unusable || g.short {
+		if deliver.Classify(err) == deliver.Unusable || g.short {
 			return g.kept()
 		}
 		wait, last, ok := fitWait(ctx, b, err)
@@ -87,7 +88,7 @@ func (g *registration) run(ctx context.Context) Outcome {
 // While the registration is not yet spooled, the try leaves part of the
 // budget for the spool write that follows a failure: a monitor that never
 // answers must not take the whole budget and leave nothing kept.
-func (g *registration) attempt(ctx context.Context) (Decision, error) {
+func (g *registration) attempt(ctx context.Context) (deliver.Decision, error) {
 	timeout, reserve := g.attemptLimits()
 	if deadline, ok := ctx.Deadline(); ok && !g.spooled && !g.noSpool && g.r.Queue != nil {
 		left := time.Until(deadline)
@@ -105,13 +106,13 @@ func (g *registration) attempt(ctx context.Context) (Decision, error) {
 
 // try makes the registration's next attempt through the delivery engine:
 // the Registrar's transport and status policy, with its own client.
-func (g *registration) try(ctx context.Context, timeout time.Duration) (Decision, error) {
+func (g *registration) try(ctx context.Context, timeout time.Duration) (deliver.Decision, error) {
 	if g.engine == nil {
 		g.engine, g.begun = g.r.Deliverer(), time.Now()
 	}
 	g.attempts++
 	e := spool.Entry{TaskID: g.taskID, Payload: g.body, QueuedAt: g.begun, Attempts: g.attempts - 1, Fingerprint: g.r.Client.Fingerprint()}
-	return g.engine.try(ctx, g.r.Client, e, g.taskID, timeout)
+	return g.engine.Try(ctx, g.r.Client, e, g.taskID, timeout)
 }
 
 // remember writes a failed attempt to the spool: the entry itself at the
@@ -139,7 +140,7 @@ func (g *registration) remember(ctx context.Context, err error) {
 // (in supervise mode, when the command ends). A URL that cannot work was
 // warned about already.
 func (g *registration) warnSpooled(err error, text string) {
-	if g.warned || !g.spooled || errors.Is(err, ErrClientUnusable) {
+	if g.warned || !g.spooled || errors.Is(err, deliver.ErrClientUnusable) {
 		return
 	}
 	g.warned = true

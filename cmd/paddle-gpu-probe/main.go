@@ -31,6 +31,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu/nvmlprobe"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/program"
 )
 
 const usage = `usage: paddle-gpu-probe                                  print the GPUs NVML sees as JSON
@@ -66,7 +68,7 @@ func main() {
 		os.Exit(node(os.Args[2:]))
 	default:
 		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
+		os.Exit(program.ExitUsage)
 	}
 }
 
@@ -75,21 +77,12 @@ func sample(args []string) int {
 	fs.SetOutput(io.Discard)
 	interval := fs.Duration("interval", 10*time.Second, "time between samples")
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe sample: %v\n%s\n", err, usage)
-		return 2
+		return mode("sample").Usage(os.Stderr, err, usage)
 	}
 	if *interval <= 0 || fs.NArg() == 0 {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe sample: --interval must be positive and at least one UUID given\n%s\n", usage)
-		return 2
+		return mode("sample").Usage(os.Stderr, errors.New("--interval must be positive and at least one UUID given"), usage)
 	}
-	stop := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(stop)
-		time.Sleep(stuckExit)
-		fmt.Fprintln(os.Stderr, "paddle-gpu-probe sample: an NVML call did not return; exiting")
-		os.Exit(3)
-	}()
+	stop := stopAtEOF("sample")
 	if err := nvmlprobe.Sample(nvml.New(), fs.Args(), *interval, os.Stdout, os.Stderr, stop); err != nil {
 		fmt.Fprintln(os.Stderr, "paddle-gpu-probe sample:", err)
 		return 1
@@ -104,21 +97,12 @@ func node(args []string) int {
 	interval := fs.Duration("interval", 5*time.Second, "time between samples")
 	proc := fs.String("proc", "/proc", "the host's proc file system (to leave the MPS server out)")
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe node: %v\n%s\n", err, usage)
-		return 2
+		return mode("node").Usage(os.Stderr, err, usage)
 	}
 	if *interval <= 0 || fs.NArg() != 0 {
-		fmt.Fprintf(os.Stderr, "paddle-gpu-probe node: --interval must be positive and no argument given\n%s\n", usage)
-		return 2
+		return mode("node").Usage(os.Stderr, errors.New("--interval must be positive and no argument given"), usage)
 	}
-	stop := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(stop)
-		time.Sleep(stuckExit)
-		fmt.Fprintln(os.Stderr, "paddle-gpu-probe node: an NVML call did not return; exiting")
-		os.Exit(3)
-	}()
+	stop := stopAtEOF("node")
 	comm := func(pid uint32) string {
 		b, err := os.ReadFile(filepath.Join(*proc, strconv.FormatUint(uint64(pid), 10), "comm"))
 		if err != nil {
@@ -131,4 +115,24 @@ func node(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// mode is one of the probe's modes as the programs' shared shell sees it:
+// its usage errors ("paddle-gpu-probe sample: ...", the usage) exit 2.
+func mode(name string) program.Program { return program.Program{Name: "paddle-gpu-probe " + name} }
+
+// stopAtEOF returns the channel that closes when stdin reaches end of file
+// (the parent is gone or asks the mode to end), and ends the process with
+// status 3 when the mode has not returned stuckExit after that: an NVML
+// call that never returns must not outlive the parent.
+func stopAtEOF(name string) <-chan struct{} {
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+		time.Sleep(stuckExit)
+		fmt.Fprintf(os.Stderr, "paddle-gpu-probe %s: an NVML call did not return; exiting\n", name)
+		os.Exit(3)
+	}()
+	return stop
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/program"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 )
 
@@ -125,8 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		// One line naming the bad value (and the allowed ones), not the
 		// whole usage: the error is what the user needs to see.
-		fmt.Fprintln(stderr, "paddle-monitor:", err)
-		return 2
+		return prog().Usage(stderr, err, "")
 	default:
 		fmt.Fprintln(stderr, "paddle-monitor:", err)
 		return 1
@@ -139,9 +139,13 @@ func versionCmd(args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("%w: version takes no arguments, got %q", errUsage, args)
 	}
-	_, err := fmt.Fprintln(stdout, "paddle-monitor version", version)
-	return err
+	return prog().PrintVersion(stdout)
 }
+
+// prog is the monitor as the programs' shared shell sees it: usage errors
+// exit 2, its version line, its logger (no prefix, no "logger" field: its
+// stderr is its own).
+func prog() program.Program { return program.Program{Name: "paddle-monitor", Version: version} }
 
 // Settings that come from flags and the environment are settings tables
 // (package settings) with the Refuse policy: a deployment's settings are
@@ -184,23 +188,16 @@ func resolve[T any](t settings.Table[T], dst *T, fs *pflag.FlagSet) error {
 	return err
 }
 
-// newLogger builds the slog logger of --log-level and --log-format.
+// newLogger builds the slog logger of --log-level and --log-format
+// (program.Program.Logger), naming the setting a bad value came from.
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level / PADDLE_MONITOR_LOG %q: must be debug, info, warn or error", level)
+	lv, err := program.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level / PADDLE_MONITOR_LOG %q: %w", level, err)
 	}
-	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
-			a.Value = slog.TimeValue(a.Value.Time().UTC())
-		}
-		return a
-	}}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	log, err := prog().Logger(w, lv, format)
+	if err != nil {
+		return nil, fmt.Errorf("--log-format / PADDLE_MONITOR_LOG_FORMAT %q: %w", format, err)
 	}
-	return nil, fmt.Errorf("--log-format / PADDLE_MONITOR_LOG_FORMAT %q: must be text or json", format)
+	return log, nil
 }

@@ -92,16 +92,8 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), ledger.ErrBadQuery.Error()+": "))
 	}
 	if format != nil {
-		switch *format {
-		case "table", "csv", "json":
-		default:
-			return fmt.Errorf("%w: --format %q: allowed: table, csv, json", errUsage, *format)
-		}
-		if *wide && len(*columns) > 0 {
-			return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
-		}
-		if *format != "table" && (*wide || len(*columns) > 0) {
-			return fmt.Errorf("%w: --wide and --columns choose the table's columns; --format %s has every column", errUsage, *format)
+		if err := checkFormat(*format, *wide, *columns); err != nil {
+			return err
 		}
 	}
 	if q.Prices, _, err = loadPricing(c.prices, ""); err != nil {

@@ -73,16 +73,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
 		return badQuery(err, "--")
 	}
-	switch *format {
-	case "table", "csv", "json":
-	default:
-		return fmt.Errorf("%w: --format %q: allowed: table, csv, json", errUsage, *format)
-	}
-	if *wide && len(*columns) > 0 {
-		return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
-	}
-	if *format != "table" && (*wide || len(*columns) > 0) {
-		return fmt.Errorf("%w: --wide and --columns choose the table's columns; --format %s has every column", errUsage, *format)
+	if err := checkFormat(*format, *wide, *columns); err != nil {
+		return err
 	}
 	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
 		return err
@@ -198,4 +190,22 @@ func loadPricing(pricesFile, budgetsFile string) (*report.Prices, *report.Budget
 		}
 	}
 	return prices, budgets, nil
+}
+
+// checkFormat checks --format and the table's column flags, as report and
+// ledger take them: one of table, csv, json; --wide or --columns, not
+// both, and only for the table.
+func checkFormat(format string, wide bool, columns []string) error {
+	switch format {
+	case "table", "csv", "json":
+	default:
+		return fmt.Errorf("%w: --format %q: allowed: table, csv, json", errUsage, format)
+	}
+	if wide && len(columns) > 0 {
+		return fmt.Errorf("%w: --wide and --columns: give one of them", errUsage)
+	}
+	if format != "table" && (wide || len(columns) > 0) {
+		return fmt.Errorf("%w: --wide and --columns choose the table's columns; --format %s has every column", errUsage, format)
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 )
@@ -86,8 +87,8 @@ const (
 	DefaultRegisterBudget = 5 * time.Second
 	DefaultOutageHold     = 60 * time.Second
 	DefaultGPUTimeout     = 2 * time.Second
-	DefaultSpoolMax       = 10000
-	DefaultSpoolMaxAge    = 30 * 24 * time.Hour
+	DefaultSpoolMax       = drain.DefaultMax
+	DefaultSpoolMaxAge    = drain.DefaultMaxAge
 )
 
 // DefaultSpoolPath is the per-UID spool file in DefaultSpoolDir.

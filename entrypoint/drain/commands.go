@@ -1,3 +1,9 @@
+// Package drain is the entrypoint's side of the spool: the spool commands
+// (list, stats, flush, requeue, purge), its settings handed to the drainer
+// every program shares (internal/drain, Settings), its check of stored
+// payloads (the name rule, the sensitive-data check and the node's label
+// policy: labels.CheckPayload), and the registrar a start or a supervisor
+// sends with.
 package drain
 
 import (
@@ -7,13 +13,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // ExitIncomplete is the exit status of a spool command that did not finish
 // its work: entries left pending by flush, or a spool that could not be
 // read.
-const ExitIncomplete = 1
+const ExitIncomplete = drain.ExitIncomplete
 
 // Flags are the spool subcommands' own flags, and which subcommand takes
 // each.
@@ -37,7 +44,7 @@ var Commands = []struct{ Name, Summary string }{
 // Options are a spool command's own flags.
 type Options struct {
 	Dead, Completions bool // list, purge
-	Flush             Drainer
+	Flush             drain.Drainer
 	Interval          time.Duration // flush --watch: time between passes
 }
 
@@ -48,7 +55,8 @@ type Options struct {
 func Command(ctx context.Context, n Node, sub string, o Options, w io.Writer) int {
 	cfg, log := n.Config, n.Log
 	// foreign and the fingerprints are those of the command's own token.
-	s := n.Spool(newTokens(n.Client()).Sendable)
+	sendable, _ := drain.OwnToken(n.Client())
+	s := n.Spool(sendable)
 	out := json.NewEncoder(w)
 	dead, completions := o.Dead, o.Completions
 
@@ -72,7 +80,7 @@ func Command(ctx context.Context, n Node, sub string, o Options, w io.Writer) in
 			out.Encode(e)
 		}
 	case "stats":
-		st, err := statsOf(ctx, s)
+		st, err := drain.StatsOf(ctx, s)
 		if err != nil {
 			return spoolFailed(log, s.Path(), err)
 		}
@@ -92,35 +100,10 @@ func Command(ctx context.Context, n Node, sub string, o Options, w io.Writer) in
 		out.Encode(map[string]int{"purged": n})
 	case "flush":
 		d := o.Flush
-		d.Node = n
+		d.Node = n.Shared()
 		return d.Flush(ctx, out, o.Interval)
 	}
 	return 0
-}
-
-// fileStats is what `spool stats` prints: the registrations' counts, with
-// foreign and legacy counting the completions too, and the completions'.
-type fileStats struct {
-	spool.Stats
-	CompletionsPending int `json:"completions_pending"`
-	CompletionsDead    int `json:"completions_dead"`
-	CompletionsDropped int `json:"completions_dropped"`
-}
-
-// statsOf counts the entries of spool file s, every kind the entrypoint
-// writes.
-func statsOf(ctx context.Context, s *spool.Spool) (fileStats, error) {
-	st, err := s.Registrations().Stats(ctx)
-	if err != nil {
-		return fileStats{}, err
-	}
-	cst, err := s.Completions().Stats(ctx)
-	if err != nil {
-		return fileStats{}, err
-	}
-	st.Foreign += cst.Foreign
-	st.Legacy += cst.Legacy
-	return fileStats{Stats: st, CompletionsPending: cst.Pending, CompletionsDead: cst.Dead, CompletionsDropped: cst.Dropped}, nil
 }
 
 func spoolFailed(log *slog.Logger, path string, err error) int {

@@ -2,102 +2,73 @@ package drain
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
-// LockTimeout bounds a wait for another container's spool lock.
-const LockTimeout = time.Second
-
-// Node is what every sender of spooled entries needs: the settings (the
-// monitor, its token and CA, the spool file and its bounds, the policy),
-// the logger, and the User-Agent its requests carry. A start, a
-// supervisor, `spool flush` and the node agent each build one.
+// Node is the entrypoint's sender of spooled entries: its settings table
+// (config.Config), the logger, and the User-Agent its requests carry. A
+// start, a supervisor and `spool flush` each build one; Shared is what it
+// hands the drainer every program shares (internal/drain).
 type Node struct {
 	Config    *config.Config
 	Log       *slog.Logger
 	UserAgent string // "paddle-entrypoint/<version>"
 }
 
-// Spool returns the configured spool, or nil when it is off. sendable
-// is its Options.Sendable: which tokens' entries this process may send.
-func (n Node) Spool(sendable func(string) bool) *spool.Spool {
-	return n.spoolAt(n.Config.SpoolPath, sendable)
+// Settings fills the shared drainer's settings from the entrypoint's table.
+func Settings(cfg *config.Config) drain.Settings {
+	return drain.Settings{
+		MonitorURL: cfg.MonitorURL,
+		TokenFile:  cfg.MonitorTokenFile,
+		CAFile:     cfg.MonitorCAFile,
+		SpoolPath:  cfg.SpoolPath,
+		NodeMax:    cfg.SpoolNodeMax,
+		NodeMaxAge: cfg.SpoolNodeMaxAge,
+		AddLimit:   ownBound(cfg.SpoolMax, config.DefaultSpoolMax),
+		AddMaxAge:  ownBound(cfg.SpoolMaxAge, config.DefaultSpoolMaxAge),
+	}
 }
 
-func (n Node) spoolAt(path string, sendable func(string) bool) *spool.Spool {
-	cfg := n.Config
-	if path == "" {
-		return nil
-	}
-	return spool.New(spool.Options{
-		Path:        path,
-		MaxEntries:  cfg.SpoolNodeMax,
-		MaxAge:      cfg.SpoolNodeMaxAge,
-		AddLimit:    ownBound(cfg.SpoolMax, config.DefaultSpoolMax),
-		AddMaxAge:   ownBound(cfg.SpoolMaxAge, config.DefaultSpoolMaxAge),
-		Sendable:    sendable,
-		LockTimeout: LockTimeout,
-		Logger:      n.Log,
-	})
+// Shared is n as the shared drainer takes it, with the entrypoint's check
+// of stored payloads.
+func (n Node) Shared() drain.Node {
+	return drain.Node{Settings: Settings(n.Config), Log: n.Log, UserAgent: n.UserAgent, Check: n.payloadCheck()}
 }
 
-// Client returns the client of the configured monitor. A CA file that
-// cannot be used is logged; the client then fails every attempt, so
-// registrations are spooled, never sent unverified.
-func (n Node) Client() *register.Client {
-	cfg := n.Config
-	client, err := register.NewClient(register.ClientConfig{
-		URL:       cfg.MonitorURL,
-		TokenFile: cfg.MonitorTokenFile,
-		CAFile:    cfg.MonitorCAFile,
-		UserAgent: n.UserAgent,
-		Logger:    n.Log,
-	})
-	if err != nil && cfg.MonitorURL != "" {
-		level := slog.LevelError
-		if errors.Is(err, register.ErrBadURL) {
-			level = slog.LevelWarn // the task's own setting, not a broken installation
-		}
-		n.Log.Log(context.Background(), level, "monitor client unusable; registrations are spooled", "err", err)
-	}
-	return client
-}
+// Spool returns the configured spool, or nil when it is off.
+func (n Node) Spool(sendable func(string) bool) *spool.Spool { return n.Shared().Spool(sendable) }
+
+// Client returns the client of the configured monitor (drain.Node.Client).
+func (n Node) Client() *deliver.Client { return n.Shared().Client() }
 
 // Registrar returns a registrar for the configured monitor and spool,
 // which sends only the entries written for its own token.
 func (n Node) Registrar() *register.Registrar {
-	return n.registrarWith(newTokens(n.Client()))
-}
-
-func (n Node) registrarWith(t *tokens) *register.Registrar {
-	r := &register.Registrar{Client: t.own, ClientFor: t.ClientFor, Logger: n.Log, Check: n.payloadCheck()}
-	if s := n.Spool(t.Sendable); s != nil {
-		sendFrom(r, s)
+	sh := n.Shared()
+	own := sh.Client()
+	sendable, clientFor := drain.OwnToken(own)
+	r := &register.Registrar{Client: own, ClientFor: clientFor, Logger: n.Log, Check: sh.Check}
+	if s := sh.Spool(sendable); s != nil {
+		r.Queue, r.Outages = s.Registrations(), s
 	}
 	return r
 }
 
-// sendFrom makes r send the registrations of spool file s, and keep its
-// outage memory there.
-func sendFrom(r *register.Registrar, s *spool.Spool) {
-	r.Queue, r.Outages = s.Registrations(), s
-}
-
 // payloadCheck returns the check every stored payload passes before it is
-// sent (a start's backlog, spool flush, the node's drainer): the name rule,
-// the sensitive-data check and the node's label policy, as a start applies
-// them, and its task_id as the Idempotency-Key. The policy is the node's
+// sent (a start's backlog, spool flush): the name rule, the sensitive-data
+// check and the node's label policy, as a start applies them, and its
+// task_id as the Idempotency-Key. The policy is the node's
 // (/etc/paddle-entrypoint/policy.json, or the one this process was given),
 // read once, when the first payload needs it.
-func (n Node) payloadCheck() func([]byte) (string, error) {
+func (n Node) payloadCheck() deliver.Check {
 	var pol *policy.Policy
 	loaded := false
 	return func(payload []byte) (string, error) {
@@ -124,36 +95,12 @@ func ownBound[T comparable](v, def T) T {
 }
 
 // FlushCompletions sends spooled completions whose registration is no
-// longer pending, at most limit (0: all), adding to what a registration
-// flush did (res).
-func FlushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res register.FlushResult, log *slog.Logger) (register.FlushResult, error) {
-	c := &register.Completer{Client: r.Client, ClientFor: r.ClientFor, Check: r.Check, Queue: q.Completions(), Logger: log}
-	cr, err := c.Flush(ctx, limit)
-	if err != nil {
-		log.Warn("spooled completions not sent: spool unusable", "err", err)
-	}
-	if cr.Delivered+cr.Dead > 0 {
-		log.Info("spooled completions sent", "delivered", cr.Delivered, "dead", cr.Dead)
-	}
-	res.Delivered += cr.Delivered
-	res.Dead += cr.Dead
-	res.Failed += cr.Failed
-	res.Pending += cr.Pending
-	if cr.Stopped != nil {
-		res.Stopped = cr.Stopped
-	}
-	return res, err
+// longer pending, at most limit (0: all), with r's client and check,
+// adding to what a registration flush did (res).
+func FlushCompletions(ctx context.Context, r *register.Registrar, q *spool.Spool, limit int, res deliver.FlushResult, log *slog.Logger) (deliver.FlushResult, error) {
+	return drain.FlushCompletions(ctx, deliver.Spooled{Client: r.Client, ClientFor: r.ClientFor, Check: r.Check}, q, limit, res, log)
 }
 
 // LogLegacy says, once per start, how many spooled entries of the previous
 // format (no token fingerprint) wait for `spool flush --legacy`.
-func LogLegacy(ctx context.Context, q register.Queue, log *slog.Logger) {
-	sq, ok := q.(*spool.Queue)
-	if !ok {
-		return
-	}
-	s := sq.Spool()
-	if n, err := s.LegacyPending(ctx); err == nil && n > 0 {
-		log.Warn("spool: entries of the previous format (no token fingerprint) wait for `spool flush --legacy`", "count", n, "spool", s.Path())
-	}
-}
+func LogLegacy(ctx context.Context, q register.Queue, log *slog.Logger) { drain.LogLegacy(ctx, q, log) }

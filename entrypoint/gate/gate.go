@@ -27,7 +27,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // MaxFileSize bounds the metrics file read.
@@ -252,7 +252,7 @@ func format(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 func first(all map[string]float64) map[string]float64 {
 	keys := make([]string, 0, len(all))
 	for k := range all {
-		if labels.ValidName(k, "") {
+		if wire.ValidName(k, "") {
 			keys = append(keys, k)
 		}
 	}

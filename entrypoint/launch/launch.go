@@ -27,6 +27,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/policy"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/logging"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
@@ -144,7 +145,7 @@ func (t *Task) registerTask(ctx context.Context) {
 	r.OutageHold = cfg.OutageHold
 	if r.Register(ctx, t.set.TaskID, register.Body(t.set, t.inv)) == register.Delivered && ctx.Err() == nil {
 		if q, ok := r.Queue.(*spool.Queue); ok {
-			drain.FlushCompletions(ctx, r, q.Spool(), backlogPerStart, register.FlushResult{}, log)
+			drain.FlushCompletions(ctx, r, q.Spool(), backlogPerStart, deliver.FlushResult{}, log)
 		}
 	}
 	if ctx.Err() == nil {

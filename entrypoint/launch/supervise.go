@@ -10,6 +10,8 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal"
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/supervise"
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
@@ -91,7 +93,7 @@ type taskReport struct {
 	// written: it may fill the completion's gate and metrics, remove files
 	// that lived as long as the command, and returns the supervisor's exit
 	// status. It shares the completion budget.
-	finish func(ctx context.Context, code int, c *register.Completion) int
+	finish func(ctx context.Context, code int, c *wire.Completion) int
 	log    *slog.Logger
 
 	smp       *gpu.Sampler        // nil: no sampling
@@ -132,7 +134,7 @@ func (r *taskReport) Beat(ctx context.Context, t supervise.Tick) {
 		gpus = r.smp.TakeInterval()
 	}
 	h := register.NewHeartbeat(r.set.TaskID, t.Since, t.Time, gpus)
-	actx, cancel := context.WithTimeout(ctx, min(register.AttemptTimeout, r.cfg.Heartbeat))
+	actx, cancel := context.WithTimeout(ctx, min(deliver.AttemptTimeout, r.cfg.Heartbeat))
 	defer cancel()
 	r.beats.Send(actx, h) // ticks come only with a monitor; Send logs
 }
@@ -147,12 +149,12 @@ func (r *taskReport) Ended(ctx context.Context, e supervise.End) int {
 	if !e.Ran {
 		// What lives as long as the command (the textfile) goes; a
 		// command that never ran is not gated and not reported.
-		r.finish(ctx, e.Code, &register.Completion{})
+		r.finish(ctx, e.Code, &wire.Completion{})
 		return e.Code
 	}
 	comp := completion(r.set, r.inv, e)
 	if r.smp != nil {
-		comp.GPUs = r.smp.Stop()
+		comp.GPUs = register.Usage(r.smp.Stop())
 	}
 	status := r.finish(ctx, e.Code, &comp)
 	if r.reg == nil {
@@ -165,7 +167,7 @@ func (r *taskReport) Ended(ctx context.Context, e supervise.End) int {
 	// second time.
 	r.reg.WaitWriteAhead(ctx)
 	r.reg.StopDrain(ctx)
-	r.completer.Complete(ctx, r.set.TaskID, comp.Marshal(), func(ctx context.Context) register.Outcome {
+	r.completer.Complete(ctx, r.set.TaskID, register.MarshalCompletion(comp), func(ctx context.Context) register.Outcome {
 		r.writeEnd(e)
 		return r.reg.Finish(ctx)
 	})
@@ -196,25 +198,28 @@ func (r *taskReport) drain(ctx context.Context) bool {
 
 // completion is the completion body of a command that ended as e on the
 // GPUs of inv; the GPUs have no samples yet.
-func completion(set *labels.Set, inv gpu.Inventory, e supervise.End) register.Completion {
+func completion(set *labels.Set, inv gpu.Inventory, e supervise.End) wire.Completion {
 	dur := e.Duration().Seconds()
-	c := register.Completion{
-		TaskID:          set.TaskID,
-		StartTime:       set.StartTime,
-		EndTime:         e.Ended.Unix(),
-		DurationSeconds: dur,
-		ExitCode:        e.Code,
-		Signal:          e.Signal,
-		GPUCount:        set.GPUCount,
-	}
+	var summaries []gpu.GPUSummary
 	for _, d := range inv.Devices {
 		if d.Key() != "" {
-			c.GPUs = append(c.GPUs, gpu.SummaryOf(d))
+			summaries = append(summaries, gpu.SummaryOf(d))
 		}
 	}
-	c.GPUSeconds = gpuShares(inv.Devices, set.GPUCount) * dur
-	return c
+	return wire.Completion{
+		TaskID:          set.TaskID,
+		StartTime:       ptr(set.StartTime),
+		EndTime:         ptr(e.Ended.Unix()),
+		DurationSeconds: ptr(dur),
+		ExitCode:        ptr(int64(e.Code)),
+		Signal:          e.Signal,
+		GPUCount:        ptr(int64(set.GPUCount)),
+		GPUSeconds:      ptr(gpuShares(inv.Devices, set.GPUCount) * dur),
+		GPUs:            register.Usage(summaries),
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // gpuShares is how many whole GPUs a task held: the share of each device
 // (a share outside (0, 1] counts as a whole GPU), plus one for each GPU
@@ -238,11 +243,11 @@ func gpuShares(devices []gpu.Device, count int) float64 {
 
 // finisher is the end of a supervised task before its completion: the
 // textfile removed, the quality gate evaluated (exports.go).
-func (t *Task) finisher(written bool) func(context.Context, int, *register.Completion) int {
+func (t *Task) finisher(written bool) func(context.Context, int, *wire.Completion) int {
 	g, _ := t.gate() // checked before the start
-	return func(_ context.Context, code int, c *register.Completion) int {
+	return func(_ context.Context, code int, c *wire.Completion) int {
 		status, verdict, metrics := t.finishTask(g, written, code)
-		c.Gate, c.Metrics = verdict, metrics
+		c.Gate, c.Metrics = register.Verdict(verdict), metrics
 		return status
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
@@ -94,7 +95,7 @@ func Render(s *labels.Set, gpus []gpu.Device) ([]byte, error) {
 	var perGPU, shares []*dto.Metric
 	mig := slices.ContainsFunc(gpus, func(d gpu.Device) bool { return d.MIG != nil })
 	for _, d := range gpus {
-		if !labels.ValidName(d.UUID, "") {
+		if !wire.ValidName(d.UUID, "") {
 			continue
 		}
 		instance := ""
@@ -156,7 +157,7 @@ func gauge(v float64, names []string, values ...string) *dto.Metric {
 // A task_id that could name another directory is refused (the labels
 // package never produces one).
 func Write(dir string, s *labels.Set, gpus []gpu.Device) (string, error) {
-	if !labels.ValidName(s.TaskID, "") {
+	if !wire.ValidName(s.TaskID, "") {
 		return "", fmt.Errorf("textfile: task id %q is not a valid file name part", s.TaskID)
 	}
 	data, err := Render(s, gpus)

@@ -1,9 +1,10 @@
-// Package logging is the entrypoint's logger (docs/contract.md, section 8,
-// Logs): one line per event on stderr, text prefixed with
-// "paddle-entrypoint: " so that its lines are told apart from the
-// training's own output, or JSON with a "logger" field; times in UTC. It
-// also takes over the standard library's "log" output, so that nothing
-// unprefixed reaches stderr.
+// Package logging is the one logger set-up of the module's programs
+// (NewStyled: a level, a format, times in UTC, a program's marks) and the
+// entrypoint's logger (docs/contract.md, section 8, Logs): one line per
+// event on stderr, text prefixed with "paddle-entrypoint: " so that its
+// lines are told apart from the training's own output, or JSON with a
+// "logger" field. It also takes over the standard library's "log" output,
+// so that nothing unprefixed reaches stderr.
 package logging
 
 import (
@@ -14,24 +15,48 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
 )
 
-// logPrefix starts every text log line, so the entrypoint's lines are told
-// apart from the training's own output on the same stderr.
-const logPrefix = "paddle-entrypoint: "
+// Style is how a program marks its log lines: Name is the "logger"
+// attribute of every line ("" for none), and Prefix, with Name, starts
+// every text line with "NAME: " (the entrypoint's, whose lines share
+// stderr with the training's own output).
+type Style struct {
+	Name   string
+	Prefix bool
+}
 
-// New returns the structured logger: one line per event on w, text (with
-// logPrefix) or, when format is "json", JSON (with a "logger" field).
+// Entrypoint is the entrypoint's style: "paddle-entrypoint: " before every
+// text line, and a "logger" field.
+var Entrypoint = Style{Name: "paddle-entrypoint", Prefix: true}
+
+// New returns the entrypoint's structured logger: one line per event on
+// w, text (with its prefix) or, when format is "json", JSON (with a
+// "logger" field).
 func New(w io.Writer, level slog.Level, format string) *slog.Logger {
+	return NewStyled(w, level, format, Entrypoint)
+}
+
+// NewStyled is the one logger set-up of every program: one line per event
+// on w at level and above, text or, when format is "json", JSON, times in
+// UTC, marked as st says.
+func NewStyled(w io.Writer, level slog.Level, format string, st Style) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}
 	var h slog.Handler
-	if format == "json" {
+	switch {
+	case format == "json":
 		h = slog.NewJSONHandler(w, opts)
-	} else {
-		h = slog.NewTextHandler(&prefixWriter{w: w, prefix: []byte(logPrefix)}, opts)
+	case st.Prefix && st.Name != "":
+		h = slog.NewTextHandler(&prefixWriter{w: w, prefix: []byte(st.Name + ": ")}, opts)
+	default:
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(h).With("logger", "paddle-entrypoint")
+	l := slog.New(h)
+	if st.Name != "" {
+		l = l.With("logger", st.Name)
+	}
+	return l
 }
 
 // utcTime writes record times in UTC: unambiguous across nodes, and it spares
@@ -84,7 +109,7 @@ func RouteStdLog(log *slog.Logger) {
 type stdlogWriter struct{ log *slog.Logger }
 
 func (w stdlogWriter) Write(b []byte) (int, error) {
-	text := sensitive.RedactURLs(strings.TrimRight(string(b), "\n"))
+	text := monitorurl.RedactURLs(strings.TrimRight(string(b), "\n"))
 	w.log.Warn("from Go's standard library", "text", text)
 	return len(b), nil
 }

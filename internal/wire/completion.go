@@ -6,8 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // Completion is the body of POST /v1/task/complete (docs/contract.md,
@@ -79,17 +77,12 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ReadCompletion decodes a completion body without Validate, as
+// ReadRegistration does a registration.
+func ReadCompletion(body []byte) (*Completion, error) { return read[Completion](body, "a completion") }
+
 // DecodeCompletion reads a completion body and checks it (Validate).
-func DecodeCompletion(body []byte) (*Completion, error) {
-	var c Completion
-	if err := decode(body, &c, "a completion"); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
+func DecodeCompletion(body []byte) (*Completion, error) { return checked(ReadCompletion(body)) }
 
 // Validate checks the completion against the contract's rules; the error
 // is a *FieldError naming the first field that breaks one. The checks that
@@ -137,7 +130,7 @@ func (c *Completion) Validate() error {
 		return &FieldError{"metrics", fmt.Sprintf("must hold at most %d keys", MaxMetrics)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Metrics)) {
-		if !labels.ValidName(k, "") {
+		if !ValidName(k, "") {
 			return &FieldError{"metrics", fmt.Sprintf("key %q %s", k, NameRule(""))}
 		}
 		if v := c.Metrics[k]; math.IsNaN(v) || math.IsInf(v, 0) { // only a Go caller can set these
@@ -212,14 +205,7 @@ type HeartbeatGPU struct {
 
 // DecodeHeartbeat reads a heartbeat body and checks it (Validate).
 func DecodeHeartbeat(body []byte) (*Heartbeat, error) {
-	var h Heartbeat
-	if err := decode(body, &h, "a heartbeat"); err != nil {
-		return nil, err
-	}
-	if err := h.Validate(); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	return checked(read[Heartbeat](body, "a heartbeat"))
 }
 
 // Validate checks the heartbeat against the contract's rules; the error

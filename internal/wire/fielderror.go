@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // FieldError is a body's field that breaks a rule: the monitor answers it
@@ -153,74 +149,6 @@ func isObject(raw []byte) bool {
 	return len(b) > 0 && b[0] == '{'
 }
 
-// freeText checks a value that is not a label (a GPU's model name, UUID, a
-// gate's reason): valid UTF-8, no control characters, at most max bytes.
-func freeText(path, s string, max int) error {
-	if !utf8.ValidString(s) || len(s) > max || strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return &FieldError{path, fmt.Sprintf("must be text of at most %d bytes without control characters", max)}
-	}
-	return nil
-}
-
-// name checks a label value: required ones may not be empty; an empty
-// optional one is absent.
-func name(path, s string, required bool, extra string) error {
-	switch {
-	case s == "" && required:
-		return &FieldError{path, ruleRequired}
-	case s == "":
-		return nil
-	case !labels.ValidName(s, extra):
-		return &FieldError{path, NameRule(extra)}
-	}
-	return nil
-}
-
-// integer checks an optional integer within [lo, hi]; required says that
-// nil is an error.
-func integer(path string, v *int64, required bool, lo, hi int64) error {
-	if v == nil {
-		if required {
-			return &FieldError{path, ruleRequired}
-		}
-		return nil
-	}
-	return between(path, *v, lo, hi)
-}
-
-func between(path string, v, lo, hi int64) error {
-	if v < lo || v > hi {
-		return &FieldError{path, fmt.Sprintf("must be between %d and %d", lo, hi)}
-	}
-	return nil
-}
-
-// number checks an optional finite number within [lo, hi].
-func number(path string, v *float64, required bool, lo, hi float64) error {
-	if v == nil {
-		if required {
-			return &FieldError{path, ruleRequired}
-		}
-		return nil
-	}
-	if !(*v >= lo && *v <= hi) { // NaN too, which a Go caller may set
-		return &FieldError{path, fmt.Sprintf("must be between %g and %g", lo, hi)}
-	}
-	return nil
-}
-
-// share checks an optional GPU share: the fraction of the physical GPU, in
-// (0, 1].
-func share(path string, v *float64) error {
-	if err := number(path, v, false, 0, 1); err != nil || v == nil {
-		return err
-	}
-	if *v <= 0 {
-		return &FieldError{path, ruleShare}
-	}
-	return nil
-}
-
 // GPUs is a body's gpus list. Its decoding names a bad entry's field with
 // the entry's index (gpus[2].uuid), which encoding/json's errors do not,
 // and refuses a list over MaxGPUList before decoding its entries.
@@ -263,4 +191,27 @@ func checkGPUCount(n int) error {
 		return &FieldError{"gpus", fmt.Sprintf("must list at most %d GPUs", MaxGPUList)}
 	}
 	return nil
+}
+
+// read decodes body into a new T (decode's rules) without Validate.
+func read[T any](body []byte, what string) (*T, error) {
+	var v T
+	if err := decode(body, &v, what); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// checked passes on what read returned once it passed Validate.
+func checked[T any, P interface {
+	*T
+	Validate() error
+}](v P, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	return v, nil
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"reflect"
 	"testing"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // roundTrip: an accepted body re-encodes, and that decodes and checks
@@ -70,15 +68,15 @@ func FuzzRegistration(f *testing.F) {
 			return
 		}
 		for _, v := range []string{r.TaskID, r.TaskName, r.Project} {
-			if !labels.ValidName(v, "") {
+			if !ValidName(v, "") {
 				t.Fatalf("accepted %q", v)
 			}
 		}
-		if !labels.ValidName(r.Owner, "@+") {
+		if !ValidName(r.Owner, "@+") {
 			t.Fatalf("accepted owner %q", r.Owner)
 		}
 		for k, v := range r.Labels {
-			if !labels.ValidName(k, "") || !labels.ValidName(v, "") {
+			if !ValidName(k, "") || !ValidName(v, "") {
 				t.Fatalf("accepted label %q=%q", k, v)
 			}
 		}
@@ -100,7 +98,7 @@ func FuzzCompletion(f *testing.F) {
 			refusal(t, err)
 			return
 		}
-		if !labels.ValidName(c.TaskID, "") || *c.ExitCode < 0 || *c.ExitCode > MaxExitCode || len(c.Metrics) > MaxMetrics {
+		if !ValidName(c.TaskID, "") || *c.ExitCode < 0 || *c.ExitCode > MaxExitCode || len(c.Metrics) > MaxMetrics {
 			t.Fatalf("accepted %+v", c)
 		}
 		roundTrip(t, c, DecodeCompletion)
@@ -118,7 +116,7 @@ func FuzzHeartbeat(f *testing.F) {
 			refusal(t, err)
 			return
 		}
-		if !labels.ValidName(h.TaskID, "") || len(h.GPUs) > MaxGPUList {
+		if !ValidName(h.TaskID, "") || len(h.GPUs) > MaxGPUList {
 			t.Fatalf("accepted %+v", h)
 		}
 		roundTrip(t, h, DecodeHeartbeat)

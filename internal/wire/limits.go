@@ -2,6 +2,11 @@ package wire
 
 import "math"
 
+// This file is the one table of the contract's limits: the entrypoint's
+// bodies first, then the node agent's report. A new bound goes here, with
+// the docs/contract.md or docs/node.md line it implements, and its check in
+// the body's Validate.
+
 // SchemaVersion is the version of the entrypoint's bodies (registration,
 // completion); a monitor accepts any version from 1 up and ignores the
 // fields it does not know.
@@ -45,4 +50,22 @@ const (
 	MaxGateTextBytes = 1024
 	// MaxPercent bounds a utilisation, in percent.
 	MaxPercent = 100
+)
+
+// NodeReportSchemaVersion is the version of the node report body.
+const NodeReportSchemaVersion = 1
+
+// Limits of a node report (docs/node.md, "The report"; the monitor answers a
+// body over them with a 400 naming the field).
+const (
+	MaxNodeReportBytes  = 256 << 10 // decoded body
+	MaxNodeInstances    = 64        // instances per report
+	MaxInstanceUsers    = 256       // users per instance
+	MaxNodeInterval     = 86400     // interval_seconds, in (0, MaxNodeInterval]
+	MaxNodeTotalSlices  = 8         // total_slices of a MIG GPU, in [1, MaxNodeTotalSlices]
+	MaxNodeNameBytes    = 253       // node names are RFC 1123 host names
+	MaxNodeFutureSecond = 24 * 3600 // time at most this far ahead of the monitor's clock
+	// MaxNodeStringBytes bounds every free-text field of a node report
+	// (IDs, names, cgroup paths, declared labels).
+	MaxNodeStringBytes = 1024
 )

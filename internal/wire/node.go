@@ -1,20 +1,5 @@
 package wire
 
-// NodeReportSchemaVersion is the version of the node report body.
-const NodeReportSchemaVersion = 1
-
-// Limits of a node report (docs/node.md, "The report"; the monitor answers a
-// body over them with a 400 naming the field).
-const (
-	MaxNodeReportBytes  = 256 << 10 // decoded body
-	MaxNodeInstances    = 64        // instances per report
-	MaxInstanceUsers    = 256       // users per instance
-	MaxNodeInterval     = 86400     // interval_seconds, in (0, MaxNodeInterval]
-	MaxNodeTotalSlices  = 8         // total_slices of a MIG GPU, in [1, MaxNodeTotalSlices]
-	MaxNodeNameBytes    = 253       // node names are RFC 1123 host names
-	MaxNodeFutureSecond = 24 * 3600 // time at most this far ahead of the monitor's clock
-)
-
 // NodeReport is one interval's observations of one node by paddle-node:
 // POST /v1/nodes/report. It covers [Time-IntervalSeconds, Time).
 type NodeReport struct {

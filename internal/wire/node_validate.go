@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-func bad(field, format string, args ...any) error {
-	return &FieldError{Path: field, Rule: fmt.Sprintf(format, args...)}
-}
-
 // DecodeNodeReport decodes a node report's body: a *BodyError when it is
 // not one JSON object, a *FieldError naming a field of the wrong type.
 // Keys it does not know are ignored. Validate checks the bounds.
@@ -22,10 +18,6 @@ func DecodeNodeReport(body []byte) (*NodeReport, error) {
 	}
 	return &r, nil
 }
-
-// MaxNodeStringBytes bounds every free-text field of a node report (IDs,
-// names, cgroup paths, declared labels).
-const MaxNodeStringBytes = 1024
 
 // sliceTolerance absorbs float rounding in the sum of an instance's weights.
 const sliceTolerance = 1e-9
@@ -245,37 +237,6 @@ func checkUser(f string, u *NodeUser) error {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-func fraction(field string, v float64) error {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		return bad(field, "must be in [0, 1], got %v", v)
-	}
-	return nil
-}
-
-func percent(field string, v *float64) error {
-	if v != nil && (math.IsNaN(*v) || *v < 0 || *v > 100) {
-		return bad(field, "must be in [0, 100] or null, got %v", *v)
-	}
-	return nil
-}
-
-func nonNegative(field string, v *float64) error {
-	if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
-		return bad(field, "must be at least 0 or null, got %v", *v)
-	}
-	return nil
-}
-
-func text(field, v string) error {
-	if len(v) > MaxNodeStringBytes {
-		return bad(field, "at most %d bytes, got %d", MaxNodeStringBytes, len(v))
-	}
-	if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return bad(field, "must not hold control characters")
 	}
 	return nil
 }

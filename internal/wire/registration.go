@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
 )
 
 // Registration is the body of POST /v1/task/register (docs/contract.md,
@@ -106,17 +104,16 @@ func (l *Labels) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// DecodeRegistration reads a registration body and checks it (Validate).
-func DecodeRegistration(body []byte) (*Registration, error) {
-	var r Registration
-	if err := decode(body, &r, "a registration"); err != nil {
-		return nil, err
-	}
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	return &r, nil
+// ReadRegistration decodes a registration body without Validate: the
+// types and the shape only. It serves a sender re-reading a body it
+// stored itself, whose own checks (the entrypoint's policy) come before
+// the monitor's; what it returns may still break a rule of Validate.
+func ReadRegistration(body []byte) (*Registration, error) {
+	return read[Registration](body, "a registration")
 }
+
+// DecodeRegistration reads a registration body and checks it (Validate).
+func DecodeRegistration(body []byte) (*Registration, error) { return checked(ReadRegistration(body)) }
 
 // Validate checks the registration against the contract's rules; the
 // error is a *FieldError naming the first field that breaks one.
@@ -202,7 +199,7 @@ func (r *Registration) Count() int64 {
 
 func (l Labels) validate() error {
 	for _, k := range slices.Sorted(maps.Keys(l)) { // the first bad key named is always the same one
-		if !labels.ValidName(k, "") {
+		if !ValidName(k, "") {
 			return &FieldError{"labels", fmt.Sprintf("key %q %s", k, NameRule(""))}
 		}
 		if err := name("labels."+k, l[k], true, ""); err != nil {
@@ -251,22 +248,14 @@ func (m *MIG) validate(path string) error {
 	if m.UUID == "" {
 		return &FieldError{path + ".uuid", ruleRequired}
 	}
-	if err := freeText(path+".uuid", m.UUID, MaxUUIDBytes); err != nil {
-		return err
-	}
-	if err := integer(path+".gpu_instance_id", m.GPUInstanceID, true, 0, MaxID); err != nil {
-		return err
-	}
-	if err := integer(path+".compute_instance_id", m.ComputeInstanceID, false, 0, MaxID); err != nil {
-		return err
-	}
-	if err := freeText(path+".profile", m.Profile, MaxProfileBytes); err != nil {
-		return err
-	}
-	if err := integer(path+".total_slices", m.TotalSlices, true, 1, MaxTotalSlices); err != nil {
-		return err
-	}
-	if err := integer(path+".slices", m.Slices, true, 1, MaxTotalSlices); err != nil {
+	if err := first(
+		freeText(path+".uuid", m.UUID, MaxUUIDBytes),
+		integer(path+".gpu_instance_id", m.GPUInstanceID, true, 0, MaxID),
+		integer(path+".compute_instance_id", m.ComputeInstanceID, false, 0, MaxID),
+		freeText(path+".profile", m.Profile, MaxProfileBytes),
+		integer(path+".total_slices", m.TotalSlices, true, 1, MaxTotalSlices),
+		integer(path+".slices", m.Slices, true, 1, MaxTotalSlices),
+	); err != nil {
 		return err
 	}
 	if *m.Slices > *m.TotalSlices {

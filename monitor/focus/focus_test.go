@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
@@ -17,15 +18,15 @@ func TestCell(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"search_ranking", "search_ranking"},
 		{"=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"},
-		{"+1", "'+1"}, {"-1", "'-1"}, {"@SUM(A1)", "'@SUM(A1)"},
+		{"+a1", "'+a1"}, {"-a1", "'-a1"}, {"-1.5", "-1.5"}, {"@SUM(A1)", "'@SUM(A1)"},
 		{"\tx", "'\tx"}, {"\rx", "'\rx"}, {"", ""}, {"'quoted", "'quoted"},
 	} {
-		got := cell(c.in)
+		got := csvout.Cell(c.in)
 		if got != c.want {
-			t.Errorf("cell(%q) = %q, want %q", c.in, got, c.want)
+			t.Errorf("csvout.Cell(%q) = %q, want %q", c.in, got, c.want)
 		}
 		if back := uncell(got); back != c.in {
-			t.Errorf("uncell(cell(%q)) = %q", c.in, back)
+			t.Errorf("uncell(csvout.Cell(%q)) = %q", c.in, back)
 		}
 	}
 }

@@ -122,7 +122,7 @@ func filterCSV(body []byte, scope *access.Scope, platform string) ([]byte, error
 	return b.Bytes(), cw.Error()
 }
 
-// uncell undoes cell.
+// uncell undoes csvout.Cell.
 func uncell(s string) string {
 	if len(s) > 1 && s[0] == '\'' && strings.ContainsRune("=+-@\t\r", rune(s[1])) {
 		return s[1:]

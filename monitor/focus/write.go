@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/csv"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -74,19 +74,19 @@ func record(r *Row, s Settings) []string {
 	tags, _ := r.tagsJSON()
 	cost := num(r.BilledCost)
 	return []string{
-		cost, cell(s.BillingAccount), cell(s.BillingAccount), r.BillingCurrency,
+		cost, csvout.Cell(s.BillingAccount), csvout.Cell(s.BillingAccount), r.BillingCurrency,
 		at(r.BillingPeriodStart), at(r.BillingPeriodEnd),
-		r.ChargeCategory, r.ChargeClass, cell(r.ChargeDescription), "Usage-Based",
+		r.ChargeCategory, r.ChargeClass, csvout.Cell(r.ChargeDescription), "Usage-Based",
 		at(r.ChargePeriodStart), at(r.ChargePeriodEnd),
 		opt(r.ConsumedQuantity), unit(r.ConsumedQuantity, r.ConsumedUnit),
 		cost, opt(r.ListUnitPrice), cost,
-		cell(s.HostProvider), r.InvoiceID, cell(s.Provider),
+		csvout.Cell(s.HostProvider), r.InvoiceID, csvout.Cell(s.Provider),
 		cost, opt(r.ListUnitPrice),
 		pricingCategory(r), opt(r.PricingQuantity), unit(r.PricingQuantity, r.PricingUnit),
-		cell(s.Provider), cell(s.Provider), cell(s.Provider),
+		csvout.Cell(s.Provider), csvout.Cell(s.Provider), csvout.Cell(s.Provider),
 		ServiceCategory, ServiceName, ServiceSubcategory,
-		cell(r.SkuID), cell(r.SkuPriceID),
-		cell(r.SubAccountID), cell(r.SubAccountName), tags,
+		csvout.Cell(r.SkuID), csvout.Cell(r.SkuPriceID),
+		csvout.Cell(r.SubAccountID), csvout.Cell(r.SubAccountName), tags,
 		"", "", "", "", "",
 		r.SplitRule, opt(r.AllocatedShare), r.BillingBasis, r.LedgerState, opt(r.DeclaredOffsetHours),
 	}
@@ -107,15 +107,4 @@ func pricingCategory(r *Row) string {
 		return ""
 	}
 	return "Standard"
-}
-
-// cell neutralises a text cell against CSV injection (OWASP): a cell
-// beginning with = + - @, a tab or a carriage return gets a leading ', so
-// that a spreadsheet shows it as text instead of running it.
-// TODO(csvout): replace with monitor/csvout's cell once it is on main.
-func cell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/termtable"
 )
 
@@ -154,7 +154,7 @@ func (l *Ledger) cells(key string, f *Figures, table bool) []string {
 }
 
 func writeCSV(w io.Writer, l *Ledger) error {
-	cw := csv.NewWriter(w)
+	cw := csvout.NewWriter(w)
 	cw.Write(l.columns())
 	for i := range l.Rows {
 		cw.Write(l.cells(l.Rows[i].Key, &l.Rows[i].Figures, false))

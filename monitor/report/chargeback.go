@@ -2,7 +2,6 @@ package report
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 )
 
 // The chargeback statement (report --by task --format csv): one line per
@@ -340,10 +341,10 @@ func taskGPUsText(t TaskUsage) string {
 // context: currency ("" without prices), window_from, window_to (RFC
 // 3339) and statement_sha256 ("" while the month is open), so that a
 // line copied out of the file still says what it is. No line comes before
-// the column names. Text cells are neutralised against CSV injection as
-// the report's are.
+// the column names. Every cell passes the formula rule of csvout, as the
+// report's do.
 func WriteChargebackCSV(w io.Writer, st *Statement) error {
-	cw := csv.NewWriter(w)
+	cw := csvout.NewWriter(w)
 	head := []string{"task_id", "task_name", "project", "owner"}
 	for _, l := range st.Labels {
 		head = append(head, LabelPrefix+l)
@@ -356,7 +357,7 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 	head = append(head, "energy_kwh", "billing_basis", "currency", "window_from", "window_to", "statement_sha256")
 	currency := ""
 	if st.Currency != nil {
-		currency = csvText(*st.Currency)
+		currency = *st.Currency
 	}
 	context := []string{currency, st.From.UTC().Format(time.RFC3339), st.To.UTC().Format(time.RFC3339), st.SHA256}
 	if err := cw.Write(head); err != nil {
@@ -369,9 +370,9 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 		return num(*x)
 	}
 	for _, l := range st.Lines {
-		rec := []string{csvText(l.TaskID), csvText(l.Name), csvText(l.Project), csvText(l.Owner)}
+		rec := []string{l.TaskID, l.Name, l.Project, l.Owner}
 		for _, k := range st.Labels {
-			rec = append(rec, csvText(l.Labels[k]))
+			rec = append(rec, l.Labels[k])
 		}
 		end := "running"
 		if l.Namespace != "" {
@@ -379,7 +380,7 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 		} else if l.End != nil {
 			end = time.Unix(*l.End, 0).UTC().Format(time.RFC3339)
 		}
-		rec = append(rec, time.Unix(l.Start, 0).UTC().Format(time.RFC3339), end, csvText(gpusText(l)), num(l.GPUHours))
+		rec = append(rec, time.Unix(l.Start, 0).UTC().Format(time.RFC3339), end, gpusText(l), num(l.GPUHours))
 		if priced {
 			rec = append(rec, opt(l.PricePerHour), opt(l.Cost))
 		}

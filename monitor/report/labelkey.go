@@ -3,7 +3,7 @@ package report
 import (
 	"strings"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // LabelPrefix starts a grouping key that is an extra label: "label:NAME"
@@ -19,7 +19,7 @@ func LabelName(key string) (string, bool) {
 }
 
 // labelKey reads "label:NAME" as the entrypoint stores the label: NAME
-// lower-cased, under the labels' name rule (labels.ValidName: letters,
+// lower-cased, under the labels' name rule (wire.ValidName: letters,
 // digits, '.', '_', '-'); ok is false for a key that is not "label:…",
 // and err says what is wrong with a NAME that breaks the rule.
 func labelKey(k string) (key string, ok bool, err error) {
@@ -28,9 +28,9 @@ func labelKey(k string) (key string, ok bool, err error) {
 		return "", false, nil
 	}
 	name = strings.ToLower(name)
-	if !labels.ValidName(name, "") {
+	if !wire.ValidName(name, "") {
 		return "", true, badQuery("by", "by: label key %q: NAME must be 1 to %d letters, digits, '.', '_' or '-', beginning with a letter or digit (the NAME of PADDLE_LABEL_NAME)",
-			k, labels.MaxNameLen)
+			k, wire.MaxNameLen)
 	}
 	return LabelPrefix + name, true, nil
 }

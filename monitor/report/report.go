@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/labels"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // Keys are the grouping keys a report accepts, in the order the
@@ -638,7 +638,7 @@ const maxMetrics = 64
 
 // ParseMetrics checks the completion metrics a report should show: each
 // follows the name rule the monitor applies to a completion's metrics keys
-// (labels.ValidName: 1 to 63 letters, digits, '.', '_' or '-', beginning
+// (wire.ValidName: 1 to 63 letters, digits, '.', '_' or '-', beginning
 // with a letter or digit), none twice, at most 64. The error names the
 // metric and the rule.
 func ParseMetrics(names []string) ([]string, error) {
@@ -646,7 +646,7 @@ func ParseMetrics(names []string) ([]string, error) {
 		return nil, badQuery("metric", "metric: %d metrics asked for, at most %d", len(names), maxMetrics)
 	}
 	for i, n := range names {
-		if !labels.ValidName(n, "") {
+		if !wire.ValidName(n, "") {
 			return nil, badQuery("metric", "metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", n)
 		}
 		if slices.Contains(names[:i], n) {

@@ -1,12 +1,13 @@
 package report
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 )
 
 // Formats a report is written in.
@@ -100,10 +101,11 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 // WriteCSV writes a header line and one line per row (no total): the key
 // columns in the order of By, then the figures; an empty cell is a null.
 // No cost, energy_cost or co2_kg column without prices. Key cells are text
-// a spreadsheet must not run: see csvText. Figures stay numbers.
+// a spreadsheet must not run: csvout writes them under the formula rule
+// (a GPU model is free text from NVML). Figures stay numbers.
 func WriteCSV(w io.Writer, r *Report) error {
 	priced := r.Currency != nil
-	cw := csv.NewWriter(w)
+	cw := csvout.NewWriter(w)
 	budgeted := r.budgeted()
 	head := append(append([]string{}, r.By...), columns(priced, r.Metrics)...)
 	if budgeted {
@@ -118,7 +120,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 	for _, row := range r.Rows {
 		rec := make([]string, 0, len(head))
 		for _, k := range r.By {
-			rec = append(rec, csvText(row.Key[k]))
+			rec = append(rec, row.Key[k])
 		}
 		rec = append(rec, row.values(priced, false, r.Metrics)...)
 		if budgeted {
@@ -133,18 +135,6 @@ func WriteCSV(w io.Writer, r *Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-// csvText neutralises a text cell against CSV injection (OWASP): a cell
-// that starts with =, +, -, @, a tab or a carriage return is what a
-// spreadsheet reads as a formula, so it is written with a leading '. GPU
-// model names are free text from NVML, and reach the CSV as keys. Only CSV
-// is touched: the table, JSON and the page show the text as it is.
-func csvText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }
 
 // budgetColumns are the CSV's columns of a row's budget, after the

@@ -29,8 +29,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/drain"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/drain"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/logging"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/program"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/cgroupowner"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/nodereport"
@@ -44,6 +46,13 @@ const (
 	ExitUsage = 64
 )
 
+// prog is the node agent as the programs' shared shell sees it: usage
+// errors exit ExitUsage (64, docs/node.md), its version line, its logger
+// (text, a "logger" field).
+func prog(version string) program.Program {
+	return program.Program{Name: "paddle-node", Version: version, UsageExit: ExitUsage, Log: logging.Style{Name: "paddle-node"}}
+}
+
 // finalBudget is how long the agent may take to send after SIGTERM.
 const finalBudget = 10 * time.Second
 
@@ -53,7 +62,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 	if len(args) > 0 {
 		switch args[0] {
 		case "version":
-			fmt.Fprintf(stdout, "paddle-node version %s\n", version)
+			prog(version).PrintVersion(stdout)
 			return ExitOK
 		case "once":
 			mode, args = "once", args[1:]
@@ -72,8 +81,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 		return ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "paddle-node: %v\nRun paddle-node --help for the settings.\n", err)
-		return ExitUsage
+		return prog(version).Usage(stderr, err, "Run paddle-node --help for the settings.")
 	}
 	if mode == "final" {
 		// The preStop hook's way to say the node is going away: a process
@@ -85,7 +93,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer, v
 		}
 		return ExitOK
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{})).With("logger", "paddle-node")
+	log, _ := prog(version).Logger(stderr, slog.LevelInfo, "text")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a, err := newAgent(cfg, log, version, mode == "once")

@@ -2,31 +2,34 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/config"
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/drain"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/drain"
 )
 
-// newDrainer is --drain-spools: the entrypoint's drainer over every
-// per-UID spool file of the directory, each entry sent with the token it
-// was written for (--token-dir), to the agent's monitor. It holds the
-// teams' tokens, which is why it is off by default (docs/security.md).
+// newDrainer is --drain-spools: the drainer every program shares, over
+// every per-UID spool file of the directory, each entry sent with the
+// token it was written for (--token-dir), to the agent's monitor. It holds
+// the teams' tokens, which is why it is off by default (docs/security.md).
+// Its settings come from the agent's own table; the spool files keep the
+// node's bound (drain.DefaultMax, drain.DefaultMaxAge), as a spool command
+// left at its defaults keeps it. Stored payloads pass drain.ContractRule, not
+// the entrypoint's label policy: docs/security.md, "What the node agent's
+// drainer checks", says why.
 func (a *agent) newDrainer() (*drain.Drainer, error) {
-	env := []string{
-		"PADDLE_MONITOR_URL=" + a.cfg.MonitorURL,
-		"PADDLE_SPOOL_PATH=" + filepath.Join(a.cfg.DrainSpools, "spool-0.db"),
-	}
-	if a.cfg.CAFile != "" {
-		env = append(env, "PADDLE_MONITOR_CA_FILE="+a.cfg.CAFile)
-	}
-	c, err := config.Build(nil, env, 0)
-	if err != nil {
-		return nil, fmt.Errorf("--drain-spools: %w", err)
-	}
 	return &drain.Drainer{
-		Node:     drain.Node{Config: &c, Log: a.log.With("drain", a.cfg.DrainSpools), UserAgent: "paddle-node/" + a.version},
+		Node: drain.Node{
+			Settings: drain.Settings{
+				MonitorURL: a.cfg.MonitorURL,
+				CAFile:     a.cfg.CAFile,
+				SpoolPath:  filepath.Join(a.cfg.DrainSpools, "spool-0.db"),
+				NodeMax:    drain.DefaultMax,
+				NodeMaxAge: drain.DefaultMaxAge,
+			},
+			Log:       a.log.With("drain", a.cfg.DrainSpools),
+			UserAgent: "paddle-node/" + a.version,
+			Check:     drain.ContractRule,
+		},
 		All:      true,
 		TokenDir: a.cfg.TokenDir,
 		Watch:    true,

@@ -11,15 +11,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/mountfile"
-	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // Path is the monitor's node report endpoint.
-const Path = "/v1/nodes/report"
+const Path = wire.NodeReportPath
 
 // ErrToken: the token file cannot be read.
 var ErrToken = errors.New("node token file unreadable")
@@ -27,7 +26,7 @@ var ErrToken = errors.New("node token file unreadable")
 // Sender is the monitor client of the reports: the node token as a bearer
 // token, re-read at every attempt (a rotated token is used at the next).
 type Sender struct {
-	Client *register.Client
+	Client *deliver.Client
 	log    *slog.Logger
 	// Now is the agent's clock (sent_at, Retry-After); nil: time.Now.
 	Now func() time.Time
@@ -55,12 +54,12 @@ func (s *Sender) now() time.Time {
 // the monitor answers 400 only for a report more than 24 h ahead, or
 // malformed); 408, 429, 5xx and network errors keep it; every kept
 // report ends the pass.
-func Policy(e spool.Entry, err error, now time.Time) register.Decision {
-	var ae *register.AnswerError
+func Policy(e spool.Entry, err error, now time.Time) deliver.Decision {
+	var ae *deliver.AnswerError
 	if errors.As(err, &ae) && ae.Status == StatusTooEarly {
-		return register.Decision{Action: register.KeepStop}
+		return deliver.Decision{Action: deliver.KeepStop}
 	}
-	return register.ReportPolicy(e, err, now)
+	return deliver.ReportPolicy(e, err, now)
 }
 
 // StatusTooEarly is the monitor's answer to a report from the future.
@@ -137,7 +136,7 @@ func NewSender(monitorURL, tokenFile, caFile, userAgent string, log *slog.Logger
 			return nil, fmt.Errorf("%w: %s (--token-file, PADDLE_NODE_TOKEN_FILE): %v", ErrToken, tokenFile, err)
 		}
 	}
-	c, err := register.NewClient(register.ClientConfig{URL: monitorURL, TokenFile: tokenFile, CAFile: caFile, UserAgent: userAgent, Logger: log})
+	c, err := deliver.NewClient(deliver.ClientConfig{URL: monitorURL, TokenFile: tokenFile, CAFile: caFile, UserAgent: userAgent, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -155,15 +154,18 @@ type PassResult struct {
 }
 
 // Denied reports whether the pass ended on a 401 or 403.
-func (r PassResult) Denied() bool {
-	var ae *register.AnswerError
-	return errors.As(r.Stopped, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden)
+func (r PassResult) Denied() bool { return denied(r.Stopped) }
+
+func denied(err error) bool {
+	var ae *deliver.AnswerError
+	return errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden)
 }
 
 // Deliver sends the spool's pending reports, oldest first, through the
-// delivery engine with register.ReportPolicy. A pass that ends on a report
+// delivery engine with deliver.ReportPolicy. A pass that ends on a report
 // the monitor could not take now (5xx, 429, a network error) is tried
-// again with the entrypoint's backoff (150 ms doubling to 1.5 s, jittered)
+// again with the one backoff of every sender (deliver.DefaultRetry: 150 ms
+// doubling to 1.5 s, jittered, or the monitor's Retry-After when longer)
 // while ctx's deadline leaves room; a 401 or 403 ends it at once.
 //
 // A Retry-After in the answer that ended a pass is honoured: no attempt
@@ -178,17 +180,17 @@ func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 		total.Waiting = wait
 		return total, nil
 	}
-	d := &register.Deliverer{
+	d := &deliver.Deliverer{
 		Queue:     q.q,
-		Transport: register.Transport{Client: s.Client, Path: Path, Gzip: true, Prepare: s.withSentAt, Conflict: s.conflict},
+		Transport: deliver.Transport{Client: s.Client, Path: Path, Gzip: true, Prepare: s.withSentAt, Conflict: s.conflict},
 		Policy:    Policy,
-		Check:     register.EntryKey,
+		Check:     deliver.EntryKey,
 		Logger:    s.log,
 		Noun:      "report",
 	}
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(150*time.Millisecond), backoff.WithMaxInterval(1500*time.Millisecond),
-		backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0.3), backoff.WithMaxElapsedTime(0))
+	// The one backoff of every sender; the monitor's Retry-After is
+	// also kept past this pass (notBefore), for a 425 report.
+	b := deliver.DefaultRetry.BackOff()
 	for {
 		res, err := d.Flush(ctx, 0)
 		total.Sent += res.Delivered
@@ -198,7 +200,7 @@ func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 			return total, err
 		}
 		wait := b.NextBackOff()
-		var ae *register.AnswerError
+		var ae *deliver.AnswerError
 		if errors.As(res.Stopped, &ae) && ae.HasRetryAfter {
 			wait = max(wait, ae.RetryAfter)
 			s.mu.Lock()
@@ -206,7 +208,7 @@ func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 			total.Waiting = s.notBefore
 			s.mu.Unlock()
 		}
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+register.AttemptTimeout/4 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+deliver.AttemptTimeout/4 {
 			return total, nil
 		}
 		select {

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -221,14 +221,14 @@ func TestStartErrors(t *testing.T) {
 func TestPolicyAndConflicts(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		want register.Action
+		want deliver.Action
 	}{
-		{nil, register.Remove}, // 2xx, and 409 (stored with conflicts)
-		{&register.AnswerError{Status: 425, RetryAfter: 3 * time.Second, HasRetryAfter: true}, register.KeepStop},
-		{&register.AnswerError{Status: 400}, register.Bury},
-		{&register.AnswerError{Status: 413}, register.Bury},
-		{&register.AnswerError{Status: 403}, register.KeepStop},
-		{&register.AnswerError{Status: 503}, register.KeepStop},
+		{nil, deliver.Remove}, // 2xx, and 409 (stored with conflicts)
+		{&deliver.AnswerError{Status: 425, RetryAfter: 3 * time.Second, HasRetryAfter: true}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 400}, deliver.Bury},
+		{&deliver.AnswerError{Status: 413}, deliver.Bury},
+		{&deliver.AnswerError{Status: 403}, deliver.KeepStop},
+		{&deliver.AnswerError{Status: 503}, deliver.KeepStop},
 	} {
 		if got := Policy(spool.Entry{}, c.err, time.Now()).Action; got != c.want {
 			t.Errorf("Policy(%v) = %v, want %v", c.err, got, c.want)

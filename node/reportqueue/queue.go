@@ -1,8 +1,8 @@
 // Package reportqueue is the node agent's report spool and its delivery to
 // the monitor (docs/node.md, "The report"): a kind of its own
 // ("node_reports") in a spool file of the programs' one spool (package
-// spool), sent by the programs' one delivery engine (register.Deliverer)
-// with the node agent's status table (register.ReportPolicy).
+// spool), sent by the programs' one delivery engine (deliver.Deliverer)
+// with the node agent's status table (deliver.ReportPolicy).
 //
 // Guarantees:
 //   - A report is written to the spool (its own file, mode 0600, its

@@ -1,4 +1,4 @@
-package register
+package deliver
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ type RetryPolicy struct {
 // once, and still two against one that never answers.
 var DefaultRetry = RetryPolicy{Initial: 150 * time.Millisecond, Max: 1500 * time.Millisecond, Multiplier: 2, Jitter: 0.3}
 
-func (p RetryPolicy) backOff() backoff.BackOff {
+func (p RetryPolicy) BackOff() backoff.BackOff {
 	if p == (RetryPolicy{}) {
 		p = DefaultRetry
 	}
@@ -38,36 +38,36 @@ func (p RetryPolicy) backOff() backoff.BackOff {
 	)
 }
 
-// class is what an attempt's result means for the registration.
-type class int
+// Class is what an attempt's result means for the registration.
+type Class int
 
 const (
-	delivered class = iota // 2xx or 409
-	retryable              // network, TLS, timeout, 408, 429, 5xx but 501
-	permanent              // other 3xx/4xx, 501: dead letter
-	unusable               // this process cannot send at all: spool, stop
+	Sent      Class = iota // 2xx or 409
+	Retryable              // network, TLS, timeout, 408, 429, 5xx but 501
+	Refused                // other 3xx/4xx, 501: dead letter
+	Unusable               // this process cannot send at all: spool, stop
 )
 
-func classify(err error) class {
+func Classify(err error) Class {
 	if err == nil {
-		return delivered
+		return Sent
 	}
 	var ae *AnswerError
 	if errors.As(err, &ae) {
 		if ae.Permanent() {
-			return permanent
+			return Refused
 		}
-		return retryable
+		return Retryable
 	}
 	if errors.Is(err, ErrClientUnusable) {
-		return unusable
+		return Unusable
 	}
-	return retryable
+	return Retryable
 }
 
 // nextWait returns the policy's next wait, and the wait the monitor asked
 // for with Retry-After (0 when it did not).
-func nextWait(b backoff.BackOff, err error) (policy, asked time.Duration) {
+func NextWait(b backoff.BackOff, err error) (policy, asked time.Duration) {
 	policy = b.NextBackOff()
 	var ae *AnswerError
 	if errors.As(err, &ae) && ae.HasRetryAfter {

@@ -1,21 +1,23 @@
-package register
+package deliver
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 func TestEndpoint(t *testing.T) {
 	tests := []struct{ base, path, want string }{
-		{"http://h", Path, "http://h/v1/task/register"},
-		{"http://h/", Path, "http://h/v1/task/register"},
-		{"http://h/api?x=1", Path, "http://h/api/v1/task/register?x=1"},
+		{"http://h", wire.RegisterPath, "http://h/v1/task/register"},
+		{"http://h/", wire.RegisterPath, "http://h/v1/task/register"},
+		{"http://h/api?x=1", wire.RegisterPath, "http://h/api/v1/task/register?x=1"},
 		{"http://h/api/?x=1&y=2", "/v1/task/complete", "http://h/api/v1/task/complete?x=1&y=2"},
 		{"https://h:8443/a/b", "/v1/task/heartbeat", "https://h:8443/a/b/v1/task/heartbeat"},
-		{"HTTP://h/api#frag", Path, "http://h/api/v1/task/register"},
-		{"http://[::1]:8080", Path, "http://[::1]:8080/v1/task/register"},
-		{"http://h/a%20b", Path, "http://h/a%20b/v1/task/register"},
+		{"HTTP://h/api#frag", wire.RegisterPath, "http://h/api/v1/task/register"},
+		{"http://[::1]:8080", wire.RegisterPath, "http://[::1]:8080/v1/task/register"},
+		{"http://h/a%20b", wire.RegisterPath, "http://h/a%20b/v1/task/register"},
 	}
 	for _, tt := range tests {
 		got, err := Endpoint(tt.base, tt.path)
@@ -64,7 +66,7 @@ func FuzzEndpoint(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, base string) {
-		got, err := Endpoint(base, Path)
+		got, err := Endpoint(base, wire.RegisterPath)
 		if err != nil {
 			return
 		}
@@ -72,8 +74,8 @@ func FuzzEndpoint(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Endpoint(%q) = %q, which does not parse: %v", base, got, err)
 		}
-		if !strings.HasSuffix(u.Path, Path) {
-			t.Fatalf("Endpoint(%q) = %q: path %q does not end in %s", base, got, u.Path, Path)
+		if !strings.HasSuffix(u.Path, wire.RegisterPath) {
+			t.Fatalf("Endpoint(%q) = %q: path %q does not end in %s", base, got, u.Path, wire.RegisterPath)
 		}
 	})
 }

@@ -7,18 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // ownClient is a client whose token file holds tok.
-func ownClient(t *testing.T, tok string) (*register.Client, string) {
+func ownClient(t *testing.T, tok string) (*deliver.Client, string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := register.NewClient(register.ClientConfig{URL: "http://127.0.0.1:1", TokenFile: file})
+	c, err := deliver.NewClient(deliver.ClientConfig{URL: "http://127.0.0.1:1", TokenFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,15 +30,15 @@ func ownClient(t *testing.T, tok string) (*register.Client, string) {
 // only with --legacy.
 func TestTokensSendable(t *testing.T) {
 	own, _ := ownClient(t, "own-secret")
-	other := register.Fingerprint("other-secret")
-	dirTok := register.Fingerprint("dir-secret")
+	other := deliver.Fingerprint("other-secret")
+	dirTok := deliver.Fingerprint("dir-secret")
 	tests := []struct {
 		name   string
 		fp     string
 		legacy bool
 		want   bool
 	}{
-		{"own token", register.Fingerprint("own-secret"), false, true},
+		{"own token", deliver.Fingerprint("own-secret"), false, true},
 		{"another token", other, false, false},
 		{"another token, even with --legacy", other, true, false},
 		{"token of the directory", dirTok, false, true},
@@ -51,7 +51,7 @@ func TestTokensSendable(t *testing.T) {
 	for _, tt := range tests {
 		tk := newTokens(own)
 		tk.legacy = tt.legacy
-		tk.dir = map[string]*register.Client{dirTok: own.WithToken("dir-secret")}
+		tk.dir = map[string]*deliver.Client{dirTok: own.WithToken("dir-secret")}
 		if got := tk.Sendable(tt.fp); got != tt.want {
 			t.Errorf("%s: Sendable(%q) = %v, want %v", tt.name, tt.fp, got, tt.want)
 		}
@@ -62,13 +62,13 @@ func TestTokensSendable(t *testing.T) {
 // entry with the own client.
 func TestTokensClientFor(t *testing.T) {
 	own, _ := ownClient(t, "own-secret")
-	dirTok := register.Fingerprint("dir-secret")
+	dirTok := deliver.Fingerprint("dir-secret")
 	tk := newTokens(own)
-	tk.dir = map[string]*register.Client{dirTok: own.WithToken("dir-secret")}
+	tk.dir = map[string]*deliver.Client{dirTok: own.WithToken("dir-secret")}
 	if got := tk.ClientFor(dirTok).Fingerprint(); got != dirTok {
 		t.Errorf("ClientFor(dir token) sends %q, want %q", got, dirTok)
 	}
-	if got := tk.ClientFor(register.Fingerprint("nobody")); got != own {
+	if got := tk.ClientFor(deliver.Fingerprint("nobody")); got != own {
 		t.Errorf("ClientFor(unknown) is not the own client")
 	}
 }
@@ -80,15 +80,15 @@ func TestTokensOwnFingerprintRotation(t *testing.T) {
 	tk := newTokens(own)
 	now := time.Unix(1_700_000_000, 0)
 	tk.nowFn = func() time.Time { return now }
-	if !tk.Sendable(register.Fingerprint("first")) {
+	if !tk.Sendable(deliver.Fingerprint("first")) {
 		t.Fatal("own token not sendable")
 	}
 	os.WriteFile(file, []byte("second\n"), 0o600)
-	if !tk.Sendable(register.Fingerprint("first")) || tk.Sendable(register.Fingerprint("second")) {
+	if !tk.Sendable(deliver.Fingerprint("first")) || tk.Sendable(deliver.Fingerprint("second")) {
 		t.Error("the fingerprint was read again within its TTL")
 	}
 	now = now.Add(ownTokenTTL + time.Millisecond)
-	if tk.Sendable(register.Fingerprint("first")) || !tk.Sendable(register.Fingerprint("second")) {
+	if tk.Sendable(deliver.Fingerprint("first")) || !tk.Sendable(deliver.Fingerprint("second")) {
 		t.Error("the rotated token was not picked up after the TTL")
 	}
 }
@@ -115,7 +115,7 @@ func TestReadTokenDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{register.Fingerprint("vision-secret"), register.Fingerprint("search-secret")}
+	want := []string{deliver.Fingerprint("vision-secret"), deliver.Fingerprint("search-secret")}
 	if len(got) != len(want) {
 		t.Fatalf("%d tokens read, want %d: %v", len(got), len(want), got)
 	}

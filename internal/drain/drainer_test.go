@@ -13,7 +13,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/config"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -52,11 +51,8 @@ func fill(t *testing.T, path string, ids ...string) {
 }
 
 func drainer(t *testing.T, url, spoolPath string) *Drainer {
-	cfg := &config.Config{MonitorURL: url, SpoolPath: spoolPath,
-		SpoolMax: config.DefaultSpoolMax, SpoolMaxAge: config.DefaultSpoolMaxAge,
-		SpoolNodeMax: config.DefaultSpoolMax, SpoolNodeMaxAge: config.DefaultSpoolMaxAge,
-		PolicyFile: filepath.Join(t.TempDir(), "no-policy.json")}
-	return &Drainer{Node: Node{Config: cfg, Log: slog.New(slog.DiscardHandler), UserAgent: "drain-test"}}
+	st := Settings{MonitorURL: url, SpoolPath: spoolPath, NodeMax: DefaultMax, NodeMaxAge: DefaultMaxAge}
+	return &Drainer{Node: Node{Settings: st, Log: slog.New(slog.DiscardHandler), UserAgent: "drain-test"}}
 }
 
 // Pass, as a node agent calls it every interval: with All, every per-UID

@@ -1,15 +1,17 @@
-// Package drain sends what the spool holds: the node's drainer (`spool
-// flush`, `spool flush --all --watch`, and the node agent, which calls
-// Drainer.Pass every interval), the other spool commands (list, stats,
-// requeue, purge), and the pieces every sender shares (Node: the client,
-// the spool, the registrar, the check of stored payloads).
+// Package drain sends what the task spools hold, for both programs that
+// do: the entrypoint (`spool flush`, `spool flush --all --watch`) and the
+// node agent (`--drain-spools`, which calls Drainer.Pass every interval).
+// Node holds what every sender shares: its Settings (filled by each
+// program from its own settings table), the client, the spool, and the
+// check of stored payloads, which each program passes (deliver.Check).
 //
 // Guarantees: an entry is sent only with the token it was written for (its
 // fingerprint: the own token, one of a token directory, or with Legacy the
 // own token for entries of the previous format), never with another, more
-// powerful one; every stored payload passes the node's label policy again
-// before it is sent; a file renamed aside after corruption is read, never
-// written, and renamed .drained once nothing in it is left to send.
+// powerful one; every stored payload passes the program's check again
+// before it is sent (the entrypoint's label policy, or the contract); a
+// file renamed aside after corruption is read, never written, and renamed
+// .drained once nothing in it is left to send.
 package drain
 
 import (
@@ -22,7 +24,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -62,14 +64,14 @@ type Drainer struct {
 	// directory is logged and the pass goes on.
 	Watch bool
 
-	own *register.Client // the client of the own token, made once
+	own *deliver.Client // the client of the own token, made once
 }
 
 // Pass makes one pass over the spool files and returns a Result for each.
 // The error is an unreadable token directory or spool directory, which
 // ends the pass unless the drainer is Watch.
 func (d *Drainer) Pass(ctx context.Context) ([]Result, error) {
-	cfg, log := d.Config, d.Log
+	cfg, log := d.Settings, d.Log
 	if d.own == nil {
 		d.own = d.Client()
 	}
@@ -85,8 +87,9 @@ func (d *Drainer) Pass(ctx context.Context) ([]Result, error) {
 		}
 		t.dir = dir
 	}
-	r := d.registrarWith(t)
-	r.Backoff = d.Watch // an operator's one-off flush tries every entry now
+	// An operator's one-off flush tries every entry now; a watching
+	// drainer lets each entry's backoff pass.
+	sp := deliver.Spooled{Client: t.own, ClientFor: t.ClientFor, Check: d.check(), Backoff: d.Watch, Logger: d.Log}
 	paths := []string{cfg.SpoolPath}
 	if d.All {
 		var err error
@@ -100,7 +103,7 @@ func (d *Drainer) Pass(ctx context.Context) ([]Result, error) {
 	}
 	results := make([]Result, 0, len(paths))
 	for _, path := range paths {
-		results = append(results, d.file(ctx, r, t, path))
+		results = append(results, d.file(ctx, sp, t, path))
 	}
 	return results, nil
 }
@@ -152,10 +155,10 @@ func (d *Drainer) Flush(ctx context.Context, out *json.Encoder, interval time.Du
 }
 
 // file makes one pass over one spool file.
-func (d *Drainer) file(ctx context.Context, r *register.Registrar, t *tokens, path string) Result {
+func (d *Drainer) file(ctx context.Context, sp deliver.Spooled, t *tokens, path string) Result {
 	log := d.Log
 	if spool.IsAside(path) {
-		return drainAside(ctx, r, t, path, log)
+		return drainAside(ctx, sp, t, path, log)
 	}
 	s := d.spoolAt(path, t.Sendable)
 	if s != nil && !t.watch {
@@ -163,29 +166,28 @@ func (d *Drainer) file(ctx context.Context, r *register.Registrar, t *tokens, pa
 		// killed a moment ago are sent now, not after their hold.
 		s = s.IgnoringHolds()
 	}
-	sendFrom(r, s)
 	res := Result{Spool: path}
-	fr, err := r.Flush(ctx, 0)
+	fr, err := flushRegistrations(ctx, sp, s)
 	if err == nil && fr.Stopped == nil {
-		fr, err = FlushCompletions(ctx, r, s, 0, fr, log)
+		fr, err = FlushCompletions(ctx, sp, s, 0, fr, log)
 	}
 	res.Delivered, res.Dead = fr.Delivered, fr.Dead
 	switch {
 	case err != nil:
-		res.Error = r.Client.Redact(err.Error())
+		res.Error = sp.Client.Redact(err.Error())
 		res.Locked = errors.Is(err, spool.ErrLocked)
 		log.Warn("spool flush: spool unusable", "spool", path, "err", res.Error)
 	case fr.Stopped != nil && ctx.Err() == nil:
-		res.Error = r.Client.Redact(fr.Stopped.Error())
+		res.Error = sp.Client.Redact(fr.Stopped.Error())
 	}
 	// A fresh context: the count is wanted even when a signal ended the pass.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LockTimeout)
 	defer cancel()
-	st, err := statsOf(sctx, s)
+	st, err := StatsOf(sctx, s)
 	if err != nil {
 		res.Locked = res.Locked || errors.Is(err, spool.ErrLocked)
 		if res.Error == "" {
-			res.Error = r.Client.Redact(err.Error())
+			res.Error = sp.Client.Redact(err.Error())
 		}
 		return res
 	}
@@ -206,11 +208,11 @@ func (d *Drainer) file(ctx context.Context, r *register.Registrar, t *tokens, pa
 // or refused for good, it is renamed to <name>.drained, which no drainer
 // reads again. Entries are sent with their own task ids, so one already
 // delivered from the fresh spool is answered 409.
-func drainAside(ctx context.Context, r *register.Registrar, t *tokens, path string, log *slog.Logger) Result {
+func drainAside(ctx context.Context, sp deliver.Spooled, t *tokens, path string, log *slog.Logger) Result {
 	res := Result{Spool: path}
 	pending, _, err := spool.Salvaged(path)
 	if err != nil && len(pending) == 0 {
-		res.Error = r.Client.Redact(err.Error())
+		res.Error = sp.Client.Redact(err.Error())
 		return res
 	}
 	left := 0
@@ -223,15 +225,15 @@ func drainAside(ctx context.Context, r *register.Registrar, t *tokens, path stri
 			res.Foreign++ // another token's: never sent with ours
 			continue
 		}
-		switch serr := r.SendStored(ctx, e.Payload); {
+		switch serr := sp.SendStored(ctx, e.Payload); {
 		case serr == nil:
 			res.Delivered++
-		case register.Permanent(serr):
+		case deliver.Permanent(serr):
 			res.Dead++
-			log.Error("spool: entry salvaged from a corrupt file refused for good; it stays in that file", "spool", path, "task_id", e.TaskID, "answer", r.Client.Redact(serr.Error()))
+			log.Error("spool: entry salvaged from a corrupt file refused for good; it stays in that file", "spool", path, "task_id", e.TaskID, "answer", sp.Client.Redact(serr.Error()))
 		default:
 			left++
-			res.Error = r.Client.Redact(serr.Error())
+			res.Error = sp.Client.Redact(serr.Error())
 		}
 	}
 	res.Pending = &left
@@ -244,4 +246,18 @@ func drainAside(ctx context.Context, r *register.Registrar, t *tokens, path stri
 		log.Info("spool flush: salvaged entries of a corrupt file", "spool", path, "delivered", res.Delivered, "dead", res.Dead, "pending", left)
 	}
 	return res
+}
+
+// flushRegistrations sends the pending registrations of spool file s
+// (deliver.Spooled.Registrations) and, when some were delivered, clears
+// the file's memory of an outage of that monitor, as a start's own
+// registrar does.
+func flushRegistrations(ctx context.Context, sp deliver.Spooled, s *spool.Spool) (deliver.FlushResult, error) {
+	res, err := sp.Registrations(s.Registrations()).Flush(ctx, 0)
+	if res.Delivered > 0 && sp.Client.Base() != "" {
+		if cerr := s.ClearOutage(ctx, sp.Client.Base()); cerr != nil {
+			sp.Logger.Debug("outage record not cleared", "err", cerr)
+		}
+	}
+	return res, err
 }

@@ -1,4 +1,4 @@
-package register
+package deliver
 
 import (
 	"bytes"
@@ -20,13 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/sensitive"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/monitorurl"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/mountfile"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
-
-// Path is the monitor API's registration endpoint, below the base URL.
-const Path = "/v1/task/register"
 
 // Limits on what is read from the monitor and from the token file.
 const (
@@ -44,7 +41,7 @@ var ErrClientUnusable = errors.New("monitor client unusable")
 
 // ClientConfig configures the HTTP transport to the monitor.
 type ClientConfig struct {
-	URL       string // base URL; the path /v1/task/register is added
+	URL       string // base URL; each Transport adds its endpoint's path
 	TokenFile string // bearer token file, re-read at every attempt
 	CAFile    string // extra CA bundle for https, added to the system roots
 	UserAgent string // paddle-entrypoint/<version>
@@ -59,7 +56,6 @@ type ClientConfig struct {
 // HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment (the task's).
 type Client struct {
 	base      string // the configured URL: the outage memory's key
-	endpoint  string
 	tokenFile string
 	userAgent string
 	http      *http.Client
@@ -79,7 +75,7 @@ type Client struct {
 // sends tok instead of reading the token file: a node drainer's client for
 // the entries written for tok.
 func (c *Client) WithToken(tok string) *Client {
-	n := &Client{base: c.base, endpoint: c.endpoint, userAgent: c.userAgent, http: c.http, broken: c.broken, log: c.log, fixed: &tok}
+	n := &Client{base: c.base, userAgent: c.userAgent, http: c.http, broken: c.broken, log: c.log, fixed: &tok}
 	if tok != "" {
 		n.tokens = []*redactor{newRedactor(tok)}
 	}
@@ -121,9 +117,8 @@ func NewClient(c ClientConfig) (*Client, error) {
 		userAgent: c.UserAgent,
 		log:       c.Logger,
 	}
-	endpoint, err := Endpoint(c.URL, Path)
+	_, err := ParseBase(c.URL)
 	if err == nil {
-		cl.endpoint = endpoint
 		var tlsConf *tls.Config
 		if tlsConf, err = tlsConfig(c.URL, c.CAFile); err == nil {
 			cl.http = httpClient(tlsConf)
@@ -211,33 +206,32 @@ func (e *AnswerError) Permanent() bool {
 	return true
 }
 
-// Send makes one attempt to deliver a registration body. It returns nil when
-// the monitor answered 2xx or 409 (already registered), an *AnswerError for
-// any other answer, and otherwise the network's error (refused, reset, TLS,
-// ctx's deadline). taskID is the Idempotency-Key, the same at every try.
-func (c *Client) Send(ctx context.Context, taskID string, payload []byte) error {
-	return c.post(ctx, c.endpoint, taskID, payload)
+// Base is the configured base URL: the key of the outage memory.
+func (c *Client) Base() string { return c.base }
+
+// Post makes one attempt to deliver payload to the monitor's endpoint at
+// path, with key as the Idempotency-Key, the same at every try. It returns
+// nil when the monitor answered 2xx or 409 (already there), an
+// *AnswerError for any other answer, and otherwise the network's error
+// (refused, reset, TLS, ctx's deadline).
+func (c *Client) Post(ctx context.Context, path, key string, payload []byte) error {
+	return c.PostEncoded(ctx, path, key, payload, "")
 }
 
-// post makes one attempt to deliver payload to endpoint, with key as the
-// Idempotency-Key; its result reads as Send's.
-func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte) error {
-	return c.postEncoded(ctx, endpoint, key, payload, "")
-}
-
-// postEncoded is post with the body already encoded as encoding says
+// PostEncoded is Post with the body already encoded as encoding says
 // (the Content-Encoding header; "" for none).
-func (c *Client) postEncoded(ctx context.Context, endpoint, key string, payload []byte, encoding string) error {
-	_, _, err := c.postAnswer(ctx, endpoint, key, payload, encoding)
+func (c *Client) PostEncoded(ctx context.Context, path, key string, payload []byte, encoding string) error {
+	_, _, err := c.PostAnswer(ctx, path, key, payload, encoding)
 	return err
 }
 
-// postAnswer is postEncoded that also returns the start of a 409's body
+// PostAnswer is PostEncoded that also returns the start of a 409's body
 // (redacted), which says what the monitor found in conflict.
-func (c *Client) postAnswer(ctx context.Context, endpoint, key string, payload []byte, encoding string) (conflict bool, body string, err error) {
+func (c *Client) PostAnswer(ctx context.Context, path, key string, payload []byte, encoding string) (conflict bool, body string, err error) {
 	if c.broken != nil {
 		return false, "", c.broken
 	}
+	endpoint := c.endpointOf(path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(payload))
 	if err != nil {
 		return false, "", fmt.Errorf("monitor URL: %w", err)
@@ -325,7 +319,7 @@ func (c *Client) Redact(s string) string {
 	for _, r := range c.tokens {
 		s = r.redact(s)
 	}
-	return sensitive.RedactURLs(s)
+	return monitorurl.RedactURLs(s)
 }
 
 // snippet cuts a redacted answer to answerSnippet bytes, on a character
@@ -365,4 +359,11 @@ func parseRetryAfter(h string, now time.Time) (time.Duration, bool) {
 		return min(max(t.Sub(now), 0), maxRetryAfter), true
 	}
 	return 0, false
+}
+
+// endpointOf is the URL of the monitor's endpoint at path. A URL that can
+// never work leaves the client broken, so Post never sends to "".
+func (c *Client) endpointOf(path string) string {
+	e, _ := Endpoint(c.base, path)
+	return e
 }

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/mountfile"
-	"github.com/paddle-entrypoint/paddle-entrypoint/register"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
@@ -27,10 +27,10 @@ const maxTokenFile = 16 << 10
 // only with the token it was written for (its fingerprint), never with
 // another, more powerful one.
 type tokens struct {
-	own    *register.Client
+	own    *deliver.Client
 	legacy bool
-	watch  bool                        // a drainer's --watch: entries others hold are left to them
-	dir    map[string]*register.Client // fingerprint -> a client sending that token
+	watch  bool                       // a drainer's --watch: entries others hold are left to them
+	dir    map[string]*deliver.Client // fingerprint -> a client sending that token
 
 	mu    sync.Mutex
 	fp    string
@@ -38,7 +38,7 @@ type tokens struct {
 	nowFn func() time.Time
 }
 
-func newTokens(own *register.Client) *tokens {
+func newTokens(own *deliver.Client) *tokens {
 	return &tokens{own: own, nowFn: time.Now}
 }
 
@@ -67,7 +67,7 @@ func (t *tokens) Sendable(fp string) bool {
 }
 
 // ClientFor is the Registrar's: the client that sends fp's token.
-func (t *tokens) ClientFor(fp string) *register.Client {
+func (t *tokens) ClientFor(fp string) *deliver.Client {
 	if c := t.dir[fp]; c != nil {
 		return c
 	}
@@ -79,12 +79,12 @@ func (t *tokens) ClientFor(fp string) *register.Client {
 // ..data and ..<timestamp>), links followed (its visible names are links
 // into ..data), anything but a regular file left out. Every token is
 // paired with a client like own that sends it.
-func readTokenDir(dir string, own *register.Client) (map[string]*register.Client, error) {
+func readTokenDir(dir string, own *deliver.Client) (map[string]*deliver.Client, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("token directory (--token-dir, PADDLE_SPOOL_TOKEN_DIR) %s: %w", dir, err)
 	}
-	out := map[string]*register.Client{}
+	out := map[string]*deliver.Client{}
 	for _, de := range ents {
 		if strings.HasPrefix(de.Name(), ".") {
 			continue
@@ -97,7 +97,16 @@ func readTokenDir(dir string, own *register.Client) (map[string]*register.Client
 		if tok == "" {
 			continue
 		}
-		out[register.Fingerprint(tok)] = own.WithToken(tok)
+		out[deliver.Fingerprint(tok)] = own.WithToken(tok)
 	}
 	return out, nil
+}
+
+// OwnToken returns the spool's Sendable and the delivery engine's
+// ClientFor for a sender that holds only its own token (a start, a
+// supervisor, a spool command other than flush --token-dir): it sends the
+// entries written for the token own sends now, and no other.
+func OwnToken(own *deliver.Client) (sendable func(fp string) bool, clientFor func(fp string) *deliver.Client) {
+	t := newTokens(own)
+	return t.Sendable, t.ClientFor
 }

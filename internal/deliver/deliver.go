@@ -1,4 +1,14 @@
-package register
+// Package deliver is the one way every program of this module sends a
+// body to the monitor: the client (token re-read at every attempt, CA,
+// redaction of what is kept), the transport (an endpoint's path, the
+// Idempotency-Key, gzip), the delivery engine over a spool queue
+// (Deliverer, with a status policy per sender: EntrypointPolicy,
+// ReportPolicy) and the retry policy, one backoff that honours the
+// monitor's Retry-After (RetryPolicy, NextWait, Deliverer.Passes). The
+// entrypoint (register), the drainer (internal/drain) and the node agent
+// (node/reportqueue) use it; it imports only the contract (wire) and the
+// spool.
+package deliver
 
 import (
 	"bytes"
@@ -66,10 +76,6 @@ func (t Transport) Send(ctx context.Context, c *Client, key string, payload []by
 	if c == nil {
 		c = t.Client
 	}
-	endpoint := c.endpoint
-	if t.Path != "" {
-		endpoint = c.endpointOf(t.Path)
-	}
 	if t.Prepare != nil {
 		payload = t.Prepare(payload)
 	}
@@ -81,7 +87,7 @@ func (t Transport) Send(ctx context.Context, c *Client, key string, payload []by
 		}
 		encoding = "gzip"
 	}
-	conflict, answer, err := c.postAnswer(ctx, endpoint, key+t.KeySuffix, body, encoding)
+	conflict, answer, err := c.PostAnswer(ctx, t.Path, key+t.KeySuffix, body, encoding)
 	if conflict && t.Conflict != nil {
 		t.Conflict(key, answer)
 	}
@@ -133,10 +139,10 @@ type StatusPolicy func(e spool.Entry, err error, now time.Time) Decision
 func EntrypointPolicy(e spool.Entry, err error, now time.Time) Decision {
 	var ae *AnswerError
 	answered := errors.As(err, &ae)
-	switch c := classify(err); {
-	case c == delivered:
+	switch c := Classify(err); {
+	case c == Sent:
 		return Decision{Action: Remove}
-	case c == permanent:
+	case c == Refused:
 		return Decision{Action: Bury}
 	case answered && e.Attempts+1 >= PoisonAttempts && now.Sub(e.QueuedAt) >= PoisonAge:
 		return Decision{Action: Bury, Note: fmt.Sprintf("gave up after %d attempts over %v: ", e.Attempts+1, now.Sub(e.QueuedAt).Round(time.Hour))}
@@ -153,12 +159,12 @@ func EntrypointPolicy(e spool.Entry, err error, now time.Time) Decision {
 // network errors keep it; every kept report ends the pass.
 func ReportPolicy(_ spool.Entry, err error, _ time.Time) Decision {
 	var ae *AnswerError
-	switch c := classify(err); {
-	case c == delivered:
+	switch c := Classify(err); {
+	case c == Sent:
 		return Decision{Action: Remove}
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
 		return Decision{Action: KeepStop}
-	case c == permanent:
+	case c == Refused:
 		return Decision{Action: Bury}
 	}
 	return Decision{Action: KeepStop}
@@ -330,7 +336,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		return done, nil
 	}
 	cl := d.clientFor(e.Fingerprint)
-	dec, sendErr := d.try(ctx, cl, e, key, AttemptTimeout)
+	dec, sendErr := d.Try(ctx, cl, e, key, AttemptTimeout)
 	switch dec.Action {
 	case Remove:
 		if err := d.Queue.Delete(ctx, e.ID); err != nil {
@@ -339,7 +345,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 		res.Delivered++
 		return done, nil
 	case Bury:
-		answer := dec.answer(cl, sendErr)
+		answer := dec.Answer(cl, sendErr)
 		log.Error("monitor refused a spooled "+d.noun()+" for good; moved to the dead letters", "answer", answer)
 		if err := d.Queue.Bury(ctx, e.ID, answer); err != nil {
 			return stopped, err
@@ -373,7 +379,7 @@ func (d *Deliverer) flushOne(ctx context.Context, e spool.Entry, res *FlushResul
 // goes through here: a flush's of spooled entries, and the first tries of
 // a new entry (Registrar.Register, RegisterAlongside, Completer.Complete),
 // which act on the decision as the package comment says.
-func (d *Deliverer) try(ctx context.Context, c *Client, e spool.Entry, key string, timeout time.Duration) (Decision, error) {
+func (d *Deliverer) Try(ctx context.Context, c *Client, e spool.Entry, key string, timeout time.Duration) (Decision, error) {
 	if c == nil {
 		c = d.clientFor(e.Fingerprint)
 	}
@@ -389,7 +395,7 @@ func (d *Deliverer) try(ctx context.Context, c *Client, e spool.Entry, key strin
 
 // answer is what a dead letter keeps of an attempt the decision buries:
 // the note and the monitor's answer, redacted by c.
-func (dec Decision) answer(c *Client, err error) string {
+func (dec Decision) Answer(c *Client, err error) string {
 	if err == nil {
 		return dec.Note + "refused"
 	}

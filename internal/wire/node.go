@@ -18,15 +18,19 @@ const (
 // NodeReport is one interval's observations of one node by paddle-node:
 // POST /v1/nodes/report. It covers [Time-IntervalSeconds, Time).
 type NodeReport struct {
-	SchemaVersion   int            `json:"schema_version"`
-	Node            string         `json:"node"`
-	Time            int64          `json:"time"`
-	IntervalSeconds int64          `json:"interval_seconds"`
-	AgentVersion    string         `json:"agent_version"`
-	Samples         int            `json:"samples"`
-	Final           bool           `json:"final"`
-	GPUs            []NodeGPU      `json:"gpus"`
-	Instances       []NodeInstance `json:"instances"`
+	SchemaVersion   int    `json:"schema_version"`
+	Node            string `json:"node"`
+	Time            int64  `json:"time"`
+	IntervalSeconds int64  `json:"interval_seconds"`
+	AgentVersion    string `json:"agent_version"`
+	Samples         int    `json:"samples"`
+	Final           bool   `json:"final"`
+	// SentAt is when the agent sent the report, by its clock (Unix
+	// seconds; optional): the monitor exposes SentAt − its receipt time
+	// as the node's clock skew (NODE.md 12.2).
+	SentAt    *int64         `json:"sent_at,omitempty"`
+	GPUs      []NodeGPU      `json:"gpus"`
+	Instances []NodeInstance `json:"instances"`
 }
 
 // NodeGPU is one GPU of the node, whole or in MIG mode, with its energy

@@ -115,20 +115,23 @@ var (
 // nodeStatements is every statement of the node-report write path, by
 // name (the plan tests' subtests).
 var nodeStatements = map[string]*stmt{
-	"node report stored": stmtNodeReportStored,
-	"node spans":         stmtNodeSpans,
-	"insert node report": stmtInsertNodeReport,
-	"open GPU lives":     stmtOpenLives,
-	"insert GPU life":    stmtInsertLife,
-	"extend GPU life":    stmtExtendLife,
-	"end GPU life":       stmtEndLife,
-	"end GPU lives":      stmtEndLives,
-	"upsert node":        stmtUpsertNode,
-	"retire node":        stmtRetireNode,
-	"upsert GPU hour":    stmtUpsertGPUHour,
-	"upsert user hour":   stmtUpsertUserHour,
-	"prune node reports": stmtPruneNodeReports,
-	"lock node":          stmtLockTask,
+	"node report stored":       stmtNodeReportStored,
+	"node spans":               stmtNodeSpans,
+	"insert node report":       stmtInsertNodeReport,
+	"open GPU lives":           stmtOpenLives,
+	"insert GPU life":          stmtInsertLife,
+	"extend GPU life":          stmtExtendLife,
+	"end GPU life":             stmtEndLife,
+	"end GPU lives":            stmtEndLives,
+	"upsert node":              stmtUpsertNode,
+	"retire node":              stmtRetireNode,
+	"upsert GPU hour":          stmtUpsertGPUHour,
+	"upsert user hour":         stmtUpsertUserHour,
+	"prune node reports":       stmtPruneNodeReports,
+	"lock node":                stmtLockTask,
+	"upsert GPU conflict":      stmtUpsertConflict,
+	"resolve held GPUs":        stmtResolveHeld,
+	"resolve conflicting GPUs": stmtResolveConflicting,
 }
 
 // The ledger's reads (ledger.go, ledger_ties.go): the window's roll-ups

@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+)
+
+// The conflicts of GPU UUIDs between nodes (NODE.md 12.3; nodes.go).
+var (
+	// upsertConflict: a conflicting report's GPU, its time and kept
+	// seconds added (a resolved conflict that comes back is open again).
+	stmtUpsertConflict = &stmt{sql: `INSERT INTO node_gpu_conflicts (node, uuid, held_by, first_time, last_time, observed_s)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (node, uuid, held_by) DO UPDATE SET
+		first_time = CASE WHEN node_gpu_conflicts.resolved_at IS NOT NULL OR excluded.first_time < node_gpu_conflicts.first_time
+			THEN excluded.first_time ELSE node_gpu_conflicts.first_time END,
+		last_time = CASE WHEN node_gpu_conflicts.resolved_at IS NOT NULL OR excluded.last_time > node_gpu_conflicts.last_time
+			THEN excluded.last_time ELSE node_gpu_conflicts.last_time END,
+		observed_s = CASE WHEN node_gpu_conflicts.resolved_at IS NOT NULL THEN 0 ELSE node_gpu_conflicts.observed_s END + excluded.observed_s,
+		resolved_at = NULL`,
+		postgresIndex: "node_gpu_conflicts_pkey", example: []any{"n", "GPU-1", "m", int64(1), int64(1), 1.5}}
+	// resolveHeld, resolveConflicting: `node retire` of the holder, of the
+	// conflicting node.
+	stmtResolveHeld = &stmt{sql: `UPDATE node_gpu_conflicts SET resolved_at = ? WHERE held_by = ? AND resolved_at IS NULL`,
+		sqliteIndex: "node_gpu_conflicts_open", postgresIndex: "node_gpu_conflicts_open", example: []any{int64(1), "n"}}
+	stmtResolveConflicting = &stmt{sql: `UPDATE node_gpu_conflicts SET resolved_at = ? WHERE node = ? AND resolved_at IS NULL`,
+		sqliteIndex: "sqlite_autoindex_node_gpu_conflicts_1", postgresIndex: "node_gpu_conflicts_pkey", example: []any{int64(1), "n"}}
+	// openConflicts reads every open conflict (a handful: each is an
+	// alert), not part of the write path's plan tests.
+	stmtOpenConflicts = &stmt{sql: `SELECT node, uuid, held_by, first_time, last_time, observed_s FROM node_gpu_conflicts
+		WHERE resolved_at IS NULL ORDER BY node, uuid, held_by`}
+)
+
+// GPUConflicts returns the open conflicts (none resolved by `node
+// retire`), by node and UUID: for /metrics (paddle_gpu_uuid_conflict) and
+// the discrepancies.
+func (s *Store) GPUConflicts(ctx context.Context) ([]GPUConflict, error) {
+	rows, err := s.query(ctx, s.r, stmtOpenConflicts)
+	if err != nil {
+		return nil, fmt.Errorf("store: GPU conflicts: %w", err)
+	}
+	defer rows.Close()
+	var out []GPUConflict
+	for rows.Next() {
+		var c GPUConflict
+		if err := rows.Scan(&c.Node, &c.UUID, &c.HeldBy, &c.FirstTime, &c.LastTime, &c.Seconds); err != nil {
+			return nil, fmt.Errorf("store: GPU conflicts: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// withoutGPUs is r without the entries of the GPUs in held (r itself when
+// there are none): what a report with conflicts counts.
+func withoutGPUs(r *wire.NodeReport, held map[string]bool) *wire.NodeReport {
+	if len(held) == 0 {
+		return r
+	}
+	c := *r
+	c.GPUs, c.Instances = nil, nil
+	for _, g := range r.GPUs {
+		if !held[g.UUID] {
+			c.GPUs = append(c.GPUs, g)
+		}
+	}
+	for _, in := range r.Instances {
+		if !held[in.UUID] {
+			c.Instances = append(c.Instances, in)
+		}
+	}
+	return &c
+}

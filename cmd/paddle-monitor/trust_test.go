@@ -152,3 +152,136 @@ func TestTiesBoundToTheNode(t *testing.T) {
 		}
 	})
 }
+
+// metricLine is the line of /metrics that starts with prefix ("" when none).
+func metricLine(t *testing.T, s *server, prefix string) string {
+	t.Helper()
+	a := s.do(t, request{Method: "GET", Path: "/metrics", Token: "a-secret", NoSpecCheck: true})
+	for _, l := range strings.Split(string(a.Body), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestNoReportFromTheFuture (F4; NODE.md 12.2): a report an hour ahead of
+// the monitor's clock is answered 425 with Retry-After (the seconds until
+// it is within 300 s) and not stored, so the node's real report of now is
+// stored whole (before NODE.md 11 the report from the future was stored
+// and billed, and the real one answered 200 clipped, then deleted by the
+// agent); a report 100 s ahead is stored; the skew the agent's sent_at
+// shows is on /metrics.
+func TestNoReportFromTheFuture(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, "--tokens", trustTokens(t))
+		now := time.Now().Unix()
+		pod := trustUser{uuid: "GPU-a", runtime: "containerd", containerID: "c1", podUID: "pod-1", ns: "team-a", pod: "train-0"}
+		a := s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", now+3600, 3600, pod), "n-secret"))
+		expect(t, a, 425, "time")
+		if !strings.Contains(a.Error(t), "past the monitor's clock") {
+			t.Errorf("425 error %q", a.Error(t))
+		}
+		if ra, err := strconvAtoi(a.Header.Get("Retry-After")); err != nil || ra < 3300-30 || ra > 3300 {
+			t.Errorf("Retry-After %q, want about 3300", a.Header.Get("Retry-After"))
+		}
+		a = s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", now, 60, pod), "n-secret"))
+		expect(t, a, 201, "")
+		if a.JSON(t)["status"] != "created" {
+			t.Errorf("the real report of now: %s, want created (not clipped by a span from the future)", a.Body)
+		}
+		// Within 300 s: stored, and the skew shown.
+		body := strings.Replace(trustReport("gpu-node-1", now+100, 100, pod), `"final":false`, fmt.Sprintf(`"final":false,"sent_at":%d`, now+100), 1)
+		expect(t, s.do(t, post("/v1/nodes/report", body, "n-secret")), 201, "")
+		line := metricLine(t, s, `paddle_node_clock_skew_seconds{node="gpu-node-1"} `)
+		var skew float64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(line, `paddle_node_clock_skew_seconds{node="gpu-node-1"} `), "%g", &skew); err != nil || skew < 90 || skew > 100 {
+			t.Errorf("the skew: %q, want about 100", line)
+		}
+	})
+}
+
+func strconvAtoi(s string) (int, error) {
+	var v int
+	_, err := fmt.Sscanf(s, "%d", &v)
+	return v, err
+}
+
+// TestUUIDConflictLoud (F8; NODE.md 12.3): gpu-node-2, with its own
+// token, reports GPU-a that gpu-node-1 holds. Its report is stored and
+// answered 409 {"status":"stored","conflicts":[…]} every time (before, 409
+// refused it and the agent deleted it: the node went dark); GPU-a is
+// counted once (capacity 1 GPU-hour, not 2: gpu-node-2's entries are out
+// of every state), the conflict is on /metrics and in discrepancies until
+// `node retire gpu-node-1`.
+func TestUUIDConflictLoud(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, "--tokens", trustTokens(t))
+		h := time.Now().Unix()/3600*3600 - 3*3600
+		user := func(c string) trustUser {
+			return trustUser{uuid: "GPU-a", runtime: "containerd", containerID: c, podUID: "pod-" + c, ns: "team-a", pod: "p-" + c}
+		}
+		expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", h+3600, 3600, user("one")), "n-secret")), 201, "")
+		for range 2 {
+			a := s.do(t, post("/v1/nodes/report", trustReport("gpu-node-2", h+3600, 3600, user("two")), "n2-secret"))
+			want := fmt.Sprintf(`{"node":"gpu-node-2","time":%d,"status":"stored","conflicts":[{"uuid":"GPU-a","held_by":"gpu-node-1"}]}`+"\n", h+3600)
+			if a.Status != 409 || string(a.Body) != want {
+				t.Fatalf("the conflicting report: %d %s, want 409 %s", a.Status, a.Body, want)
+			}
+		}
+		series := `paddle_gpu_uuid_conflict{UUID="GPU-a",held_by="gpu-node-1",node="gpu-node-2"} 1`
+		if l := metricLine(t, s, `paddle_gpu_uuid_conflict{`); l != series {
+			t.Errorf("/metrics: %q, want %q", l, series)
+		}
+		a := s.do(t, get("/v1/ledger?from="+rfc(h)+"&to="+rfc(h+3600), "a-secret"))
+		expect(t, a, 200, "")
+		checkFigures(t, "the total", a.JSON(t)["total"].(map[string]any), map[string]float64{"capacity_gpu_hours": 1,
+			"unattributed_gpu_hours": 1, "check_gpu_hours": 0})
+		conflicts := func() string {
+			a := s.do(t, get("/v1/discrepancies?from="+rfc(h)+"&to="+rfc(h+3600), "a-secret"))
+			expect(t, a, 200, "")
+			b, _ := json.Marshal(a.JSON(t)["gpu_conflicts"])
+			return string(b)
+		}
+		if got, want := conflicts(), fmt.Sprintf(`[{"first_time":%d,"held_by":"gpu-node-1","last_time":%d,"node":"gpu-node-2","observed_seconds":3600,"uuid":"GPU-a"}]`, h+3600, h+3600); got != want {
+			t.Errorf("discrepancies' gpu_conflicts: %s, want %s", got, want)
+		}
+		if r := runMonitor(t, "node", "retire", "gpu-node-1", "--db", dsn); r.code != 0 {
+			t.Fatalf("node retire: exit %d %s", r.code, r.stderr)
+		}
+		if l := metricLine(t, s, `paddle_gpu_uuid_conflict{`); l != "" {
+			t.Errorf("/metrics after the retire: %q", l)
+		}
+		if got := conflicts(); got != "[]" {
+			t.Errorf("discrepancies after the retire: %s", got)
+		}
+		expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-2", h+7200, 3600, user("two")), "n2-secret")), 201, "")
+	})
+}
+
+// TestNodeCase (F10; NODE.md 12.4): one node reporting as GPU-Node-1 and
+// gpu-node-1, its GPU as GPU-ABC and gpu-abc, is one node and one GPU:
+// one ledger row, capacity 2 GPU-hours over the two hours (before, two
+// nodes and two GPUs, the GPU counted twice).
+func TestNodeCase(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, "--tokens", trustTokens(t))
+		h := time.Now().Unix()/3600*3600 - 3*3600
+		u := trustUser{uuid: "GPU-ABC", runtime: "containerd", containerID: "c1", podUID: "pod-1", ns: "team-a", pod: "train-0"}
+		a := s.do(t, post("/v1/nodes/report", trustReport("GPU-Node-1", h+3600, 3600, u), "n-secret"))
+		expect(t, a, 201, "")
+		if a.JSON(t)["node"] != "gpu-node-1" {
+			t.Errorf("the answer names %v, want gpu-node-1", a.JSON(t)["node"])
+		}
+		u.uuid = "gpu-abc"
+		expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", h+7200, 3600, u), "n-secret")), 201, "")
+		a = s.do(t, get("/v1/ledger?from="+rfc(h)+"&to="+rfc(h+7200), "a-secret"))
+		expect(t, a, 200, "")
+		rows := a.JSON(t)["rows"].([]any)
+		if len(rows) != 1 || rows[0].(map[string]any)["key"].(map[string]any)["node"] != "gpu-node-1" {
+			t.Fatalf("rows: %s", a.Body)
+		}
+		checkFigures(t, "gpu-node-1", rows[0].(map[string]any), map[string]float64{"capacity_gpu_hours": 2, "unattributed_gpu_hours": 2,
+			"unobserved_gpu_hours": 0, "check_gpu_hours": 0})
+	})
+}

@@ -27,16 +27,23 @@ func loadNodeAgent(t *testing.T) (*corev1.Namespace, *appsv1.DaemonSet) {
 		t.Fatal(err)
 	}
 	parts := bytes.Split(b, []byte("\n---\n"))
-	if len(parts) != 2 {
-		t.Fatalf("%d documents, want a Namespace and a DaemonSet", len(parts))
+	if len(parts) != 3 {
+		t.Fatalf("%d documents, want a Namespace, a ServiceAccount and a DaemonSet", len(parts))
 	}
 	var ns corev1.Namespace
+	var sa corev1.ServiceAccount
 	var ds appsv1.DaemonSet
 	if err := yaml.UnmarshalStrict(parts[0], &ns); err != nil || ns.Kind != "Namespace" {
 		t.Fatalf("Namespace: %v (%s)", err, ns.Kind)
 	}
-	if err := yaml.UnmarshalStrict(parts[1], &ds); err != nil || ds.Kind != "DaemonSet" {
+	if err := yaml.UnmarshalStrict(parts[1], &sa); err != nil || sa.Kind != "ServiceAccount" {
+		t.Fatalf("ServiceAccount: %v (%s)", err, sa.Kind)
+	}
+	if err := yaml.UnmarshalStrict(parts[2], &ds); err != nil || ds.Kind != "DaemonSet" {
 		t.Fatalf("DaemonSet: %v (%s)", err, ds.Kind)
+	}
+	if sa.Namespace != ds.Namespace || ds.Spec.Template.Spec.ServiceAccountName != sa.Name {
+		t.Fatalf("the DaemonSet runs as %q, not the ServiceAccount %s/%s", ds.Spec.Template.Spec.ServiceAccountName, sa.Namespace, sa.Name)
 	}
 	return &ns, &ds
 }
@@ -92,8 +99,13 @@ func TestNodeAgentManifest(t *testing.T) {
 	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Exec == nil || !slices.Equal(l.PreStop.Exec.Command, wantHook) {
 		t.Errorf("lifecycle %+v: want a preStop exec of %q", l, wantHook)
 	}
-	// The token from a Secret, at the file PADDLE_NODE_TOKEN_FILE names;
-	// the host paths the agent reads and writes.
+	// The token: the pod's projected ServiceAccount token for the audience
+	// paddle-monitor (bound to the pod, so to its node; NODE.md 11), at the
+	// file PADDLE_NODE_TOKEN_FILE names, no API token besides and no
+	// shared Secret; the host paths the agent reads and writes.
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the pod mounts the ServiceAccount's API token: only the projected token for the monitor is needed")
+	}
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m.MountPath
@@ -103,8 +115,16 @@ func TestNodeAgentManifest(t *testing.T) {
 		vols[v.Name] = v
 	}
 	tok := vols["token"]
-	if tok.Secret == nil || !strings.HasPrefix(env["PADDLE_NODE_TOKEN_FILE"].Value, mounts["token"]+"/") {
-		t.Errorf("the token: volume %+v at %q, PADDLE_NODE_TOKEN_FILE %q", tok, mounts["token"], env["PADDLE_NODE_TOKEN_FILE"].Value)
+	projected := tok.Projected != nil && len(tok.Projected.Sources) == 1 && tok.Projected.Sources[0].ServiceAccountToken != nil &&
+		tok.Projected.Sources[0].ServiceAccountToken.Audience == "paddle-monitor"
+	if !projected || env["PADDLE_NODE_TOKEN_FILE"].Value != mounts["token"]+"/"+tok.Projected.Sources[0].ServiceAccountToken.Path {
+		t.Errorf("the token: volume %+v at %q, PADDLE_NODE_TOKEN_FILE %q: want the projected token of audience paddle-monitor",
+			tok, mounts["token"], env["PADDLE_NODE_TOKEN_FILE"].Value)
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			t.Errorf("volume %s is a Secret: no token is shared between nodes", v.Name)
+		}
 	}
 	for name, path := range map[string]string{"pod-resources": "/var/lib/kubelet/pod-resources",
 		"cri-socket": "/run/containerd/containerd.sock", "spool": "/var/lib/paddle-node"} {

@@ -299,7 +299,7 @@ func k8sPath(t *testing.T, apiVersion, kind, namespace string) string {
 		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 		"Namespace":                        "namespaces", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
 		"Pod": "pods", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings", "Node": "nodes",
-		"DaemonSet": "daemonsets", "RuntimeClass": "runtimeclasses",
+		"DaemonSet": "daemonsets", "RuntimeClass": "runtimeclasses", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
 	}
 	res, ok := resources[kind]
 	if !ok {

@@ -919,6 +919,10 @@ func TestK8sAPIServerNodeAgent(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}})
 	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}})
+	// The pod names the agent's ServiceAccount: one of that name in team-a
+	// too, so that Pod Security is what refuses it there.
+	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: "paddle-node", Namespace: "team-a"}})
 	pod := func(ns string) map[string]any {
 		meta := map[string]any{"name": "paddle-node-x7k2p", "namespace": ns, "labels": template["metadata"].(map[string]any)["labels"]}
 		spec := map[string]any{}

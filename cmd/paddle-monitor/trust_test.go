@@ -5,11 +5,18 @@ package main
 // hostile review, on both stores, with figures computed by hand.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
@@ -283,5 +290,140 @@ func TestNodeCase(t *testing.T) {
 		}
 		checkFigures(t, "gpu-node-1", rows[0].(map[string]any), map[string]float64{"capacity_gpu_hours": 2, "unattributed_gpu_hours": 2,
 			"unobserved_gpu_hours": 0, "check_gpu_hours": 0})
+	})
+}
+
+// shippedNamespaces writes the namespace mapping of the shipped monitor
+// manifest's ConfigMap (deploy/kubernetes/paddle-monitor.yaml) to dir and
+// returns its path.
+func shippedNamespaces(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/kubernetes/paddle-monitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+		var cm corev1.ConfigMap
+		if yaml.Unmarshal(doc, &cm) == nil && cm.Kind == "ConfigMap" {
+			data, ok := cm.Data["namespaces.json"]
+			if !ok {
+				t.Fatalf("the shipped ConfigMap %s has no namespaces.json: an untied pod would be free", cm.Name)
+			}
+			path := filepath.Join(dir, "namespaces.json")
+			writeFile(t, path, data)
+			return path
+		}
+	}
+	t.Fatal("the shipped monitor manifest has no ConfigMap")
+	return ""
+}
+
+// TestNoFreePod (F9; MONITOR.md 20.23): with the shipped manifest's
+// namespace mapping, observed use of pods no registration ties is charged
+// to "unassigned", one row by project, split by --by namespace; before,
+// the manifest had no mapping and the use was charged to nobody.
+func TestNoFreePod(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		dir := t.TempDir()
+		ns := shippedNamespaces(t, dir)
+		s := startServer(t, dsn, "--tokens", trustTokens(t), "--namespace-projects", ns)
+		h := time.Now().Unix()/3600*3600 - 3*3600
+		expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", h+3600, 3600,
+			trustUser{uuid: "GPU-a", runtime: "containerd", containerID: "c1", podUID: "pod-x", ns: "team-x", pod: "train-x"},
+			trustUser{uuid: "GPU-b", runtime: "containerd", containerID: "c2", podUID: "pod-y", ns: "team-y", pod: "train-y"},
+			trustUser{uuid: "GPU-c", runtime: "containerd", containerID: "c3", podUID: "pod-z", ns: "team-y", pod: "train-z"},
+		), "n-secret")), 201, "")
+		rows := ledgerByProject(t, s, h, h+3600)
+		checkFigures(t, "unassigned", rows["unassigned"], map[string]float64{"undeclared_gpu_hours": 3, "unattributed_gpu_hours": 0})
+		checkFigures(t, `""`, rows[""], map[string]float64{"undeclared_gpu_hours": 0, "unattributed_gpu_hours": 0, "attributed_gpu_hours": 0})
+		if len(rows) != 2 {
+			t.Errorf("%d rows by project, want unassigned and the fleet's own: %v", len(rows), rows)
+		}
+		a := s.do(t, get("/v1/ledger?by=namespace&from="+rfc(h)+"&to="+rfc(h+3600), "a-secret"))
+		expect(t, a, 200, "")
+		byNS := map[string]float64{}
+		for _, row := range a.JSON(t)["rows"].([]any) {
+			m := row.(map[string]any)
+			byNS[m["key"].(map[string]any)["namespace"].(string)] = m["undeclared_gpu_hours"].(float64)
+		}
+		if byNS["team-x"] != 1 || byNS["team-y"] != 2 {
+			t.Errorf("by namespace: %v, want team-x 1, team-y 2", byNS)
+		}
+	})
+}
+
+// TestHostileNeighbour: everything a hostile team (ads_b, its own team
+// token, pods on the same node as search_a) and a hostile node (root on
+// gpu-node-2, its own node token) can send changes nobody's bill but
+// their own. The same honest fleet is stored twice, alone and with the
+// hostile side's reports and registrations; every project's ledger row but
+// ads_b's is the same in both:
+//   - an ads_b pod declares search_a's task in its labels file (tied by
+//     pod UID to nothing: ads_b's namespace's use, not search_a's);
+//   - a plain container on gpu-node-1 declares search_a's task (F3);
+//   - gpu-node-2 reports search_a's pod UID (F1) and search_a's GPU UUID
+//     (F8), and a report an hour ahead (F4);
+//   - ads_b registers a task with a share of 0.01 for its pod and uses a
+//     whole GPU: it pays the observed hour.
+func TestHostileNeighbour(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		h := time.Now().Unix()/3600*3600 - 3*3600
+		honest := []trustUser{{uuid: "GPU-a", runtime: "containerd", containerID: "c-a", podUID: "pod-a", ns: "team-a", pod: "train-a"}}
+		run := func(hostile bool) map[string]map[string]any {
+			db := storetest.SQLiteDSN(t)
+			if strings.HasPrefix(dsn, "postgres") {
+				db = storetest.PostgresDSN(t)
+			}
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "ns.json"), `{"team-b": "ads_b", "*": "unassigned"}`)
+			s := startServer(t, db, "--tokens", trustTokens(t), "--namespace-projects", filepath.Join(dir, "ns.json"))
+			trustReg(t, s, "s-secret", "t-a", "search_a", "pod-a", "gpu-node-1", "train-a", h-100)
+			users := honest
+			if hostile {
+				reg := fmt.Sprintf(`{"schema_version":1,"task_id":"t-b","task_name":"x","project":"ads_b","owner":"bob@example.com",
+					"start_time":%d,"hostname":"train-b","k8s_pod_uid":"pod-b2","k8s_node":"gpu-node-1","labels":{},"gpu_count":1,
+					"gpus":[{"index":0,"uuid":"GPU-d","name":"NVIDIA H200","memory_total_bytes":1,"share":0.01}]}`, h-100)
+				expect(t, s.do(t, request{Method: "POST", Path: "/v1/task/register", Body: reg, Token: "b-secret",
+					Header: map[string]string{"Idempotency-Key": "t-b", "User-Agent": "paddle-entrypoint/test"}}), 201, "")
+				steal := `{"task_id":"t-a","project":"search_a","owner":"ann@example.com"}`
+				users = append(slices.Clone(honest),
+					trustUser{uuid: "GPU-b", runtime: "containerd", containerID: "c-b", podUID: "pod-b", ns: "team-b", pod: "sneaky", declared: steal},
+					trustUser{uuid: "GPU-c", runtime: "docker", containerID: "0123456789abcdef0123", declared: steal},
+					trustUser{uuid: "GPU-d", runtime: "containerd", containerID: "c-b2", podUID: "pod-b2", ns: "team-b", pod: "cheap"})
+			}
+			expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", h+3600, 3600, users...), "n-secret")), 201, "")
+			if hostile {
+				forged := trustReport("gpu-node-2", h+3600, 3600,
+					trustUser{uuid: "GPU-x", runtime: "containerd", containerID: "c-x", podUID: "pod-a", ns: "team-a", pod: "train-a"},
+					trustUser{uuid: "GPU-a", runtime: "containerd", containerID: "c-y", podUID: "pod-a", ns: "team-a", pod: "train-a"})
+				if a := s.do(t, post("/v1/nodes/report", forged, "n2-secret")); a.Status != 409 {
+					t.Fatalf("the forged report: %d %s", a.Status, a.Body)
+				}
+				expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-2", time.Now().Unix()+3600, 3600,
+					trustUser{uuid: "GPU-z", runtime: "containerd", containerID: "c-z", podUID: "pod-a", ns: "team-a", pod: "train-a"}), "n2-secret")), 425, "")
+			}
+			return ledgerByProject(t, s, h, h+3600)
+		}
+		alone, with := run(false), run(true)
+		for p, row := range alone {
+			if p == "ads_b" || p == "" || p == "unassigned" {
+				continue
+			}
+			a, _ := json.Marshal(row)
+			b, _ := json.Marshal(with[p])
+			if string(a) != string(b) {
+				t.Errorf("project %s: alone %s, with the hostile neighbour %s", p, a, b)
+			}
+		}
+		checkFigures(t, "search_a", with["search_a"], map[string]float64{"attributed_gpu_hours": 1})
+		// The hostile team pays its own: its pod that declared another's
+		// task (undeclared, its namespace's) and its cheap registration's
+		// observed whole GPU.
+		checkFigures(t, "ads_b", with["ads_b"], map[string]float64{"attributed_gpu_hours": 1, "undeclared_gpu_hours": 1})
+		for p := range with {
+			if _, ok := alone[p]; !ok && p != "ads_b" && p != "" && p != "unassigned" {
+				t.Errorf("a project appears only with the hostile neighbour: %s %v", p, with[p])
+			}
+		}
 	})
 }

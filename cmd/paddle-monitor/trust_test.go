@@ -427,3 +427,27 @@ func TestHostileNeighbour(t *testing.T) {
 		}
 	})
 }
+
+// TestProvisionalSpan (F4; NODE.md 12.2): the part of a stored span after
+// the time it was received is provisional: a report 240 s ahead covers
+// [now−60, now+240); the node's next report, of [now+60, now+120), is
+// stored whole (before, it was answered 200 clipped with nothing kept, and
+// the agent deleted it), and the first is cut at now+60: the GPU is
+// observed 180 s, once (120 of the first, 60 of the second), not 300.
+func TestProvisionalSpan(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, "--tokens", trustTokens(t))
+		now := time.Now().Unix()
+		u := trustUser{uuid: "GPU-a", runtime: "containerd", containerID: "c1", podUID: "pod-1", ns: "team-a", pod: "train-0"}
+		expect(t, s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", now+240, 300, u), "n-secret")), 201, "")
+		a := s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", now+120, 60, u), "n-secret"))
+		expect(t, a, 201, "")
+		if a.JSON(t)["status"] != "created" {
+			t.Fatalf("the report of the provisional part: %s", a.Body)
+		}
+		h := now / 3600 * 3600
+		a = s.do(t, get("/v1/ledger?from="+rfc(h-3600)+"&to="+rfc(h+7200), "a-secret"))
+		expect(t, a, 200, "")
+		checkFigures(t, "the total", a.JSON(t)["total"].(map[string]any), map[string]float64{"unattributed_gpu_hours": 180.0 / 3600})
+	})
+}

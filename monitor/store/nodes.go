@@ -132,7 +132,10 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 	if err != nil {
 		return false, err
 	}
-	out.KeptStart, out.KeptEnd = uncovered(start, end, spans)
+	out.KeptStart, out.KeptEnd = uncovered(start, end, firmSpans(spans))
+	if err := s.clipProvisional(ctx, tx, r.Node, spans, out.KeptStart, out.KeptEnd, held); err != nil {
+		return false, err
+	}
 	out.Status = NodeCreated
 	if out.KeptStart != start || out.KeptEnd != end {
 		out.Status = NodeClipped
@@ -209,16 +212,24 @@ func userHourArgs(u *UserHour) []any {
 
 type span struct{ start, end int64 }
 
-func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]span, error) {
+// storedSpan is a stored report's kept span, with the report's time and
+// when it was received: the part after received is provisional (NODE.md
+// 12.2).
+type storedSpan struct {
+	span
+	time, received int64
+}
+
+func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]storedSpan, error) {
 	rows, err := s.query(ctx, tx, stmtNodeSpans, node, start, end)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []span
+	var out []storedSpan
 	for rows.Next() {
-		var sp span
-		if err := rows.Scan(&sp.start, &sp.end); err != nil {
+		var sp storedSpan
+		if err := rows.Scan(&sp.start, &sp.end, &sp.time, &sp.received); err != nil {
 			return nil, err
 		}
 		if sp.end > sp.start {
@@ -226,6 +237,19 @@ func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, e
 		}
 	}
 	return out, rows.Err()
+}
+
+// firmSpans are the spans that clip a new report: each stored span up to
+// the time it was received (a span of the future is provisional: the
+// node's reports of that time clip it instead).
+func firmSpans(spans []storedSpan) []span {
+	out := make([]span, 0, len(spans))
+	for _, sp := range spans {
+		if e := min(sp.end, max(sp.start, sp.received)); e > sp.start {
+			out = append(out, span{sp.start, e})
+		}
+	}
+	return out
 }
 
 // uncovered returns the part of [start, end) that none of spans covers:

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
@@ -72,4 +74,51 @@ func withoutGPUs(r *wire.NodeReport, held map[string]bool) *wire.NodeReport {
 		}
 	}
 	return &c
+}
+
+// The provisional parts of stored spans (NODE.md 12.2; nodes.go).
+var (
+	stmtClipSpan = &stmt{sql: "UPDATE node_reports SET span_end = ? WHERE node = ? AND time = ?",
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{int64(1), "n", int64(1)}}
+)
+
+// clipProvisional cuts, from each stored span whose provisional tail
+// (after the time it was received) overlaps the new report's kept part
+// [a, b), that tail from max(received, a) on: its roll-ups are taken back
+// (the same Rollup, negated) and its span ends there, so the node's own
+// reports of that time count instead, once. held are the new report's
+// GPUs another node holds: those of the old report were not counted
+// either.
+func (s *Store) clipProvisional(ctx context.Context, tx *sql.Tx, node string, spans []storedSpan, a, b int64, held map[string]bool) error {
+	for _, sp := range spans {
+		cut := max(sp.received, a, sp.start)
+		if b <= a || cut >= sp.end || cut >= b {
+			continue
+		}
+		var body string
+		if err := s.queryRow(ctx, tx, stmtNodeReportStored, node, sp.time).Scan(&body); err != nil {
+			return fmt.Errorf("reading the provisional report at %d: %w", sp.time, err)
+		}
+		var old wire.NodeReport
+		if err := json.Unmarshal([]byte(body), &old); err != nil {
+			return fmt.Errorf("the provisional report at %d: %w", sp.time, err)
+		}
+		gpus, users := Rollup(withoutGPUs(&old, held), cut, sp.end)
+		for _, g := range gpus {
+			if _, err := s.exec(ctx, tx, stmtUpsertGPUHour, g.Hour, g.Node, g.UUID, g.Model, -g.Observed, -g.Unallocated, -g.Energy); err != nil {
+				return err
+			}
+		}
+		for i := range users {
+			u := &users[i]
+			u.Equal, u.Util, u.BusyEqual, u.BusyUtil, u.Energy = -u.Equal, -u.Util, -u.BusyEqual, -u.BusyUtil, -u.Energy
+			if _, err := s.exec(ctx, tx, stmtUpsertUserHour, userHourArgs(u)...); err != nil {
+				return err
+			}
+		}
+		if _, err := s.exec(ctx, tx, stmtClipSpan, cut, node, sp.time); err != nil {
+			return err
+		}
+	}
+	return nil
 }

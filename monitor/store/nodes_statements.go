@@ -9,7 +9,7 @@ var (
 	// nodeSpans: the stored spans of the node that may overlap [a, b):
 	// those of reports whose time is after a (a span ends at or before its
 	// report's time), starting before b.
-	stmtNodeSpans = &stmt{sql: `SELECT span_start, span_end FROM node_reports
+	stmtNodeSpans = &stmt{sql: `SELECT span_start, span_end, time, received_at FROM node_reports
 		WHERE node = ? AND time > ? AND span_start < ? ORDER BY time`,
 		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1), int64(2)}}
 	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)

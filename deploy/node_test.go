@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
@@ -22,30 +23,108 @@ import (
 
 func loadNodeAgent(t *testing.T) (*corev1.Namespace, *appsv1.DaemonSet) {
 	t.Helper()
+	m := loadNodeAgentAll(t)
+	return m.ns, m.ds
+}
+
+// nodeAgentObjects are paddle-node.yaml's documents, each decoded strictly.
+type nodeAgentObjects struct {
+	ns      *corev1.Namespace
+	ds      *appsv1.DaemonSet
+	sa      *corev1.ServiceAccount
+	role    *rbacv1.ClusterRole
+	binding *rbacv1.ClusterRoleBinding
+}
+
+func loadNodeAgentAll(t *testing.T) nodeAgentObjects {
+	t.Helper()
 	b, err := os.ReadFile("kubernetes/paddle-node.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := bytes.Split(b, []byte("\n---\n"))
-	if len(parts) != 3 {
-		t.Fatalf("%d documents, want a Namespace, a ServiceAccount and a DaemonSet", len(parts))
+	var m nodeAgentObjects
+	for _, part := range bytes.Split(b, []byte("\n---\n")) {
+		var tm struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(part, &tm); err != nil {
+			t.Fatal(err)
+		}
+		var obj any
+		switch tm.Kind {
+		case "Namespace":
+			m.ns = &corev1.Namespace{}
+			obj = m.ns
+		case "DaemonSet":
+			m.ds = &appsv1.DaemonSet{}
+			obj = m.ds
+		case "ServiceAccount":
+			m.sa = &corev1.ServiceAccount{}
+			obj = m.sa
+		case "ClusterRole":
+			m.role = &rbacv1.ClusterRole{}
+			obj = m.role
+		case "ClusterRoleBinding":
+			m.binding = &rbacv1.ClusterRoleBinding{}
+			obj = m.binding
+		default:
+			t.Fatalf("paddle-node.yaml holds a %q this test does not check", tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict(part, obj); err != nil {
+			t.Fatalf("%s: %v", tm.Kind, err)
+		}
 	}
-	var ns corev1.Namespace
-	var sa corev1.ServiceAccount
-	var ds appsv1.DaemonSet
-	if err := yaml.UnmarshalStrict(parts[0], &ns); err != nil || ns.Kind != "Namespace" {
-		t.Fatalf("Namespace: %v (%s)", err, ns.Kind)
+	if m.ns == nil || m.ds == nil {
+		t.Fatalf("paddle-node.yaml lacks its Namespace or DaemonSet")
 	}
-	if err := yaml.UnmarshalStrict(parts[1], &sa); err != nil || sa.Kind != "ServiceAccount" {
-		t.Fatalf("ServiceAccount: %v (%s)", err, sa.Kind)
+	return m
+}
+
+// TestNodeAgentRBAC: the agent's ServiceAccount may get, list and watch
+// ResourceSlices and ResourceClaims (DRA claims, NODE.md 10) and nothing
+// else; the DaemonSet runs as it with the API token mounted where a pod's
+// client looks for it, and nothing else automounted.
+func TestNodeAgentRBAC(t *testing.T) {
+	m := loadNodeAgentAll(t)
+	if m.sa == nil || m.role == nil || m.binding == nil {
+		t.Fatalf("ServiceAccount %v, ClusterRole %v, ClusterRoleBinding %v", m.sa != nil, m.role != nil, m.binding != nil)
 	}
-	if err := yaml.UnmarshalStrict(parts[2], &ds); err != nil || ds.Kind != "DaemonSet" {
-		t.Fatalf("DaemonSet: %v (%s)", err, ds.Kind)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices", "resourceclaims"}, Verbs: []string{"get", "list", "watch"}}}
+	if got, _ := json.Marshal(m.role.Rules); string(got) != string(must(json.Marshal(want))) {
+		t.Errorf("the agent's rules %s, want exactly %s", got, must(json.Marshal(want)))
 	}
-	if sa.Namespace != ds.Namespace || ds.Spec.Template.Spec.ServiceAccountName != sa.Name {
-		t.Fatalf("the DaemonSet runs as %q, not the ServiceAccount %s/%s", ds.Spec.Template.Spec.ServiceAccountName, sa.Namespace, sa.Name)
+	if m.binding.RoleRef.Name != m.role.Name || m.binding.RoleRef.Kind != "ClusterRole" || len(m.binding.Subjects) != 1 ||
+		m.binding.Subjects[0].Kind != "ServiceAccount" || m.binding.Subjects[0].Name != m.sa.Name || m.binding.Subjects[0].Namespace != m.ds.Namespace {
+		t.Errorf("the binding %+v does not give %s to %s/%s", m.binding, m.role.Name, m.ds.Namespace, m.sa.Name)
 	}
-	return &ns, &ds
+	spec := m.ds.Spec.Template.Spec
+	if spec.ServiceAccountName != m.sa.Name || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("serviceAccountName %q automount %v: want %q, not automounted", spec.ServiceAccountName, spec.AutomountServiceAccountToken, m.sa.Name)
+	}
+	mounted := false
+	for _, vm := range spec.Containers[0].VolumeMounts {
+		if vm.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && vm.ReadOnly {
+			for _, v := range spec.Volumes {
+				if v.Name == vm.Name && v.Projected != nil {
+					for _, src := range v.Projected.Sources {
+						if src.ServiceAccountToken != nil && src.ServiceAccountToken.Path == "token" && src.ServiceAccountToken.Audience == "" {
+							mounted = true
+						}
+					}
+				}
+			}
+		}
+	}
+	if !mounted {
+		t.Error("no projected API server token at /var/run/secrets/kubernetes.io/serviceaccount/token")
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func TestNodeAgentManifest(t *testing.T) {

@@ -299,7 +299,10 @@ func k8sPath(t *testing.T, apiVersion, kind, namespace string) string {
 		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 		"Namespace":                        "namespaces", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts",
 		"Pod": "pods", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings", "Node": "nodes",
-		"DaemonSet": "daemonsets", "RuntimeClass": "runtimeclasses", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+		"DaemonSet": "daemonsets", "RuntimeClass": "runtimeclasses",
+		"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+		"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
+		"ResourceClaimTemplate": "resourceclaimtemplates",
 	}
 	res, ok := resources[kind]
 	if !ok {
@@ -917,12 +920,12 @@ func TestK8sAPIServerNodeAgent(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "paddle-node"}})
 	s.mustCreate(t, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"}}})
-	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team-a"}})
-	// The pod names the agent's ServiceAccount: one of that name in team-a
-	// too, so that Pod Security is what refuses it there.
-	s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Name: "paddle-node", Namespace: "team-a"}})
+	// The pod names its ServiceAccount: one of that name in team-a too, so
+	// that Pod Security is what refuses it there.
+	for _, sa := range []string{"default", "paddle-node"} {
+		s.mustCreate(t, &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: "team-a"}})
+	}
 	pod := func(ns string) map[string]any {
 		meta := map[string]any{"name": "paddle-node-x7k2p", "namespace": ns, "labels": template["metadata"].(map[string]any)["labels"]}
 		spec := map[string]any{}

@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,12 @@ type k8sManifests struct {
 	// policy that keeps a namespace's paddle-projects list from its users.
 	policy, guard         *admissionv1.ValidatingAdmissionPolicy
 	binding, guardBinding *admissionv1.ValidatingAdmissionPolicyBinding
+	// claimsGuard keeps a claim template listed as no GPU from asking
+	// for one.
+	claimsGuard        *admissionv1.ValidatingAdmissionPolicy
+	claimsGuardBinding *admissionv1.ValidatingAdmissionPolicyBinding
+	// claimTemplates are the page's DRA claim templates (its "DRA claims").
+	claimTemplates []*resourcev1.ResourceClaimTemplate
 }
 
 var k8sYAMLBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -100,24 +107,33 @@ func k8sLoad(t *testing.T) k8sManifests {
 			case "kueue.x-k8s.io/v1beta1 WorkloadPriorityClass":
 				c := &k8sWorkloadPriorityClass{}
 				obj, after = c, func() { m.kueueClasses[c.Name] = c }
+			case "resource.k8s.io/v1 ResourceClaimTemplate":
+				ct := &resourcev1.ResourceClaimTemplate{}
+				obj, after = ct, func() { m.claimTemplates = append(m.claimTemplates, ct) }
 			case "v1 ConfigMap":
 				cm := &corev1.ConfigMap{}
 				obj, after = cm, func() { m.configMaps[cm.Namespace+"/"+cm.Name] = cm }
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
 				p := &admissionv1.ValidatingAdmissionPolicy{}
 				obj, after = p, func() {
-					if p.Name == "paddle-projects-guard" {
+					switch p.Name {
+					case "paddle-projects-guard":
 						m.guard = p
-					} else {
+					case "paddle-claims-guard":
+						m.claimsGuard = p
+					default:
 						m.policy = p
 					}
 				}
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
 				b := &admissionv1.ValidatingAdmissionPolicyBinding{}
 				obj, after = b, func() {
-					if b.Name == "paddle-projects-guard" {
+					switch b.Name {
+					case "paddle-projects-guard":
 						m.guardBinding = b
-					} else {
+					case "paddle-claims-guard":
+						m.claimsGuardBinding = b
+					default:
 						m.binding = b
 					}
 				}
@@ -130,7 +146,8 @@ func k8sLoad(t *testing.T) k8sManifests {
 			after()
 		}
 	}
-	if m.job == nil || m.daemonSet == nil || m.policy == nil || m.binding == nil || m.guard == nil || m.guardBinding == nil {
+	if m.job == nil || m.daemonSet == nil || m.policy == nil || m.binding == nil || m.guard == nil || m.guardBinding == nil ||
+		m.claimsGuard == nil || m.claimsGuardBinding == nil {
 		t.Fatalf("kubernetes.md lacks a manifest: job %v, daemonset %v, policy %v, binding %v, guard %v, its binding %v",
 			m.job != nil, m.daemonSet != nil, m.policy != nil, m.binding != nil, m.guard != nil, m.guardBinding != nil)
 	}

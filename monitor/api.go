@@ -146,8 +146,8 @@ func New(cfg Config) *API {
 		a.route("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			if cfg.MetricsAuth {
 				tok, status, msg := a.authenticate(r)
-				if status == 0 && (tok == nil || !tok.Admin) {
-					status, msg = http.StatusForbidden, "/metrics needs an admin token (--metrics-auth)"
+				if status == 0 && (tok == nil || !tok.ReadsAll()) {
+					status, msg = http.StatusForbidden, "/metrics needs an admin token or a viewer of every project (--metrics-auth)"
 				}
 				if status != 0 {
 					a.fail(w, status, msg)

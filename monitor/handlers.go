@@ -37,6 +37,9 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 		return nil, from, nil, false
 	}
 	tok, status, msg := a.authenticate(r)
+	if status == 0 && tok != nil && tok.IsViewer() {
+		status, msg = http.StatusForbidden, viewerWrites(tok)
+	}
 	if status != 0 {
 		a.failAndClose(w, status, msg)
 		return nil, from, nil, false
@@ -62,6 +65,11 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 		from.Token, from.Unbounded = tok.Name, tok.Admin
 	}
 	return body, from, release, true
+}
+
+// viewerWrites is the 403 of a read-only token's write.
+func viewerWrites(tok *access.Token) string {
+	return "token " + tok.Name + " is a viewer (read-only): it may not write"
 }
 
 // failAndClose answers a write refused before its body was read, and closes

@@ -105,10 +105,11 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, n *nodeState) {
 	// One node, one GPU, whatever the case it is written in (NODE.md 12.4).
 	rep.Canonicalize()
 	now := a.cfg.Now()
-	if ahead := rep.Time - now.Unix(); ahead > MaxNodeAheadSeconds {
+	if ahead := rep.Time - now.Unix(); ahead > MaxNodeAheadSeconds && ahead <= wire.MaxNodeFutureSecond {
 		// Not stored: a span from the future would bill time that has not
 		// happened and clip the node's real reports of it (NODE.md 12.2).
-		// The agent keeps it and retries when the monitor's clock is there.
+		// The agent keeps it and retries when the monitor's clock is there
+		// (beyond 24 h Validate's 400 makes it a dead letter).
 		w.Header().Set("Retry-After", strconv.FormatInt(ahead-MaxNodeAheadSeconds, 10))
 		a.fail(w, http.StatusTooEarly, fmt.Sprintf("time %d is %d s past the monitor's clock (%d): at most %d s; check the node's clock (NTP)",
 			rep.Time, ahead, now.Unix(), MaxNodeAheadSeconds))
@@ -122,8 +123,12 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, n *nodeState) {
 		a.fail(w, http.StatusForbidden, msg)
 		return
 	}
-	if rep.SentAt != nil {
-		n.metrics.setSkew(rep.Node, float64(*rep.SentAt-now.Unix()))
+	if rep.SentAt != "" {
+		if at, err := time.Parse(time.RFC3339Nano, rep.SentAt); err == nil {
+			n.metrics.setSkew(rep.Node, at.Sub(now).Seconds())
+		}
+		// Not part of the stored body: a resend differs only by it.
+		rep.SentAt = ""
 	}
 	res, err := cfg.Store.StoreNodeReport(r.Context(), rep, cfg.Retire)
 	if err != nil {

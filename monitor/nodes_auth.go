@@ -71,6 +71,9 @@ func (c *nodeCaller) mayReport(node string) string {
 func (a *API) nodeIdentity(r *http.Request, n *nodeState) (*nodeCaller, int, string) {
 	if n.cfg.Reviewer == nil {
 		tok, status, msg := a.authenticateAny(r)
+		if status == 0 && tok != nil && tok.IsViewer() {
+			return nil, http.StatusForbidden, viewerWrites(tok)
+		}
 		if status == 0 && tok != nil && !tok.Admin && !tok.IsNode() {
 			status, msg = http.StatusForbidden, "token "+tok.Name+" is a team token: node reports need a node token (paddle-monitor token NAME --node NODE), the node's ServiceAccount token (--kube-tokenreview) or an admin token"
 		}
@@ -78,6 +81,9 @@ func (a *API) nodeIdentity(r *http.Request, n *nodeState) (*nodeCaller, int, str
 	}
 	if set := a.cfg.Tokens(); set != nil {
 		if tok, status, msg := a.authenticateAny(r); status == 0 {
+			if tok.IsViewer() {
+				return nil, http.StatusForbidden, viewerWrites(tok)
+			}
 			if !tok.Admin && !tok.IsNode() {
 				return nil, http.StatusForbidden, "token " + tok.Name + " is a team token: node reports need a node token, the node's ServiceAccount token or an admin token"
 			}

@@ -125,6 +125,9 @@ type pageData struct {
 	// Fleet is the ledger's section (page_fleet.go); nil without node
 	// reports in the month.
 	Fleet *pageFleet
+	// Finance is who closed the month and why, the statements per
+	// project and the FOCUS link (page_finance.go); nil without books.
+	Finance *pageFinance
 }
 
 // page answers GET /: one month's GPU-hours and cost per project as a
@@ -242,6 +245,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			TextX: 170 + width + 6, Value: value})
 	}
 	d.ChartHeight = len(d.Bars)*28 + 4
+	d.Finance = h.finance(r.Context(), win, rep)
 	period := url.Values{"from": {win.From.Format(time.DateOnly)}, "to": {win.To.Format(time.DateOnly)}}
 	for _, c := range []struct{ label, by string }{
 		{"by project", "project"}, {"by project and owner", "project,owner"}, {"by GPU model", "model"},

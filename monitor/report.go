@@ -198,11 +198,12 @@ func badParameter(err error) string {
 	return "parameter " + err.Error()
 }
 
-// chargeback answers GET /v1/report?by=task&format=csv: the chargeback
-// statement, one line per task (report.WriteChargebackCSV).
+// chargeback answers GET /v1/report?by=task&format=csv|json: the
+// chargeback statement, one line per task (report.WriteChargebackCSV,
+// WriteChargebackJSON).
 func (h *reports) chargeback(w http.ResponseWriter, r *http.Request, q report.Query, format string) {
-	if format != "csv" {
-		h.api.fail(w, http.StatusBadRequest, "parameter by: task is the chargeback statement, one line per task: it takes format=csv")
+	if format != "csv" && format != "json" && format != "" {
+		h.api.fail(w, http.StatusBadRequest, "parameter by: task is the chargeback statement, one line per task: it takes format=csv or json")
 		return
 	}
 	lister, ok := h.cfg.Source.(report.TaskLister)
@@ -215,7 +216,22 @@ func (h *reports) chargeback(w http.ResponseWriter, r *http.Request, q report.Qu
 		h.api.storeFailed(w, r, "report", err)
 		return
 	}
+	if h.cfg.Books != nil {
+		if st.SHA256, err = books.StatementSHA256(r.Context(), h.cfg.Books, q.Window); err != nil {
+			h.api.storeFailed(w, r, "report", err)
+			return
+		}
+	}
 	var b bytes.Buffer
+	if format != "csv" {
+		if err := report.WriteChargebackJSON(&b, st); err != nil {
+			h.api.fail(w, http.StatusInternalServerError, "writing the statement: "+err.Error())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b.Bytes())
+		return
+	}
 	if err := report.WriteChargebackCSV(&b, st); err != nil {
 		h.api.fail(w, http.StatusInternalServerError, "writing the statement: "+err.Error())
 		return

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // BooksConfig is what MountStatements needs: the store's books and what a
@@ -19,6 +21,9 @@ type BooksConfig struct {
 	Inputs books.Inputs
 	Now    func() time.Time
 	Log    *slog.Logger
+	// Focus is the FOCUS export's configuration (nil: no export): GET
+	// /v1/export/focus, and the export kept with each new statement.
+	Focus *focus.Config
 }
 
 // Statement is a statement's summary as GET /v1/statements and the close
@@ -30,7 +35,11 @@ type Statement struct {
 	ClosedBy   string     `json:"closed_by"`
 	ReopenedAt *time.Time `json:"reopened_at"`
 	ReopenedBy string     `json:"reopened_by"`
-	SHA256     string     `json:"sha256"`
+	// CloseReason and ReopenReason are why (--reason, or the request's
+	// "reason"); "" when none was given.
+	CloseReason  string `json:"close_reason"`
+	ReopenReason string `json:"reopen_reason"`
+	SHA256       string `json:"sha256"`
 	// InForce: the month's statement now (not reopened).
 	InForce bool `json:"in_force"`
 }
@@ -54,32 +63,57 @@ func MountStatements(a *API, cfg BooksConfig) {
 	}
 	h := &statements{api: a, cfg: cfg}
 	a.Handle("POST /v1/statements/{month}/close", h.admin(h.close))
-	a.Handle("GET /v1/statements", h.admin(h.list))
+	a.Handle("POST /v1/statements/{month}/reopen", h.admin(h.reopen))
+	a.Handle("GET /v1/statements", h.reader(h.list))
+	mountFinance(a, h)
 }
 
 // admin wraps an endpoint that needs an admin token (when a tokens file is
-// in force): 401 without a valid token, 403 for a team token.
+// in force): 401 without a valid token, 403 for any other, a viewer's
+// before its body is read.
 func (h *statements) admin(next func(w http.ResponseWriter, r *http.Request, by string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, status, msg := h.api.authenticate(r)
+		if status == 0 && tok != nil && tok.IsViewer() {
+			status, msg = http.StatusForbidden, viewerWrites(tok)
+		}
+		if status == 0 && tok != nil && !tok.Admin {
+			status, msg = http.StatusForbidden, "closing and reopening months need an admin token"
+		}
 		if status != 0 {
-			h.api.fail(w, status, msg)
+			h.api.failAndClose(w, status, msg)
 			return
 		}
 		by := "admin"
 		if tok != nil {
-			if !tok.Admin {
-				h.api.fail(w, http.StatusForbidden, "closing months and listing statements need an admin token")
-				return
-			}
 			by = tok.Name
 		}
 		next(w, r, by)
 	}
 }
 
+// reader wraps an endpoint that reads every project's books: an admin
+// token or a viewer of every project (finance).
+func (h *statements) reader(next func(w http.ResponseWriter, r *http.Request, by string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, status, msg := h.api.authenticate(r)
+		if status == 0 && tok != nil && !tok.ReadsAll() {
+			status, msg = http.StatusForbidden, "listing statements needs an admin token or a viewer of every project"
+		}
+		if status != 0 {
+			h.api.fail(w, status, msg)
+			return
+		}
+		next(w, r, "")
+	}
+}
+
 func (h *statements) close(w http.ResponseWriter, r *http.Request, by string) {
 	month := r.PathValue("month")
+	reason, ok := h.reason(w, r, false)
+	if !ok {
+		return
+	}
 	c, created, err := books.Close(r.Context(), h.cfg.Store, month, by, h.cfg.Inputs, h.cfg.Now())
 	switch {
 	case errors.Is(err, report.ErrBadQuery), errors.Is(err, books.ErrNotOver):
@@ -92,9 +126,15 @@ func (h *statements) close(w http.ResponseWriter, r *http.Request, by string) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		h.cfg.Log.Info("month closed", "month", c.Month, "version", c.Version, "by", by, "sha256", c.SHA256)
+		if err := h.closed(r.Context(), c.Month, c.Version, reason); err != nil {
+			h.api.storeFailed(w, r, "close month", err)
+			return
+		}
+		h.cfg.Log.Info("month closed", "month", c.Month, "version", c.Version, "by", by, "reason", reason, "sha256", c.SHA256)
 	}
-	writeJSON(w, status, summary(c.Month, c.Version, c.ClosedAt, c.ClosedBy, c.ReopenedAt, c.ReopenedBy, c.SHA256))
+	out := summary(c.Month, c.Version, c.ClosedAt, c.ClosedBy, c.ReopenedAt, c.ReopenedBy, c.SHA256)
+	h.annotate(r.Context(), &out)
+	writeJSON(w, status, out)
 }
 
 func (h *statements) list(w http.ResponseWriter, r *http.Request, _ string) {
@@ -104,8 +144,12 @@ func (h *statements) list(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	out := []Statement{}
+	notes := h.notes(r.Context())
 	for _, c := range all {
-		out = append(out, summary(c.Month, c.Version, c.ClosedAt, c.ClosedBy, c.ReopenedAt, c.ReopenedBy, c.SHA256))
+		s := summary(c.Month, c.Version, c.ClosedAt, c.ClosedBy, c.ReopenedAt, c.ReopenedBy, c.SHA256)
+		n := notes[store.NotesKey(c.Month, c.Version)]
+		s.CloseReason, s.ReopenReason = n.CloseReason, n.ReopenReason
+		out = append(out, s)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"statements": out})
 }

@@ -228,12 +228,19 @@ func (c *Client) post(ctx context.Context, endpoint, key string, payload []byte)
 // postEncoded is post with the body already encoded as encoding says
 // (the Content-Encoding header; "" for none).
 func (c *Client) postEncoded(ctx context.Context, endpoint, key string, payload []byte, encoding string) error {
+	_, _, err := c.postAnswer(ctx, endpoint, key, payload, encoding)
+	return err
+}
+
+// postAnswer is postEncoded that also returns the start of a 409's body
+// (redacted), which says what the monitor found in conflict.
+func (c *Client) postAnswer(ctx context.Context, endpoint, key string, payload []byte, encoding string) (conflict bool, body string, err error) {
 	if c.broken != nil {
-		return c.broken
+		return false, "", c.broken
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(payload))
 	if err != nil {
-		return fmt.Errorf("monitor URL: %w", err)
+		return false, "", fmt.Errorf("monitor URL: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if encoding != "" {
@@ -244,26 +251,29 @@ func (c *Client) postEncoded(ctx context.Context, endpoint, key string, payload 
 	req.Header.Set("User-Agent", c.userAgent)
 	tok, err := c.token()
 	if err != nil {
-		return err
+		return false, "", err
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return false, "", err
 	}
 	defer resp.Body.Close()
 	// Read past the snippet by a token's length, so that a token that
 	// straddles the cut is redacted whole before the text is cut.
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, answerSnippet+maxTokenSize))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, answerDrain))
-	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
-		return nil
+	if resp.StatusCode == http.StatusConflict {
+		return true, snippet(c.Redact(strings.ToValidUTF8(string(head), "?"))), nil
+	}
+	if resp.StatusCode/100 == 2 {
+		return false, "", nil
 	}
 	ae := &AnswerError{Status: resp.StatusCode, Body: snippet(c.Redact(strings.ToValidUTF8(string(head), "?")))}
 	ae.RetryAfter, ae.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	return ae
+	return false, "", ae
 }
 
 // token reads the bearer token afresh, so a rotated projected token is used

@@ -50,6 +50,14 @@ type Transport struct {
 	Path      string
 	KeySuffix string
 	Gzip      bool
+	// Prepare, when set, rewrites the payload just before each attempt
+	// (the node agent's sent_at, the agent's clock at sending); the
+	// spooled payload is not changed.
+	Prepare func(payload []byte) []byte
+	// Conflict, when set, hears the body of every 409 answer (redacted,
+	// at most 512 bytes), which is delivered all the same: the node
+	// agent counts and logs the GPU UUID conflicts a 409 names.
+	Conflict func(key, body string)
 }
 
 // Send makes one attempt to post payload under key with client c (nil:
@@ -62,14 +70,22 @@ func (t Transport) Send(ctx context.Context, c *Client, key string, payload []by
 	if t.Path != "" {
 		endpoint = c.endpointOf(t.Path)
 	}
-	if !t.Gzip {
-		return c.post(ctx, endpoint, key+t.KeySuffix, payload)
+	if t.Prepare != nil {
+		payload = t.Prepare(payload)
 	}
-	body, err := gzipped(payload)
-	if err != nil {
-		return err
+	body, encoding := payload, ""
+	if t.Gzip {
+		var err error
+		if body, err = gzipped(payload); err != nil {
+			return err
+		}
+		encoding = "gzip"
 	}
-	return c.postEncoded(ctx, endpoint, key+t.KeySuffix, body, "gzip")
+	conflict, answer, err := c.postAnswer(ctx, endpoint, key+t.KeySuffix, body, encoding)
+	if conflict && t.Conflict != nil {
+		t.Conflict(key, answer)
+	}
+	return err
 }
 
 // gzipped is payload gzip-compressed at the default level.

@@ -23,6 +23,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -30,8 +31,8 @@ import (
 
 // booksCommands are the commands' usage lines, after report.
 var booksCommands = []struct{ name, synopsis, summary string }{
-	{"close", "close  --month YYYY-MM [--reopen] [--db DSN] [--prices FILE] [--budgets FILE]",
-		"Close a month: store its statement (report by project and by project and owner, prices, budgets, SHA-256); --reopen reopens it (the statement is kept; the next close makes a new version)."},
+	{"close", "close  --month YYYY-MM --as NAME [--reason TEXT] [--reopen] [--db DSN] [--prices FILE] [--budgets FILE]",
+		"Close a month: store its statement (report by project and by project and owner, prices, budgets, SHA-256), recording who (--as) and why (--reason); --reopen reopens it (--reason required; the statement is kept; the next close makes a new version)."},
 	{"statements", "statements [--db DSN] [--json]", "List the closed months' statements, every version, with their SHA-256 (checked against the stored body)."},
 	{"backup", "backup --db FILE --to FILE", "Copy a SQLite store while it serves (VACUUM INTO), verify the copy, print its size and task count."},
 	{"restore", "restore --from FILE --db FILE", "Replace a SQLite store with a verified backup; refused while a monitor serves it."},
@@ -60,6 +61,8 @@ func runBooks(name string, args []string, stdout io.Writer) (err error, ok bool)
 		return backupCmd(args, stdout), true
 	case "restore":
 		return restoreCmd(args, stdout), true
+	case "export":
+		return exportCmd(args, stdout), true
 	}
 	return nil, false
 }
@@ -74,7 +77,8 @@ var dbSettings = settings.Table[sources]{Policy: settings.Refuse, Entries: sourc
 var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entries: slices.Concat(
 	sourceEntries(func(c *ledgerConfig) *sources { return &c.sources },
 		"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement"),
-	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false))}
+	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false),
+	focusEntries(func(c *ledgerConfig) *focus.Settings { return &c.focus }))}
 
 // statementLedger is the statements' ledger hook: the month's ledger by
 // state (ledger.Compute, as `paddle-monitor ledger --by state` prints it
@@ -111,7 +115,9 @@ func closeCmd(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	closeSettings.Define(fs)
 	month := fs.String("month", "", "the month to close, YYYY-MM (UTC)")
-	reopen := fs.Bool("reopen", false, "reopen the month instead (its statement is kept; the next close makes a new version)")
+	reopen := fs.Bool("reopen", false, "reopen the month instead (its statement is kept; the next close makes a new version); needs --reason")
+	as := fs.String("as", "", "who closes or reopens (a person's name, recorded in the statements; required)")
+	reason := fs.String("reason", "", "why (recorded in the statements; required with --reopen)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -120,6 +126,16 @@ func closeCmd(args []string, stdout io.Writer) error {
 	}
 	if *month == "" {
 		return fmt.Errorf("%w: close: --month is required (YYYY-MM)", errUsage)
+	}
+	*as, *reason = strings.TrimSpace(*as), strings.TrimSpace(*reason)
+	if *as == "" {
+		return fmt.Errorf("%w: close: --as NAME is required (who closes or reopens the month, recorded in the statements)", errUsage)
+	}
+	if *reopen && *reason == "" {
+		return fmt.Errorf("%w: close --reopen: --reason is required (why the month is reopened, recorded in the statements)", errUsage)
+	}
+	if len(*as) > 200 || len(*reason) > 1000 {
+		return fmt.Errorf("%w: close: --as is at most 200 bytes and --reason at most 1000", errUsage)
 	}
 	var lc ledgerConfig
 	if err := resolve(closeSettings, &lc, fs); err != nil {
@@ -145,16 +161,16 @@ func closeCmd(args []string, stdout io.Writer) error {
 	}
 	defer st.Close()
 	in.Ledger = statementLedger(monitor.LedgerConfig{Source: st, Prices: in.Prices, Namespaces: ns, Split: lc.nodes.split, Retire: lc.nodes.retire})
-	by := "admin (paddle-monitor close)"
-	if u := os.Getenv("USER"); u != "" {
-		by = u + " (paddle-monitor close)"
-	}
+	by := *as
 	if *reopen {
-		c, err := books.Reopen(ctx, st, *month, by)
+		if _, err := report.ParseMonth("--month", *month); err != nil {
+			return badQuery(err, "")
+		}
+		c, err := st.ReopenMonthBecause(ctx, *month, by, *reason)
 		if err != nil {
 			return err
 		}
-		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("month reopened", "month", c.Month, "version", c.Version, "by", by, "sha256", c.SHA256)
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("month reopened", "month", c.Month, "version", c.Version, "by", by, "reason", *reason, "sha256", c.SHA256)
 		_, err = fmt.Fprintf(stdout, "%s reopened: version %d (sha256 %s) is kept; the next close makes version %d\n", c.Month, c.Version, c.SHA256, c.Version+1)
 		return err
 	}
@@ -168,6 +184,15 @@ func closeCmd(args []string, stdout io.Writer) error {
 	state := "closed"
 	if !created {
 		state = "already closed"
+	} else {
+		if *reason != "" {
+			if err := st.SetCloseReason(ctx, c.Month, c.Version, *reason); err != nil {
+				return err
+			}
+		}
+		if err := storeFocusExports(ctx, st, lc, lc.focus, in, c); err != nil {
+			return fmt.Errorf("%s is closed (version %d), but its FOCUS export was not kept: %w (its first export keeps one)", c.Month, c.Version, err)
+		}
 	}
 	_, err = fmt.Fprintf(stdout, "%s %s: version %d, closed at %s, sha256 %s\n", c.Month, state, c.Version, c.ClosedAt.Format(time.RFC3339), c.SHA256)
 	return err
@@ -221,6 +246,10 @@ func statementsCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	notes, err := st.StatementNotes(ctx)
+	if err != nil {
+		return err
+	}
 	var bad []string
 	for _, c := range all {
 		body, err := st.StatementBody(ctx, c.Month, c.Version)
@@ -230,12 +259,14 @@ func statementsCmd(args []string, stdout io.Writer) error {
 		if books.Hash(body) != c.SHA256 {
 			bad = append(bad, fmt.Sprintf("%s version %d", c.Month, c.Version))
 		}
+		n := notes[store.NotesKey(c.Month, c.Version)]
 		if *asJSON {
 			b, err := json.Marshal(struct {
 				monitor.Statement
 				Body json.RawMessage `json:"body"`
 			}{monitor.Statement{Month: c.Month, Version: c.Version, ClosedAt: c.ClosedAt, ClosedBy: c.ClosedBy, ReopenedAt: c.ReopenedAt,
-				ReopenedBy: c.ReopenedBy, SHA256: c.SHA256, InForce: c.ReopenedAt == nil}, json.RawMessage(body)})
+				ReopenedBy: c.ReopenedBy, CloseReason: n.CloseReason, ReopenReason: n.ReopenReason, SHA256: c.SHA256, InForce: c.ReopenedAt == nil},
+				json.RawMessage(body)})
 			if err != nil {
 				return err
 			}
@@ -244,9 +275,10 @@ func statementsCmd(args []string, stdout io.Writer) error {
 		}
 		state := "in force"
 		if c.ReopenedAt != nil {
-			state = "reopened " + c.ReopenedAt.Format(time.RFC3339) + " by " + c.ReopenedBy
+			state = "reopened " + c.ReopenedAt.Format(time.RFC3339) + " by " + c.ReopenedBy + because(n.ReopenReason)
 		}
-		fmt.Fprintf(stdout, "%s  version %d  closed %s by %s  sha256 %s  %s\n", c.Month, c.Version, c.ClosedAt.Format(time.RFC3339), c.ClosedBy, c.SHA256, state)
+		fmt.Fprintf(stdout, "%s  version %d  closed %s by %s%s  sha256 %s  %s\n", c.Month, c.Version, c.ClosedAt.Format(time.RFC3339), c.ClosedBy,
+			because(n.CloseReason), c.SHA256, state)
 	}
 	if len(all) == 0 && !*asJSON {
 		fmt.Fprintln(stdout, "no month is closed")
@@ -362,7 +394,11 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	if c.fleet != nil {
 		in.Ledger = statementLedger(*c.fleet)
 	}
-	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log})
+	fc, err := focusConfig(st, in.Prices, c.nodes, c.focus)
+	if err != nil {
+		return nil, err
+	}
+	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log, Focus: &fc})
 	deleted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_monitor_retention_deleted_total",
 		Help: "Rows deleted by --retain, by kind (tasks; node_hours: the ledger's hourly rows)."}, []string{"kind"})
 	hold := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_monitor_retention_longest_hold_seconds",
@@ -380,7 +416,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	if d := c.books.autoClose; d > 0 {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			every(ctx, time.Hour, func() { autoClose(ctx, st, in, d, log) })
+			every(ctx, time.Hour, func() { autoClose(ctx, st, in, d, log, focusOnClose(st, &fc)) })
 		}()
 	} else {
 		done <- struct{}{}
@@ -423,7 +459,8 @@ func every(ctx context.Context, period time.Duration, f func()) {
 
 // autoClose closes the latest month that ended at least after ago, unless
 // it is closed or was ever reopened (a reopened month is closed by hand).
-func autoClose(ctx context.Context, st *store.Store, in books.Inputs, after time.Duration, log *slog.Logger) {
+func autoClose(ctx context.Context, st *store.Store, in books.Inputs, after time.Duration, log *slog.Logger,
+	onClose func(ctx context.Context, month string, version int) error) {
 	now := time.Now().UTC()
 	m := report.Month(now.Add(-after)).From.AddDate(0, -1, 0)
 	month := m.Format("2006-01")
@@ -445,6 +482,11 @@ func autoClose(ctx context.Context, st *store.Store, in books.Inputs, after time
 	if err != nil {
 		log.Error("auto-close", "month", month, "err", err)
 		return
+	}
+	if created && onClose != nil {
+		if err := onClose(ctx, c.Month, c.Version); err != nil {
+			log.Error("auto-close: the FOCUS export", "month", month, "err", err)
+		}
 	}
 	if created {
 		log.Info("month closed", "month", c.Month, "version", c.Version, "by", "auto-close", "sha256", c.SHA256)

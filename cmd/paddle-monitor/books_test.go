@@ -81,7 +81,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	prices := fixtureFile(t, "prices.json")
 	s := startServer(t, db, "--prices", prices)
 	postFixture(t, s, "")
-	mustRun(t, "close", "--db", db, "--month", "2025-11", "--prices", prices)
+	mustRun(t, "close", "--db", db, "--month", "2025-11", "--as", "Ana Finance", "--prices", prices)
 
 	type write struct {
 		id         string
@@ -365,7 +365,7 @@ func TestCloseMonth(t *testing.T) {
 		if again := s.do(t, post("/v1/statements/2025-11/close", "", "a-secret")); again.Status != 200 || again.JSON(t)["sha256"] != closed["sha256"] {
 			t.Errorf("closing again: %d %s", again.Status, again.Body)
 		}
-		if out := mustRun(t, "close", "--db", db, "--month", "2025-11"); !strings.Contains(out, "already closed: version 1") {
+		if out := mustRun(t, "close", "--db", db, "--month", "2025-11", "--as", "Ana Finance"); !strings.Contains(out, "already closed: version 1") {
 			t.Errorf("close command on a closed month: %q", out)
 		}
 
@@ -467,14 +467,14 @@ func TestCloseMonth(t *testing.T) {
 		}
 
 		// Reopen (logged), close again: version 2 with the late data; 1 kept.
-		r := runMonitor(t, "close", "--db", db, "--month", "2025-11", "--reopen")
+		r := runMonitor(t, "close", "--db", db, "--month", "2025-11", "--reopen", "--as", "Ana Finance", "--reason", "late Slurm jobs")
 		if r.code != 0 || !strings.Contains(r.stdout, "2025-11 reopened: version 1") || !strings.Contains(r.stderr, "month reopened") {
 			t.Fatalf("reopen: %d %s %s", r.code, r.stdout, r.stderr)
 		}
 		if got := s.do(t, get("/v1/report?month=2025-11", "a-secret")); strings.Contains(string(got.Body), `"closed"`) {
 			t.Errorf("a reopened month is still served closed")
 		}
-		out := mustRun(t, "close", "--db", db, "--month", "2025-11", "--prices", prices)
+		out := mustRun(t, "close", "--db", db, "--month", "2025-11", "--as", "Ana Finance", "--prices", prices)
 		if !strings.Contains(out, "2025-11 closed: version 2") {
 			t.Errorf("close after reopen: %q", out)
 		}
@@ -544,7 +544,7 @@ func TestRetention(t *testing.T) {
 		stopServer(t, s)
 
 		// Close October too: now both go.
-		mustRun(t, "close", "--db", db, "--month", "2025-10")
+		mustRun(t, "close", "--db", db, "--month", "2025-10", "--as", "Ana Finance")
 		s = startServer(t, db, "--prices", prices, "--retain", "30d")
 		s.waitLog(t, `"msg":"retention"`)
 		if !strings.Contains(s.Log(), `"tasks_deleted":`) || strings.Contains(s.Log(), `"tasks_deleted":0`) {
@@ -605,7 +605,7 @@ func TestAutoClose(t *testing.T) {
 		t.Fatalf("auto-close did not close %s:\n%s", month, s.Log())
 	}
 	stopServer(t, s)
-	mustRun(t, "close", "--db", db, "--month", month, "--reopen")
+	mustRun(t, "close", "--db", db, "--month", month, "--reopen", "--as", "Ana Finance", "--reason", "late data")
 	s = startServer(t, db, "--auto-close", "1h")
 	s.waitLog(t, `"msg":"auto-close: the month was reopened; close it by hand","logger":"paddle-monitor","month":"`+month+`"`)
 	stopServer(t, s)

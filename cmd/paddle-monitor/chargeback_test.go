@@ -35,7 +35,7 @@ func TestChargebackSumsToProjects(t *testing.T) {
 			}
 			head := strings.Join(lines[0], ",")
 			if want := "task_id,task_name,project,owner,"; !strings.HasPrefix(head, want) ||
-				!strings.HasSuffix(head, ",start,end,gpus,gpu_hours,price_per_hour,cost,energy_kwh,billing_basis") {
+				!strings.HasSuffix(head, ",start,end,gpus,gpu_hours,price_per_hour,cost,energy_kwh,billing_basis,currency,window_from,window_to,statement_sha256") {
 				t.Errorf("header %q", head)
 			}
 			col := map[string]int{}
@@ -93,8 +93,8 @@ func TestChargebackSumsToProjects(t *testing.T) {
 			if a.Status != 200 || !strings.HasPrefix(string(a.Body), "task_id,task_name,project,owner,") {
 				t.Errorf("GET by=task&format=csv: %d %s", a.Status, a.Body)
 			}
-			if a := s.do(t, get("/v1/report?month=2025-11&by=task", "")); a.Status != 400 || !strings.Contains(a.Error(t), "format=csv") {
-				t.Errorf("GET by=task as JSON: %d %s", a.Status, a.Body)
+			if a := s.do(t, get("/v1/report?month=2025-11&by=task&format=table", "")); a.Status != 400 || !strings.Contains(a.Error(t), "format=csv or json") {
+				t.Errorf("GET by=task as a table: %d %s", a.Status, a.Body)
 			}
 			page := string(s.do(t, request{Method: "GET", Path: "/?month=2025-11", NoSpecCheck: true}).Body)
 			if !strings.Contains(page, `by=task&amp;format=csv`) || !strings.Contains(page, "CSV by task") {

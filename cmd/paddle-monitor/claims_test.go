@@ -35,7 +35,9 @@ func scopedClaimEnded(t *testing.T, s *server, id, token string) any {
 // same holds for a late registration against a later live claim.
 func TestClaimsAcrossScopes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		const grace = 4 * time.Second
+		// The steps before the first sleep must fit in grace/2: 8 s leaves
+		// room on a loaded machine (at 4 s PostgreSQL under load missed it).
+		const grace = 8 * time.Second
 		s := startServer(t, dsn, "--tokens", teamTokens(t), "--claim-grace", grace.String())
 		const a, b = "s-secret", "ads-secret"
 		start := time.Now().Unix() - 3600

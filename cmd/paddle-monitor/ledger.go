@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +41,7 @@ func mountLedger(api *monitor.API, cfg *monitor.LedgerConfig) {
 type ledgerConfig struct {
 	sources
 	nodes nodeSettings
+	focus focus.Settings // close and export focus only (export.go)
 }
 
 // ledgerSettings: the database, the prices and the ledger's settings.

@@ -37,7 +37,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
-	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label); task alone, with --format csv: the chargeback statement, one line per task")
+	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label); task alone, with --format csv or json: the chargeback statement, one line per task")
 	format := fs.String("format", "table", "table, csv or json")
 	live := fs.Bool("live", false, "recompute a closed month from the tasks instead of serving its statement (audit)")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
@@ -62,8 +62,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return badQuery(err, "")
 	}
 	chargeback := strings.TrimSpace(*by) == report.TaskKey
-	if chargeback && *format != "csv" {
-		return fmt.Errorf("%w: --by task is the chargeback statement, one line per task: it takes --format csv", errUsage)
+	if chargeback && *format != "csv" && *format != "json" {
+		return fmt.Errorf("%w: --by task is the chargeback statement, one line per task: it takes --format csv or json", errUsage)
 	}
 	if chargeback {
 		q.By = []string{report.TaskKey}
@@ -109,6 +109,12 @@ func reportCmd(args []string, stdout io.Writer) error {
 		statement, err := report.Chargeback(ctx, st, q)
 		if err != nil {
 			return err
+		}
+		if statement.SHA256, err = books.StatementSHA256(ctx, st, q.Window); err != nil {
+			return err
+		}
+		if *format == "json" {
+			return report.WriteChargebackJSON(stdout, statement)
 		}
 		return report.WriteChargebackCSV(stdout, statement)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -43,7 +44,8 @@ type serveConfig struct {
 	nodes               nodeSettings          // node reports and the ledger (nodes.go)
 	fleet               *monitor.LedgerConfig // the ledger's configuration, once the store is open
 	log                 *slog.Logger
-	books               booksSettings // --auto-close, --retain (books.go)
+	books               booksSettings  // --auto-close, --retain (books.go)
+	focus               focus.Settings // --focus-* (export.go)
 }
 
 // serveSettings are serve's settings (docs/monitor.md, Settings).
@@ -77,10 +79,11 @@ var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries
 		Doc:   "write requests handled at once (then 503 with Retry-After)",
 		Parse: func(c *serveConfig, s string) (err error) { c.maxInFlight, err = settings.Positive(s); return err }},
 	{Flag: "metrics-auth", Var: "PADDLE_MONITOR_METRICS_AUTH", Type: "bool", Default: "false", Alone: "true",
-		Doc:   "/metrics needs an admin token",
+		Doc:   "/metrics needs an admin token (or a viewer of every project)",
 		Parse: func(c *serveConfig, s string) (err error) { c.metricsAuth, err = settings.Bool(s); return err }},
 }, nodeEntries(func(c *serveConfig) *nodeSettings { return &c.nodes }, true),
-	booksEntries(func(c *serveConfig) *booksSettings { return &c.books }))}
+	booksEntries(func(c *serveConfig) *booksSettings { return &c.books }),
+	focusEntries(func(c *serveConfig) *focus.Settings { return &c.focus }))}
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)

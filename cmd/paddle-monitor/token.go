@@ -22,6 +22,7 @@ func token(args []string, stdout io.Writer) error {
 	owners := fs.StringArray("owner", nil, "owner glob (repeatable; none: any owner)")
 	admin := fs.Bool("admin", false, "the token may write and read every project")
 	nodes := fs.StringArray("node", nil, "node name (one, exact, compared in lower case): a node token, that may send node reports for that node and nothing else (on Kubernetes use --kube-tokenreview)")
+	role := fs.String("role", "", "viewer: a read-only token, which reads its --project/--owner globs (none: every project) and writes nothing")
 	addTo := fs.String("add-to", "", "tokens file to append the entry to (created with mode 0600; a name already there is refused); then send serve SIGHUP")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -32,12 +33,20 @@ func token(args []string, stdout io.Writer) error {
 	var secret string
 	var entry *access.Token
 	var err error
-	if len(*nodes) > 0 {
+	switch {
+	case *role != "" && *role != access.RoleViewer:
+		return fmt.Errorf("%w: token: --role %q: the only role is viewer (a read-only token)", errUsage, *role)
+	case *role == access.RoleViewer:
+		if *admin || len(*nodes) > 0 {
+			return fmt.Errorf("%w: token: --role viewer does not combine with --admin or --node (a viewer writes nothing)", errUsage)
+		}
+		secret, entry, err = access.MintViewer(fs.Arg(0), *projects, *owners)
+	case len(*nodes) > 0:
 		if len(*projects) > 0 || len(*owners) > 0 || *admin {
 			return fmt.Errorf("%w: token: --node does not combine with --project, --owner or --admin (a node token sends node reports only)", errUsage)
 		}
 		secret, entry, err = access.MintNode(fs.Arg(0), *nodes)
-	} else {
+	default:
 		secret, entry, err = access.Mint(fs.Arg(0), *projects, *owners, *admin)
 	}
 	if err != nil {

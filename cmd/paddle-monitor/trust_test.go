@@ -198,7 +198,7 @@ func TestNoReportFromTheFuture(t *testing.T) {
 			t.Errorf("the real report of now: %s, want created (not clipped by a span from the future)", a.Body)
 		}
 		// Within 300 s: stored, and the skew shown.
-		body := strings.Replace(trustReport("gpu-node-1", now+100, 100, pod), `"final":false`, fmt.Sprintf(`"final":false,"sent_at":%d`, now+100), 1)
+		body := strings.Replace(trustReport("gpu-node-1", now+100, 100, pod), `"final":false`, fmt.Sprintf(`"final":false,"sent_at":%q`, time.Unix(now+100, 0).UTC().Format(time.RFC3339)), 1)
 		expect(t, s.do(t, post("/v1/nodes/report", body, "n-secret")), 201, "")
 		line := metricLine(t, s, `paddle_node_clock_skew_seconds{node="gpu-node-1"} `)
 		var skew float64

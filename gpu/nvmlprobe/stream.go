@@ -250,6 +250,14 @@ func (s *Streamer) instances(h nvml.Device, g *probestream.GPU) {
 			} else {
 				s.report("nvmlDeviceGetAttributes_v2", uuid, ret)
 			}
+			// The placement, where the driver says (DRA names a
+			// partition it created by it); none is no error.
+			if gh, ret := h.GetGpuInstanceById(gi); ret == nvml.SUCCESS {
+				if info, ret := gh.GetInfo(); ret == nvml.SUCCESS {
+					start := int(info.Placement.Start)
+					in.PlacementStart = &start
+				}
+			}
 			in.Util = s.gpmUtil(h, g.UUID, gi)
 			g.Instances = append(g.Instances, in)
 			k = len(g.Instances) - 1

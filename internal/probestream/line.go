@@ -42,13 +42,17 @@ type GPU struct {
 // Instance is one MIG GPU instance: its compute instances (MIG devices)
 // merged.
 type Instance struct {
-	GPUInstanceID    int       `json:"gpu_instance_id"`
-	Profile          string    `json:"profile"`
-	Slices           int       `json:"slices"`
-	MIGUUIDs         []string  `json:"mig_uuids"`
-	MemoryTotalBytes uint64    `json:"memory_total_bytes"`
-	Util             *float64  `json:"util"` // GPM SM activity, where supported
-	Processes        []Process `json:"processes"`
+	GPUInstanceID    int      `json:"gpu_instance_id"`
+	Profile          string   `json:"profile"`
+	Slices           int      `json:"slices"`
+	MIGUUIDs         []string `json:"mig_uuids"`
+	MemoryTotalBytes uint64   `json:"memory_total_bytes"`
+	// PlacementStart is the GPU instance's first memory slice
+	// (nvmlGpuInstanceGetInfo's placement), nil where NVML does not say: a
+	// DRA-created partition names it in its device name.
+	PlacementStart *int      `json:"placement_start,omitempty"`
+	Util           *float64  `json:"util"` // GPM SM activity, where supported
+	Processes      []Process `json:"processes"`
 }
 
 // Process is one process on a GPU or instance, de-duplicated by PID across

@@ -25,10 +25,10 @@ type NodeReport struct {
 	AgentVersion    string `json:"agent_version"`
 	Samples         int    `json:"samples"`
 	Final           bool   `json:"final"`
-	// SentAt is when the agent sent the report, by its clock (Unix
-	// seconds; optional): the monitor exposes SentAt − its receipt time
-	// as the node's clock skew (NODE.md 12.2).
-	SentAt    *int64         `json:"sent_at,omitempty"`
+	// SentAt is the agent's clock when it sent the report (RFC 3339),
+	// set at each attempt, not when the report was spooled: the monitor's
+	// clock-skew gauge is sent_at minus the receipt time (docs/node.md).
+	SentAt    string         `json:"sent_at,omitempty"`
 	GPUs      []NodeGPU      `json:"gpus"`
 	Instances []NodeInstance `json:"instances"`
 }
@@ -84,7 +84,28 @@ type NodeUser struct {
 	SMUtilMean          *float64     `json:"sm_util_mean"`
 	UsedMemoryPeakBytes uint64       `json:"used_memory_peak_bytes"`
 	Declared            *Declaration `json:"declared"`
+	// Allocation says where the allocation came from when it was not a
+	// device plugin's device ID or a runtime's request: "dra" (a
+	// Dynamic Resource Allocation claim) or "hami" (a fractional plugin's
+	// annotation); omitted otherwise. ClaimNamespace and ClaimName name the
+	// DRA claim. None of these is part of the user's identity.
+	Allocation     string `json:"allocation,omitempty"`
+	ClaimNamespace string `json:"claim_namespace,omitempty"`
+	ClaimName      string `json:"claim_name,omitempty"`
+	// CapacityShare is the part of the instance the allocation gives (a
+	// DRA consumable-capacity share, a HAMi core share, 1/n for n
+	// time-sliced holders; 1 for a whole device): the user is attributed
+	// at most capacity_share × the instance's weighted seconds, the rest
+	// of its occupied time is unallocated. nil: not a fractional
+	// allocation (the presence split alone applies).
+	CapacityShare *float64 `json:"capacity_share,omitempty"`
 }
+
+// Allocation kinds of a node user.
+const (
+	AllocationDRA  = "dra"
+	AllocationHAMi = "hami"
+)
 
 // Declaration is what a container's labels file says: who pays. It names
 // the payer only when the monitor can tie it to the container.

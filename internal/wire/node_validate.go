@@ -216,7 +216,8 @@ func (r *NodeReport) checkInstance(f string, in *NodeInstance) error {
 
 func checkUser(f string, u *NodeUser) error {
 	for _, s := range []struct{ field, v string }{{"runtime", u.Runtime}, {"container_id", u.ContainerID}, {"pod_uid", u.PodUID},
-		{"namespace", u.Namespace}, {"pod", u.Pod}, {"container", u.Container}, {"slurm_job", u.SlurmJob}, {"cgroup", u.Cgroup}} {
+		{"namespace", u.Namespace}, {"pod", u.Pod}, {"container", u.Container}, {"slurm_job", u.SlurmJob}, {"cgroup", u.Cgroup},
+		{"allocation", u.Allocation}, {"claim_namespace", u.ClaimNamespace}, {"claim_name", u.ClaimName}} {
 		if err := text(f+"."+s.field, s.v); err != nil {
 			return err
 		}
@@ -234,6 +235,9 @@ func checkUser(f string, u *NodeUser) error {
 	}
 	if err := percent(f+".sm_util_mean", u.SMUtilMean); err != nil {
 		return err
+	}
+	if c := u.CapacityShare; c != nil && (math.IsNaN(*c) || *c <= 0 || *c > 1) {
+		return bad(f+".capacity_share", "must be in (0, 1] or absent, got %v", *c)
 	}
 	if d := u.Declared; d != nil {
 		for _, s := range []struct{ field, v string }{{"task_id", d.TaskID}, {"project", d.Project}, {"owner", d.Owner}} {

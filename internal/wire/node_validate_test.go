@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -68,6 +69,10 @@ func TestNodeReportValidate(t *testing.T) {
 			}
 		}},
 		{"allocated_share over 1", "instances[0].users[0].allocated_share", func(r *NodeReport) { r.Instances[0].Users[0].AllocatedShare = 1.01 }},
+		{"capacity_share 0", "instances[0].users[0].capacity_share", func(r *NodeReport) { r.Instances[0].Users[0].CapacityShare = ptr(0.0) }},
+		{"capacity_share over 1", "instances[0].users[0].capacity_share", func(r *NodeReport) { r.Instances[0].Users[0].CapacityShare = ptr(1.5) }},
+		{"capacity_share NaN", "instances[0].users[0].capacity_share", func(r *NodeReport) { r.Instances[0].Users[0].CapacityShare = ptr(math.NaN()) }},
+		{"claim_name with a control character", "instances[0].users[0].claim_name", func(r *NodeReport) { r.Instances[0].Users[0].ClaimName = "a\x00b" }},
 		{"seen_share negative", "instances[0].users[0].seen_share", func(r *NodeReport) { r.Instances[0].Users[0].SeenShare = -0.1 }},
 		{"user busy_share over 1", "instances[0].users[0].busy_share", func(r *NodeReport) { r.Instances[0].Users[0].BusyShare = 2 }},
 		{"sm_util_mean over 100", "instances[0].users[0].sm_util_mean", func(r *NodeReport) { r.Instances[0].Users[0].SMUtilMean = ptr(100.5) }},

@@ -25,8 +25,25 @@ type Token struct {
 	// "Identity and trust"). A glob is refused: a token shared by many
 	// nodes lets root on any of them report as all the others (NODE.md 11).
 	Nodes []string `json:"nodes,omitempty"`
+	// Role "viewer" makes a read-only token (docs/monitor.md, "Teams"):
+	// it reads what its globs cover (none: every project, finance) and
+	// writes nothing. "" is a writing token.
+	Role string `json:"role,omitempty"`
 
 	hash []byte
+}
+
+// RoleViewer is the role of a read-only token.
+const RoleViewer = "viewer"
+
+// IsViewer reports whether t is a read-only token: every write it sends
+// is refused (403) before its body is read.
+func (t *Token) IsViewer() bool { return t.Role == RoleViewer }
+
+// ReadsAll reports whether t reads every project: an admin token, or a
+// viewer without globs (finance's login).
+func (t *Token) ReadsAll() bool {
+	return t.Admin || (t.IsViewer() && len(t.Projects) == 0 && len(t.Owners) == 0)
 }
 
 // IsNode reports whether t is a node token.
@@ -60,8 +77,11 @@ func checkNodeName(n string) error {
 
 // Scope is what the token may write and read; nil for an admin (everything).
 func (t *Token) Scope() *Scope {
-	if t.Admin {
+	if t.ReadsAll() {
 		return nil
+	}
+	if t.IsViewer() && len(t.Projects) == 0 {
+		return &Scope{Projects: []string{"*"}, Owners: t.Owners} // --owner alone: those owners in every project
 	}
 	if t.IsNode() {
 		return &Scope{Projects: []string{}} // no task at all
@@ -119,7 +139,16 @@ func Parse(b []byte, name string) (*Set, error) {
 		if t.IsNode() && (t.Admin || len(t.Projects) > 0 || len(t.Owners) > 0) {
 			return nil, fmt.Errorf("%s: nodes does not combine with projects, owners or admin (a node token sends node reports only)", where)
 		}
-		if !t.Admin && !t.IsNode() && len(t.Projects) == 0 {
+		switch t.Role {
+		case "":
+		case RoleViewer:
+			if t.Admin || t.IsNode() {
+				return nil, fmt.Errorf("%s: role viewer does not combine with admin or nodes (a viewer reads and writes nothing)", where)
+			}
+		default:
+			return nil, fmt.Errorf("%s: role %q: the only role is \"viewer\" (a read-only token)", where, t.Role)
+		}
+		if !t.Admin && !t.IsNode() && !t.IsViewer() && len(t.Projects) == 0 {
 			return nil, fmt.Errorf("%s: projects is empty and admin is not set (the token could do nothing)", where)
 		}
 		for _, p := range append(append([]string{}, t.Projects...), t.Owners...) {
@@ -183,6 +212,22 @@ func Mint(name string, projects, owners []string, admin bool) (secret string, en
 	secret = "pdm_" + hex.EncodeToString(b)
 	sum := sha256.Sum256([]byte(secret))
 	return secret, &Token{Name: name, SHA256: hex.EncodeToString(sum[:]), Projects: projects, Owners: owners, Admin: admin}, nil
+}
+
+// MintViewer makes a read-only token: it reads the projects and owners its
+// globs cover (none: every project) and writes nothing.
+func MintViewer(name string, projects, owners []string) (secret string, entry *Token, err error) {
+	for _, p := range append(append([]string{}, projects...), owners...) {
+		if p == "" || !ValidPattern(p) {
+			return "", nil, fmt.Errorf("token: %q is not a valid glob pattern", p)
+		}
+	}
+	secret, entry, err = Mint(name, nil, nil, true)
+	if err != nil {
+		return "", nil, err
+	}
+	entry.Admin, entry.Role, entry.Projects, entry.Owners = false, RoleViewer, projects, owners
+	return secret, entry, nil
 }
 
 // MintNode makes a node token for the one node named (docs/node.md,

@@ -81,6 +81,10 @@ type Statement struct {
 	Currency *string
 	Labels   []string // every extra label of the lines' tasks, sorted
 	Lines    []StatementLine
+	// SHA256 is the closed month's statement hash when the window is a
+	// closed month ("" for an open one): the file says on every line
+	// which statement it is.
+	SHA256 string
 }
 
 // Chargeback computes the statement of q's window (q.By and q.Metrics are
@@ -332,8 +336,12 @@ func taskGPUsText(t TaskUsage) string {
 // task: task_id, task_name, project, owner, label:NAME for every extra
 // label, start and end (RFC 3339; end "running" without a completion),
 // gpus, gpu_hours, price_per_hour, cost (no price columns without
-// prices), energy_kwh, billing_basis. Text cells are neutralised against
-// CSV injection as the report's are.
+// prices), energy_kwh, billing_basis, and on every line the file's own
+// context: currency ("" without prices), window_from, window_to (RFC
+// 3339) and statement_sha256 ("" while the month is open), so that a
+// line copied out of the file still says what it is. No line comes before
+// the column names. Text cells are neutralised against CSV injection as
+// the report's are.
 func WriteChargebackCSV(w io.Writer, st *Statement) error {
 	cw := csv.NewWriter(w)
 	head := []string{"task_id", "task_name", "project", "owner"}
@@ -345,7 +353,12 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 	if priced {
 		head = append(head, "price_per_hour", "cost")
 	}
-	head = append(head, "energy_kwh", "billing_basis")
+	head = append(head, "energy_kwh", "billing_basis", "currency", "window_from", "window_to", "statement_sha256")
+	currency := ""
+	if st.Currency != nil {
+		currency = csvText(*st.Currency)
+	}
+	context := []string{currency, st.From.UTC().Format(time.RFC3339), st.To.UTC().Format(time.RFC3339), st.SHA256}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -371,6 +384,7 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 			rec = append(rec, opt(l.PricePerHour), opt(l.Cost))
 		}
 		rec = append(rec, opt(l.EnergyKWh), l.Basis)
+		rec = append(rec, context...)
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

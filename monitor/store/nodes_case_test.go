@@ -15,7 +15,7 @@ import (
 // node with the latest report kept, one raw report per time.
 func TestMigrateCaseTwins(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		old, err := store.OpenAtVersionForTest(ctx, dsn, store.SchemaVersion()-1)
+		old, err := store.OpenAtVersionForTest(ctx, dsn, store.VersionBeforeForTest("0013"))
 		if err != nil {
 			t.Fatal(err)
 		}

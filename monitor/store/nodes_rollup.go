@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -85,6 +86,9 @@ func identityOf(u *wire.NodeUser) UserIdentity {
 //     presence × sm_util_mean on a whole GPU (as equal when those are all
 //     0, and on MIG instances); occupied time without users is
 //     unallocated;
+//   - a user with capacity_share c (a DRA consumable-capacity share, a
+//     HAMi core share, a time-sliced 1/n) is attributed at most c·w·d of
+//     the instance's occupied time; the rest is unallocated (capacityLimits);
 //   - energy (the GPU's, and each instance's shared by its users in
 //     proportion to their part) counts by the part of the interval kept.
 //
@@ -142,6 +146,10 @@ func Rollup(r *wire.NodeReport, start, end int64) ([]GPUHour, []UserHour) {
 					continue
 				}
 				equal, util := splits(in)
+				limits := capacityLimits(in, w*d)
+				if limits != nil {
+					util = equal // see capacityLimits
+				}
 				ie := 0.0
 				if in.EnergyJoules != nil {
 					ie = *in.EnergyJoules * part
@@ -163,11 +171,18 @@ func Rollup(r *wire.NodeReport, start, end int64) ([]GPUHour, []UserHour) {
 					}
 					uh := &users[k]
 					e, ut := occupied*equal[j], occupied*util[j]
+					part := 1.0 // of the user's energy share kept
+					if limits != nil && e > limits[j] {
+						// Beyond its capacity share: unallocated.
+						g.Unallocated += e - limits[j]
+						part = limits[j] / e
+						e, ut = limits[j], limits[j]
+					}
 					uh.Equal += e
 					uh.Util += ut
 					uh.BusyEqual += e * u.BusyShare
 					uh.BusyUtil += ut * u.BusyShare
-					uh.Energy += ie * equal[j] * in.OccupiedShare
+					uh.Energy += ie * equal[j] * in.OccupiedShare * part
 				}
 			}
 			if covered < 1 {
@@ -178,6 +193,30 @@ func Rollup(r *wire.NodeReport, start, end int64) ([]GPUHour, []UserHour) {
 		a = b
 	}
 	return gpus, users
+}
+
+// capacityLimits returns, for an instance with a user holding a
+// fractional allocation (capacity_share c), each user's most attributable
+// seconds of the span's weighted seconds wd: c·wd for those with a share,
+// unlimited for the others; nil when no user has a share below 1. On such an
+// instance the util rule splits as the equal rule does, so that both rules
+// leave the same time unallocated (the ledger's check holds for both).
+func capacityLimits(in *wire.NodeInstance, wd float64) []float64 {
+	var out []float64
+	for j := range in.Users {
+		c := in.Users[j].CapacityShare
+		if c == nil || *c >= 1 {
+			continue // a whole device limits nothing
+		}
+		if out == nil {
+			out = make([]float64, len(in.Users))
+			for k := range out {
+				out[k] = math.Inf(1)
+			}
+		}
+		out[j] = *c * wd
+	}
+	return out
 }
 
 // instanceWeight is an entry's share of its GPU over the report: 1 for a

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/drain"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/probestream"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/node/cgroupowner"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/nodereport"
 	"github.com/paddle-entrypoint/paddle-entrypoint/node/reportqueue"
 )
@@ -112,33 +114,46 @@ type agent struct {
 	version string
 	obs     *observer
 	sources []*cachedSource
-	child   *probestream.Child
-	queue   *reportqueue.Queue
-	sender  *reportqueue.Sender
-	metrics *metrics
-	drainer *drain.Drainer // --drain-spools; nil when off
-	dropped int            // reports dropped by age, as the spool last counted
+	grants  *grantSource // the kubelet source's DRA and HAMi completion (dra.go); nil off Kubernetes
+	// grantsErr: an unusable --kubeconfig, a start-up error.
+	grantsErr error
+	child     *probestream.Child
+	queue     *reportqueue.Queue
+	sender    *reportqueue.Sender
+	metrics   *metrics
+	drainer   *drain.Drainer // --drain-spools; nil when off
+	dropped   int            // reports dropped by age, as the spool last counted
+
+	criFailing int // samples in a row without CRI's answer
 
 	mu          sync.Mutex
 	lastSuccess time.Time
 	lastErr     string
+	conflicts   []string // the GPU UUID conflicts of the last report answered 409
+
+	failingSince time.Time // the first pass that could not deliver, since the last that did
+	passConflict bool      // a 409 in the current pass
 }
 
 func newAgent(cfg Config, log *slog.Logger, version string, once bool) (*agent, error) {
 	a := &agent{cfg: cfg, log: log, version: version, metrics: newMetrics(cfg.NodeName)}
 	var err error
-	if a.obs, err = newObserver(log, cfg.Proc, cfg.LabelsPath); err != nil {
+	if a.obs, err = newObserver(log, cfg.Proc, cfg.LabelsPath, cgroupowner.Table{KubeletRoot: cfg.KubeletCgroupRoot}); err != nil {
 		return nil, fmt.Errorf("--proc %s: %w", cfg.Proc, err)
 	}
 	a.child = &probestream.Child{Path: cfg.Probe, Sample: cfg.Sample, Proc: cfg.Proc, Log: log}
 	a.metrics.probeRestarts(func() float64 { return float64(a.child.Restarts()) })
 	a.sources = a.allocationSources()
+	if a.grantsErr != nil {
+		return nil, a.grantsErr
+	}
 	if once {
 		return a, nil
 	}
 	if a.sender, err = reportqueue.NewSender(cfg.MonitorURL, cfg.TokenFile, cfg.CAFile, "paddle-node/"+version, log); err != nil {
 		return nil, err
 	}
+	a.sender.OnConflict = a.noteConflict
 	if a.queue, err = reportqueue.Open(cfg.ReportSpool, cfg.MaxReportAge, log); err != nil {
 		return nil, fmt.Errorf("--report-spool: %w", err)
 	}
@@ -167,12 +182,16 @@ func (a *agent) close() {
 // sample polls the allocation sources and observes one line.
 func (a *agent) sample(ctx context.Context, line *probestream.Line) nodereport.Observation {
 	var snap Snapshot
+	if a.grants != nil {
+		a.grants.setLine(line)
+	}
 	for _, s := range a.sources {
 		sn := s.snapshot(ctx)
 		snap.Containers = append(snap.Containers, sn.Containers...)
 		snap.Allocations = append(snap.Allocations, sn.Allocations...)
 	}
 	a.obs.setSnapshot(snap)
+	a.obs.cri = a.criCheck()
 	obs := a.obs.observe(line)
 	a.metrics.setUsers(obs)
 	return obs
@@ -357,6 +376,9 @@ func (a *agent) deliverLoop(ctx context.Context, kick <-chan struct{}) {
 }
 
 func (a *agent) deliver(ctx context.Context) {
+	a.mu.Lock()
+	a.passConflict = false
+	a.mu.Unlock()
 	res, err := reportqueue.Deliver(ctx, a.queue, a.sender)
 	a.metrics.sent.Add(float64(res.Sent))
 	a.metrics.dead.Add(float64(res.Dead))
@@ -366,10 +388,48 @@ func (a *agent) deliver(ctx context.Context) {
 	if res.Dead > 0 {
 		a.log.Error("reports refused by the monitor, moved to the dead letters", "count", res.Dead)
 	}
+	a.mu.Lock()
+	if res.Sent > 0 && !a.passConflict {
+		a.conflicts = nil // the monitor took a report without a conflict
+	}
+	a.mu.Unlock()
+	a.noteOutage(res)
 	if res.Stopped != nil {
-		a.log.Warn("reports kept for the next pass", "answer", a.sender.Client.Redact(res.Stopped.Error()))
+		attrs := []any{"answer", a.sender.Client.Redact(res.Stopped.Error())}
+		if !res.Waiting.IsZero() {
+			attrs = append(attrs, "retry_after", res.Waiting.UTC().Format(time.RFC3339))
+		}
+		a.log.Warn("reports kept for the next pass", attrs...)
 	}
 	a.updateSpoolMetrics()
+}
+
+// noteOutage logs, at info, one line when delivery resumes after passes
+// that delivered nothing: how many reports went, after how long.
+func (a *agent) noteOutage(res reportqueue.PassResult) {
+	now := time.Now()
+	switch {
+	case res.Sent > 0 && !a.failingSince.IsZero():
+		a.log.Info("report delivery resumed", "reports", res.Sent, "failing_for", now.Sub(a.failingSince).Round(time.Second).String(), "since", a.failingSince.UTC().Format(time.RFC3339))
+		a.failingSince = time.Time{}
+		if res.Stopped != nil {
+			a.failingSince = now
+		}
+	case res.Sent == 0 && res.Stopped != nil && a.failingSince.IsZero():
+		a.failingSince = now
+	}
+}
+
+// noteConflict counts and logs a 409: the monitor stored the report, but
+// another node holds some of its GPU UUIDs; /healthz names them.
+func (a *agent) noteConflict(report string, conflicts []string) {
+	a.metrics.conflicts.Inc()
+	a.log.Warn("the monitor stored a report with GPU UUID conflicts: another node reports these GPUs; their use counts in no state until paddle-monitor node retire resolves it",
+		"report", report, "conflicts", strings.Join(conflicts, ", "))
+	a.mu.Lock()
+	a.conflicts = conflicts
+	a.passConflict = true
+	a.mu.Unlock()
 }
 
 func (a *agent) updateSpoolMetrics() {

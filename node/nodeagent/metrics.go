@@ -22,6 +22,7 @@ type metrics struct {
 	dropped                              prometheus.Counter
 	pending, deadNow, oldest             prometheus.Gauge
 	sourceFailures                       *prometheus.CounterVec
+	criUnverified, conflicts             prometheus.Counter
 	node                                 string
 
 	mu    sync.Mutex
@@ -52,7 +53,9 @@ func newMetrics(node string) *metrics {
 	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_node_reports_pending", Help: "Reports in the spool waiting to be sent."})
 	m.deadNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_node_reports_dead", Help: "Reports in the spool's dead bucket."})
 	m.oldest = prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_node_oldest_pending_report_age_seconds", Help: "Age of the oldest report waiting in the spool (0: none)."})
-	m.sourceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_node_allocation_source_failures_total", Help: "Failed calls to an allocation source: pod-resources (the kubelet), cri (the runtime), docker (a Docker-compatible API)."}, []string{"source"})
+	m.sourceFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_node_allocation_source_failures_total", Help: "Failed calls to an allocation source: pod-resources (the kubelet), cri (the runtime), docker (a Docker-compatible API), resourceslices and resourceclaims (the API server's list or watch for DRA claims; the last answer stands)."}, []string{"source"})
+	m.conflicts = counter("paddle_node_report_conflicts_total", "Reports the monitor stored with GPU UUID conflicts (answered 409: another node holds a UUID); deleted as delivered.")
+	m.criUnverified = counter("paddle_node_cri_unverified_samples_total", "Samples whose kubepods paths were trusted without CRI's answer (CRI failing; at most 3 in a row, then no kubepods path stands).")
 	m.reg.MustRegister(m.dropped, m.pending, m.deadNow, m.oldest, m.sourceFailures, m)
 	return m
 }
@@ -113,9 +116,15 @@ func (a *agent) serve() (*http.Server, error) {
 		a.mu.Lock()
 		ok := !a.lastSuccess.IsZero() && time.Since(a.lastSuccess) <= 3*a.cfg.Sample
 		why := a.lastErr
+		conflicts := append([]string(nil), a.conflicts...)
 		a.mu.Unlock()
 		if ok {
+			// A UUID conflict is no liveness failure (a restart would end
+			// the node's capacity by its preStop): 200, named in the body.
 			fmt.Fprintln(w, "ok")
+			for _, c := range conflicts {
+				fmt.Fprintf(w, "gpu uuid conflict: %s (the monitor stores this node's reports; paddle-monitor node retire resolves it)\n", c)
+			}
 			return
 		}
 		if why == "" {

@@ -28,7 +28,26 @@ type (
 type ownerEntry struct {
 	start uint64
 	owner cgroupowner.Owner
+	what  cgroupowner.Seen
+	mps   bool // the driver's MPS server: no user
 	seen  bool // in the current interval
+}
+
+// How a sample's kubepods paths are checked against CRI (docs/node.md, "Who owns each process").
+const (
+	criNone     = iota // no CRI on this node: paths stand
+	criVerify          // CRI answered: a pod UID stands only for a container CRI lists for it
+	criTrust           // CRI failing, for at most 3 samples: paths stand (counted)
+	criDistrust        // CRI failing longer: no kubepods path stands
+)
+
+// maxRefusedLogged bounds the paths remembered as logged.
+const maxRefusedLogged = 1024
+
+// criView is one sample's CRI check.
+type criView struct {
+	mode int
+	pods map[string]string // container ID -> pod UID, as CRI listed them (criVerify)
 }
 
 // declEntry is a container's declaration in the current interval.
@@ -49,16 +68,18 @@ type observer struct {
 	reasons  map[string]string    // the reason last logged per container
 	snapshot Snapshot
 	byID     map[string]Container
+	cri      criView
+	refused  map[string]bool // kubepods paths CRI did not vouch for, logged once
 }
 
-func newObserver(log *slog.Logger, proc, labelsPath string) (*observer, error) {
-	r, err := cgroupowner.NewReader(proc)
+func newObserver(log *slog.Logger, proc, labelsPath string, table cgroupowner.Table) (*observer, error) {
+	r, err := cgroupowner.NewReader(proc, table)
 	if err != nil {
 		return nil, err
 	}
 	return &observer{
 		log: log, proc: proc, labelsPath: labelsPath, owners: r, roots: containerroot.Roots{Proc: proc},
-		cache: map[uint32]*ownerEntry{}, decls: map[string]declEntry{}, reasons: map[string]string{}, byID: map[string]Container{},
+		cache: map[uint32]*ownerEntry{}, decls: map[string]declEntry{}, reasons: map[string]string{}, byID: map[string]Container{}, refused: map[string]bool{},
 	}, nil
 }
 
@@ -88,24 +109,59 @@ func (o *observer) newInterval() {
 	clear(o.decls)
 }
 
-// owner returns pid's owner, from the cache while its start time holds.
-func (o *observer) owner(pid uint32) (cgroupowner.Owner, bool) {
+// owner returns pid's entry, from the cache while its start time holds.
+func (o *observer) owner(pid uint32) (*ownerEntry, bool) {
 	start, err := o.owners.StartTime(int(pid))
 	if err != nil {
 		delete(o.cache, pid)
-		return cgroupowner.Owner{}, false
+		return nil, false
 	}
 	if e, ok := o.cache[pid]; ok && e.start == start {
 		e.seen = true
-		return e.owner, true
+		return e, true
 	}
-	ow, start, err := o.owners.Lookup(int(pid))
+	ow, what, start, err := o.owners.LookupSeen(int(pid))
 	if err != nil {
 		delete(o.cache, pid)
-		return cgroupowner.Owner{}, false
+		return nil, false
 	}
-	o.cache[pid] = &ownerEntry{start: start, owner: ow, seen: true}
-	return ow, true
+	e := &ownerEntry{start: start, owner: ow, what: what, mps: o.owners.IsMPSServer(int(pid)), seen: true}
+	o.cache[pid] = e
+	return e, true
+}
+
+// vouched applies this sample's CRI check to a process's owner: a pod UID
+// read from a kubepods path stands only where CRI lists that container ID
+// for that pod (or, while CRI fails, for at most 3 samples); otherwise the
+// process is a host user keyed by its path and UID, unattributed. A path
+// names a pod only where the kubelet makes its groups, and root alone can
+// make groups there; CRI is the runtime's word that the container is the
+// pod's.
+func (o *observer) vouched(e *ownerEntry) cgroupowner.Owner {
+	ow := e.owner
+	if ow.Kind != cgroupowner.KindContainer || ow.PodUID == "" {
+		return ow
+	}
+	switch o.cri.mode {
+	case criNone, criTrust:
+		return ow
+	case criVerify:
+		if ow.ContainerID != "" && o.cri.pods[ow.ContainerID] == ow.PodUID {
+			return ow
+		}
+	}
+	if !o.refused[e.what.Cgroup] {
+		if len(o.refused) >= maxRefusedLogged {
+			clear(o.refused) // a user making group after group costs a log line each, never memory
+		}
+		o.refused[e.what.Cgroup] = true
+		why := "CRI does not list its container for its pod"
+		if o.cri.mode == criDistrust {
+			why = "CRI has not answered for more than 3 samples"
+		}
+		o.log.Info("a kubepods path is not vouched for: a host user", "cgroup", e.what.Cgroup, "uid", e.what.UID, "pod_uid", ow.PodUID, "container_id", ow.ContainerID, "reason", why)
+	}
+	return cgroupowner.Owner{Kind: cgroupowner.KindHost, Cgroup: e.what.Cgroup, UID: e.what.UID}
 }
 
 // user is the report's user for an owner, named with what the runtime
@@ -191,7 +247,12 @@ func (o *observer) pidOfContainer(id string) int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(o.proc, e.Name(), "cgroup"))
-		if err == nil && strings.Contains(string(b), id) {
+		if err != nil || !strings.Contains(string(b), id) {
+			continue
+		}
+		// The kernel's owner, not the text: a host user's own group named
+		// with another container's ID must not declare for it.
+		if oe, ok := o.owner(uint32(pid)); ok && oe.owner.Kind == cgroupowner.KindContainer && oe.owner.ContainerID == id {
 			return pid
 		}
 	}
@@ -249,10 +310,11 @@ func (o *observer) users(procs []probestream.Process, procUtil bool, allocated f
 		return &out[len(out)-1]
 	}
 	for _, p := range procs {
-		ow, ok := o.owner(p.PID)
-		if !ok {
+		e, ok := o.owner(p.PID)
+		if !ok || e.mps {
 			continue
 		}
+		ow := o.vouched(e)
 		ur := get(o.user(ow))
 		ur.Seen = true
 		ur.UsedBytes += p.UsedMemoryBytes
@@ -292,6 +354,7 @@ func (o *observer) users(procs []probestream.Process, procUtil bool, allocated f
 		}
 		ur := get(u)
 		ur.Allocated = true
+		applyGrants(ur, a, allocated)
 		if ur.Declared == nil && a.Container.ID != "" {
 			if d, ok := o.decls[a.Container.ID]; ok {
 				ur.Declared = d.decl

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -28,13 +29,16 @@ type Config struct {
 	CRISocket          string
 	DockerSocket       string
 	LabelsPath         string
+	KubeletCgroupRoot  string
 	ReportSpool        string
 	MaxReportAge       time.Duration
 	Probe              string
 	Listen             string
 	DrainSpools        string
 	TokenDir           string
-	Final              bool // PADDLE_NODE_FINAL=1: the report sent at SIGTERM is final
+	Final              bool     // PADDLE_NODE_FINAL=1: the report sent at SIGTERM is final
+	DRADrivers         []string // DRA drivers whose claims count (--dra-drivers); empty: none
+	Kubeconfig         string   // the API server for ResourceSlices; "": in-cluster
 }
 
 // ErrUsage: a bad setting; the message names the flag or the variable
@@ -68,12 +72,26 @@ var table = settings.Table[Config]{Policy: settings.Refuse, Entries: []settings.
 	{Flag: "pod-resources-socket", Var: "PADDLE_NODE_POD_RESOURCES_SOCKET", Type: "socket", Default: "/var/lib/kubelet/pod-resources/kubelet.sock", Doc: "the kubelet's pod-resources API", Parse: str(func(c *Config) *string { return &c.PodResourcesSocket })},
 	{Flag: "cri-socket", Var: "PADDLE_NODE_CRI_SOCKET", Type: "socket", Doc: "the runtime's CRI API (default the first of /run/containerd/containerd.sock, /var/run/crio/crio.sock that exists)", Parse: str(func(c *Config) *string { return &c.CRISocket })},
 	{Flag: "docker-socket", Var: "PADDLE_NODE_DOCKER_SOCKET", Type: "socket", Doc: "a Docker-compatible API (Docker, podman) for allocations outside Kubernetes (default /var/run/docker.sock when it exists)", Parse: str(func(c *Config) *string { return &c.DockerSocket })},
+	{Flag: "kubelet-cgroup-root", Var: "PADDLE_NODE_KUBELET_CGROUP_ROOT", Type: "path", Default: "/", Doc: "the kubelet's --cgroup-root (kind: /kubelet): its kubepods groups are recognised there as well as at the top", Parse: str(func(c *Config) *string { return &c.KubeletCgroupRoot })},
 	{Flag: "labels-path", Var: "PADDLE_NODE_LABELS_PATH", Type: "path", Default: "/var/run/paddle-task.labels", Doc: "the labels file's path inside a container", Parse: str(func(c *Config) *string { return &c.LabelsPath })},
 	{Flag: "report-spool", Var: "PADDLE_NODE_REPORT_SPOOL", Type: "file", Default: "/var/lib/paddle-node/reports.db", Doc: "the report spool (bbolt)", Parse: str(func(c *Config) *string { return &c.ReportSpool })},
 	{Flag: "max-report-age", Var: "PADDLE_NODE_MAX_REPORT_AGE", Type: "duration", Default: "168h", Doc: "spooled reports older than this are dropped", Parse: dur(func(c *Config) *time.Duration { return &c.MaxReportAge })},
 	{Flag: "probe", Var: "PADDLE_NODE_PROBE", Type: "file", Doc: "the GPU probe executable (default paddle-gpu-probe beside paddle-node)", Parse: str(func(c *Config) *string { return &c.Probe })},
 	{Flag: "listen", Var: "PADDLE_NODE_LISTEN", Type: "host:port", Default: "off", Doc: "serve /metrics and /healthz", Parse: str(func(c *Config) *string { return &c.Listen })},
 	{Flag: "drain-spools", Var: "PADDLE_NODE_DRAIN_SPOOLS", Type: "dir", Default: "off", Doc: "also drain the task spools of this directory every interval, as paddle-entrypoint spool flush --all does (needs --token-dir)", Parse: str(func(c *Config) *string { return &c.DrainSpools })},
+	{Flag: "dra-drivers", Var: "PADDLE_NODE_DRA_DRIVERS", Type: "list", Default: "gpu.nvidia.com", Doc: "DRA drivers whose claims are GPU allocations, comma-separated (off: none); their devices are read from the node's ResourceSlices", Parse: func(c *Config, s string) error {
+		c.DRADrivers = nil
+		if s == "off" {
+			return nil
+		}
+		for _, d := range strings.Split(s, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				c.DRADrivers = append(c.DRADrivers, d)
+			}
+		}
+		return nil
+	}},
+	{Flag: "kubeconfig", Var: "PADDLE_NODE_KUBECONFIG", Type: "file", Doc: "a kubeconfig (JSON, with a token) for the API server's ResourceSlices and ResourceClaims (default in a pod: its ServiceAccount)", Parse: str(func(c *Config) *string { return &c.Kubeconfig })},
 	{Flag: "token-dir", Var: "PADDLE_NODE_TOKEN_DIR", Type: "dir", Doc: "the teams' monitor tokens for --drain-spools, one per file", Parse: str(func(c *Config) *string { return &c.TokenDir })},
 }}
 
@@ -100,6 +118,20 @@ func flagSet() *pflag.FlagSet {
 func usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
 	fmt.Fprint(w, flagSet().FlagUsages())
+}
+
+// cgroupRoot says whether p is an absolute cgroup path without "." or
+// ".." components (one that could not climb out of where it names).
+func cgroupRoot(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // errHelp: --help was asked for.
@@ -178,6 +210,8 @@ func parse(args []string, env func(string) string, once bool) (Config, error) {
 		return c, bad("max-report-age", "must be positive")
 	case !once && c.MonitorURL == "":
 		return c, bad("monitor-url", "required (the monitor's base URL)")
+	case !cgroupRoot(c.KubeletCgroupRoot):
+		return c, bad("kubelet-cgroup-root", "must be an absolute cgroup path without . or .. components")
 	case c.DrainSpools != "" && c.TokenDir == "":
 		return c, bad("token-dir", "required with --drain-spools (the teams' tokens)")
 	case c.NodeName == "" || len(c.NodeName) > 253:

@@ -71,6 +71,11 @@ type UserReading struct {
 	SMUtil    *float64 // its processes' summed SM utilisation; nil without a value
 	UsedBytes uint64   // its processes' used memory
 	Declared  *wire.Declaration
+	// Where a DRA claim or a fractional plugin gave the device (not part
+	// of the user's identity): the allocation's kind, the claim, and the
+	// part of the instance given in this sample (nil: not fractional).
+	Allocation, ClaimNamespace, ClaimName string
+	CapacityShare                         *float64
 }
 
 type userAcc struct {
@@ -78,6 +83,9 @@ type userAcc struct {
 	smSum                      float64
 	memPeak                    uint64
 	declared                   *wire.Declaration
+	allocation, claimNS, claim string
+	capN                       int
+	capSum                     float64
 }
 
 type instAcc struct {
@@ -211,6 +219,13 @@ func (b *Builder) Add(o Observation) {
 			if u.Declared != nil {
 				ua.declared = u.Declared
 			}
+			if u.Allocation != "" {
+				ua.allocation, ua.claimNS, ua.claim = u.Allocation, u.ClaimNamespace, u.ClaimName
+			}
+			if u.CapacityShare != nil {
+				ua.capN++
+				ua.capSum += *u.CapacityShare
+			}
 		}
 	}
 }
@@ -327,6 +342,12 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 			if a.smN > 0 {
 				m := a.smSum / float64(a.smN)
 				nu.SMUtilMean = &m
+			}
+			nu.Allocation, nu.ClaimNamespace, nu.ClaimName = a.allocation, text(a.claimNS), text(a.claim)
+			if a.capN > 0 {
+				// The mean part over the samples it was given one in.
+				c := min(a.capSum/float64(a.capN), 1)
+				nu.CapacityShare = &c
 			}
 			ni.Users = append(ni.Users, nu)
 		}

@@ -2,16 +2,20 @@ package reportqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/mountfile"
 	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // Path is the monitor's node report endpoint.
@@ -25,6 +29,104 @@ var ErrToken = errors.New("node token file unreadable")
 type Sender struct {
 	Client *register.Client
 	log    *slog.Logger
+	// Now is the agent's clock (sent_at, Retry-After); nil: time.Now.
+	Now func() time.Time
+	// OnConflict hears each 409 answer's GPU UUID conflicts (the report
+	// was stored and is deleted as delivered).
+	OnConflict func(report string, conflicts []string)
+
+	mu        sync.Mutex
+	notBefore time.Time // the monitor's Retry-After: no attempt before
+}
+
+func (s *Sender) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Policy is the node agent's table for its reports: 2xx and 409 remove
+// (a 409 names GPU UUID conflicts of a report the monitor stored); 425 (a
+// report ahead of the monitor's clock) keeps it and ends the pass, to be
+// tried again after the answer's Retry-After; 401 and 403 keep it (the
+// token file is read again before the next pass); 400, 413 and the other
+// answers the entrypoint's table calls permanent bury it (a dead letter:
+// the monitor answers 400 only for a report more than 24 h ahead, or
+// malformed); 408, 429, 5xx and network errors keep it; every kept
+// report ends the pass.
+func Policy(e spool.Entry, err error, now time.Time) register.Decision {
+	var ae *register.AnswerError
+	if errors.As(err, &ae) && ae.Status == StatusTooEarly {
+		return register.Decision{Action: register.KeepStop}
+	}
+	return register.ReportPolicy(e, err, now)
+}
+
+// StatusTooEarly is the monitor's answer to a report from the future.
+const StatusTooEarly = 425
+
+// withSentAt returns the report body with sent_at set to the agent's
+// clock now, at each attempt (the spooled body keeps none).
+func (s *Sender) withSentAt(body []byte) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return body // the monitor answers 400 for it, as it would anyway
+	}
+	at, _ := json.Marshal(s.now().UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	m["sent_at"] = at
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// conflict parses a 409's body, {"status": "stored", "conflicts": [...]},
+// each conflict a UUID or an object naming one (and the node holding it).
+func (s *Sender) conflict(key, body string) {
+	var answer struct {
+		Conflicts []json.RawMessage `json:"conflicts"`
+	}
+	var out []string
+	if json.Unmarshal([]byte(body), &answer) == nil {
+		for _, c := range answer.Conflicts {
+			out = append(out, conflictText(c))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{strings.TrimSpace(body)}
+	}
+	if s.OnConflict != nil {
+		s.OnConflict(key, out)
+	}
+}
+
+// conflictText names one conflict: its UUID, and the node holding it when
+// the monitor says.
+func conflictText(raw json.RawMessage) string {
+	var uuid string
+	if json.Unmarshal(raw, &uuid) == nil {
+		return uuid
+	}
+	var o map[string]any
+	if json.Unmarshal(raw, &o) == nil {
+		name := func(keys ...string) string {
+			for _, k := range keys {
+				if v, ok := o[k].(string); ok && v != "" {
+					return v
+				}
+			}
+			return ""
+		}
+		if u := name("uuid", "UUID", "gpu"); u != "" {
+			if by := name("held_by", "node"); by != "" {
+				return u + " held by " + by
+			}
+			return u
+		}
+	}
+	return string(raw)
 }
 
 // NewSender checks the URL, the CA file and that the token file (when
@@ -48,7 +150,8 @@ func (s *Sender) Fingerprint() string { return s.Client.Fingerprint() }
 // PassResult counts what one pass did.
 type PassResult struct {
 	Sent, Dead int
-	Stopped    error // the answer or error that ended the pass early
+	Stopped    error     // the answer or error that ended the pass early
+	Waiting    time.Time // the monitor asked for no attempt before this (Retry-After)
 }
 
 // Denied reports whether the pass ended on a 401 or 403.
@@ -62,11 +165,23 @@ func (r PassResult) Denied() bool {
 // the monitor could not take now (5xx, 429, a network error) is tried
 // again with the entrypoint's backoff (150 ms doubling to 1.5 s, jittered)
 // while ctx's deadline leaves room; a 401 or 403 ends it at once.
+//
+// A Retry-After in the answer that ended a pass is honoured: no attempt
+// before it, in this pass or the next (a 425 report waits there until the
+// monitor's clock reaches it).
 func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
+	var total PassResult
+	s.mu.Lock()
+	wait := s.notBefore
+	s.mu.Unlock()
+	if s.now().Before(wait) {
+		total.Waiting = wait
+		return total, nil
+	}
 	d := &register.Deliverer{
 		Queue:     q.q,
-		Transport: register.Transport{Client: s.Client, Path: Path, Gzip: true},
-		Policy:    register.ReportPolicy,
+		Transport: register.Transport{Client: s.Client, Path: Path, Gzip: true, Prepare: s.withSentAt, Conflict: s.conflict},
+		Policy:    Policy,
 		Check:     register.EntryKey,
 		Logger:    s.log,
 		Noun:      "report",
@@ -74,7 +189,6 @@ func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(150*time.Millisecond), backoff.WithMaxInterval(1500*time.Millisecond),
 		backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0.3), backoff.WithMaxElapsedTime(0))
-	var total PassResult
 	for {
 		res, err := d.Flush(ctx, 0)
 		total.Sent += res.Delivered
@@ -84,6 +198,14 @@ func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 			return total, err
 		}
 		wait := b.NextBackOff()
+		var ae *register.AnswerError
+		if errors.As(res.Stopped, &ae) && ae.HasRetryAfter {
+			wait = max(wait, ae.RetryAfter)
+			s.mu.Lock()
+			s.notBefore = s.now().Add(ae.RetryAfter)
+			total.Waiting = s.notBefore
+			s.mu.Unlock()
+		}
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+register.AttemptTimeout/4 {
 			return total, nil
 		}

@@ -12,12 +12,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/register"
+	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
 )
 
 // monitor answers each report by its time: answers[time] (201 by default),
@@ -177,6 +181,7 @@ func TestDeliverGzip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			s.Now = func() time.Time { return time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC) }
 			ctx := context.Background()
 			if err := q.Put(ctx, time.Now().Unix(), tc.payload, s.Fingerprint()); err != nil {
 				t.Fatal(err)
@@ -185,8 +190,12 @@ func TestDeliverGzip(t *testing.T) {
 			if err != nil || res.Sent != 1 || res.Stopped != nil {
 				t.Fatalf("pass %+v, %v", res, err)
 			}
-			if len(m.bodies) != 1 || !bytes.Equal(m.bodies[0], tc.payload) {
-				t.Fatalf("decoded body %q, want %q", m.bodies, tc.payload)
+			// The body as spooled, with sent_at: the agent's clock at sending.
+			var got, want map[string]any
+			json.Unmarshal(tc.payload, &want)
+			want["sent_at"] = "2026-12-01T21:00:00.000Z"
+			if len(m.bodies) != 1 || json.Unmarshal(m.bodies[0], &got) != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded %d bodies, the first of %d bytes: %.200q, want the %d-byte report with sent_at", len(m.bodies), len(m.bodies[0]), m.bodies[0], len(tc.payload))
 			}
 			if tc.name == "big" && wire[0] >= len(tc.payload)/10 {
 				t.Errorf("%d bytes on the wire for a %d-byte report of one phrase repeated", wire[0], len(tc.payload))
@@ -204,5 +213,39 @@ func TestStartErrors(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	if _, err := Open(filepath.Join(file, "reports.db"), time.Hour, nil); !errors.Is(err, ErrUnusable) {
 		t.Errorf("a spool below a file: %v, want ErrUnusable", err)
+	}
+}
+
+// TestPolicyAndConflicts: the node's status table for 425 and the other
+// answers, and how a 409's conflicts are named.
+func TestPolicyAndConflicts(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want register.Action
+	}{
+		{nil, register.Remove}, // 2xx, and 409 (stored with conflicts)
+		{&register.AnswerError{Status: 425, RetryAfter: 3 * time.Second, HasRetryAfter: true}, register.KeepStop},
+		{&register.AnswerError{Status: 400}, register.Bury},
+		{&register.AnswerError{Status: 413}, register.Bury},
+		{&register.AnswerError{Status: 403}, register.KeepStop},
+		{&register.AnswerError{Status: 503}, register.KeepStop},
+	} {
+		if got := Policy(spool.Entry{}, c.err, time.Now()).Action; got != c.want {
+			t.Errorf("Policy(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"status":"stored","conflicts":["GPU-1"]}`, "GPU-1"},
+		{`{"status":"stored","conflicts":[{"uuid":"GPU-1","held_by":"n2"}]}`, "GPU-1 held by n2"},
+		{`{"status":"stored","conflicts":[{"uuid":"GPU-1"},{"uuid":"GPU-2","node":"n3"}]}`, "GPU-1; GPU-2 held by n3"},
+		{`{"status":"stored","conflicts":[42]}`, "42"},
+		{`not json`, "not json"},
+	} {
+		var got []string
+		s := &Sender{OnConflict: func(_ string, cs []string) { got = cs }}
+		s.conflict("1700000040", c.body)
+		if strings.Join(got, "; ") != c.want {
+			t.Errorf("conflicts of %s: %q, want %q", c.body, got, c.want)
+		}
 	}
 }

@@ -16,6 +16,11 @@
 //   - A 400 or 413 moves that report to the dead letters (counted) without
 //     blocking the rest; a report older than the maximum age is dropped and
 //     counted.
+//   - A 425 (a report ahead of the monitor's clock) keeps it, and no
+//     report is sent before the answer's Retry-After; a 409 names the GPU
+//     UUID conflicts of a report the monitor stored (Sender.OnConflict).
+//   - Every attempt carries sent_at, the agent's clock when it sent; the
+//     spooled body is never changed.
 //   - The time of the newest report ever spooled is kept beside the spool
 //     (<file>.last), so a restarted agent tiles on from it even when every
 //     report was delivered.

@@ -112,7 +112,7 @@ func (d *demo) nodeAgent(gpuEnv []string, tokenFile string) error {
 // then accounts for the node's GPU-hours.
 func (d *demo) nodeReports(node string, env, kube []string, strayGone func() error) error {
 	step("8. The node agent reporting to the monitor, and the monitor's ledger")
-	tok, entry, err := d.mint("demo-node-agent", "--node", "demo-*")
+	tok, entry, err := d.mint("demo-node-agent", "--node", "demo-node")
 	if err != nil {
 		return err
 	}
@@ -320,13 +320,36 @@ func containerCgroup(pid int, rel string) string {
 		removeCgroup(dir)
 		return ""
 	}
+	// The v1 memory line too, where there is one: the agent believes a
+	// process's v1 lines only when they agree (docs/node.md), as they do
+	// where the kubelet and the runtimes place containers.
+	if mem := memoryTwin(dir); mem != "" && os.MkdirAll(mem, 0o755) == nil {
+		os.WriteFile(filepath.Join(mem, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0o644)
+	}
 	return dir
+}
+
+// memoryTwin is the v1 memory hierarchy's cgroup of the same path as the
+// pids cgroup dir, "" where this machine has no v1 memory hierarchy.
+func memoryTwin(dir string) string {
+	const v1, mem = "/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(filepath.Join(mem, "cgroup.procs")); err != nil {
+		return ""
+	}
+	return mem + strings.TrimPrefix(dir, v1)
 }
 
 // removeCgroup removes a cgroup containerCgroup made (its processes have
 // ended) and the parents it made that are left empty, deepest first.
 func removeCgroup(dir string) {
-	const v1 = "/sys/fs/cgroup/pids"
+	const v1, mem = "/sys/fs/cgroup/pids", "/sys/fs/cgroup/memory"
+	if twin := memoryTwin(dir); twin != "" {
+		for d := twin; len(d) > len(mem) && strings.HasPrefix(d, mem+"/"); d = filepath.Dir(d) {
+			if os.Remove(d) != nil {
+				break
+			}
+		}
+	}
 	for d := dir; len(d) > len(v1) && strings.HasPrefix(d, v1+"/"); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			return

@@ -36,7 +36,7 @@ func TestDemoLedgerAddsUp(t *testing.T) {
 	}
 	for _, b := range []struct{ out, pkg, cgo string }{
 		{"bin/paddle-entrypoint", ".", "0"}, {"bin/paddle-gpu-probe", "./cmd/paddle-gpu-probe", "1"},
-		{"bin/paddle-monitor", "./cmd/paddle-monitor", "0"}, {"bin/paddle-node", "./cmd/paddle-node", "0"}, {"demo", "./demo", "0"},
+		{"bin/paddle-monitor", "./cmd/paddle-monitor", "0"}, {"bin/paddle-node", "./cmd/paddle-node", "0"}, {"demo", "./test/demo", "0"},
 	} {
 		c := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(root, b.out), b.pkg)
 		c.Dir, c.Env = repo, append(os.Environ(), "CGO_ENABLED="+b.cgo)

@@ -101,7 +101,7 @@ func TestEarlySIGTERM(t *testing.T) {
 							sc := bufio.NewScanner(pipe)
 							for sc.Scan() {
 								stderr.WriteString(sc.Text() + "\n")
-								if strings.HasPrefix(sc.Text(), "init github.com/paddle-entrypoint/paddle-entrypoint/earlysignal ") {
+								if strings.HasPrefix(sc.Text(), "init github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/earlysignal ") {
 									close(caught)
 								}
 							}
@@ -200,10 +200,15 @@ func TestEarlySignalWindows(t *testing.T) {
 			}
 		}
 	}
-	if len(toHandlers) == 0 || len(toEarly) == 0 || len(toMain) == 0 {
-		t.Fatalf("nothing measured: %v %v %v", toHandlers, toEarly, toMain)
+	// Package main has an init line only while it has package-level
+	// state to initialise (its help tables moved to entrypoint/help), so
+	// only the first two are required.
+	if len(toHandlers) == 0 || len(toEarly) == 0 {
+		t.Fatalf("nothing measured: %v %v", toHandlers, toEarly)
 	}
 	t.Logf("exec to the Go runtime's handlers (seen through /proc, a poll of ~10 µs): median %v, max %v", median(toHandlers), slices.Max(toHandlers))
 	t.Logf("runtime start to earlysignal's init (GODEBUG=inittrace): median %v, max %v", median(toEarly), slices.Max(toEarly))
-	t.Logf("runtime start to package main's init (where catching began before): median %v, max %v", median(toMain), slices.Max(toMain))
+	if len(toMain) > 0 {
+		t.Logf("runtime start to package main's init (where catching began before): median %v, max %v", median(toMain), slices.Max(toMain))
+	}
 }

@@ -80,7 +80,13 @@ func TestRealMonitor(t *testing.T) {
 			var m string
 			for time.Now().Before(deadline) {
 				m = metricsTextSafe(listen)
-				if metricValue(m, "paddle_node_reports_spooled_total") >= 2 && metricValue(m, "paddle_node_reports_sent_total")+metricValue(m, "paddle_node_reports_pending") >= 2 {
+				// Wait for the outcome itself: a report just spooled is
+				// pending for the moment before its delivery.
+				done := metricValue(m, "paddle_node_reports_pending") >= 2
+				if r.stored {
+					done = metricValue(m, "paddle_node_reports_sent_total") >= 2
+				}
+				if metricValue(m, "paddle_node_reports_spooled_total") >= 2 && done {
 					break
 				}
 				time.Sleep(200 * time.Millisecond)

@@ -28,11 +28,26 @@ func needCgroups(t *testing.T) {
 	}
 }
 
-// inCgroup moves pid into the v1 pids cgroup rel (created), removed at
-// the end of the test.
+// v1Memory is this machine's v1 memory hierarchy: a process's v1 lines
+// must agree (docs/node.md), so the tests place it in memory as well as in
+// pids, as the kubelet and the runtimes do.
+const v1Memory = "/sys/fs/cgroup/memory"
+
+// inCgroup moves pid into the v1 pids and memory cgroups rel (created),
+// removed at the end of the test.
 func inCgroup(t *testing.T, pid int, rel string) {
 	t.Helper()
-	dir := filepath.Join(v1Pids, rel)
+	inHierarchy(t, v1Pids, pid, rel)
+	if _, err := os.Stat(filepath.Join(v1Memory, "cgroup.procs")); err == nil {
+		inHierarchy(t, v1Memory, pid, rel)
+	}
+}
+
+// inHierarchy moves pid into the cgroup rel (created) of the hierarchy
+// mounted at root, removed at the end of the test.
+func inHierarchy(t *testing.T, root string, pid int, rel string) {
+	t.Helper()
+	dir := filepath.Join(root, rel)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -40,15 +55,21 @@ func inCgroup(t *testing.T, pid int, rel string) {
 		// Back to the root cgroup (the process is killed by a cleanup that
 		// runs after this one), then remove the leaf and the parents the
 		// test made, deepest first.
-		os.WriteFile(filepath.Join(v1Pids, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
-		for d := dir; d != v1Pids && len(d) > len(v1Pids); d = filepath.Dir(d) {
-			if os.Remove(d) != nil {
-				break
-			}
-		}
+		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
+		removeCgroup(root, dir)
 	})
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// removeCgroup removes dir and its parents below root while they are
+// empty, deepest first.
+func removeCgroup(root, dir string) {
+	for d := dir; d != root && len(d) > len(root); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
 	}
 }
 

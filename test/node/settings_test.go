@@ -70,6 +70,9 @@ func TestStartErrors(t *testing.T) {
 	}{
 		{"unreadable token file", filepath.Join(dir, "missing-token"), []string{"PADDLE_NODE_TOKEN_FILE=" + filepath.Join(dir, "missing-token")}},
 		{"unusable report spool", notDir + "/reports.db", []string{"PADDLE_NODE_REPORT_SPOOL=" + notDir + "/reports.db"}},
+		{"missing kubeconfig", filepath.Join(dir, "kubeconfig.json"), []string{"PADDLE_NODE_POD_RESOURCES_SOCKET=" + notDir,
+			"PADDLE_NODE_KUBECONFIG=" + filepath.Join(dir, "kubeconfig.json")}},
+		{"a YAML kubeconfig", notDir, []string{"PADDLE_NODE_POD_RESOURCES_SOCKET=" + notDir, "PADDLE_NODE_KUBECONFIG=" + notDir}},
 	}
 	for _, c := range cases {
 		env := nodeEnv("/nonexistent", append([]string{"PADDLE_MONITOR_URL=http://127.0.0.1:1", "PADDLE_NODE_REPORT_SPOOL=" + filepath.Join(dir, "ok.db")}, c.env...)...)

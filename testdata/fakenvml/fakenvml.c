@@ -72,6 +72,8 @@
  * id, compute instance id, gpuInstanceSliceCount (also
  * computeInstanceSliceCount), memorySizeMB), separated by commas, e.g.
  * "7:0:1:17920,8:0:1:17920,2:0:3:72192" (H200: 1g.18gb, 1g.18gb, 3g.71gb);
+ * an entry GI:CI:SLICES:MEMMB:START also gives its GPU instance's placement
+ * (nvmlDeviceGetGpuInstanceById, nvmlGpuInstanceGetInfo; below);
  * "none": MIG mode on without a MIG device; "off": MIG-capable, MIG mode
  * off. Unset: not MIG-capable (nvmlDeviceGetMigMode answers
  * NVML_ERROR_NOT_SUPPORTED). A value "@PATH" reads the list from the first
@@ -181,6 +183,7 @@ static int initialized;
 struct instance {
     unsigned int gi, ci, slices;
     unsigned long long memMB;
+    int start; /* the GPU instance's placement's first slice; -1: not given */
 };
 
 static void logcall(const char *name) {
@@ -246,7 +249,10 @@ static int instances(unsigned int i, struct instance *out) {
     const char *p = s;
     while (*p && n < MAX_MIG) {
         struct instance in = {0};
-        if (sscanf(p, "%u:%u:%u:%llu", &in.gi, &in.ci, &in.slices, &in.memMB) == 4) out[n++] = in;
+        unsigned int start;
+        int got = sscanf(p, "%u:%u:%u:%llu:%u", &in.gi, &in.ci, &in.slices, &in.memMB, &start);
+        in.start = got == 5 ? (int)start : -1;
+        if (got >= 4) out[n++] = in;
         p = strchr(p, ',');
         if (!p) break;
         p++;
@@ -573,6 +579,56 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int
     if (!id || !device->mig) return NVML_ERROR_INVALID_ARGUMENT;
     *id = device->gi;
     return NVML_SUCCESS;
+}
+
+/* GPU instance handles (nvmlDeviceGetGpuInstanceById, nvmlGpuInstanceGetInfo):
+ * the placement of an instance whose FAKE_NVML_MIG_<I> entry gives a fifth
+ * field, GI:CI:SLICES:MEMMB:START; without it nvmlGpuInstanceGetInfo answers
+ * NVML_ERROR_NOT_SUPPORTED. */
+typedef struct nvmlGpuInstance_st {
+    unsigned int index, gi;
+} *nvmlGpuInstance_t;
+typedef struct {
+    unsigned int start, size;
+} nvmlGpuInstancePlacement_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned int id, profileId;
+    nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+static struct nvmlGpuInstance_st gihandles[MAX_GPUS][MAX_MIG];
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gi) {
+    logcall("nvmlDeviceGetGpuInstanceById");
+    nvmlReturn_t r = check(device);
+    if (r != NVML_SUCCESS) return r;
+    if (!gi || device->mig) return NVML_ERROR_INVALID_ARGUMENT;
+    if (migmode(device->index) != 1) return NVML_ERROR_NOT_SUPPORTED;
+    struct instance list[MAX_MIG];
+    int n = instances(device->index, list);
+    for (int k = 0; k < n; k++)
+        if (list[k].gi == id) {
+            gihandles[device->index][k] = (struct nvmlGpuInstance_st){.index = device->index, .gi = id};
+            *gi = &gihandles[device->index][k];
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info) {
+    logcall("nvmlGpuInstanceGetInfo");
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    if (!gi || !info || gi->index >= gpus()) return NVML_ERROR_INVALID_ARGUMENT;
+    struct instance list[MAX_MIG];
+    int n = instances(gi->index, list);
+    for (int k = 0; k < n; k++)
+        if (list[k].gi == gi->gi) {
+            if (list[k].start < 0) return NVML_ERROR_NOT_SUPPORTED;
+            *info = (nvmlGpuInstanceInfo_t){.device = &devices[gi->index], .id = gi->gi,
+                .placement = {.start = (unsigned int)list[k].start, .size = list[k].slices}};
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_INVALID_ARGUMENT; /* the instance is gone */
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {

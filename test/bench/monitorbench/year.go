@@ -75,7 +75,7 @@ func runYear(e *env) ([][]string, error) {
 	started = time.Now()
 	for m := range *yearMonths - 1 {
 		month := yearStart.AddDate(0, m, 0).Format("2006-01")
-		if out, err := exec.Command(e.opts.monitor, "close", "--db", dsn, "--month", month).CombinedOutput(); err != nil {
+		if out, err := exec.Command(e.opts.monitor, "close", "--db", dsn, "--month", month, "--as", "bench").CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("close --month %s: %v: %s", month, err, out)
 		}
 	}

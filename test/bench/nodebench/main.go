@@ -111,7 +111,9 @@ func run(node, fake string, duration time.Duration) (string, error) {
 			p.Wait()
 		}
 		for g := range gpus {
-			os.Remove(cgroupDir(g))
+			for _, d := range cgroupDirs(g) {
+				os.Remove(d)
+			}
 		}
 	}()
 	var state strings.Builder
@@ -126,7 +128,9 @@ func run(node, fake string, duration time.Duration) (string, error) {
 		b, _ := os.ReadFile(pause)
 		os.WriteFile(filepath.Join(root, "bin/pause"), b, 0o755)
 		if containers {
-			os.MkdirAll(cgroupDir(g), 0o755)
+			for _, d := range cgroupDirs(g) {
+				os.MkdirAll(d, 0o755)
+			}
 		}
 		for k := range perGPU {
 			var c *exec.Cmd
@@ -140,7 +144,9 @@ func run(node, fake string, duration time.Duration) (string, error) {
 			}
 			procs = append(procs, c)
 			if containers {
-				os.WriteFile(filepath.Join(cgroupDir(g), "cgroup.procs"), []byte(strconv.Itoa(c.Process.Pid)), 0o644)
+				for _, d := range cgroupDirs(g) {
+					os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(c.Process.Pid)), 0o644)
+				}
 			}
 			fmt.Fprintf(&state, "proc %d compute %d %d %d\n", g, c.Process.Pid, 1<<30+k, (g*7+k)%101)
 		}
@@ -217,8 +223,15 @@ func run(node, fake string, duration time.Duration) (string, error) {
 	return format(res), nil
 }
 
-func cgroupDir(g int) string {
-	return fmt.Sprintf("/sys/fs/cgroup/pids/docker/%064x", 0xbe0c+g)
+// cgroupDirs are GPU g's container cgroup in the v1 pids hierarchy and,
+// where there is one, the v1 memory hierarchy: the agent believes a
+// process's v1 lines only when they agree (docs/node.md).
+func cgroupDirs(g int) []string {
+	dirs := []string{fmt.Sprintf("/sys/fs/cgroup/pids/docker/%064x", 0xbe0c+g)}
+	if exists("/sys/fs/cgroup/memory/cgroup.procs") {
+		dirs = append(dirs, fmt.Sprintf("/sys/fs/cgroup/memory/docker/%064x", 0xbe0c+g))
+	}
+	return dirs
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }

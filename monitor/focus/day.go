@@ -1,0 +1,393 @@
+package focus
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+)
+
+// part is one billing basis of the report: the report's billing is linear
+// in its inputs (declared sums, less the covered declared part, plus the
+// attributed use, plus the undeclared use), so handing report.Compute the
+// inputs of one part gives that part's figures, priced by the report.
+type part int
+
+const (
+	declaredPart   part = iota // declared sums less what node reports covered
+	attributedPart             // what the ledger attributed to tasks
+	undeclaredPart             // undeclared use charged to projects by namespace
+)
+
+// partSource is the store seen through one part.
+type partSource struct {
+	Source
+	part part
+}
+
+func (p partSource) ReportSums(ctx context.Context, w report.Window, keys []string, scoped bool) (report.Sums, error) {
+	if p.part != declaredPart {
+		return report.Sums{}, nil
+	}
+	return p.Source.ReportSums(ctx, w, keys, scoped)
+}
+
+func (p partSource) Observations(ctx context.Context, w report.Window) (*report.Observations, error) {
+	o, ok := p.Source.(report.Observer)
+	if !ok {
+		return nil, nil
+	}
+	obs, err := o.Observations(ctx, w)
+	if err != nil || obs == nil {
+		return obs, err
+	}
+	out := &report.Observations{Covered: obs.Covered}
+	switch p.part {
+	case declaredPart:
+		for _, t := range obs.Tasks {
+			t.Observed = nil
+			out.Tasks = append(out.Tasks, t)
+		}
+	case attributedPart:
+		for _, t := range obs.Tasks {
+			t.CoveredDeclared, t.CoveredUnlistedSeconds = nil, 0
+			out.Tasks = append(out.Tasks, t)
+		}
+	case undeclaredPart:
+		out.Undeclared = obs.Undeclared
+	}
+	return out, nil
+}
+
+// gen is one export's computation.
+type gen struct {
+	cfg     Config
+	month   report.Window
+	scope   *access.Scope
+	version int
+}
+
+// rowKeys are the report's keys of the export's rows: pipeline too, for
+// the Tags (rows of one key and several pipelines are added up, without a
+// pipeline tag).
+// hostname too, for the declared part's offset (onLedger).
+var rowKeys = []string{"project", "owner", "model", "pipeline", "hostname"}
+
+// usage is one (project, owner, model) of a part, over its pipelines.
+type usage struct {
+	project, owner, model string
+	pipelines             map[string]bool
+	hours, cost           float64
+	// ledgerHours and ledgerCost are the part of tasks on nodes the
+	// ledger knows that day (the rest is on GPUs no node report lists).
+	ledgerHours, ledgerCost float64
+}
+
+// day is one UTC day's rows.
+func (g *gen) day(ctx context.Context, w report.Window) ([]Row, error) {
+	q := report.Query{Window: w, By: rowKeys, Prices: g.cfg.Prices}
+	if g.scope != nil {
+		q.Scope = g.scope.Allows
+	}
+	if g.cfg.Namespaces != nil {
+		q.Namespaces = g.cfg.Namespaces.Project
+	}
+	shared, err := g.sharing(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	onLedger, err := g.onLedger(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	declaredCost := map[string]float64{} // by model: what the declared part billed
+	declaredHours := map[string]float64{}
+	for _, p := range []struct {
+		part         part
+		basis, state string
+	}{
+		{declaredPart, report.BasisDeclared, ledger.Unobserved},
+		{attributedPart, report.BasisObserved, ledger.Attributed},
+		{undeclaredPart, report.BasisObserved, ledger.Undeclared},
+	} {
+		rep, err := report.Compute(ctx, partSource{g.cfg.Source, p.part}, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range merge(rep, onLedger) {
+			if u.hours == 0 && u.cost == 0 {
+				continue
+			}
+			r := g.usageRow(w, u, p.basis, p.state, shared[shareKey(u.project, u.owner, u.model)])
+			if p.part == declaredPart {
+				declaredCost[u.model] += u.ledgerCost
+				declaredHours[u.model] += u.ledgerHours
+			}
+			rows = append(rows, r)
+		}
+	}
+	if g.scope != nil || g.cfg.Ledger == nil {
+		return rows, nil
+	}
+	platform, err := g.platform(ctx, w, declaredCost, declaredHours)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, platform...), nil
+}
+
+// merge adds up a part's rows over their pipelines, keyed by project,
+// owner and GPU model, in a fixed order. The report keys a MIG instance's
+// declared GPUs by model and profile but its observed use (and the
+// covered part taken away) by model: rows are merged by the model alone,
+// and the profile comes back from the tasks' declarations (sharing).
+func merge(rep *report.Report, onLedger func(hostname string) bool) []*usage {
+	by := map[string]*usage{}
+	for _, row := range rep.Rows {
+		k := row.Key
+		model := baseModel(k["model"])
+		id := k["project"] + "\x00" + k["owner"] + "\x00" + model
+		u := by[id]
+		if u == nil {
+			u = &usage{project: k["project"], owner: k["owner"], model: model, pipelines: map[string]bool{}}
+			by[id] = u
+		}
+		u.pipelines[k["pipeline"]] = true
+		u.hours += row.GPUHours
+		cost := 0.0
+		if row.Cost != nil {
+			cost = *row.Cost
+		}
+		u.cost += cost
+		if onLedger(k["hostname"]) {
+			u.ledgerHours += row.GPUHours
+			u.ledgerCost += cost
+		}
+	}
+	ids := slices.Sorted(maps.Keys(by))
+	out := make([]*usage, 0, len(ids))
+	for _, id := range ids {
+		u := by[id]
+		u.hours, u.cost = round6(u.hours), round6(u.cost)
+		u.ledgerHours, u.ledgerCost = round6(u.ledgerHours), round6(u.ledgerCost)
+		out = append(out, u)
+	}
+	return out
+}
+
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+
+// baseModel is a report model key without its MIG profile.
+func baseModel(key string) string {
+	if report.NamesProfile(key) {
+		return key[:strings.LastIndexByte(key, ' ')]
+	}
+	return key
+}
+
+// usageRow is a task part's row.
+func (g *gen) usageRow(w report.Window, u *usage, basis, state string, sh *sharing) Row {
+	model := u.model
+	if p := sh.profile(); p != "" {
+		model += " " + p
+	}
+	r := g.base(w, model)
+	r.BilledCost = u.cost
+	r.SubAccountID, r.SubAccountName, r.owner = u.project, u.project, u.owner
+	r.BillingBasis, r.LedgerState = basis, state
+	hours := u.hours
+	r.ConsumedQuantity = &hours
+	g.price(&r, model, hours, u.cost)
+	r.ChargeDescription = fmt.Sprintf("%s GPU time, %s (%s)", skuName(model), state, basis)
+	r.Tags = map[string]string{}
+	if u.owner != "" {
+		r.Tags["paddle/owner"] = u.owner
+	}
+	if len(u.pipelines) == 1 {
+		for p := range u.pipelines {
+			if p != "" {
+				r.Tags["paddle/pipeline"] = p
+			}
+		}
+	}
+	if sh != nil {
+		maps.Copy(r.Tags, sh.labels)
+		switch {
+		case sh.mig:
+			r.SplitRule = "mig-slices"
+		case sh.shared && basis == report.BasisObserved:
+			r.SplitRule = g.cfg.Split
+		}
+		r.AllocatedShare = sh.share()
+	}
+	return r
+}
+
+// base is a row's columns common to every row of the day w and model.
+func (g *gen) base(w report.Window, model string) Row {
+	r := Row{BillingCurrency: g.cfg.Prices.Currency, BillingPeriodStart: g.month.From, BillingPeriodEnd: g.month.To,
+		ChargePeriodStart: w.From, ChargePeriodEnd: w.To, ChargeCategory: "Usage", ConsumedUnit: UnitGPUHours, SkuID: model}
+	if g.version > 0 {
+		r.InvoiceID = fmt.Sprintf("%s-v%d", g.month.From.Format("2006-01"), g.version)
+	}
+	return r
+}
+
+// skuName is a model key as a description says it.
+func skuName(model string) string {
+	if model == "" {
+		return "GPU (no model)"
+	}
+	return model
+}
+
+// price sets the row's unit price and pricing quantity from the prices
+// file's rule for model (a MIG profile's key prices an instance-hour,
+// otherwise the model's a GPU-hour), so that ListUnitPrice ×
+// PricingQuantity = the report's cost of the row.
+func (g *gen) price(r *Row, model string, hours, cost float64) {
+	p := g.cfg.Prices
+	unit, price, key, ok := UnitGPUHours, 0.0, "", false
+	if report.NamesProfile(model) {
+		i := strings.LastIndexByte(model, ' ')
+		if v, found := p.ProfilePrice(model[:i], model[i+1:]); found {
+			unit, price, ok = UnitInstanceHours, v, true
+			key, _ = p.ProfilePriceKey(model[:i], model[i+1:])
+		} else if v, found := p.Price(model[:i]); found {
+			price, ok = v, true
+			key, _ = p.PriceKey(model[:i])
+		}
+	} else if v, found := p.Price(model); found {
+		price, ok = v, true
+		key, _ = p.PriceKey(model)
+	}
+	r.PricingUnit, r.SkuPriceID = unit, key
+	lp := price
+	r.ListUnitPrice = &lp
+	q := hours
+	if ok && price > 0 {
+		q = cost / price
+	}
+	r.PricingQuantity = &q
+}
+
+// platform is the day's capacity nobody was billed for: the ledger's
+// unattributed, unallocated and unobserved GPU-hours by model, as rows of
+// the platform's sub-account; the unobserved ones less what the declared
+// part billed for the same model (x_DeclaredOffsetGpuHours), never below
+// zero.
+func (g *gen) platform(ctx context.Context, w report.Window, declaredCost, declaredHours map[string]float64) ([]Row, error) {
+	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
+		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire})
+	if err != nil {
+		return nil, err
+	}
+	models := make([]string, 0, len(l.Rows))
+	for _, row := range l.Rows {
+		models = append(models, row.Key)
+	}
+	// The declared part's rows of each ledger model (a MIG row's key is
+	// its model and profile).
+	offCost, offHours := map[string]float64{}, map[string]float64{}
+	for m, c := range declaredCost {
+		if lm, ok := ledgerModel(models, m); ok {
+			offCost[lm] += c
+			offHours[lm] += declaredHours[m]
+		}
+	}
+	var out []Row
+	for _, row := range l.Rows {
+		for i, state := range ledger.States {
+			if state == ledger.Attributed || state == ledger.Undeclared {
+				continue // billed to projects: the task and undeclared rows
+			}
+			hours := row.States[i]
+			cost := 0.0
+			if c := row.StateCosts[i]; c != nil {
+				cost = *c
+			}
+			var offset *float64
+			if state == ledger.Unobserved && offHours[row.Key] > 0 {
+				h := round6(min(hours, offHours[row.Key]))
+				offset = &h
+				cost = max(0, cost-offCost[row.Key])
+				hours = max(0, hours-offHours[row.Key])
+			}
+			hours, cost = round6(hours), round6(cost)
+			if hours == 0 && cost == 0 && offset == nil {
+				continue
+			}
+			r := g.base(w, row.Key)
+			r.BilledCost = cost
+			r.SubAccountID, r.SubAccountName = g.cfg.PlatformAccount, g.cfg.PlatformAccount
+			r.LedgerState = state
+			r.ConsumedQuantity = &hours
+			r.DeclaredOffsetHours = offset
+			g.price(&r, row.Key, hours, cost)
+			r.ChargeDescription = fmt.Sprintf("%s GPU time, %s (platform)", skuName(row.Key), state)
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// onLedger says, for the day w, whether a task's hostname is on a node the
+// ledger knows (its Kubernetes node, else the host itself, has capacity in
+// the ledger by node that day): what tasks there were billed as declared
+// was on GPUs the ledger counts as unobserved, and the platform's
+// unobserved rows leave it out; elsewhere (a node without reports) it is
+// on no GPU of the ledger.
+func (g *gen) onLedger(ctx context.Context, w report.Window) (func(string) bool, error) {
+	if g.cfg.Ledger == nil || g.scope != nil {
+		return func(string) bool { return false }, nil
+	}
+	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByNode, Split: g.cfg.Split,
+		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire})
+	if err != nil {
+		return nil, err
+	}
+	nodes := map[string]bool{}
+	for _, row := range l.Rows {
+		if row.Capacity != nil && *row.Capacity > 0 {
+			nodes[strings.ToLower(row.Key)] = true
+		}
+	}
+	tasks, err := g.cfg.Ledger.DeclaredTasks(ctx, w.From.Unix(), w.To.Unix())
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[string]bool{}
+	for _, t := range tasks {
+		node := t.K8sNode
+		if node == "" {
+			node = t.Hostname
+		}
+		if nodes[strings.ToLower(node)] {
+			hosts[t.Hostname] = true
+		}
+	}
+	return func(hostname string) bool { return hosts[hostname] }, nil
+}
+
+// ledgerModel is the ledger's model a report model key belongs to: itself,
+// else the longest ledger model it begins with followed by a space (a MIG
+// profile).
+func ledgerModel(models []string, key string) (string, bool) {
+	best, ok := "", false
+	for _, m := range models {
+		if m == key {
+			return m, true
+		}
+		if strings.HasPrefix(key, m+" ") && len(m) > len(best) {
+			best, ok = m, true
+		}
+	}
+	return best, ok
+}

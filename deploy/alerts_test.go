@@ -23,7 +23,7 @@ func amtool(t *testing.T) string { return harness.Tool(t, "amtool") }
 // labels: the ways of seeing an idle GPU are one rule joined with `or`).
 func TestPromtoolCheckAlerts(t *testing.T) {
 	out, err := exec.Command(promtool(t), "check", "rules", alertsFile).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "SUCCESS: 8 rules found") || strings.Contains(string(out), "FAILED") {
+	if err != nil || !strings.Contains(string(out), "SUCCESS: 9 rules found") || strings.Contains(string(out), "FAILED") {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 }
@@ -90,7 +90,7 @@ func TestAlertsNamesAndSeries(t *testing.T) {
 	}
 	want := []string{"PaddleTaskGPUIdle/warning", "PaddleTaskOverEstimate/warning",
 		"PaddleProjectBudget/warning", "PaddleProjectBudget/critical", "PaddleMonitorStoreErrors/critical",
-		"PaddleMonitorDown/critical", "PaddleGPUUndeclared/warning", "PaddleNodeUnobserved/critical"}
+		"PaddleMonitorDown/critical", "PaddleGPUUndeclared/warning", "PaddleNodeUnobserved/critical", "PaddleGPUUUIDConflict/critical"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("alerts %q, want %q", got, want)
 	}
@@ -126,6 +126,7 @@ func monitorSeries(t *testing.T) []string {
 	monitor.NewTaskCollector(nil, time.Hour, nil).Describe(ch)
 	monitor.NewProjectCollector(nil, nil, nil, nil, nil).Describe(ch)
 	monitor.NewFleetCollector(monitor.FleetConfig{}).Describe(ch)
+	monitor.NewNodeCollector(nil, nil).Describe(ch)
 	close(ch)
 	for d := range ch {
 		names = append(names, regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1])

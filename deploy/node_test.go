@@ -178,8 +178,13 @@ func TestNodeAgentManifest(t *testing.T) {
 	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Exec == nil || !slices.Equal(l.PreStop.Exec.Command, wantHook) {
 		t.Errorf("lifecycle %+v: want a preStop exec of %q", l, wantHook)
 	}
-	// The token from a Secret, at the file PADDLE_NODE_TOKEN_FILE names;
-	// the host paths the agent reads and writes.
+	// The token: the pod's projected ServiceAccount token for the audience
+	// paddle-monitor (bound to the pod, so to its node; NODE.md 11), at the
+	// file PADDLE_NODE_TOKEN_FILE names, no API token besides and no
+	// shared Secret; the host paths the agent reads and writes.
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the pod mounts the ServiceAccount's API token: only the projected token for the monitor is needed")
+	}
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m.MountPath
@@ -189,8 +194,16 @@ func TestNodeAgentManifest(t *testing.T) {
 		vols[v.Name] = v
 	}
 	tok := vols["token"]
-	if tok.Secret == nil || !strings.HasPrefix(env["PADDLE_NODE_TOKEN_FILE"].Value, mounts["token"]+"/") {
-		t.Errorf("the token: volume %+v at %q, PADDLE_NODE_TOKEN_FILE %q", tok, mounts["token"], env["PADDLE_NODE_TOKEN_FILE"].Value)
+	projected := tok.Projected != nil && len(tok.Projected.Sources) == 1 && tok.Projected.Sources[0].ServiceAccountToken != nil &&
+		tok.Projected.Sources[0].ServiceAccountToken.Audience == "paddle-monitor"
+	if !projected || env["PADDLE_NODE_TOKEN_FILE"].Value != mounts["token"]+"/"+tok.Projected.Sources[0].ServiceAccountToken.Path {
+		t.Errorf("the token: volume %+v at %q, PADDLE_NODE_TOKEN_FILE %q: want the projected token of audience paddle-monitor",
+			tok, mounts["token"], env["PADDLE_NODE_TOKEN_FILE"].Value)
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			t.Errorf("volume %s is a Secret: no token is shared between nodes", v.Name)
+		}
 	}
 	for name, path := range map[string]string{"pod-resources": "/var/lib/kubelet/pod-resources",
 		"cri-socket": "/run/containerd/containerd.sock", "spool": "/var/lib/paddle-node"} {

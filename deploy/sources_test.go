@@ -75,7 +75,7 @@ func TestPromtoolCheckConfig(t *testing.T) {
 	if err != nil || strings.Contains(string(out), "FAILED") || strings.Contains(strings.ToLower(string(out)), "lint") {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
-	for _, want := range []string{"SUCCESS: 17 rules found", "SUCCESS: 8 rules found"} {
+	for _, want := range []string{"SUCCESS: 17 rules found", "SUCCESS: 9 rules found"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("promtool check config does not say %q:\n%s", want, out)
 		}

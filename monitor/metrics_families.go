@@ -21,7 +21,7 @@ type Family struct {
 // descs are the collectors' families' Descs, made once.
 var descs = func() map[*Family]*prometheus.Desc {
 	m := map[*Family]*prometheus.Desc{}
-	for _, f := range slices.Concat(taskFamilies, projectFamilies, fleetFamilies) {
+	for _, f := range slices.Concat(taskFamilies, projectFamilies, fleetFamilies, nodeFamilies) {
 		m[f] = prometheus.NewDesc(f.Name, f.Help, f.Labels, nil)
 	}
 	return m
@@ -148,7 +148,7 @@ var fleetFamilies = []*Family{&famFleetGPUSeconds, &famGPUUserInfo, &famNodeRepo
 // are.
 func Families() []Family {
 	var out []Family
-	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies, projectFamilies, fleetFamilies)...) {
+	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies, projectFamilies, fleetFamilies, nodeFamilies)...) {
 		c := *f
 		c.Labels = slices.Clone(f.Labels)
 		out = append(out, c)

@@ -17,6 +17,7 @@ import (
 // NodeStore is what the node-report endpoint needs from the database.
 type NodeStore interface {
 	StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire time.Duration) (store.NodeWrite, error)
+	GPUConflicts(ctx context.Context) ([]store.GPUConflict, error)
 }
 
 // NodesConfig is what MountNodes needs.
@@ -24,43 +25,55 @@ type NodesConfig struct {
 	Store NodeStore
 	// Retire is --node-retire (store.DefaultNodeRetire when 0).
 	Retire time.Duration
+	// Reviewer verifies Kubernetes ServiceAccount tokens (--kube-tokenreview;
+	// nil: only the tokens file's node tokens).
+	Reviewer TokenReviewer
 }
 
 // nodeWritten is the answer to a stored node report.
 type nodeWritten struct {
 	Node string `json:"node"`
 	Time int64  `json:"time"`
-	// Status is "created", "exists" or "clipped".
-	Status string `json:"status"`
+	// Status is "created", "exists" or "clipped"; "stored" with
+	// Conflicts (409).
+	Status    string         `json:"status"`
+	Conflicts []nodeConflict `json:"conflicts,omitempty"`
 }
+
+// nodeConflict is a GPU of the report that another node holds.
+type nodeConflict struct {
+	UUID   string `json:"uuid"`
+	HeldBy string `json:"held_by"`
+}
+
+// MaxNodeAheadSeconds is how far a report's time may be past the
+// monitor's clock (NODE.md 12.2): beyond, 425 and not stored.
+const MaxNodeAheadSeconds = 300
 
 // MountNodes mounts POST /v1/nodes/report (docs/node.md, "The report"):
 // a node token for a node its globs match, or an admin token (any token
 // without a tokens file); 413 from the Content-Length and 401/403 for a
 // team token before the body is read; the body gzip-encoded or not, at
 // most wire.MaxNodeReportBytes decoded; 400 naming the field; 403 for a
-// node outside the token's globs; 201 stored, 200 already stored (the
-// first body kept) or clipped; 409 for a GPU another node holds.
+// node the token may not report; 425 for a report more than 5 minutes
+// ahead (not stored); 201 stored, 200 already stored (the first body
+// kept) or clipped; 409 stored, naming the GPUs another node holds.
 func MountNodes(a *API, cfg NodesConfig) {
 	if cfg.Retire <= 0 {
 		cfg.Retire = store.DefaultNodeRetire
 	}
 	a.storeErrs.WithLabelValues("node_report")
-	a.route("POST /v1/nodes/report", func(w http.ResponseWriter, r *http.Request) { a.nodeReport(w, r, cfg) })
+	n := newNodeState(a, cfg)
+	a.route("POST /v1/nodes/report", func(w http.ResponseWriter, r *http.Request) { a.nodeReport(w, r, n) })
 }
 
-func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig) {
+func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, n *nodeState) {
+	cfg := n.cfg
 	if r.ContentLength > wire.MaxNodeReportBytes {
 		a.failAndClose(w, http.StatusRequestEntityTooLarge, "the body is over 256 KiB")
 		return
 	}
-	tok, status, msg := a.authenticateAny(r)
-	if status == 0 && tok != nil && tok.IsViewer() {
-		status, msg = http.StatusForbidden, viewerWrites(tok)
-	}
-	if status == 0 && tok != nil && !tok.Admin && !tok.IsNode() {
-		status, msg = http.StatusForbidden, "token "+tok.Name+" is a team token: node reports need a node token (paddle-monitor token NAME --node GLOB) or an admin token"
-	}
+	who, status, msg := a.nodeIdentity(r, n)
 	if status != 0 {
 		a.failAndClose(w, status, msg)
 		return
@@ -80,28 +93,50 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, cfg NodesConfig
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// One node, one GPU, whatever the case it is written in (NODE.md 12.4).
+	rep.Canonicalize()
 	now := a.cfg.Now()
+	if ahead := rep.Time - now.Unix(); ahead > MaxNodeAheadSeconds && ahead <= wire.MaxNodeFutureSecond {
+		// Not stored: a span from the future would bill time that has not
+		// happened and clip the node's real reports of it (NODE.md 12.2).
+		// The agent keeps it and retries when the monitor's clock is there
+		// (beyond 24 h Validate's 400 makes it a dead letter).
+		w.Header().Set("Retry-After", strconv.FormatInt(ahead-MaxNodeAheadSeconds, 10))
+		a.fail(w, http.StatusTooEarly, fmt.Sprintf("time %d is %d s past the monitor's clock (%d): at most %d s; check the node's clock (NTP)",
+			rep.Time, ahead, now.Unix(), MaxNodeAheadSeconds))
+		return
+	}
 	if err := rep.Validate(now); err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if tok != nil && !tok.MayReport(rep.Node) {
-		a.fail(w, http.StatusForbidden, "token "+tok.Name+" may not send reports of node "+rep.Node)
+	if msg := who.mayReport(rep.Node); msg != "" {
+		a.fail(w, http.StatusForbidden, msg)
 		return
 	}
+	if rep.SentAt != "" {
+		if at, err := time.Parse(time.RFC3339Nano, rep.SentAt); err == nil {
+			n.metrics.setSkew(rep.Node, at.Sub(now).Seconds())
+		}
+		// Not part of the stored body: a resend differs only by it.
+		rep.SentAt = ""
+	}
 	res, err := cfg.Store.StoreNodeReport(r.Context(), rep, cfg.Retire)
-	var held *store.GPUHeldError
-	switch {
-	case errors.As(err, &held):
-		a.cfg.Log.Warn("node report refused: a GPU of it is held by another node (a moved GPU needs 'paddle-monitor node retire' of the old node)",
-			"node", rep.Node, "time", rep.Time, "uuid", held.UUID, "held_by", held.Node)
-		a.fail(w, http.StatusConflict, "node "+rep.Node+": "+held.Error())
-		return
-	case err != nil:
+	if err != nil {
 		a.storeFailed(w, r, "node_report", err)
 		return
 	}
 	answer := nodeWritten{Node: rep.Node, Time: rep.Time, Status: res.Status}
+	if len(res.Conflicts) > 0 {
+		answer.Status = "stored"
+		for _, c := range res.Conflicts {
+			answer.Conflicts = append(answer.Conflicts, nodeConflict{UUID: c.UUID, HeldBy: c.HeldBy})
+			a.cfg.Log.Warn("node report stored with a GPU another node holds: its entries count nowhere until 'paddle-monitor node retire' of one of them (docs/node.md, \"A moved GPU\")",
+				"node", rep.Node, "time", rep.Time, "uuid", c.UUID, "held_by", c.HeldBy)
+		}
+		writeJSON(w, http.StatusConflict, answer)
+		return
+	}
 	switch {
 	case res.Status == store.NodeCreated:
 		writeJSON(w, http.StatusCreated, answer)

@@ -19,7 +19,7 @@ import (
 var commands = []struct{ name, synopsis, summary string }{
 	{"serve", "serve  [flags]", "Serve the monitor API, the cost page and /metrics until SIGTERM (docs/monitor.md)."},
 	{"report", "report [flags]", "Print GPU-hours and cost per project (or --by other keys) for a window; default: the current UTC month."},
-	{"token", "token  NAME (--project GLOB)... [(--owner GLOB)...] [--add-to FILE] | NAME --admin [--add-to FILE] | NAME (--node GLOB)... [--add-to FILE] | NAME --role viewer [(--project GLOB)...] [(--owner GLOB)...] [--add-to FILE]",
+	{"token", "token  NAME (--project GLOB)... [(--owner GLOB)...] [--add-to FILE] | NAME --admin [--add-to FILE] | NAME --node NODE [--add-to FILE] | NAME --role viewer [(--project GLOB)...] [(--owner GLOB)...] [--add-to FILE]",
 		"Mint a token: the secret on the first line, its tokens-file entry (SHA-256 only) on the second; --add-to FILE appends the entry to a tokens file. --role viewer mints a read-only token (no glob: it reads every project)."},
 	{"ledger", "ledger [--month M | --from T --to T] [--by node|model|project|namespace|state] [--format table|json|csv] [flags]",
 		"Print the fleet's GPU-hours from the node reports: capacity and its five states (attributed, undeclared, unattributed, unallocated, unobserved) with their costs."},

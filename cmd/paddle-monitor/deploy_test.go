@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/test/harness"
 )
@@ -28,9 +31,10 @@ func TestKubernetesManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs := bytes.Split(b, []byte("\n---\n"))
-	if len(docs) != 3 {
-		t.Fatalf("%d documents, want a Deployment, a Service and a ConfigMap", len(docs))
+	if len(docs) != 6 {
+		t.Fatalf("%d documents, want a Deployment, a Service, a ConfigMap, a ServiceAccount, a ClusterRole and its binding", len(docs))
 	}
+	checkMonitorRBAC(t, docs[3:])
 	var cm corev1.ConfigMap
 	if err := yaml.UnmarshalStrict(docs[2], &cm); err != nil || cm.Kind != "ConfigMap" {
 		t.Fatalf("ConfigMap: %v (%s)", err, cm.Kind)
@@ -106,12 +110,48 @@ func TestKubernetesManifest(t *testing.T) {
 	if _, err := report.LoadBudgets(filepath.Join(dir, "budgets.json"), prices, "prices.json"); err != nil {
 		t.Errorf("the ConfigMap's budgets: %v", err)
 	}
+	// No free pod (NODE.md 11, F9): the namespace mapping has a catch-all
+	// "unassigned", and serve is given it.
+	ns, err := ledger.LoadNamespaceProjects(filepath.Join(dir, "namespaces.json"))
+	if p, ok := ns.Project("any-team-namespace"); err != nil || !ok || p != "unassigned" {
+		t.Errorf("the ConfigMap's namespaces.json: %v, a namespace not named maps to %q, want unassigned", err, p)
+	}
+	if i := slices.Index(c.Args, "--namespace-projects"); i < 0 || c.Args[i+1] != mountPath+"/namespaces.json" {
+		t.Errorf("serve %q: no --namespace-projects %s/namespaces.json", c.Args, mountPath)
+	}
+	// The node agents' identity from the cluster, and no shared token.
+	if i := slices.Index(c.Args, "--kube-tokenreview"); i < 0 || c.Args[i+1] != "in-cluster" ||
+		!slices.Contains(c.Args, "paddle-node/paddle-node") || d.Spec.Template.Spec.ServiceAccountName != "paddle-monitor" {
+		t.Errorf("serve %q as %q: want --kube-tokenreview in-cluster --node-service-account paddle-node/paddle-node as paddle-monitor",
+			c.Args, d.Spec.Template.Spec.ServiceAccountName)
+	}
 	// The arguments are accepted by the real binary: serve with them and
 	// the variables that are not secrets parses (it then fails on the
 	// tokens file, which does not exist here).
 	r := runMonitorEnv(t, t.TempDir(), []string{"PADDLE_MONITOR_LOG_FORMAT=json"}, args...)
 	if r.code != 1 || !strings.Contains(r.stderr, "tokens file /etc/paddle-monitor/tokens.json: no such file or directory") {
 		t.Errorf("serve %v: exit %d %s", c.Args, r.code, r.stderr)
+	}
+}
+
+// checkMonitorRBAC: the monitor's ServiceAccount may create TokenReviews
+// and nothing else (NODE.md 11).
+func checkMonitorRBAC(t *testing.T, docs [][]byte) {
+	t.Helper()
+	var sa corev1.ServiceAccount
+	var role rbacv1.ClusterRole
+	var bind rbacv1.ClusterRoleBinding
+	for i, into := range []any{&sa, &role, &bind} {
+		if err := yaml.UnmarshalStrict(docs[i], into); err != nil {
+			t.Fatalf("document %d: %v", i+4, err)
+		}
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}}
+	if sa.Kind != "ServiceAccount" || role.Kind != "ClusterRole" || fmt.Sprint(role.Rules) != fmt.Sprint(want) {
+		t.Errorf("the monitor's rules %+v, want %+v", role.Rules, want)
+	}
+	if bind.RoleRef.Name != role.Name || len(bind.Subjects) != 1 || bind.Subjects[0].Name != sa.Name || bind.Subjects[0].Namespace != sa.Namespace {
+		t.Errorf("the binding %+v does not give %s to %s/%s", bind, role.Name, sa.Namespace, sa.Name)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -13,6 +14,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/kubereview"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -23,6 +25,10 @@ type nodeSettings struct {
 	retire, rawRetention time.Duration
 	namespacesFile       string
 	split                string
+	// kubeTokenReview and serviceAccounts: the node agents' identity from
+	// the cluster (serve only; docs/node.md, "Identity and trust").
+	kubeTokenReview string
+	serviceAccounts []string
 }
 
 // nodeEntries are the settings of node reports and the ledger, kept in the
@@ -46,6 +52,20 @@ func nodeEntries[T any](field func(*T) *nodeSettings, withRaw bool) []entry[T] {
 			}},
 	}
 	if withRaw {
+		e = append(e, entry[T]{Flag: "kube-tokenreview", Var: "PADDLE_MONITOR_KUBE_TOKENREVIEW", Type: "string",
+			Doc:   "verify node agents' ServiceAccount tokens with the cluster's TokenReview: in-cluster, or the path of a kubeconfig in JSON; a reviewed token reports only for its pod's node",
+			Parse: str(func(c *T) *string { return &field(c).kubeTokenReview })},
+			entry[T]{Flag: "node-service-account", Var: "PADDLE_MONITOR_NODE_SERVICE_ACCOUNT", Type: "list",
+				Doc: "NAMESPACE/NAME of the node agents' ServiceAccount, whose reviewed tokens may send node reports (repeatable, or comma-separated: one per node pool)",
+				Parse: func(c *T, s string) error {
+					field(c).serviceAccounts = nil
+					for _, a := range strings.Split(s, ",") {
+						if a = strings.TrimSpace(a); a != "" {
+							field(c).serviceAccounts = append(field(c).serviceAccounts, a)
+						}
+					}
+					return nil
+				}})
 		e = append(e, entry[T]{Flag: "raw-retention", Var: "PADDLE_MONITOR_RAW_RETENTION", Type: "duration",
 			Default: store.DefaultRawRetention.String(), Doc: "raw node reports are kept this long (the hourly roll-ups for good)",
 			Parse: func(c *T, s string) (err error) {
@@ -68,10 +88,33 @@ func (n *nodeSettings) namespaces() (*ledger.NamespaceProjects, error) {
 // --raw-retention.
 const pruneEvery = 10 * time.Minute
 
+// reviewer is the TokenReview client of --kube-tokenreview (nil without).
+func (n *nodeSettings) reviewer() (monitor.TokenReviewer, error) {
+	if n.kubeTokenReview == "" {
+		if len(n.serviceAccounts) > 0 {
+			return nil, fmt.Errorf("%w: --node-service-account needs --kube-tokenreview", errUsage)
+		}
+		return nil, nil
+	}
+	api, err := kubereview.Open(n.kubeTokenReview)
+	if err != nil {
+		return nil, err
+	}
+	r, err := kubereview.New(api, n.serviceAccounts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return monitor.KubeReviewer{Reviewer: r}, nil
+}
+
 // mountNodes mounts the node-report endpoint, and prunes raw reports until
 // ctx ends.
-func mountNodes(ctx context.Context, api *monitor.API, st *store.Store, n *nodeSettings, log *slog.Logger) {
-	monitor.MountNodes(api, monitor.NodesConfig{Store: st, Retire: n.retire})
+func mountNodes(ctx context.Context, api *monitor.API, st *store.Store, n *nodeSettings, log *slog.Logger) error {
+	rev, err := n.reviewer()
+	if err != nil {
+		return err
+	}
+	monitor.MountNodes(api, monitor.NodesConfig{Store: st, Retire: n.retire, Reviewer: rev})
 	go func() {
 		t := time.NewTicker(pruneEvery)
 		defer t.Stop()
@@ -90,6 +133,7 @@ func mountNodes(ctx context.Context, api *monitor.API, st *store.Store, n *nodeS
 			}
 		}
 	}()
+	return nil
 }
 
 // nodeRetireSettings: the database only.

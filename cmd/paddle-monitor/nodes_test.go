@@ -16,10 +16,10 @@ import (
 )
 
 // nodeTokens is tokensFile with a node token "nodes" (secret n-secret) for
-// gpu-node-*.
+// gpu-node-1 (written in another case: node names compare in lower case).
 func nodeTokens(t *testing.T) string {
 	t.Helper()
-	return tokensFile(t, t.TempDir(), `{"name":"nodes","sha256":"`+hashHex("n-secret")+`","nodes":["GPU-Node-*"]}`)
+	return tokensFile(t, t.TempDir(), `{"name":"nodes","sha256":"`+hashHex("n-secret")+`","nodes":["GPU-Node-1"]}`)
 }
 
 // nodeReportBody is a report of node ending at end over interval seconds:
@@ -47,10 +47,12 @@ func gzipped(t *testing.T, s string) string {
 	return b.String()
 }
 
-// TestTokenNode: token --node mints an entry with only the globs; --node
-// with --project, --owner or --admin is a usage error (exit 2).
+// TestTokenNode: token --node mints an entry with only the node, in lower
+// case; --node with --project, --owner or --admin, a glob or two nodes is
+// a usage error (exit 2), and serve refuses a tokens file whose node
+// token has a glob, naming the entry (NODE.md 11, 12.10).
 func TestTokenNode(t *testing.T) {
-	r := runMonitor(t, "token", "node-agent", "--node", "gpu-node-*", "--node", "dgx-*")
+	r := runMonitor(t, "token", "node-agent", "--node", "GPU-Node-7")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -62,11 +64,22 @@ func TestTokenNode(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &entry); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(entry["nodes"]) != "[gpu-node-* dgx-*]" || entry["admin"] != nil || entry["projects"] != nil || len(entry) != 3 {
+	if fmt.Sprint(entry["nodes"]) != "[gpu-node-7]" || entry["admin"] != nil || entry["projects"] != nil || len(entry) != 3 {
 		t.Fatalf("entry %s", lines[1])
 	}
+	for _, bad := range [][]string{{"--node", "gpu-node-*"}, {"--node", "a", "--node", "b"}} {
+		r := runMonitor(t, append([]string{"token", "n"}, bad...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--node") {
+			t.Errorf("token %v: exit %d, stderr %q", bad, r.code, r.stderr)
+		}
+	}
+	glob := tokensFile(t, t.TempDir(), `{"name":"gpu-nodes","sha256":"`+hashHex("g")+`","nodes":["gpu-node-*"]}`)
+	r = runMonitor(t, "serve", "--db", storetest.SQLiteDSN(t), "--tokens", glob, "--listen", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, `(gpu-nodes): nodes: "gpu-node-*" is a glob`) {
+		t.Errorf("serve with a glob node token: exit %d, stderr %q", r.code, r.stderr)
+	}
 	for _, extra := range [][]string{{"--admin"}, {"--project", "p"}, {"--owner", "o"}} {
-		r := runMonitor(t, append([]string{"token", "n", "--node", "gpu-*"}, extra...)...)
+		r := runMonitor(t, append([]string{"token", "n", "--node", "gpu-1"}, extra...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, "--node does not combine with --project, --owner or --admin") {
 			t.Errorf("token --node %v: exit %d, stderr %q", extra, r.code, r.stderr)
 		}
@@ -122,8 +135,8 @@ func TestNodeReportEndpoint(t *testing.T) {
 		expect(t, s.do(t, next), 201, "")
 		// Overlapping the two stored: clipped to its last 30 s.
 		expectStatus(t, s.do(t, post("/v1/nodes/report", nodeReportBody("gpu-node-1", end+90, 90, "GPU-a", "GPU-b"), "n-secret")), "clipped")
-		// A node outside the token's globs (matched case-insensitively above).
-		expect(t, s.do(t, post("/v1/nodes/report", nodeReportBody("cpu-node-1", end, 60, "GPU-z"), "n-secret")), 403, "node cpu-node-1")
+		// Another node than the token's (compared in lower case above).
+		expect(t, s.do(t, post("/v1/nodes/report", nodeReportBody("gpu-node-2", end, 60, "GPU-z"), "n-secret")), 403, "node gpu-node-2")
 		// Bad bodies name the field.
 		for field, b := range map[string]string{
 			"interval_seconds":                      strings.Replace(body, `"interval_seconds":60`, `"interval_seconds":0`, 1),
@@ -140,15 +153,24 @@ func TestNodeReportEndpoint(t *testing.T) {
 		expect(t, s.do(t, request{Method: "POST", Path: "/v1/nodes/report", Body: big, Token: "n-secret", NoSpecCheck: true}), 413, "256 KiB")
 		expect(t, s.do(t, request{Method: "POST", Path: "/v1/nodes/report", Body: gzipped(t, big), Token: "n-secret",
 			Header: map[string]string{"Content-Encoding": "gzip"}, NoSpecCheck: true}), 413, "256 KiB")
-		// GPU-a moved to gpu-node-2 without a retire: 409, logged.
+		// GPU-a moved to gpu-node-2 without a retire: stored, 409 naming
+		// it every time, logged (NODE.md 12.3).
 		moved := nodeReportBody("gpu-node-2", end+120, 60, "GPU-a")
-		expect(t, s.do(t, post("/v1/nodes/report", moved, "a-secret")), 409, "GPU GPU-a is held by node gpu-node-1")
+		for range 2 {
+			a := s.do(t, post("/v1/nodes/report", moved, "a-secret"))
+			if a.Status != 409 || string(a.Body) != fmt.Sprintf(`{"node":"gpu-node-2","time":%d,"status":"stored","conflicts":[{"uuid":"GPU-a","held_by":"gpu-node-1"}]}`+"\n", end+120) {
+				t.Fatalf("a GPU another node holds: %d %s", a.Status, a.Body)
+			}
+		}
 		s.waitLog(t, "held_by")
 		r := runMonitor(t, "node", "retire", "gpu-node-1", "--db", dsn)
 		if r.code != 0 || r.stdout != "node gpu-node-1 retired: 2 GPUs no longer count\n" {
 			t.Fatalf("node retire: exit %d, %q %q", r.code, r.stdout, r.stderr)
 		}
-		expect(t, s.do(t, post("/v1/nodes/report", moved, "a-secret")), 201, "")
+		// The conflict resolved, the same report is one stored before; the
+		// next one counts GPU-a as gpu-node-2's.
+		expectStatus(t, s.do(t, post("/v1/nodes/report", moved, "a-secret")), "exists")
+		expect(t, s.do(t, post("/v1/nodes/report", nodeReportBody("gpu-node-2", end+180, 60, "GPU-a"), "a-secret")), 201, "")
 		if r := runMonitor(t, "node", "retire", "gpu-node-9", "--db", dsn); r.code != 1 || !strings.Contains(r.stderr, "no report of node gpu-node-9") {
 			t.Fatalf("node retire of an unknown node: exit %d, %q", r.code, r.stderr)
 		}

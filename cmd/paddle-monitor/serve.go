@@ -185,7 +185,9 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	nodesCtx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
-	mountNodes(nodesCtx, api, st, &c.nodes, log)
+	if err := mountNodes(nodesCtx, api, st, &c.nodes, log); err != nil {
+		return err
+	}
 	mountLedger(api, c.fleet)
 	registerFleet(reg, st, c.fleet, log)
 

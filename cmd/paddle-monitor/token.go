@@ -21,7 +21,7 @@ func token(args []string, stdout io.Writer) error {
 	projects := fs.StringArray("project", nil, "project glob this token may write and read (repeatable)")
 	owners := fs.StringArray("owner", nil, "owner glob (repeatable; none: any owner)")
 	admin := fs.Bool("admin", false, "the token may write and read every project")
-	nodes := fs.StringArray("node", nil, "node-name glob (repeatable, case-insensitive): a node token, that may send node reports for those nodes and nothing else")
+	nodes := fs.StringArray("node", nil, "node name (one, exact, compared in lower case): a node token, that may send node reports for that node and nothing else (on Kubernetes use --kube-tokenreview)")
 	role := fs.String("role", "", "viewer: a read-only token, which reads its --project/--owner globs (none: every project) and writes nothing")
 	addTo := fs.String("add-to", "", "tokens file to append the entry to (created with mode 0600; a name already there is refused); then send serve SIGHUP")
 	if err := parseFlags(fs, args); err != nil {

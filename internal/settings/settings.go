@@ -251,9 +251,19 @@ func Environ(environ []string) func(string) (string, bool) {
 // for --help.
 type text struct{ s, kind string }
 
-func (v *text) String() string     { return v.s }
-func (v *text) Set(s string) error { v.s = s; return nil }
-func (v *text) Type() string       { return v.kind }
+func (v *text) String() string { return v.s }
+
+// Set keeps the flag's value; a "list" flag given again adds to it
+// (comma-separated, as its variable is written).
+func (v *text) Set(s string) error {
+	if v.kind == "list" && v.s != "" {
+		v.s += "," + s
+	} else {
+		v.s = s
+	}
+	return nil
+}
+func (v *text) Type() string { return v.kind }
 
 // IsBoolFlag makes --help show a "bool" setting as pflag shows its own
 // (--name[=true|false]).

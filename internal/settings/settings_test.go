@@ -228,3 +228,25 @@ func TestResolveLocked(t *testing.T) {
 		})
 	}
 }
+
+// TestListFlagRepeats: a "list" flag given twice is both values,
+// comma-separated as its variable is written; another flag keeps the last.
+func TestListFlagRepeats(t *testing.T) {
+	type conf struct{ list, one string }
+	tab := Table[conf]{Entries: []Entry[conf]{
+		{Flag: "acct", Var: "T_ACCT", Type: "list", Parse: func(c *conf, s string) error { c.list = s; return nil }},
+		{Flag: "one", Var: "T_ONE", Type: "string", Parse: func(c *conf, s string) error { c.one = s; return nil }},
+	}}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	tab.Define(fs)
+	if err := fs.Parse([]string{"--acct", "a/b", "--acct", "c/d", "--one", "x", "--one", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	var c conf
+	if _, err := tab.Resolve(&c, fs, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if c.list != "a/b,c/d" || c.one != "y" {
+		t.Errorf("list %q, one %q", c.list, c.one)
+	}
+}

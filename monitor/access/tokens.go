@@ -20,9 +20,10 @@ type Token struct {
 	Projects []string `json:"projects,omitempty"`
 	Owners   []string `json:"owners,omitempty"`
 	Admin    bool     `json:"admin,omitempty"`
-	// Nodes makes a node token: it may send node reports for the node
-	// names matching one of these globs (case-insensitive) and nothing
-	// else (docs/node.md, "Identity and trust").
+	// Nodes makes a node token: it may send node reports for the one
+	// node it names (compared in lower case) and nothing else (docs/node.md,
+	// "Identity and trust"). A glob is refused: a token shared by many
+	// nodes lets root on any of them report as all the others (NODE.md 11).
 	Nodes []string `json:"nodes,omitempty"`
 	// Role "viewer" makes a read-only token (docs/monitor.md, "Teams"):
 	// it reads what its globs cover (none: every project, finance) and
@@ -49,13 +50,29 @@ func (t *Token) ReadsAll() bool {
 func (t *Token) IsNode() bool { return len(t.Nodes) > 0 }
 
 // MayReport reports whether t may send a node report for node: an admin
-// token for any node, a node token for the names its globs match, a team
-// token for none.
+// token for any node, a node token for its node, a team token for none.
 func (t *Token) MayReport(node string) bool {
 	if t.Admin {
 		return true
 	}
-	return len(t.Nodes) > 0 && node != "" && matchAny(t.Nodes, node)
+	return len(t.Nodes) == 1 && node != "" && strings.EqualFold(t.Nodes[0], node)
+}
+
+// checkNodeName is the problem of a node token's node name: one exact
+// RFC 1123 name, no glob (NODE.md 12.10).
+func checkNodeName(n string) error {
+	if n == "" {
+		return errors.New("the node name is empty")
+	}
+	if strings.ContainsAny(n, "*?[]\\") {
+		return fmt.Errorf("%q is a glob: a node token names one node exactly (a token shared by many nodes lets root on any of them report as all; on Kubernetes use --kube-tokenreview)", n)
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return fmt.Errorf("%q is not a node name (RFC 1123: letters, digits, '-' and '.')", n)
+		}
+	}
+	return nil
 }
 
 // Scope is what the token may write and read; nil for an admin (everything).
@@ -134,9 +151,17 @@ func Parse(b []byte, name string) (*Set, error) {
 		if !t.Admin && !t.IsNode() && !t.IsViewer() && len(t.Projects) == 0 {
 			return nil, fmt.Errorf("%s: projects is empty and admin is not set (the token could do nothing)", where)
 		}
-		for _, p := range append(append(append([]string{}, t.Projects...), t.Owners...), t.Nodes...) {
+		for _, p := range append(append([]string{}, t.Projects...), t.Owners...) {
 			if !ValidPattern(p) {
 				return nil, fmt.Errorf("%s: %q is not a valid glob pattern", where, p)
+			}
+		}
+		if t.IsNode() && len(t.Nodes) != 1 {
+			return nil, fmt.Errorf("%s: nodes must name exactly one node, got %d (one token per node)", where, len(t.Nodes))
+		}
+		for _, n := range t.Nodes {
+			if err := checkNodeName(n); err != nil {
+				return nil, fmt.Errorf("%s: nodes: %w", where, err)
 			}
 		}
 	}
@@ -205,17 +230,16 @@ func MintViewer(name string, projects, owners []string) (secret string, entry *T
 	return secret, entry, nil
 }
 
-// MintNode makes a node token for the node-name globs nodes (docs/node.md,
-// "Identity and trust"): its entry carries only "nodes".
+// MintNode makes a node token for the one node named (docs/node.md,
+// "Identity and trust"): its entry carries only "nodes", in lower case.
 func MintNode(name string, nodes []string) (secret string, entry *Token, err error) {
-	if len(nodes) == 0 {
-		return "", nil, errors.New("token: --node needs at least one glob")
+	if len(nodes) != 1 {
+		return "", nil, fmt.Errorf("token: --node names exactly one node, got %d (one token per node)", len(nodes))
 	}
-	for _, p := range nodes {
-		if p == "" || !ValidPattern(p) {
-			return "", nil, fmt.Errorf("token: --node %q is not a valid glob pattern", p)
-		}
+	if err := checkNodeName(nodes[0]); err != nil {
+		return "", nil, fmt.Errorf("token: --node %w", err)
 	}
+	nodes = []string{strings.ToLower(nodes[0])}
 	secret, entry, err = Mint(name, nil, nil, true)
 	if err != nil {
 		return "", nil, err

@@ -25,6 +25,14 @@ type Discrepancies struct {
 	Untied []UserFigures `json:"untied_declarations"`
 	// Users: the undeclared and unattributed users, largest first.
 	Users []UserFigures `json:"users"`
+	// GPUConflicts: GPU UUIDs a node reports while another holds them
+	// (their entries count nowhere until `node retire`; an admin's only).
+	GPUConflicts []store.GPUConflict `json:"gpu_conflicts"`
+}
+
+// conflictSource is a Source that keeps GPU UUID conflicts (a *store.Store).
+type conflictSource interface {
+	GPUConflicts(ctx context.Context) ([]store.GPUConflict, error)
 }
 
 // TaskDiscrepancy is a task whose declared and observed GPU-hours differ
@@ -161,6 +169,14 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 		if visible {
 			d.Users = append(d.Users, f)
 		}
+	}
+	d.GPUConflicts = []store.GPUConflict{}
+	if c, ok := src.(conflictSource); ok && scope == nil {
+		list, err := c.GPUConflicts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.GPUConflicts = append(d.GPUConflicts, list...)
 	}
 	return d, nil
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"io/fs"
+	"path"
 	"sort"
 	"strings"
 )
@@ -54,4 +56,18 @@ func SpanBranchesForTest(s *Store) []WriteStatement {
 		out = append(out, WriteStatement{Name: b.index, SQL: s.bind("SELECT tk.id FROM tasks tk WHERE " + where), Index: b.index, Example: args})
 	}
 	return out
+}
+
+// VersionBeforeForTest is the schema version just before the migration
+// file whose name starts with prefix ("0013"): the number of files before
+// it.
+func VersionBeforeForTest(prefix string) int {
+	names, _ := fs.Glob(migrationFiles, "migrations/sqlite/*.sql")
+	sort.Strings(names)
+	for i, n := range names {
+		if strings.HasPrefix(path.Base(n), prefix) {
+			return i
+		}
+	}
+	return -1
 }

@@ -67,12 +67,16 @@ func TestLedgerTies(t *testing.T) {
 		add("t-job-n2", "o", 120, func(r *store.Registration) { r.SlurmJob, r.K8sNode = "77", "n2" })
 		add("t-docker", "o", 300, func(r *store.Registration) { r.Hostname = "abcdef012345" })
 		add("t-docker2", "o", 310, func(r *store.Registration) { r.K8sNode = "n2" })
+		add("t-pod-n1", "o", 90, func(r *store.Registration) { r.K8sPodUID, r.K8sNode = "uid-3", "N1" })
+		add("t-pod-docker", "o", 320, func(r *store.Registration) { r.K8sPodUID, r.K8sNode = "uid-4", "n2" })
 		for _, r := range regs {
 			mustRegister(t, s, r)
 		}
 		ids := []store.UserIdentity{
 			{PodUID: "uid-1", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"},
 			{PodUID: "uid-2"},
+			{PodUID: "uid-3"},
+			{ContainerID: "ffffff0123456789", Declared: true, DeclaredTaskID: "t-pod-docker", DeclaredProject: "p"},
 			{SlurmJob: "77"},
 			{SlurmJob: "78"},
 			{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"},
@@ -83,9 +87,11 @@ func TestLedgerTies(t *testing.T) {
 			{Cgroup: "/user.slice", UID: ptrOf(int64(1000))},
 		}
 		var users []store.UserHour
-		for _, node := range []string{"n1", "n2", "n3"} {
+		// Each node's users over another hour: no pod on two nodes at once.
+		for k, node := range []string{"n1", "n2", "n3"} {
 			for _, id := range ids {
-				users = append(users, store.UserHour{Node: node, User: id})
+				h := int64(k) * 3600
+				users = append(users, store.UserHour{Node: node, User: id, Hour: h, LastTime: h + 3600})
 			}
 		}
 		all, err := s.LedgerTies(ctx, users)
@@ -108,12 +114,33 @@ func TestLedgerTies(t *testing.T) {
 			}
 			tied += len(got)
 		}
-		// By hand: n1, n2 and n3 each tie uid-1 to both pods (6); job 77
+		// By hand: n1, n2 and n3 each tie uid-1 to both pods (6); uid-3
+		// only on n1, its registration's k8s_node in any case (1); job 77
 		// on n1 to t-run and t-job, on n2 to t-job-n2 (3); the container
 		// of host name abcdef012345 to t-docker on every node (3), not
-		// with owner q; the other one to t-docker2 on n2, its k8s_node (1).
-		if tied != 13 {
-			t.Errorf("%d ties in all, want 13", tied)
+		// with owner q; the other one to t-docker2 on n2, its k8s_node (1),
+		// never to t-pod-docker of n2, which names a pod UID.
+		if tied != 14 {
+			t.Errorf("%d ties in all, want 14", tied)
+		}
+		// uid-1 on n1 and n3 over overlapping times ties on no node of the
+		// window (its registrations name no node: a pod never moves, so one
+		// of them forges it); uid-3 on n1 and n2 still ties on n1, its node.
+		two := []store.UserHour{
+			{Node: "n1", User: store.UserIdentity{PodUID: "uid-1"}, Hour: 0, LastTime: 3600},
+			{Node: "n2", User: store.UserIdentity{PodUID: "uid-1"}, Hour: 3600, LastTime: 7200},
+			{Node: "n3", User: store.UserIdentity{PodUID: "uid-1"}, Hour: 0, LastTime: 1800},
+			{Node: "n1", User: store.UserIdentity{PodUID: "uid-3"}, Hour: 0, LastTime: 3600},
+			{Node: "n2", User: store.UserIdentity{PodUID: "uid-3"}, Hour: 0, LastTime: 3600},
+		}
+		all, err = s.LedgerTies(ctx, two)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int{0, 0, 0, 1, 0} {
+			if got := all[store.TieKey(two[i].Node, &two[i].User)]; len(got) != want {
+				t.Errorf("%s %s on two nodes: %v, want %d ties", two[i].Node, two[i].User.PodUID, got, want)
+			}
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Tie is a registration a user of a node report may be tied to.
@@ -18,12 +19,14 @@ type Tie struct {
 
 // TieCandidates returns the registrations the user of node may be tied to
 // (docs/cost.md, "The ledger"), oldest first: on Kubernetes (a pod UID)
-// those whose k8s_pod_uid is the user's, whatever it declared; for a Slurm
-// job the node's registrations of that job; for another container with a
-// declaration, the declared task of that project (and owner, when
-// declared) whose hostname is the container's default host name (the
-// first 12 characters of its ID) or whose k8s_node is the node. None for
-// host users.
+// those whose k8s_pod_uid is the user's and whose k8s_node is the node or
+// empty, whatever it declared; for a Slurm job the node's registrations of
+// that job; for another container with a declaration, the declared task of
+// that project (and owner, when declared) whose hostname is the
+// container's default host name (the first 12 characters of its ID) or
+// whose k8s_node is the node. A user without a pod UID never ties to a
+// registration that names one (NODE.md 11: a plain container on a
+// Kubernetes node cannot take a pod's registration). None for host users.
 func (s *Store) TieCandidates(ctx context.Context, node string, u *UserIdentity) ([]Tie, error) {
 	return s.tieCandidates(ctx, s.r, node, u)
 }
@@ -33,15 +36,15 @@ func (s *Store) tieCandidates(ctx context.Context, q querier, node string, u *Us
 	var args []any
 	switch {
 	case u.PodUID != "":
-		st, args = stmtTiePod, []any{u.PodUID}
+		st, args = stmtTiePod, []any{u.PodUID, strings.ToLower(node)}
 	case u.SlurmJob != "":
-		st, args = stmtTieSlurm, []any{u.SlurmJob, node, node}
+		st, args = stmtTieSlurm, []any{u.SlurmJob, node, strings.ToLower(node)}
 	case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
 		host := u.ContainerID
 		if len(host) > 12 {
 			host = host[:12]
 		}
-		st, args = stmtTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, node}
+		st, args = stmtTieContainer, []any{u.DeclaredTaskID, u.DeclaredProject, u.DeclaredOwner, u.DeclaredOwner, host, strings.ToLower(node)}
 	default:
 		return nil, nil
 	}
@@ -77,12 +80,15 @@ func TieKey(node string, u *UserIdentity) string { return node + "\x1e" + u.Key(
 
 // LedgerTies returns, for each user of users (by TieKey), what
 // TieCandidates returns for it, in one statement per tie rule for them
-// all.
+// all; and besides, a pod UID that users of two nodes carry over
+// overlapping times (users are a window's sums: from Hour to LastTime)
+// ties on neither node to a registration without k8s_node (NODE.md 12.1:
+// one of them forges it, and the monitor cannot tell which).
 func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]Tie, error) {
 	type tieRow struct {
-		key               string
-		tie               Tie
-		hostname, k8sNode string
+		key                       string
+		tie                       Tie
+		hostname, k8sNode, podUID string
 	}
 	read := func(st *stmt, keys any) ([]tieRow, error) {
 		arg, err := json.Marshal(keys)
@@ -97,7 +103,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 		var out []tieRow
 		for rows.Next() {
 			var r tieRow
-			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode); err != nil {
+			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID); err != nil {
 				return nil, fmt.Errorf("store: ledger ties: %w", err)
 			}
 			out = append(out, r)
@@ -164,6 +170,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 			byDecl[k] = append(byDecl[k], r)
 		}
 	}
+	twoNodes := podsOnTwoNodes(users)
 	out := map[string][]Tie{}
 	for i := range users {
 		node, u := users[i].Node, &users[i].User
@@ -181,10 +188,18 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 				}
 			}
 		}
-		onNode := func(r *tieRow) bool { return r.hostname == node || r.k8sNode == node }
+		lnode := strings.ToLower(node)
+		onNode := func(r *tieRow) bool {
+			return r.podUID == "" && (r.hostname == node || strings.ToLower(r.k8sNode) == lnode)
+		}
 		switch {
 		case u.PodUID != "":
-			add(byPod[u.PodUID], func(*tieRow) bool { return true })
+			add(byPod[u.PodUID], func(r *tieRow) bool {
+				if r.k8sNode == "" {
+					return !twoNodes[u.PodUID]
+				}
+				return strings.ToLower(r.k8sNode) == lnode
+			})
 		case u.SlurmJob != "":
 			add(byJob[u.SlurmJob], onNode)
 			add(byRun[u.SlurmJob], onNode)
@@ -194,13 +209,39 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 				host = host[:12]
 			}
 			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
-				return (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) && (r.hostname == host || r.k8sNode == node)
+				return r.podUID == "" && (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) &&
+					(r.hostname == host || strings.ToLower(r.k8sNode) == lnode)
 			})
 		}
 		slices.SortStableFunc(list, compareTies)
 		out[key] = list
 	}
 	return out, nil
+}
+
+// podsOnTwoNodes returns the pod UIDs that users of two nodes carry over
+// overlapping times: a user's sum spans [Hour, LastTime).
+func podsOnTwoNodes(users []UserHour) map[string]bool {
+	type seen struct {
+		node     string
+		from, to int64
+	}
+	byPod := map[string][]seen{}
+	out := map[string]bool{}
+	for i := range users {
+		u := &users[i]
+		if u.User.PodUID == "" {
+			continue
+		}
+		me := seen{strings.ToLower(u.Node), u.Hour, max(u.LastTime, u.Hour+1)}
+		for _, o := range byPod[u.User.PodUID] {
+			if o.node != me.node && o.from < me.to && me.from < o.to {
+				out[u.User.PodUID] = true
+			}
+		}
+		byPod[u.User.PodUID] = append(byPod[u.User.PodUID], me)
+	}
+	return out
 }
 
 func sortedKeys(m map[string]bool) []string {

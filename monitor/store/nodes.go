@@ -37,23 +37,25 @@ type NodeWrite struct {
 	// Kept is the part of the report's span stored: [KeptStart, KeptEnd)
 	// (empty when other reports covered all of it).
 	KeptStart, KeptEnd int64
+	// Conflicts are the report's GPUs that another node holds (their
+	// entries kept out of every state and capacity).
+	Conflicts []GPUConflict
 }
 
-// ErrGPUHeld is what a *GPUHeldError matches with errors.Is.
-var ErrGPUHeld = errors.New("store: GPU held by another node")
-
-// GPUHeldError is a report naming a GPU UUID another node reported within
-// --node-retire (a moved GPU needs `node retire` of the old node).
-type GPUHeldError struct {
-	UUID, Node string
+// GPUConflict is a GPU UUID of a report that another node holds (it
+// reported the UUID within --node-retire and was not retired): the report
+// is stored, but that GPU's entries stay out of every state and capacity
+// until `node retire` of one of the two nodes (NODE.md 12.3).
+type GPUConflict struct {
+	Node   string `json:"node"`
+	UUID   string `json:"uuid"`
+	HeldBy string `json:"held_by"`
+	// FirstTime and LastTime are the conflicting reports' times, Seconds
+	// the seconds their kept spans covered (GPUConflicts only).
+	FirstTime int64   `json:"first_time"`
+	LastTime  int64   `json:"last_time"`
+	Seconds   float64 `json:"observed_seconds"`
 }
-
-func (e *GPUHeldError) Error() string {
-	return fmt.Sprintf("GPU %s is held by node %s, which reported it within --node-retire (run 'paddle-monitor node retire %s' if the GPU moved)", e.UUID, e.Node, e.Node)
-}
-
-// Is makes errors.Is(err, ErrGPUHeld) true.
-func (e *GPUHeldError) Is(target error) bool { return target == ErrGPUHeld }
 
 // ErrUnknownNode is RetireNode's answer for a node that never reported.
 var ErrUnknownNode = errors.New("store: no report of this node")
@@ -98,6 +100,25 @@ func (s *Store) StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire 
 }
 
 func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport, body []byte, retire time.Duration, out *NodeWrite) (bool, error) {
+	// The GPUs another node holds, whether or not the report is new: a
+	// conflict is answered every time (NODE.md 12.3).
+	all := reportGPUs(r)
+	since := r.Time - int64(retire/time.Second)
+	var uuids []reportGPU
+	var lives []*life
+	held := map[string]bool{}
+	for _, u := range all {
+		own, holder, err := s.openLives(ctx, tx, r.Node, u.uuid, since)
+		if err != nil {
+			return false, err
+		}
+		if holder != "" {
+			out.Conflicts = append(out.Conflicts, GPUConflict{Node: r.Node, UUID: u.uuid, HeldBy: holder})
+			held[u.uuid] = true
+			continue
+		}
+		uuids, lives = append(uuids, u), append(lives, own)
+	}
 	var stored string
 	switch err := s.queryRow(ctx, tx, stmtNodeReportStored, r.Node, r.Time).Scan(&stored); {
 	case err == nil:
@@ -111,18 +132,13 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 	if err != nil {
 		return false, err
 	}
-	out.KeptStart, out.KeptEnd = uncovered(start, end, spans)
+	out.KeptStart, out.KeptEnd = uncovered(start, end, firmSpans(spans))
+	if err := s.clipProvisional(ctx, tx, r.Node, spans, out.KeptStart, out.KeptEnd, held); err != nil {
+		return false, err
+	}
 	out.Status = NodeCreated
 	if out.KeptStart != start || out.KeptEnd != end {
 		out.Status = NodeClipped
-	}
-	uuids := reportGPUs(r)
-	since := r.Time - int64(retire/time.Second)
-	lives := make([]*life, len(uuids))
-	for i, u := range uuids {
-		if lives[i], err = s.openLives(ctx, tx, r.Node, u.uuid, since); err != nil {
-			return false, err
-		}
 	}
 	final := int64(0)
 	if r.Final {
@@ -139,8 +155,16 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 	if _, err := s.exec(ctx, tx, stmtUpsertNode, r.Node, r.Time, r.IntervalSeconds, string(body)); err != nil {
 		return false, err
 	}
+	// The held GPUs' entries are left out of what follows.
+	counted := withoutGPUs(r, held)
 	if !last.Valid || r.Time > last.Int64 {
-		if err := s.observedIdleness(ctx, tx, r); err != nil {
+		if err := s.observedIdleness(ctx, tx, counted); err != nil {
+			return false, err
+		}
+	}
+	for _, c := range out.Conflicts {
+		if _, err := s.exec(ctx, tx, stmtUpsertConflict, c.Node, c.UUID, c.HeldBy, r.Time, r.Time,
+			float64(out.KeptEnd-out.KeptStart)); err != nil {
 			return false, err
 		}
 	}
@@ -150,7 +174,7 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 				return false, err
 			}
 		}
-		gpus, users := Rollup(r, out.KeptStart, out.KeptEnd)
+		gpus, users := Rollup(counted, out.KeptStart, out.KeptEnd)
 		for _, g := range gpus {
 			if _, err := s.exec(ctx, tx, stmtUpsertGPUHour, g.Hour, g.Node, g.UUID, g.Model, g.Observed, g.Unallocated, g.Energy); err != nil {
 				return false, err
@@ -188,16 +212,24 @@ func userHourArgs(u *UserHour) []any {
 
 type span struct{ start, end int64 }
 
-func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]span, error) {
+// storedSpan is a stored report's kept span, with the report's time and
+// when it was received: the part after received is provisional (NODE.md
+// 12.2).
+type storedSpan struct {
+	span
+	time, received int64
+}
+
+func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]storedSpan, error) {
 	rows, err := s.query(ctx, tx, stmtNodeSpans, node, start, end)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []span
+	var out []storedSpan
 	for rows.Next() {
-		var sp span
-		if err := rows.Scan(&sp.start, &sp.end); err != nil {
+		var sp storedSpan
+		if err := rows.Scan(&sp.start, &sp.end, &sp.time, &sp.received); err != nil {
 			return nil, err
 		}
 		if sp.end > sp.start {
@@ -205,6 +237,19 @@ func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, e
 		}
 	}
 	return out, rows.Err()
+}
+
+// firmSpans are the spans that clip a new report: each stored span up to
+// the time it was received (a span of the future is provisional: the
+// node's reports of that time clip it instead).
+func firmSpans(spans []storedSpan) []span {
+	out := make([]span, 0, len(spans))
+	for _, sp := range spans {
+		if e := min(sp.end, max(sp.start, sp.received)); e > sp.start {
+			out = append(out, span{sp.start, e})
+		}
+	}
+	return out
 }
 
 // uncovered returns the part of [start, end) that none of spans covers:
@@ -260,29 +305,29 @@ func reportGPUs(r *wire.NodeReport) []reportGPU {
 // life is a GPU's open life on a node.
 type life struct{ first, last int64 }
 
-// openLives returns the GPU's open life on node (nil: none), or a
-// *GPUHeldError when another node reported it after since.
-func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, since int64) (*life, error) {
+// openLives returns the GPU's open life on node (nil: none), and the
+// node that holds it ("" when none: another node that reported it after
+// since).
+func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, since int64) (own *life, holder string, err error) {
 	rows, err := s.query(ctx, tx, stmtOpenLives, uuid)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer rows.Close()
-	var own *life
 	for rows.Next() {
 		var n string
 		var l life
 		if err := rows.Scan(&n, &l.first, &l.last); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		switch {
 		case n == node:
 			own = &l
-		case l.last > since:
-			return nil, &GPUHeldError{UUID: uuid, Node: n}
+		case l.last > since && holder == "":
+			holder = n
 		}
 	}
-	return own, rows.Err()
+	return own, holder, rows.Err()
 }
 
 // extendLife adds the covered span [a, b) to the GPU's open life l on the
@@ -323,7 +368,14 @@ func (s *Store) RetireNode(ctx context.Context, node string, at int64) (int64, e
 		if err != nil {
 			return false, err
 		}
-		n, err = res.RowsAffected()
+		if n, err = res.RowsAffected(); err != nil {
+			return false, err
+		}
+		// The retire resolves the node's conflicts, as holder or not.
+		if _, err = s.exec(ctx, tx, stmtResolveHeld, at, node); err != nil {
+			return false, err
+		}
+		_, err = s.exec(ctx, tx, stmtResolveConflicting, at, node)
 		return true, err
 	}
 	if s.batch != nil {

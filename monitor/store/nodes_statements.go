@@ -9,7 +9,7 @@ var (
 	// nodeSpans: the stored spans of the node that may overlap [a, b):
 	// those of reports whose time is after a (a span ends at or before its
 	// report's time), starting before b.
-	stmtNodeSpans = &stmt{sql: `SELECT span_start, span_end FROM node_reports
+	stmtNodeSpans = &stmt{sql: `SELECT span_start, span_end, time, received_at FROM node_reports
 		WHERE node = ? AND time > ? AND span_start < ? ORDER BY time`,
 		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1), int64(2)}}
 	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)
@@ -73,23 +73,28 @@ var (
 // Ties of a report's users to registrations (ledger_ties.go, TieCandidates;
 // and the idleness of the latest report's tasks).
 var (
+	// tiePod: a registration of the pod UID whose k8s_node is the
+	// report's node or empty (a node cannot bill a pod of another node).
 	stmtTiePod = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' ORDER BY start_time, id`,
-		sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{"pod"}}
+		WHERE k8s_pod_uid = ? AND k8s_pod_uid <> '' AND (k8s_node = '' OR lower(k8s_node) = ?) ORDER BY start_time, id`,
+		sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{"pod", "n"}}
 	// tieSlurm: a registration of the same node (its hostname or
-	// k8s_node) with the same Slurm job.
+	// k8s_node) with the same Slurm job, naming no pod UID.
 	stmtTieSlurm = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE slurm_job = ? AND slurm_job <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		WHERE slurm_job = ? AND slurm_job <> '' AND k8s_pod_uid = '' AND (hostname = ? OR lower(k8s_node) = ?) ORDER BY start_time, id`,
 		sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{"42", "n", "n"}}
 	// tieSlurmRun: the same for a registration that names its job as
 	// its pipeline run (orchestrator slurm, SLURM_JOB_ID).
 	stmtTieSlurmRun = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE pipeline_run = ? AND orchestrator = 'slurm' AND pipeline_run <> '' AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		WHERE pipeline_run = ? AND orchestrator = 'slurm' AND pipeline_run <> '' AND k8s_pod_uid = ''
+		AND (hostname = ? OR lower(k8s_node) = ?) ORDER BY start_time, id`,
 		sqliteIndex: "tasks_slurm_run", postgresIndex: "tasks_slurm_run", example: []any{"42", "n", "n"}}
 	// tieContainer: the declared task of a container whose host name is
-	// the container's default one or whose k8s_node is the report's node.
+	// the container's default one or whose k8s_node is the report's node,
+	// never one that names a pod UID (the container has none: NODE.md 11).
 	stmtTieContainer = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
-		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND (hostname = ? OR k8s_node = ?) ORDER BY start_time, id`,
+		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND k8s_pod_uid = '' AND (hostname = ? OR lower(k8s_node) = ?)
+		ORDER BY start_time, id`,
 		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t", "p", "", "", "h", "n"}}
 	// observedIdle: the idleness of an open task from its node's latest
 	// report (idle: kept, or set to the report's start; busy: cleared).
@@ -110,20 +115,23 @@ var (
 // nodeStatements is every statement of the node-report write path, by
 // name (the plan tests' subtests).
 var nodeStatements = map[string]*stmt{
-	"node report stored": stmtNodeReportStored,
-	"node spans":         stmtNodeSpans,
-	"insert node report": stmtInsertNodeReport,
-	"open GPU lives":     stmtOpenLives,
-	"insert GPU life":    stmtInsertLife,
-	"extend GPU life":    stmtExtendLife,
-	"end GPU life":       stmtEndLife,
-	"end GPU lives":      stmtEndLives,
-	"upsert node":        stmtUpsertNode,
-	"retire node":        stmtRetireNode,
-	"upsert GPU hour":    stmtUpsertGPUHour,
-	"upsert user hour":   stmtUpsertUserHour,
-	"prune node reports": stmtPruneNodeReports,
-	"lock node":          stmtLockTask,
+	"node report stored":       stmtNodeReportStored,
+	"node spans":               stmtNodeSpans,
+	"insert node report":       stmtInsertNodeReport,
+	"open GPU lives":           stmtOpenLives,
+	"insert GPU life":          stmtInsertLife,
+	"extend GPU life":          stmtExtendLife,
+	"end GPU life":             stmtEndLife,
+	"end GPU lives":            stmtEndLives,
+	"upsert node":              stmtUpsertNode,
+	"retire node":              stmtRetireNode,
+	"upsert GPU hour":          stmtUpsertGPUHour,
+	"upsert user hour":         stmtUpsertUserHour,
+	"prune node reports":       stmtPruneNodeReports,
+	"lock node":                stmtLockTask,
+	"upsert GPU conflict":      stmtUpsertConflict,
+	"resolve held GPUs":        stmtResolveHeld,
+	"resolve conflicting GPUs": stmtResolveConflicting,
 }
 
 // The ledger's reads (ledger.go, ledger_ties.go): the window's roll-ups
@@ -159,30 +167,30 @@ var (
 	// The ties (TieCandidates' rules, for a JSON array of keys): through
 	// tasks_k8s_pod_uid, tasks_slurm_job, tasks_slurm_run and
 	// tasks_identity, one seek per key.
-	stmtTiesPodSQLite = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesPodSQLite = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM json_each(?) j JOIN tasks t ON t.k8s_pod_uid = j.value WHERE t.k8s_pod_uid <> ''`,
 		sqliteIndex: "tasks_k8s_pod_uid", sqliteOnly: true, example: []any{`["pod"]`}}
-	stmtTiesPodPostgres = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesPodPostgres = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.k8s_pod_uid = j.v WHERE t.k8s_pod_uid <> ''`,
 		postgresIndex: "tasks_k8s_pod_uid", postgresOnly: true, example: []any{`["pod"]`}}
-	stmtTiesSlurmSQLite = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesSlurmSQLite = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM json_each(?) j JOIN tasks t ON t.slurm_job = j.value WHERE t.slurm_job <> ''`,
 		sqliteIndex: "tasks_slurm_job", sqliteOnly: true, example: []any{`["42"]`}}
-	stmtTiesSlurmPostgres = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesSlurmPostgres = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.slurm_job = j.v WHERE t.slurm_job <> ''`,
 		postgresIndex: "tasks_slurm_job", postgresOnly: true, example: []any{`["42"]`}}
-	stmtTiesSlurmRunSQLite = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesSlurmRunSQLite = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM json_each(?) j JOIN tasks t ON t.pipeline_run = j.value WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`,
 		sqliteIndex: "tasks_slurm_run", sqliteOnly: true, example: []any{`["42"]`}}
-	stmtTiesSlurmRunPostgres = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesSlurmRunPostgres = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.pipeline_run = j.v
 		WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`,
 		postgresIndex: "tasks_slurm_run", postgresOnly: true, example: []any{`["42"]`}}
 	// tiesContainer: keys [task_id, project].
-	stmtTiesContainerSQLite = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesContainerSQLite = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM json_each(?) j JOIN tasks t ON t.task_id = json_extract(j.value, '$[0]') AND t.project = json_extract(j.value, '$[1]')`,
 		sqliteIndex: "tasks_identity", sqliteOnly: true, example: []any{`[["t", "p"]]`}}
-	stmtTiesContainerPostgres = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node
+	stmtTiesContainerPostgres = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
 		FROM jsonb_array_elements(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.task_id = j.v->>0 AND t.project = j.v->>1`,
 		postgresIndex: "tasks_identity", postgresOnly: true, example: []any{`[["t", "p"]]`}}
 )

@@ -57,17 +57,26 @@ func TestStoreNodeReport(t *testing.T) {
 		check(wholeReport("n1", t1+300, 600, "GPU-a"), store.NodeClipped, false, [2]int64{t1, t1 + 300})
 		// Entirely covered: nothing kept.
 		check(wholeReport("n1", t1+200, 400, "GPU-a"), store.NodeClipped, false, [2]int64{t1 + 200, t1 + 200})
-		// Another node reporting GPU-a: 409.
-		_, err := s.StoreNodeReport(ctx, wholeReport("n2", t1+600, 60, "GPU-a"), retire)
-		var held *store.GPUHeldError
-		if !errors.As(err, &held) || !errors.Is(err, store.ErrGPUHeld) || held.Node != "n1" || held.UUID != "GPU-a" {
-			t.Fatalf("another node's GPU: %v", err)
+		// Another node reporting GPU-a: stored, GPU-a in conflict (every
+		// time, the same report again too), listed until a retire.
+		for _, status := range []string{store.NodeCreated, store.NodeExists} {
+			w, err := s.StoreNodeReport(ctx, wholeReport("n2", t1+600, 60, "GPU-a"), retire)
+			if err != nil || w.Status != status || len(w.Conflicts) != 1 || w.Conflicts[0] != (store.GPUConflict{Node: "n2", UUID: "GPU-a", HeldBy: "n1"}) {
+				t.Fatalf("another node's GPU: %+v, %v", w, err)
+			}
 		}
-		// After a retire of n1, n2 may.
+		if c, err := s.GPUConflicts(ctx); err != nil || len(c) != 1 || c[0] != (store.GPUConflict{Node: "n2", UUID: "GPU-a", HeldBy: "n1",
+			FirstTime: t1 + 600, LastTime: t1 + 600, Seconds: 60}) {
+			t.Fatalf("GPUConflicts = %+v, %v", c, err)
+		}
+		// After a retire of n1, n2 may; the conflict is resolved.
 		if n, err := s.RetireNode(ctx, "n1", t1+300); err != nil || n != 1 {
 			t.Fatalf("RetireNode = %d, %v", n, err)
 		}
-		check(wholeReport("n2", t1+600, 60, "GPU-a"), store.NodeCreated, false, [2]int64{t1 + 540, t1 + 600})
+		if c, err := s.GPUConflicts(ctx); err != nil || len(c) != 0 {
+			t.Fatalf("GPUConflicts after the retire = %+v, %v", c, err)
+		}
+		check(wholeReport("n2", t1+600, 60, "GPU-a"), store.NodeExists, false, [2]int64{0, 0})
 		if _, err := s.RetireNode(ctx, "n9", t1); !errors.Is(err, store.ErrUnknownNode) {
 			t.Fatalf("RetireNode of an unknown node: %v", err)
 		}
@@ -181,6 +190,10 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 		fmt.Sprintf(`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, last_time, equal_s)
 			SELECT %d + 3600 * (i / %d), 'node-' || ((i %% %d) / %d), 'GPU-' || (i %% %d), -1, 'u' || i, 1, 3600 FROM (`+series+`) x`,
 			hourT0, nodes*gpus, nodes*gpus, gpus, nodes*gpus, nodes*gpus*hours/10-1),
+		// GPU conflicts of many months, a few of them open.
+		fmt.Sprintf(`INSERT INTO node_gpu_conflicts (node, uuid, held_by, first_time, last_time, resolved_at)
+			SELECT 'node-' || (i %% %d), 'GPU-' || i, 'node-' || ((i + 1) %% %d), 1, 2, CASE WHEN i %% 1000 <> 0 THEN 3 END FROM (`+series+`) x`,
+			nodes, nodes, 20000),
 		"ANALYZE",
 	} {
 		if _, err := db.Exec(q); err != nil {

@@ -63,7 +63,7 @@ func dur(dst func(*Config) *time.Duration) func(*Config, string) error {
 // ("" here) are filled in by parse.
 var table = settings.Table[Config]{Policy: settings.Refuse, Entries: []settings.Entry[Config]{
 	{Flag: "monitor-url", Var: "PADDLE_MONITOR_URL", Type: "URL", Doc: "the monitor's base URL (required in run mode)", Parse: str(func(c *Config) *string { return &c.MonitorURL })},
-	{Flag: "token-file", Var: "PADDLE_NODE_TOKEN_FILE", Type: "file", Doc: "the node token (paddle-monitor token NAME --node GLOB), sent as a bearer token", Parse: str(func(c *Config) *string { return &c.TokenFile })},
+	{Flag: "token-file", Var: "PADDLE_NODE_TOKEN_FILE", Type: "file", Doc: "the node token (paddle-monitor token NAME --node NODE) or, on Kubernetes, the pod's projected ServiceAccount token (audience paddle-monitor), sent as a bearer token and read again at every send", Parse: str(func(c *Config) *string { return &c.TokenFile })},
 	{Flag: "monitor-ca-file", Var: "PADDLE_MONITOR_CA_FILE", Type: "file", Doc: "PEM CA bundle added to the system roots for an https monitor (as the entrypoint's)", Parse: str(func(c *Config) *string { return &c.CAFile })},
 	{Flag: "node-name", Var: "PADDLE_NODE_NAME", Type: "name", Doc: "the node's name in reports (default $NODE_NAME, else the host name)", Parse: str(func(c *Config) *string { return &c.NodeName })},
 	{Flag: "interval", Var: "PADDLE_NODE_INTERVAL", Type: "duration", Default: "60s", Doc: "report interval, at least 5s; reports end on its wall-clock multiples", Parse: dur(func(c *Config) *time.Duration { return &c.Interval })},

@@ -112,7 +112,7 @@ func (d *demo) nodeAgent(gpuEnv []string, tokenFile string) error {
 // then accounts for the node's GPU-hours.
 func (d *demo) nodeReports(node string, env, kube []string, strayGone func() error) error {
 	step("8. The node agent reporting to the monitor, and the monitor's ledger")
-	tok, entry, err := d.mint("demo-node-agent", "--node", "demo-*")
+	tok, entry, err := d.mint("demo-node-agent", "--node", "demo-node")
 	if err != nil {
 		return err
 	}

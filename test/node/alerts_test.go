@@ -123,7 +123,7 @@ func TestUndeclaredAlertEndToEnd(t *testing.T) {
 	// the registered task; team-b's undeclared use is charged to
 	// notebooks.
 	tokens := filepath.Join(dir, "tokens.json")
-	nodeTok := mint(t, monitor, tokens, "gpu-nodes", "--node", "gpu-node-*")
+	nodeTok := mint(t, monitor, tokens, "gpu-node-7", "--node", "gpu-node-7")
 	teamTok := mint(t, monitor, tokens, "team-a", "--project", "search_*")
 	nsFile := filepath.Join(dir, "namespaces.json")
 	if err := os.WriteFile(nsFile, []byte(`{"team-b": "notebooks"}`), 0o644); err != nil {

@@ -43,7 +43,7 @@ func TestRealMonitor(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
-	nodeTok := mint(t, monitor, tokens, "gpu-nodes", "--node", "gpu-node-*")
+	nodeTok := mint(t, monitor, tokens, "gpu-node-17", "--node", "gpu-node-17")
 	teamTok := mint(t, monitor, tokens, "team-a", "--project", "search_*")
 	srv, err := monitorproc.Start(monitor, []string{"--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "m.db"), "--tokens", tokens},
 		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: dir})

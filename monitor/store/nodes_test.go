@@ -181,6 +181,12 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 		fmt.Sprintf(`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, last_time, equal_s)
 			SELECT %d + 3600 * (i / %d), 'node-' || ((i %% %d) / %d), 'GPU-' || (i %% %d), -1, 'u' || i, 1, 3600 FROM (`+series+`) x`,
 			hourT0, nodes*gpus, nodes*gpus, gpus, nodes*gpus, nodes*gpus*hours/10-1),
+		// A span a day of each node and GPU ('' the node's own), the
+		// last 400 s of each day uncovered.
+		fmt.Sprintf(`INSERT INTO node_spans (node, uuid, span_start, span_end)
+			SELECT 'node-' || (i %% %d), CASE WHEN (i / %d) %% %d = 0 THEN '' ELSE 'GPU-' || ((i %% %d) * %d + (i / %d) %% %d - 1) END,
+			%d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86000 FROM (`+series+`) x`,
+			nodes, nodes, gpus+1, nodes, gpus, nodes, gpus+1, hourT0, nodes*(gpus+1), hourT0, nodes*(gpus+1), nodes*(gpus+1)*hours/24-1),
 		"ANALYZE",
 	} {
 		if _, err := db.Exec(q); err != nil {
@@ -190,8 +196,8 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 }
 
 var (
-	nodeSQLiteScan   = regexp.MustCompile(`\bSCAN (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours)\b|LIST SUBQUERY`)
-	nodePostgresScan = regexp.MustCompile(`Seq Scan on (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours)\b`)
+	nodeSQLiteScan   = regexp.MustCompile(`\bSCAN (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours|node_spans)\b|LIST SUBQUERY`)
+	nodePostgresScan = regexp.MustCompile(`Seq Scan on (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours|node_spans)\b`)
 )
 
 // checkPlan checks that st reads no node table without an index and uses

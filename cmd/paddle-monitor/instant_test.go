@@ -201,5 +201,35 @@ func TestInstantRuleTrial(t *testing.T) {
 		if billed > capacity+1e-6 {
 			t.Errorf("billed %v GPU-hours on a fleet of %v", billed, capacity)
 		}
+
+		// A finished task's line moves only with data about its own GPUs
+		// and time: idle reports of the same node later in the hour (GPU-1
+		// idle, the others busy with nobody's pods) and of another node
+		// leave s1's and s2's chargeback lines byte-identical.
+		lines := func() map[string]string {
+			r := runMonitor(t, "report", "--db", dsn, "--prices", prices, "--month", month, "--by", "task", "--format", "csv")
+			if r.code != 0 {
+				t.Fatalf("report --by task: exit %d: %s", r.code, r.stderr)
+			}
+			out := map[string]string{}
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if id, _, ok := strings.Cut(l, ","); ok {
+					out[id] = l
+				}
+			}
+			return out
+		}
+		before := lines()
+		later := strings.ReplaceAll(trialReport(h+2400, 1200, false), "pod-", "other-pod-")
+		expect(t, s.do(t, post("/v1/nodes/report", later, "n-secret")), 201, "")
+		other := strings.Replace(trialReport(h+1800, 1800, false, trialUser("pod-x", 1)), `"gpu-node-1"`, `"gpu-node-2"`, 1)
+		other = strings.ReplaceAll(strings.ReplaceAll(other, `"GPU-`, `"GPU-n2-`), "pod-", "n2-pod-")
+		expect(t, s.do(t, post("/v1/nodes/report", other, "n-secret")), 201, "")
+		after := lines()
+		for _, id := range []string{"s1", "s2", "sa", "sb", "under", "mig"} {
+			if before[id] == "" || before[id] != after[id] {
+				t.Errorf("task %s's line moved with other GPUs' reports:\n%s\n%s", id, before[id], after[id])
+			}
+		}
 	})
 }

@@ -188,7 +188,7 @@ func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult
 				tx.Rollback()
 				return fmt.Errorf("store: retention: node hours: %w", err)
 			}
-		k, _ := r.RowsAffected()
+			k, _ := r.RowsAffected()
 			n += k
 		}
 		// The spans ending up to the hour's end (before the cutoff): the

@@ -145,6 +145,9 @@ func closeCmd(args []string, stdout io.Writer) error {
 	}
 	defer st.Close()
 	in.Ledger = statementLedger(monitor.LedgerConfig{Source: st, Prices: in.Prices, Namespaces: ns, Split: lc.nodes.split, Retire: lc.nodes.retire})
+	if err := withNamespaces(&in, ns, lc.nodes.namespacesFile); err != nil {
+		return err
+	}
 	by := "admin (paddle-monitor close)"
 	if u := os.Getenv("USER"); u != "" {
 		by = u + " (paddle-monitor close)"
@@ -192,6 +195,22 @@ func booksInputs(pricesFile, budgetsFile string) (books.Inputs, error) {
 		}
 	}
 	return in, nil
+}
+
+// withNamespaces gives a close the --namespace-projects mapping (ns, read
+// from file) the report bills undeclared use with, so the statement bills
+// it too (before, a statement dropped it: 1 GPU-hour against the live
+// report's 2).
+func withNamespaces(in *books.Inputs, ns *ledger.NamespaceProjects, file string) error {
+	if ns == nil {
+		return nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--namespace-projects: %w", err)
+	}
+	in.Namespaces, in.NamespacesJSON = ns.Project, b
+	return nil
 }
 
 func statementsCmd(args []string, stdout io.Writer) error {
@@ -361,6 +380,9 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	}
 	if c.fleet != nil {
 		in.Ledger = statementLedger(*c.fleet)
+		if err := withNamespaces(&in, c.fleet.Namespaces, c.nodes.namespacesFile); err != nil {
+			return nil, err
+		}
 	}
 	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log})
 	deleted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_monitor_retention_deleted_total",

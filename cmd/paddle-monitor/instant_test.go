@@ -233,3 +233,57 @@ func TestInstantRuleTrial(t *testing.T) {
 		}
 	})
 }
+
+// TestStatementUndeclared: a closed month bills the undeclared use the live
+// report bills (the close gets --namespace-projects and stores it): before,
+// the statement dropped it (1 GPU-hour against 2).
+func TestStatementUndeclared(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		dir := t.TempDir()
+		prices := filepath.Join(dir, "prices.json")
+		writeFile(t, prices, `{"currency":"CNY","models":{"NVIDIA H200":10}}`)
+		ns := filepath.Join(dir, "namespaces.json")
+		writeFile(t, ns, `{"team-b":"ads_x"}`)
+		s := startServer(t, dsn, "--tokens", nodeTokens(t), "--prices", prices, "--namespace-projects", ns)
+		h := time.Date(2025, 10, 10, 0, 0, 0, 0, time.UTC).Unix()
+		// p_tiny's task held GPU-a an hour; an unregistered pod of team-b
+		// (ads_x) held GPU-e the same hour.
+		billingTask(t, s, "t-tiny", "p_tiny", "pod-a", wholeGPU("GPU-a", 1), h, h+3600)
+		rep := fmt.Sprintf(`{"schema_version":1,"node":"gpu-node-1","time":%d,"interval_seconds":3600,"samples":60,
+			"gpus":[],"instances":[%s,%s]}`, h+3600, billingInstance("GPU-a", "pod-a", "team-a", 1, -1),
+			billingInstance("GPU-e", "pod-e", "team-b", 1, -1))
+		expect(t, s.do(t, post("/v1/nodes/report", rep, "n-secret")), 201, "")
+		args := []string{"--db", dsn, "--prices", prices, "--namespace-projects", ns, "--month", "2025-10"}
+		live := runMonitor(t, append([]string{"report", "--format", "json"}, args...)...)
+		if live.code != 0 {
+			t.Fatalf("report: exit %d: %s", live.code, live.stderr)
+		}
+		if got := decodeReport(t, live.stdout)["total"].(map[string]any)["gpu_hours"]; got != 2.0 {
+			t.Fatalf("the live report bills %v GPU-hours, want 2:\n%s", got, live.stdout)
+		}
+		if r := runMonitor(t, append([]string{"close"}, args...)...); r.code != 0 {
+			t.Fatalf("close: exit %d: %s", r.code, r.stderr)
+		}
+		closed := runMonitor(t, append([]string{"report", "--format", "json"}, args...)...)
+		got := decodeReport(t, closed.stdout)
+		if got["closed"] == nil {
+			t.Errorf("the closed month's report is not the statement:\n%s", closed.stdout)
+		}
+		if g := got["total"].(map[string]any)["gpu_hours"]; g != 2.0 {
+			t.Errorf("the statement bills %v GPU-hours, the live report 2:\n%s", g, closed.stdout)
+		}
+		rows := map[string]float64{}
+		for _, row := range got["rows"].([]any) {
+			m := row.(map[string]any)
+			rows[m["key"].(map[string]any)["project"].(string)] = m["gpu_hours"].(float64)
+		}
+		if rows["ads_x"] != 1 || rows["p_tiny"] != 1 {
+			t.Errorf("the statement's rows: %v, want ads_x 1 and p_tiny 1", rows)
+		}
+		// The statement stores the mapping it used.
+		st := runMonitor(t, "statements", "--db", dsn, "--json")
+		if !strings.Contains(st.stdout, `"namespace_projects":{"team-b":"ads_x"}`) {
+			t.Errorf("the statement does not store its namespace mapping:\n%s", st.stdout)
+		}
+	})
+}

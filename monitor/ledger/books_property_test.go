@@ -9,11 +9,13 @@ package ledger_test
 // intervals); the observed part never exceeds the ledger's capacity.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,6 +222,46 @@ func TestBooksPropertyInstantRule(t *testing.T) {
 			if t.Failed() {
 				return
 			}
+		}
+	})
+}
+
+// TestLedgerWindowSeconds: a window of any second is answered while the
+// raw reports it needs are kept; once --raw-retention pruned them, a
+// window whose ends are not whole hours is refused naming --raw-retention
+// where node reports covered it, and answered where none did.
+func TestLedgerWindowSeconds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := storetest.Open(t, dsn)
+		r := &wire.NodeReport{SchemaVersion: 1, Node: "n1", Time: t0 + 3600, IntervalSeconds: 3600, Samples: 10,
+			Instances: []wire.NodeInstance{{UUID: "GPU-a", Name: "NVIDIA H200", Samples: 10, BusyShare: 1, BusyBasis: "utilization"}}}
+		if _, err := s.StoreNodeReport(ctx, r, store.DefaultNodeRetire); err != nil {
+			t.Fatal(err)
+		}
+		q := func(from, to int64) (*ledger.Ledger, error) {
+			return ledger.Compute(ctx, s, ledger.Query{Window: report.Window{From: time.Unix(from, 0), To: time.Unix(to, 0)},
+				By: ledger.ByModel, Split: ledger.SplitEqual, Now: time.Unix(t0+7200, 0)})
+		}
+		l, err := q(t0+600, t0+600+70*60)
+		if err != nil {
+			t.Fatalf("a 70-minute window: %v", err)
+		}
+		// Capacity from the first covered instant t0 to now (t0 + 2 h):
+		// 3600 − 600 covered + 600 unobserved.
+		if c, u := *l.Total.Capacity, l.Total.States[4]; math.Abs(c-4200.0/3600) > 1e-6 || math.Abs(u-1200.0/3600) > 1e-6 {
+			t.Errorf("a 70-minute window: capacity %v, unobserved %v; want %v, %v", c, u, 4200.0/3600, 1200.0/3600)
+		}
+		if _, err := s.PruneNodeReports(ctx, t0+7200); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q(t0+600, t0+600+70*60); !errors.Is(err, ledger.ErrBadQuery) || !strings.Contains(err.Error(), "--raw-retention") {
+			t.Errorf("a 70-minute window after the raw reports went: %v, want a refusal naming --raw-retention", err)
+		}
+		if _, err := q(t0, t0+7200); err != nil {
+			t.Errorf("whole hours after the raw reports went: %v", err)
+		}
+		if _, err := q(t0+86400+600, t0+86400+1200); err != nil {
+			t.Errorf("a window over no node reports: %v", err)
 		}
 	})
 }

@@ -98,9 +98,6 @@ func (q *Query) Check() error {
 	if err := q.Window.Check(); err != nil {
 		return err
 	}
-	if q.Window.From.Unix()%3600 != 0 || q.Window.To.Unix()%3600 != 0 {
-		return fmt.Errorf("%w: from and to must be whole hours (the ledger is kept per hour)", ErrBadQuery)
-	}
 	return nil
 }
 
@@ -205,6 +202,13 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	}
 	from, to := q.Window.From.Unix(), q.Window.To.Unix()
 	retire := int64(q.Retire / time.Second)
+	if !q.Raw {
+		raw, err := rawFor(ctx, src, q.Window)
+		if err != nil {
+			return nil, err
+		}
+		q.Raw = raw
+	}
 	load := src.LedgerData
 	if q.Raw {
 		load = src.LedgerDataRaw

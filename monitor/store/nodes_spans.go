@@ -185,3 +185,50 @@ func covered(l []span, a, b int64) int64 {
 	}
 	return n
 }
+
+// qRawSince: the start of the oldest raw report kept (node_reports_time):
+// --raw-retention prunes reports by time, so every report after it is
+// kept.
+const qRawSince = `SELECT span_start FROM node_reports ORDER BY time LIMIT 1`
+
+// qNodeFactsIn: whether a node report covered some of [from, to).
+const qNodeFactsIn = `SELECT 1 FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ? LIMIT 1`
+
+// RawComplete says whether the raw reports still kept answer [from, to)
+// exactly: no node report covered any of it before the oldest raw report
+// kept (--raw-retention pruned nothing the window needs). nodeFacts says
+// whether any node report covered some of the window at all.
+func (s *Store) RawComplete(ctx context.Context, from, to int64) (complete, nodeFacts bool, err error) {
+	facts := func(a, b int64) (bool, error) {
+		if b <= a {
+			return false, nil
+		}
+		var one int64
+		err := s.r.QueryRowContext(ctx, s.bind(qNodeFactsIn), a, b+spanDay, b).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if nodeFacts, err = facts(from, to); err != nil || !nodeFacts {
+		return true, false, wrapSpans(err)
+	}
+	var oldest sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, qRawSince).Scan(&oldest); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, true, wrapSpans(err)
+	}
+	if !oldest.Valid {
+		return false, true, nil
+	}
+	// The raw reports before the oldest were pruned: the window needs none
+	// of them when no report covered [from, oldest).
+	before, err := facts(from, min(to, oldest.Int64))
+	return !before, true, wrapSpans(err)
+}
+
+func wrapSpans(err error) error {
+	if err != nil {
+		return fmt.Errorf("store: spans: %w", err)
+	}
+	return nil
+}

@@ -247,15 +247,24 @@ func TestBillingFromObservations(t *testing.T) {
 			Tasks []struct {
 				TaskID      string   `json:"task_id"`
 				Differences []string `json:"differences"`
+				Stake       *float64 `json:"money_at_stake"`
 			} `json:"tasks"`
 		}
 		if err := json.Unmarshal(a.Body, &d); err != nil {
 			t.Fatal(err)
 		}
 		never := false
-		for _, task := range d.Tasks {
+		for i, task := range d.Tasks {
 			if task.TaskID == "t-never" && slices.Contains(task.Differences, "never observed") {
 				never = true
+				// Its declared hour at 10, against nothing observed.
+				if task.Stake == nil || *task.Stake != 10 {
+					t.Errorf("t-never's money at stake %v, want 10", task.Stake)
+				}
+			}
+			// Sorted by the money at stake, largest first.
+			if i > 0 && task.Stake != nil && d.Tasks[i-1].Stake != nil && math.Abs(*task.Stake) > math.Abs(*d.Tasks[i-1].Stake) {
+				t.Errorf("discrepancies not sorted by money at stake: %s", a.Body)
 			}
 		}
 		if !never {

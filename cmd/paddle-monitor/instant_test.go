@@ -89,6 +89,13 @@ func trialFleet(t *testing.T, s *server, h int64) {
 	mig := fmt.Sprintf(`{"index":3,"uuid":"GPU-4","name":%q,"memory_total_bytes":20000000000,
 		"mig":{"uuid":"MIG-4-1","gpu_instance_id":1,"compute_instance_id":0,"profile":"3g.20gb","slices":3,"total_slices":7}}`, trialModel)
 	trialTask(t, s, "mig", "p_mig", "pod-m", mig, h, h+1200)
+	// A CPU-only task on the node: no GPU-hours, and no discrepancy.
+	cpu := fmt.Sprintf(`{"schema_version":1,"task_id":"cpu","task_name":"etl","project":"p_a","owner":"ann@example.com",
+		"start_time":%d,"hostname":"cpu-0","k8s_pod_uid":"pod-cpu","k8s_node":"gpu-node-1","labels":{},"gpu_count":0,"gpus":[]}`, h)
+	expect(t, s.do(t, registerReq(cpu, "a-secret")), 201, "")
+	done := fmt.Sprintf(`{"schema_version":1,"task_id":"cpu","start_time":%d,"end_time":%d,"duration_seconds":1200,"exit_code":0,"gpu_count":0}`,
+		h, h+1200)
+	expect(t, s.do(t, post("/v1/task/complete", done, "a-secret")), 200, "")
 	for _, r := range []string{
 		trialReport(h+100, 100, false),
 		trialReport(h+200, 100, false, trialUser("pod-s1", 1)),
@@ -137,6 +144,12 @@ func TestInstantRuleTrial(t *testing.T) {
 			m := row.(map[string]any)
 			id := strings.TrimSuffix(m["key"].(map[string]any)["hostname"].(string), "-0")
 			want, ok := trialByHand[id]
+			if id == "cpu" {
+				if g := m["gpu_hours"].(float64); g != 0 {
+					t.Errorf("the CPU-only task billed %v GPU-hours", g)
+				}
+				continue
+			}
 			if !ok {
 				t.Errorf("a row of task %q", id)
 				continue
@@ -192,6 +205,12 @@ func TestInstantRuleTrial(t *testing.T) {
 			} else if p != "p_mig" {
 				t.Errorf("project %s has no budget: %v", p, m)
 			}
+		}
+		// Discrepancies: the CPU-only task is not "never observed".
+		disc := s.do(t, get("/v1/discrepancies?month="+month, "a-secret"))
+		expect(t, disc, 200, "")
+		if strings.Contains(string(disc.Body), `"task_id":"cpu"`) {
+			t.Errorf("a CPU-only task is a discrepancy: %s", disc.Body)
 		}
 		c := runMonitor(t, append([]string{"ledger", "--by", "model"}, common...)...)
 		capacity := decodeReport(t, c.stdout)["total"].(map[string]any)["capacity_gpu_hours"].(float64)

@@ -148,6 +148,18 @@ func closeCmd(args []string, stdout io.Writer) error {
 	if err := withNamespaces(&in, ns, lc.nodes.namespacesFile); err != nil {
 		return err
 	}
+	if !*reopen {
+		// A month already closed answers its statement whatever the inputs.
+		closed, err := st.Statement(ctx, *month)
+		if err != nil {
+			return err
+		}
+		if closed == nil {
+			if err := checkServingInputs(ctx, st, servingInputs(in, lc.nodes.split)); err != nil {
+				return err
+			}
+		}
+	}
 	by := "admin (paddle-monitor close)"
 	if u := os.Getenv("USER"); u != "" {
 		by = u + " (paddle-monitor close)"
@@ -398,7 +410,11 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		recordInputs(ctx, st, servingInputs(in, c.nodes.split), log)
+	}()
 	if d := c.books.autoClose; d > 0 {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -426,7 +442,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	} else {
 		done <- struct{}{}
 	}
-	return func() { cancel(); <-done; <-done }, nil
+	return func() { cancel(); <-done; <-done; <-done }, nil
 }
 
 // every runs f now and then every period until ctx ends.

@@ -255,7 +255,8 @@ func TestInstantRuleTrial(t *testing.T) {
 
 // TestStatementUndeclared: a closed month bills the undeclared use the live
 // report bills (the close gets --namespace-projects and stores it): before,
-// the statement dropped it (1 GPU-hour against 2).
+// the statement dropped it (1 GPU-hour against 2). A close with other
+// inputs than the serving monitor recorded is refused.
 func TestStatementUndeclared(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		dir := t.TempDir()
@@ -279,6 +280,13 @@ func TestStatementUndeclared(t *testing.T) {
 		}
 		if got := decodeReport(t, live.stdout)["total"].(map[string]any)["gpu_hours"]; got != 2.0 {
 			t.Fatalf("the live report bills %v GPU-hours, want 2:\n%s", got, live.stdout)
+		}
+		// A close with other inputs than the serving monitor's is refused,
+		// naming the difference (closing without --namespace-projects
+		// dropped the undeclared hour).
+		r := runMonitor(t, "close", "--db", dsn, "--prices", prices, "--month", "2025-10")
+		if r.code != 2 || !strings.Contains(r.stderr, "--namespace-projects differ from the serving monitor's") {
+			t.Errorf("close without --namespace-projects: exit %d, %s", r.code, r.stderr)
 		}
 		if r := runMonitor(t, append([]string{"close"}, args...)...); r.code != 0 {
 			t.Fatalf("close: exit %d: %s", r.code, r.stderr)

@@ -40,3 +40,16 @@ INSERT INTO node_spans (node, uuid, span_start, span_end)
     SELECT g.node, '', g.hour, g.hour + CAST(ROUND(MAX(g.observed_s)) AS BIGINT) FROM node_gpu_hours g
     WHERE g.observed_s >= 1 AND g.hour + 3600 <= COALESCE((SELECT MIN(r.span_start) FROM node_reports r WHERE r.node = g.node), 9000000000000000000)
     GROUP BY g.node, g.hour;
+
+-- serving_inputs: the inputs that change figures (prices, budgets,
+-- namespace mapping, split rule) each serving replica loaded, by their
+-- SHA-256 ('' for none), with a heartbeat (recorded_at): a close refuses
+-- other inputs than the live replicas' (docs/cost.md, "Closed months").
+CREATE TABLE serving_inputs (
+    replica            TEXT    PRIMARY KEY,
+    prices_sha256      TEXT    NOT NULL DEFAULT '',
+    budgets_sha256     TEXT    NOT NULL DEFAULT '',
+    namespaces_sha256  TEXT    NOT NULL DEFAULT '',
+    split              TEXT    NOT NULL DEFAULT '',
+    recorded_at        BIGINT NOT NULL
+);

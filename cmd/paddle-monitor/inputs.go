@@ -52,6 +52,12 @@ func recordInputs(ctx context.Context, st *store.Store, mine store.ServingInputs
 			log.Error("recording the serving inputs failed", "err", err)
 		}
 	})
+	// Stopped: a close from the command line no longer has to match.
+	forget, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := st.ForgetInputs(forget, mine.Replica); err != nil {
+		log.Error("forgetting the serving inputs failed", "err", err)
+	}
 }
 
 // checkServingInputs refuses a close whose inputs differ from those a live

@@ -118,6 +118,32 @@ var trialByHand = map[string][2]float64{
 	"mig":   {3.0 / 7 * 1200 / 3600, 7 * 1200.0 / 3600}, // 1/3 instance-hour
 }
 
+// trialExampleCSV are the columns project, gpu_hours, cost and the
+// billing columns of the trial's `report --format csv`, as docs/cost.md's
+// worked example of a partly covered hour shows them: p_b is sb's half of
+// GPU-2 (600 s) and under's whole GPU-3 (1200 s), 0.5 GPU-hours, though
+// they declared 0.2; p_a s1 + s2 + sa = 1700 s; p_mig a third of an
+// instance-hour at 7.
+const trialExampleCSV = `project,gpu_hours,cost,declared_gpu_hours,observed_gpu_hours,undeclared_gpu_hours,billing_basis
+p_b,0.5,5,0.2,0.5,0,observed
+p_a,0.472222,4.722222,0.472222,0.472222,0,observed
+p_mig,0.142857,2.333333,0.142857,0.142857,0,observed
+`
+
+// TestDocsTrialExample: docs/cost.md's worked example of a partly covered
+// hour shows what TestInstantRuleTrial checks.
+func TestDocsTrialExample(t *testing.T) {
+	for _, b := range codeBlocks(t, "../../docs/cost.md") {
+		if b.lang == "csv" && strings.HasPrefix(b.text, "project,gpu_hours,cost,declared_gpu_hours,") && strings.Contains(b.text, "p_mig,0.142857") {
+			if b.text != trialExampleCSV {
+				t.Errorf("docs/cost.md:%d shows\n%s\nthe report prints\n%s", b.line, b.text, trialExampleCSV)
+			}
+			return
+		}
+	}
+	t.Fatal("docs/cost.md has no worked example of a partly covered hour (a csv block with p_mig,0.142857)")
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6 }
 
 func TestInstantRuleTrial(t *testing.T) {
@@ -206,6 +232,12 @@ func TestInstantRuleTrial(t *testing.T) {
 				t.Errorf("project %s has no budget: %v", p, m)
 			}
 		}
+		// By project as CSV, as docs/cost.md's worked example shows it.
+		csvOut := runMonitor(t, "report", "--db", dsn, "--prices", prices, "--month", month, "--format", "csv")
+		if got := billingColumnsOf(t, csvOut.stdout); got != trialExampleCSV {
+			t.Errorf("the trial's CSV billing columns:\n%s\nwant\n%s", got, trialExampleCSV)
+		}
+
 		// Discrepancies: the CPU-only task is not "never observed".
 		disc := s.do(t, get("/v1/discrepancies?month="+month, "a-secret"))
 		expect(t, disc, 200, "")

@@ -163,6 +163,12 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 			row(key).addUnlistedSeconds(-t.CoveredUnlistedSeconds, -failed, q.Prices)
 			total.addUnlistedSeconds(-t.CoveredUnlistedSeconds, -failed, q.Prices)
 		}
+		if len(t.Observed) == 0 && len(t.CoveredDeclared) == 0 && t.CoveredUnlistedSeconds == 0 {
+			// A task without GPUs on its covered node.
+			key := maps.Clone(t.Key)
+			key["model"] = ""
+			count(row(key))
+		}
 		for _, u := range t.Observed {
 			key := maps.Clone(t.Key)
 			key["model"] = u.Model

@@ -373,9 +373,11 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	if n == 0 && unlisted == 0 {
-		// A task without GPUs is covered as its node is.
+		// A task without GPUs is covered as its node is: on the observed
+		// basis there, with nothing to pay (no row of it turns mixed).
 		c := float64(covered(own[""], s0, e1))
 		t.CoveredSeconds = c
+		anyCovered = c > 0
 	}
 	return t, anyCovered, nil
 }
@@ -410,11 +412,12 @@ func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
 	return out, rows.Err()
 }
 
-// coveredTasks are the tasks with GPUs whose counted interval overlaps the
-// window and whose node (k8s_node, else host name) has spans in it.
+// coveredTasks are the tasks whose counted interval overlaps the window and
+// whose node (k8s_node, else host name) has spans in it (a task without
+// GPUs among them: it is on the observed basis there, paying nothing).
 func (s *Store) coveredTasks(ctx context.Context, w report.Window, spans Spans) ([]int64, error) {
 	q := "WITH " + strings.ReplaceAll(spanSQL, spanColumns, spanColumns+", tk.k8s_node AS k8s_node") + `
-SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0 AND (sp.gpu_count > 0 OR sp.gpu_unlisted > 0)`
+SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 	rows, err := s.reportQuery(ctx, q, w, "")
 	if err != nil {
 		return nil, err

@@ -52,3 +52,13 @@ func (s *Store) LiveInputs(ctx context.Context, since int64) ([]ServingInputs, e
 	}
 	return out, rows.Err()
 }
+
+const qForgetInputs = `DELETE FROM serving_inputs WHERE replica = ?`
+
+// ForgetInputs removes a replica's record: it stopped serving.
+func (s *Store) ForgetInputs(ctx context.Context, replica string) error {
+	if _, err := s.w.ExecContext(ctx, s.bind(qForgetInputs), replica); err != nil {
+		return fmt.Errorf("store: serving inputs: %w", err)
+	}
+	return nil
+}

@@ -14,6 +14,10 @@ import (
 // discrepancies (the API lists them all).
 const pageFleetMax = 20
 
+// pageDiscrepancies is how many discrepancies the page shows: the ten with
+// the most money at stake (MONITOR.md section 17).
+const pageDiscrepancies = 10
+
 // pageFleet is the page's "Fleet" section: for an admin, capacity and its
 // five states per GPU model (a stacked bar each, with the figures); for a
 // team, its undeclared GPU-hours; for both, undeclared use and
@@ -125,6 +129,6 @@ func (h *reports) fleet(ctx context.Context, win report.Window, scope *access.Sc
 		}
 		f.Users = append(f.Users, pageFleetUser{Node: u.Node, State: u.State, Project: u.Project, Namespace: u.Namespace, Who: who, GPUHours: u.GPUHours})
 	}
-	f.Discrepancies = d.Tasks[:min(len(d.Tasks), pageFleetMax)]
+	f.Discrepancies = d.Tasks[:min(len(d.Tasks), pageDiscrepancies)]
 	return f, nil
 }

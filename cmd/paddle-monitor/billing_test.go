@@ -108,11 +108,13 @@ func billingFleet(t *testing.T, s *server, h int64) {
 //     12, observed whole: billed 10 + 0.5 × 2 = 11 (110), mixed;
 //   - p_mig declared and observed 3/7 × 10 h = 4.285714, 10
 //     instance-hours (50);
-//   - p_never, on a covered node but in no report: its declared 1 h;
+//   - p_never, on a covered node but in no report: its node's reports
+//     covered its hour and attributed it nothing, so it pays nothing
+//     (section 20.2; listed as never observed);
 //   - p_decl, on a node without reports: its declared 3 h;
 //   - ads_x: 10 undeclared hours, a row of its own with no task.
 //
-// Total billed 10 + 10 + 10 + 11 + 30/7 + 1 + 3 + 10 = 59.285714 (600);
+// Total billed 10 + 10 + 10 + 11 + 30/7 + 0 + 3 + 10 = 58.285714 (590);
 // declared 0.1 + 1/3600 + 10 + 6 + 30/7 + 1 + 3 = 24.385992; observed
 // 40 + 30/7 = 44.285714; undeclared 10.
 var billingByHand = map[string]map[string]any{
@@ -121,10 +123,10 @@ var billingByHand = map[string]map[string]any{
 	"p_exec":  {"gpu_hours": 10.0, "cost": 100.0, "declared_gpu_hours": 10.0, "observed_gpu_hours": 10.0, "billing_basis": "observed", "idle_gpu_hours": 10.0, "open_tasks": 1.0},
 	"p_mixed": {"gpu_hours": 11.0, "cost": 110.0, "declared_gpu_hours": 6.0, "observed_gpu_hours": 10.0, "billing_basis": "mixed"},
 	"p_mig":   {"gpu_hours": 30.0 / 7, "cost": 50.0, "declared_gpu_hours": 30.0 / 7, "observed_gpu_hours": 30.0 / 7, "billing_basis": "observed"},
-	"p_never": {"gpu_hours": 1.0, "cost": 10.0, "declared_gpu_hours": 1.0, "observed_gpu_hours": 0.0, "billing_basis": "declared"},
+	"p_never": {"gpu_hours": 0.0, "cost": 0.0, "declared_gpu_hours": 1.0, "observed_gpu_hours": 0.0, "billing_basis": "observed"},
 	"p_decl":  {"gpu_hours": 3.0, "cost": 30.0, "declared_gpu_hours": 3.0, "observed_gpu_hours": 0.0, "billing_basis": "declared"},
 	"ads_x":   {"gpu_hours": 10.0, "cost": 100.0, "undeclared_gpu_hours": 10.0, "observed_gpu_hours": 0.0, "billing_basis": "observed", "tasks": 0.0},
-	"":        {"gpu_hours": 59.285714, "cost": 600.0, "declared_gpu_hours": 24.385992, "observed_gpu_hours": 40 + 30.0/7, "undeclared_gpu_hours": 10.0, "billing_basis": "mixed", "tasks": 7.0},
+	"":        {"gpu_hours": 58.285714, "cost": 590.0, "declared_gpu_hours": 24.385992, "observed_gpu_hours": 40 + 30.0/7, "undeclared_gpu_hours": 10.0, "billing_basis": "mixed", "tasks": 7.0},
 }
 
 // checkBilling compares a row (or the total) with figures by hand: numbers
@@ -237,23 +239,32 @@ func TestBillingFromObservations(t *testing.T) {
 			checkTotalIsSum(t, "--by "+by, decodeReport(t, r.stdout))
 		}
 
-		// The task on the covered node that no user was tied to keeps its
-		// declared figures, and discrepancies lists it as never observed.
+		// The task on the covered node that no user was tied to pays
+		// nothing, and discrepancies lists it as never observed.
 		a = s.do(t, get("/v1/discrepancies?from="+from+"&to="+to, "a-secret"))
 		expect(t, a, 200, "")
 		var d struct {
 			Tasks []struct {
 				TaskID      string   `json:"task_id"`
 				Differences []string `json:"differences"`
+				Stake       *float64 `json:"money_at_stake"`
 			} `json:"tasks"`
 		}
 		if err := json.Unmarshal(a.Body, &d); err != nil {
 			t.Fatal(err)
 		}
 		never := false
-		for _, task := range d.Tasks {
+		for i, task := range d.Tasks {
 			if task.TaskID == "t-never" && slices.Contains(task.Differences, "never observed") {
 				never = true
+				// Its declared hour at 10, against nothing observed.
+				if task.Stake == nil || *task.Stake != 10 {
+					t.Errorf("t-never's money at stake %v, want 10", task.Stake)
+				}
+			}
+			// Sorted by the money at stake, largest first.
+			if i > 0 && task.Stake != nil && d.Tasks[i-1].Stake != nil && math.Abs(*task.Stake) > math.Abs(*d.Tasks[i-1].Stake) {
+				t.Errorf("discrepancies not sorted by money at stake: %s", a.Body)
 			}
 		}
 		if !never {
@@ -263,7 +274,7 @@ func TestBillingFromObservations(t *testing.T) {
 		// Without --namespace-projects the undeclared hours are no one's.
 		r = runMonitor(t, "report", "--db", dsn, "--prices", prices, "--from", from, "--to", to, "--format", "json")
 		checkBilling(t, "total without namespaces", decodeReport(t, r.stdout)["total"].(map[string]any),
-			map[string]any{"gpu_hours": 49.285714, "cost": 500.0, "undeclared_gpu_hours": 0.0})
+			map[string]any{"gpu_hours": 48.285714, "cost": 490.0, "undeclared_gpu_hours": 0.0})
 	})
 }
 
@@ -278,7 +289,7 @@ p_short,10,100,0.000278,10,0,observed
 p_tiny,10,100,0.1,10,0,observed
 p_mig,4.285714,50,4.285714,4.285714,0,observed
 p_decl,3,30,3,0,0,declared
-p_never,1,10,1,0,0,declared
+p_never,0,0,1,0,0,observed
 `
 
 // billingColumnsOf projects a report's CSV on the columns of

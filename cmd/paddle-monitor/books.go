@@ -161,6 +161,21 @@ func closeCmd(args []string, stdout io.Writer) error {
 	}
 	defer st.Close()
 	in.Ledger = statementLedger(monitor.LedgerConfig{Source: st, Prices: in.Prices, Namespaces: ns, Split: lc.nodes.split, Retire: lc.nodes.retire})
+	if err := withNamespaces(&in, ns, lc.nodes.namespacesFile); err != nil {
+		return err
+	}
+	if !*reopen {
+		// A month already closed answers its statement whatever the inputs.
+		closed, err := st.Statement(ctx, *month)
+		if err != nil {
+			return err
+		}
+		if closed == nil {
+			if err := checkServingInputs(ctx, st, servingInputs(in, lc.nodes.split)); err != nil {
+				return err
+			}
+		}
+	}
 	by := *as
 	if *reopen {
 		if _, err := report.ParseMonth("--month", *month); err != nil {
@@ -217,6 +232,22 @@ func booksInputs(pricesFile, budgetsFile string) (books.Inputs, error) {
 		}
 	}
 	return in, nil
+}
+
+// withNamespaces gives a close the --namespace-projects mapping (ns, read
+// from file) the report bills undeclared use with, so the statement bills
+// it too (before, a statement dropped it: 1 GPU-hour against the live
+// report's 2).
+func withNamespaces(in *books.Inputs, ns *ledger.NamespaceProjects, file string) error {
+	if ns == nil {
+		return nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--namespace-projects: %w", err)
+	}
+	in.Namespaces, in.NamespacesJSON = ns.Project, b
+	return nil
 }
 
 func statementsCmd(args []string, stdout io.Writer) error {
@@ -393,6 +424,9 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	}
 	if c.fleet != nil {
 		in.Ledger = statementLedger(*c.fleet)
+		if err := withNamespaces(&in, c.fleet.Namespaces, c.nodes.namespacesFile); err != nil {
+			return nil, err
+		}
 	}
 	fc, err := focusConfig(st, in.Prices, c.nodes, c.focus)
 	if err != nil {
@@ -412,7 +446,11 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		recordInputs(ctx, st, servingInputs(in, c.nodes.split), log)
+	}()
 	if d := c.books.autoClose; d > 0 {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -440,7 +478,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	} else {
 		done <- struct{}{}
 	}
-	return func() { cancel(); <-done; <-done }, nil
+	return func() { cancel(); <-done; <-done; <-done }, nil
 }
 
 // every runs f now and then every period until ctx ends.

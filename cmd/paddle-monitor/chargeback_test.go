@@ -144,7 +144,7 @@ func TestChargebackFromObservations(t *testing.T) {
 		want := map[string]fig{
 			"t-tiny": {10, 100, 10, "observed"}, "t-short": {10, 100, 0, "observed"},
 			"t-exec": {10, 100, 0, "observed"}, "t-mixed": {11, 110, 0, "mixed"},
-			"t-mig": {30.0 / 7, 50, 0, "observed"}, "t-never": {1, 10, 0, "declared"},
+			"t-mig": {30.0 / 7, 50, 0, "observed"}, "t-never": {0, 0, 0, "observed"},
 			"t-decl": {3, 30, 0, "declared"}, "ads_x": {10, 100, 0, "observed"},
 		}
 		var sumHours, sumCost float64

@@ -61,23 +61,32 @@ type Inputs struct {
 	// PricesJSON and BudgetsJSON are the files' contents, stored in the
 	// statement as they were used (nil: none).
 	PricesJSON, BudgetsJSON []byte
-	Ledger                  Ledger
+	// Namespaces charges undeclared use to projects (--namespace-projects)
+	// as the live report does, so a statement bills what the serving
+	// monitor billed; NamespacesJSON is the file, stored in the statement
+	// (nil: no mapping, and the field is left out).
+	Namespaces     func(namespace string) (project string, ok bool)
+	NamespacesJSON []byte
+	Ledger         Ledger
 }
 
 // Statement is a closed month's statement, as stored (its canonical JSON).
 type Statement struct {
-	Month          string              `json:"month"`
-	Version        int                 `json:"version"`
-	From           time.Time           `json:"from"`
-	To             time.Time           `json:"to"`
-	ClosedAt       time.Time           `json:"closed_at"`
-	ClosedBy       string              `json:"closed_by"`
-	Currency       *string             `json:"currency"`
-	Prices         json.RawMessage     `json:"prices"`
-	Budgets        json.RawMessage     `json:"budgets"`
-	ByProject      *report.Report      `json:"by_project"`
-	ByProjectOwner *report.Report      `json:"by_project_owner"`
-	Adjustments    []report.Adjustment `json:"adjustments"`
+	Month    string          `json:"month"`
+	Version  int             `json:"version"`
+	From     time.Time       `json:"from"`
+	To       time.Time       `json:"to"`
+	ClosedAt time.Time       `json:"closed_at"`
+	ClosedBy string          `json:"closed_by"`
+	Currency *string         `json:"currency"`
+	Prices   json.RawMessage `json:"prices"`
+	Budgets  json.RawMessage `json:"budgets"`
+	// NamespaceProjects is the --namespace-projects mapping the statement
+	// charged undeclared use with (absent without one).
+	NamespaceProjects json.RawMessage     `json:"namespace_projects,omitempty"`
+	ByProject         *report.Report      `json:"by_project"`
+	ByProjectOwner    *report.Report      `json:"by_project_owner"`
+	Adjustments       []report.Adjustment `json:"adjustments"`
 	// Ledger is the ledger's states of the month (null without node
 	// reports).
 	Ledger json.RawMessage `json:"ledger"`
@@ -145,6 +154,13 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 	if err != nil {
 		return nil, false, err
 	}
+	namespaces, err := compactJSON("namespace projects", in.NamespacesJSON)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(in.NamespacesJSON) == 0 {
+		namespaces = nil
+	}
 	earlier, err := closedBefore(ctx, st, w)
 	if err != nil {
 		return nil, false, err
@@ -154,12 +170,13 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		var out store.Built
 		mark := &report.Closed{Month: month, Version: version, ClosedAt: closedAt}
 		s := Statement{Month: month, Version: version, From: w.From, To: w.To, ClosedAt: closedAt, ClosedBy: by,
-			Prices: prices, Budgets: budgets, Adjustments: []report.Adjustment{}}
+			Prices: prices, Budgets: budgets, NamespaceProjects: namespaces, Adjustments: []report.Adjustment{}}
 		if in.Prices != nil {
 			c := in.Prices.Currency
 			s.Currency = &c
 		}
-		q := report.Query{Window: w, By: []string{"project"}, Prices: in.Prices, Budgets: in.Budgets, Now: closedAt}
+		q := report.Query{Window: w, By: []string{"project"}, Prices: in.Prices, Budgets: in.Budgets, Now: closedAt,
+			Namespaces: in.Namespaces}
 		if s.ByProject, err = report.Compute(ctx, src, q); err != nil {
 			return out, err
 		}

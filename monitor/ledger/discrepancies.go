@@ -45,6 +45,9 @@ type TaskDiscrepancy struct {
 	Declared    float64  `json:"declared_gpu_hours"`
 	Observed    float64  `json:"observed_gpu_hours"`
 	Differences []string `json:"differences"`
+	// MoneyAtStake is the declared cost − the observed cost (the
+	// declared GPUs' price per GPU-hour; null without prices).
+	MoneyAtStake *float64 `json:"money_at_stake"`
 }
 
 // Overcommit is one GPU instance whose declared shares exceed 1.
@@ -114,9 +117,14 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 		}
 		span := float64(max(0, min(end, to)-max(t.Start, from))) / 3600
 		gpus := float64(t.Unlisted)
+		cost, priced := 0.0, q.Prices != nil
 		for _, g := range t.GPUs {
 			gpus += g.Share
+			p, ok := gpuPrice(q.Prices, g.Model)
+			cost += g.Share * span * p
+			priced = priced && ok
 		}
+		priced = priced && t.Unlisted == 0
 		declared := gpus * span
 		o := l.observed[t.Key]
 		node := t.K8sNode
@@ -131,7 +139,9 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 			if !sameSet(t.GPUs, o.uuids) {
 				diffs = append(diffs, "GPU set")
 			}
-		case l.covered[node] && span > 0:
+		case l.covered[node] && span > 0 && gpus > 0:
+			// Only a task that declared GPUs can go unobserved (a
+			// CPU-only task is no discrepancy).
 			diffs = append(diffs, "never observed")
 		default:
 			continue // not on a node that reports
@@ -145,11 +155,22 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 		if len(diffs) == 0 {
 			diffs = append(diffs, "share or duration")
 		}
-		d.Tasks = append(d.Tasks, TaskDiscrepancy{TaskID: t.TaskID, Project: t.Project, Owner: t.Owner, Node: node,
-			Declared: round(declared), Observed: round(observed), Differences: diffs})
+		td := TaskDiscrepancy{TaskID: t.TaskID, Project: t.Project, Owner: t.Owner, Node: node,
+			Declared: round(declared), Observed: round(observed), Differences: diffs}
+		if priced && declared > 0 {
+			// At the declared GPUs' mean price per GPU-hour.
+			v := math.Round((cost-observed*cost/declared)*100) / 100
+			td.MoneyAtStake = &v
+		}
+		d.Tasks = append(d.Tasks, td)
 	}
+	// The money at stake first (finance reads the largest), then the
+	// GPU-hours where no prices are loaded.
 	sort.Slice(d.Tasks, func(i, j int) bool {
 		a, b := d.Tasks[i], d.Tasks[j]
+		if ma, mb := stake(a), stake(b); ma != mb {
+			return ma > mb
+		}
 		if da, db := math.Abs(a.Declared-a.Observed), math.Abs(b.Declared-b.Observed); da != db {
 			return da > db
 		}
@@ -179,6 +200,14 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 		d.GPUConflicts = append(d.GPUConflicts, list...)
 	}
 	return d, nil
+}
+
+// stake is a discrepancy's money at stake by size (0 without prices).
+func stake(t TaskDiscrepancy) float64 {
+	if t.MoneyAtStake == nil {
+		return 0
+	}
+	return math.Abs(*t.MoneyAtStake)
 }
 
 func userFigures(u UserUse) UserFigures {

@@ -98,9 +98,6 @@ func (q *Query) Check() error {
 	if err := q.Window.Check(); err != nil {
 		return err
 	}
-	if q.Window.From.Unix()%3600 != 0 || q.Window.To.Unix()%3600 != 0 {
-		return fmt.Errorf("%w: from and to must be whole hours (the ledger is kept per hour)", ErrBadQuery)
-	}
 	return nil
 }
 
@@ -205,6 +202,13 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	}
 	from, to := q.Window.From.Unix(), q.Window.To.Unix()
 	retire := int64(q.Retire / time.Second)
+	if !q.Raw {
+		raw, err := rawFor(ctx, src, q.Window)
+		if err != nil {
+			return nil, err
+		}
+		q.Raw = raw
+	}
 	load := src.LedgerData
 	if q.Raw {
 		load = src.LedgerDataRaw
@@ -457,29 +461,6 @@ func latest(cands []store.Tie, at int64) *store.Tie {
 		}
 	}
 	return t
-}
-
-// gpuPrice is the hourly price of a whole GPU of model (0, false without).
-func gpuPrice(p *report.Prices, model string) (float64, bool) {
-	if p == nil {
-		return 0, false
-	}
-	return p.Price(model)
-}
-
-// instancePrice is the price of one GPU-hour of a user's part: a MIG
-// instance at its profile's price per instance-hour (its GPU-hours are
-// weighted by slices/total), else the GPU's price.
-func instancePrice(p *report.Prices, u *store.UserHour) (float64, bool) {
-	if p == nil {
-		return 0, false
-	}
-	if u.GPUInstanceID >= 0 && u.Slices > 0 && u.Total > 0 {
-		if v, ok := p.ProfilePrice(u.Model, u.Profile); ok {
-			return v * float64(u.Total) / float64(u.Slices), true
-		}
-	}
-	return p.Price(u.Model)
 }
 
 // unionLength is the length of the union of the spans [a, b).

@@ -146,7 +146,11 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 		}
 		for _, g := range t.CoveredDeclared {
 			n := g.negated()
-			row(g.Key).addGPUs(n, q.Prices)
+			a := row(g.Key)
+			a.addGPUs(n, q.Prices)
+			// A task attributed nothing on its covered node is on the
+			// observed basis all the same (it pays nothing there).
+			count(a)
 			total.addGPUs(n, q.Prices)
 		}
 		if t.CoveredUnlistedSeconds > 0 {
@@ -158,6 +162,12 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 			}
 			row(key).addUnlistedSeconds(-t.CoveredUnlistedSeconds, -failed, q.Prices)
 			total.addUnlistedSeconds(-t.CoveredUnlistedSeconds, -failed, q.Prices)
+		}
+		if len(t.Observed) == 0 && len(t.CoveredDeclared) == 0 && t.CoveredUnlistedSeconds == 0 {
+			// A task without GPUs on its covered node.
+			key := maps.Clone(t.Key)
+			key["model"] = ""
+			count(row(key))
 		}
 		for _, u := range t.Observed {
 			key := maps.Clone(t.Key)

@@ -47,19 +47,15 @@ const (
 		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
 		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
 		GROUP BY last_time`
-	// node_gpu_hours' primary key (hour, node, uuid): each node's covered
-	// seconds per hour (the most any of its GPUs was covered), grouped in
-	// the key's order.
-	qBillingCover = `SELECT hour, node, MAX(observed_s) FROM node_gpu_hours WHERE hour >= ? AND hour < ? GROUP BY hour, node`
 	// tasks' primary key, one lookup per attributed task; its counted end
 	// as the report's span counts it (countedEnd).
 	qBillingTask = `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
 		tk.gpu_count, tk.gpu_unlisted, tk.start_time, tk.end_time, ` + countedEnd + `,
-		CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END
+		CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END, tk.k8s_node
 		FROM tasks tk WHERE tk.id = ?`
 	// task_gpus' primary key (task_key, position).
 	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
-		util_mean, energy_joules FROM task_gpus WHERE task_key = ? ORDER BY position`
+		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`
 )
 
 // hourPart stands in the statements for the part of a roll-up's hour
@@ -74,31 +70,17 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 	from, to := w.From.Unix(), w.To.Unix()
 	h0 := from - mod(from, 3600)
 	obs := &report.Observations{}
-	cover := map[string]map[int64]float64{}
-	rows, err := s.r.QueryContext(ctx, s.bind(qBillingCover), h0, to)
+	// The spans the nodes' reports covered, exact to the second.
+	spans, err := s.spansIn(ctx, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
-		var hour int64
-		var node string
-		var c float64
-		if err := rows.Scan(&hour, &node, &c); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
-		if cover[node] == nil {
-			cover[node] = map[int64]float64{}
-		}
-		cover[node][hour] = c
-		obs.Covered = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	if !obs.Covered {
+	if obs.Covered = len(spans) > 0; !obs.Covered {
 		return obs, nil
+	}
+	holders, err := s.gpuHolders(ctx)
+	if err != nil {
+		return nil, err
 	}
 	groups, err := s.billingUsers(ctx, h0, from, to)
 	if err != nil {
@@ -142,19 +124,35 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 			u.use = append(u.use, p.use)
 		}
 	}
+	// The tasks nothing was attributed to whose node covered some of
+	// their counted interval: on the observed basis they pay what was
+	// attributed to them there, nothing (docs/cost.md, "Never observed").
+	covered, err := s.coveredTasks(ctx, w, spans)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range covered {
+		if tasks[id] == nil {
+			tasks[id] = &taskUse{nodes: map[string]float64{}}
+		}
+	}
 	ids := slices.Sorted(maps.Keys(tasks))
 	for _, id := range ids {
 		u := tasks[id]
-		// Its node: the one it was attributed most on (ties by name).
+		// Its node: the one it was attributed most on (ties by name),
+		// else its k8s_node, else its host name (billedTask).
 		node := ""
 		for _, n := range slices.Sorted(maps.Keys(u.nodes)) {
 			if node == "" || u.nodes[n] > u.nodes[node] {
 				node = n
 			}
 		}
-		t, err := s.billedTask(ctx, id, from, to, cover[node])
+		t, any, err := s.billedTask(ctx, id, from, to, node, spans, holders)
 		if err != nil {
 			return nil, err
+		}
+		if len(u.use) == 0 && !any {
+			continue
 		}
 		t.ID, t.Observed = id, u.use
 		obs.Tasks = append(obs.Tasks, *t)
@@ -273,56 +271,79 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 	return out, rows.Err()
 }
 
-// billedTask is an attributed task's keys and its declared figures over
-// the part of its counted interval inside [from, to) that cover (its
-// node's covered seconds per hour) covered.
-func (s *Store) billedTask(ctx context.Context, id, from, to int64, cover map[int64]float64) (*report.ObservedTask, error) {
+// billedTask is a task's keys and its declared figures over the part of
+// its counted interval inside [from, to) that its node's reports covered,
+// GPU by GPU (the instant rule): a GPU its node holds by the spans in which
+// a report observed that GPU; a GPU without a UUID, with one no node holds,
+// or counted without being listed by the node's own spans; a GPU another
+// node holds not at all (it stays declared). node is the node the task was
+// attributed most on, "" for its k8s_node or host name. any says some of
+// its interval was covered on some GPU.
+func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string, spans Spans,
+	holders map[string][]string) (*report.ObservedTask, bool, error) {
 	var k [9]string
+	var k8sNode string
 	var gpuCount, unlisted, start, failed int64
 	var end sql.NullInt64
 	var e int64 // the counted end
 	err := s.r.QueryRowContext(ctx, s.bind(qBillingTask), id).Scan(&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8],
-		&gpuCount, &unlisted, &start, &end, &e, &failed)
+		&gpuCount, &unlisted, &start, &end, &e, &failed, &k8sNode)
 	if err != nil {
-		return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
+		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	t := &report.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
 		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
+	if node == "" {
+		node = taskNode(k8sNode, k[8])
+	}
 	s0, e1 := max(start, from), min(e, to)
 	if e1 <= s0 {
-		return t, nil
+		return t, false, nil
 	}
-	// The covered seconds of [s0, e1): each hour's covered seconds in
-	// proportion to the part of the hour inside it.
-	var covered float64
-	for h := s0 - mod(s0, 3600); h < e1; h += 3600 {
-		if c := cover[h]; c > 0 {
-			covered += c * float64(min(h+3600, e1)-max(h, s0)) / 3600
+	own := spans[node]
+	// cover is the coverage of one declared GPU.
+	cover := func(uuid string) []span {
+		hs := holders[uuid]
+		switch {
+		case uuid == "" || len(hs) == 0:
+			return own[""]
+		case slices.Contains(hs, node):
+			return own[uuid]
 		}
+		return nil
 	}
 	sec := float64(e1 - s0)
 	t.CountedSeconds = sec
-	t.CoveredSeconds = min(covered, sec)
-	f := t.CoveredSeconds / sec
-	if f == 0 {
-		return t, nil
+	t.CoveredSeconds = sec
+	anyCovered := false
+	if unlisted > 0 {
+		c := float64(covered(own[""], s0, e1))
+		t.CoveredUnlistedSeconds = float64(unlisted) * c
+		t.CoveredSeconds = min(t.CoveredSeconds, c)
+		anyCovered = anyCovered || c > 0
 	}
-	t.CoveredUnlistedSeconds = float64(unlisted) * t.CoveredSeconds
 	rows, err := s.r.QueryContext(ctx, s.bind(qBillingTaskGPUs), id)
 	if err != nil {
-		return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
+		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	defer rows.Close()
-	c := t.CoveredSeconds
+	n := 0
 	for rows.Next() {
 		g := report.GPUSums{Key: maps.Clone(t.Key)}
-		var model string
+		var model, uuid string
 		var mig, samples int64
 		var share float64
 		var idle, util, energy sql.NullFloat64
-		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy); err != nil {
-			return nil, fmt.Errorf("store: billing: task %d: %w", id, err)
+		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid); err != nil {
+			return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 		}
+		n++
+		c := float64(covered(cover(uuid), s0, e1))
+		t.CoveredSeconds = min(t.CoveredSeconds, c)
+		if c == 0 {
+			continue
+		}
+		anyCovered = true
 		g.Key["model"], g.MIG = model, mig == 1
 		// The report's GPU sums (gpuSumsSQL) over the covered seconds.
 		g.InstanceSeconds = int64(math.Round(c))
@@ -348,7 +369,75 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, cover map[in
 		}
 		t.CoveredDeclared = append(t.CoveredDeclared, g)
 	}
-	return t, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
+	}
+	if n == 0 && unlisted == 0 {
+		// A task without GPUs is covered as its node is: on the observed
+		// basis there, with nothing to pay (no row of it turns mixed).
+		c := float64(covered(own[""], s0, e1))
+		t.CoveredSeconds = c
+		anyCovered = c > 0
+	}
+	return t, anyCovered, nil
+}
+
+// taskNode is the node of a task no user was attributed to: its
+// k8s_node, else its host name.
+func taskNode(k8sNode, hostname string) string {
+	if k8sNode != "" {
+		return k8sNode
+	}
+	return hostname
+}
+
+// qGPUHolders: every (node, GPU UUID) the ledger has held (node_gpus).
+const qGPUHolders = `SELECT DISTINCT node, uuid FROM node_gpus`
+
+// gpuHolders are the nodes that held each GPU UUID.
+func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
+	rows, err := s.r.QueryContext(ctx, qGPUHolders)
+	if err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var node, uuid string
+		if err := rows.Scan(&node, &uuid); err != nil {
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		out[uuid] = append(out[uuid], node)
+	}
+	return out, rows.Err()
+}
+
+// coveredTasks are the tasks whose counted interval overlaps the window and
+// whose node (k8s_node, else host name) has spans in it (a task without
+// GPUs among them: it is on the observed basis there, paying nothing).
+func (s *Store) coveredTasks(ctx context.Context, w report.Window, spans Spans) ([]int64, error) {
+	q := "WITH " + strings.ReplaceAll(spanSQL, spanColumns, spanColumns+", tk.k8s_node AS k8s_node") + `
+SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
+	rows, err := s.reportQuery(ctx, q, w, "")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		var k8sNode, hostname string
+		if err := rows.Scan(&id, &k8sNode, &hostname); err != nil {
+			return nil, fmt.Errorf("store: billing: %w", err)
+		}
+		if spans[taskNode(k8sNode, hostname)] != nil {
+			out = append(out, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: billing: %w", err)
+	}
+	return out, nil
 }
 
 func mod(a, b int64) int64 { return ((a % b) + b) % b }

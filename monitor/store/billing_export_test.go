@@ -18,8 +18,8 @@ func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
 			Example: []any{from, to, "node-1", "u1", 0, "", "", 0, 0}},
 		{Name: "billing identity", SQL: s.bind(qBillingIdentity),
 			Index: idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"), Example: []any{from, to, "node-1", "u1"}},
-		{Name: "billing cover", SQL: s.bind(qBillingCover),
-			Index: idx("sqlite_autoindex_node_gpu_hours_1", "node_gpu_hours_pkey"), Example: []any{from, to}},
+		{Name: "billing spans", SQL: s.bind(qSpansIn),
+			Index: idx("node_spans_end", "node_spans_end"), Example: []any{from, to + 86400, to}},
 	}
 }
 

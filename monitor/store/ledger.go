@@ -198,11 +198,11 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
 			return nil, fmt.Errorf("store: ledger: the stored report of %s at %d: %w", node, t, err)
 		}
-		gpus, users := Rollup(&r.NodeReport, a, b)
+		// The part of the span inside the window (a window within
+		// --raw-retention may end anywhere in an hour: a report's figures
+		// are spread evenly over its span).
+		gpus, users := Rollup(&r.NodeReport, max(a, from), min(b, to))
 		for _, g := range gpus {
-			if g.Hour < from || g.Hour >= to {
-				continue
-			}
 			k := gk{g.Hour, g.Node, g.UUID}
 			if i, ok := gi[k]; ok {
 				d.GPUs[i].Observed += g.Observed
@@ -215,9 +215,6 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 			d.GPUs = append(d.GPUs, g)
 		}
 		for _, u := range users {
-			if u.Hour < from || u.Hour >= to {
-				continue
-			}
 			k := uk{gk{u.Hour, u.Node, u.UUID}, u.GPUInstanceID, u.User.Key()}
 			if i, ok := ui[k]; ok {
 				x := &d.Users[i]

@@ -23,15 +23,19 @@ type DeclaredGPU struct {
 	UUID          string
 	GPUInstanceID *int64
 	Share         float64
+	Model         string
 }
 
 // qDeclaredTasks: the tasks whose interval reaches into [from, to), with
 // their listed GPUs (tasks_start_time bounds the scan; task_gpus' primary
-// key joins). A completed task's end is its counted end, max(end_time,
-// last_seen).
+// key joins). A task's end is its counted end as the report counts it:
+// max(end_time, last_seen) when completed, else its last heartbeat or
+// observation (last_seen), else its start (an exec task is not counted to
+// the window's end).
 const qDeclaredTasks = `SELECT t.id, t.task_id, t.project, t.owner, t.hostname, t.k8s_node, t.start_time,
-	CASE WHEN t.end_time IS NOT NULL AND t.last_seen > t.end_time THEN t.last_seen ELSE t.end_time END, t.gpu_unlisted,
-	g.uuid, g.gpu_instance_id, g.share
+	CASE WHEN t.end_time IS NULL THEN COALESCE(t.last_seen, t.start_time)
+	     WHEN t.last_seen > t.end_time THEN t.last_seen ELSE t.end_time END, t.gpu_unlisted,
+	g.uuid, g.gpu_instance_id, g.share, g.model
 	FROM tasks t LEFT JOIN task_gpus g ON g.task_key = t.id
 	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ? OR t.last_seen > ?) ORDER BY t.id, g.position`
 
@@ -49,8 +53,9 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 		var end, gi sql.NullInt64
 		var uuid sql.NullString
 		var share sql.NullFloat64
+		var model sql.NullString
 		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.Hostname, &t.K8sNode, &t.Start, &end, &t.Unlisted,
-			&uuid, &gi, &share); err != nil {
+			&uuid, &gi, &share, &model); err != nil {
 			return nil, fmt.Errorf("store: declared tasks: %w", err)
 		}
 		if n := len(out); n == 0 || out[n-1].Key != t.Key {
@@ -61,7 +66,7 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 			out = append(out, t)
 		}
 		if uuid.Valid {
-			g := DeclaredGPU{UUID: uuid.String, Share: 1}
+			g := DeclaredGPU{UUID: uuid.String, Share: 1, Model: model.String}
 			if share.Valid {
 				g.Share = share.Float64
 			}

@@ -169,6 +169,9 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 		}
 	}
 	if out.KeptEnd > out.KeptStart {
+		if err := s.storeSpans(ctx, tx, r, out.KeptStart, out.KeptEnd); err != nil {
+			return false, err
+		}
 		for i, u := range uuids {
 			if err := s.extendLife(ctx, tx, r.Node, u, lives[i], out.KeptStart, out.KeptEnd, int64(retire/time.Second)); err != nil {
 				return false, err

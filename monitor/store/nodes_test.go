@@ -194,6 +194,12 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 		fmt.Sprintf(`INSERT INTO node_gpu_conflicts (node, uuid, held_by, first_time, last_time, resolved_at)
 			SELECT 'node-' || (i %% %d), 'GPU-' || i, 'node-' || ((i + 1) %% %d), 1, 2, CASE WHEN i %% 1000 <> 0 THEN 3 END FROM (`+series+`) x`,
 			nodes, nodes, 20000),
+		// A span a day of each node and GPU ('' the node's own), the
+		// last 400 s of each day uncovered.
+		fmt.Sprintf(`INSERT INTO node_spans (node, uuid, span_start, span_end)
+			SELECT 'node-' || (i %% %d), CASE WHEN (i / %d) %% %d = 0 THEN '' ELSE 'GPU-' || ((i %% %d) * %d + (i / %d) %% %d - 1) END,
+			%d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86000 FROM (`+series+`) x`,
+			nodes, nodes, gpus+1, nodes, gpus, nodes, gpus+1, hourT0, nodes*(gpus+1), hourT0, nodes*(gpus+1), nodes*(gpus+1)*hours/24-1),
 		"ANALYZE",
 	} {
 		if _, err := db.Exec(q); err != nil {
@@ -203,8 +209,8 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 }
 
 var (
-	nodeSQLiteScan   = regexp.MustCompile(`\bSCAN (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours)\b|LIST SUBQUERY`)
-	nodePostgresScan = regexp.MustCompile(`Seq Scan on (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours)\b`)
+	nodeSQLiteScan   = regexp.MustCompile(`\bSCAN (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours|node_spans)\b|LIST SUBQUERY`)
+	nodePostgresScan = regexp.MustCompile(`Seq Scan on (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours|node_spans)\b`)
 )
 
 // checkPlan checks that st reads no node table without an index and uses

@@ -42,6 +42,10 @@ var (
 		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(1700000000)}}
 	stmtTrimUserHours = &stmt{sql: "DELETE FROM node_user_hours WHERE hour = ?",
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey", example: []any{int64(1700000000)}}
+	// The covered spans that ended in [from, to) (node_spans_end): trimmed
+	// with the hours they cover.
+	stmtTrimSpans = &stmt{sql: "DELETE FROM node_spans WHERE span_end >= ? AND span_end <= ?",
+		sqliteIndex: "node_spans_end", postgresIndex: "node_spans_end", example: []any{int64(0), int64(1700000000)}}
 	stmtOldestStart = &stmt{sql: "SELECT MIN(start_time) FROM tasks", sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time"}
 )
 
@@ -186,6 +190,12 @@ func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult
 			}
 			k, _ := r.RowsAffected()
 			n += k
+		}
+		// The spans ending up to the hour's end (before the cutoff): the
+		// billing reads no hour before it any more.
+		if _, err := s.exec(ctx, tx, stmtTrimSpans, from, min(h.Int64+3600, cutoff)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: retention: node spans: %w", err)
 		}
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("store: retention: %w", err)

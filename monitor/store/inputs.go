@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// ServingInputs are the inputs that change figures, as a serving replica
+// loaded them: each file's SHA-256 ("" for none) and the split rule
+// (MONITOR.md section 20.12).
+type ServingInputs struct {
+	Replica                                 string
+	PricesSHA256, BudgetsSHA256, Namespaces string
+	Split                                   string
+	RecordedAt                              int64
+}
+
+const (
+	qRecordInputs = `INSERT INTO serving_inputs (replica, prices_sha256, budgets_sha256, namespaces_sha256, split, recorded_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (replica) DO UPDATE SET prices_sha256 = excluded.prices_sha256,
+		budgets_sha256 = excluded.budgets_sha256, namespaces_sha256 = excluded.namespaces_sha256, split = excluded.split,
+		recorded_at = excluded.recorded_at`
+	// The table holds a row per replica that ever served: a full read.
+	qLiveInputs = `SELECT replica, prices_sha256, budgets_sha256, namespaces_sha256, split, recorded_at FROM serving_inputs
+		WHERE recorded_at >= ? ORDER BY replica`
+)
+
+// RecordInputs records (or refreshes: the heartbeat) a replica's inputs.
+func (s *Store) RecordInputs(ctx context.Context, in ServingInputs) error {
+	_, err := s.w.ExecContext(ctx, s.bind(qRecordInputs), in.Replica, in.PricesSHA256, in.BudgetsSHA256, in.Namespaces, in.Split,
+		in.RecordedAt)
+	if err != nil {
+		return fmt.Errorf("store: serving inputs: %w", err)
+	}
+	return nil
+}
+
+// LiveInputs are the inputs of the replicas heard from since since.
+func (s *Store) LiveInputs(ctx context.Context, since int64) ([]ServingInputs, error) {
+	rows, err := s.r.QueryContext(ctx, s.bind(qLiveInputs), since)
+	if err != nil {
+		return nil, fmt.Errorf("store: serving inputs: %w", err)
+	}
+	defer rows.Close()
+	var out []ServingInputs
+	for rows.Next() {
+		var in ServingInputs
+		if err := rows.Scan(&in.Replica, &in.PricesSHA256, &in.BudgetsSHA256, &in.Namespaces, &in.Split, &in.RecordedAt); err != nil {
+			return nil, fmt.Errorf("store: serving inputs: %w", err)
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+const qForgetInputs = `DELETE FROM serving_inputs WHERE replica = ?`
+
+// ForgetInputs removes a replica's record: it stopped serving.
+func (s *Store) ForgetInputs(ctx context.Context, replica string) error {
+	if _, err := s.w.ExecContext(ctx, s.bind(qForgetInputs), replica); err != nil {
+		return fmt.Errorf("store: serving inputs: %w", err)
+	}
+	return nil
+}

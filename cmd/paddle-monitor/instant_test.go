@@ -153,7 +153,11 @@ func TestInstantRuleTrial(t *testing.T) {
 		writeFile(t, prices, fmt.Sprintf(`{"currency":"CNY","models":{%q:10,%q:7}}`, trialModel, trialModel+" 3g.20gb"))
 		budgets := filepath.Join(dir, "budgets.json")
 		writeFile(t, budgets, `{"currency":"CNY","budgets":[{"project":"p_a","monthly_gpu_hours":10},{"project":"p_b","monthly_cost":100}]}`)
-		s := startServer(t, dsn, "--tokens", nodeTokens(t), "--prices", prices, "--budgets", budgets)
+		// One exact node per node token (NODE.md 11): gpu-node-2's reports
+		// come with a token of their own.
+		tokens := tokensFile(t, t.TempDir(), `{"name":"nodes","sha256":"`+hashHex("n-secret")+`","nodes":["gpu-node-1"]}`,
+			`{"name":"nodes-2","sha256":"`+hashHex("n2-secret")+`","nodes":["gpu-node-2"]}`)
+		s := startServer(t, dsn, "--tokens", tokens, "--prices", prices, "--budgets", budgets)
 		h := time.Now().Unix()/3600*3600 - 2*3600
 		trialFleet(t, s, h)
 		month := time.Unix(h, 0).UTC().Format("2006-01")
@@ -275,7 +279,7 @@ func TestInstantRuleTrial(t *testing.T) {
 		expect(t, s.do(t, post("/v1/nodes/report", later, "n-secret")), 201, "")
 		other := strings.Replace(trialReport(h+1800, 1800, false, trialUser("pod-x", 1)), `"gpu-node-1"`, `"gpu-node-2"`, 1)
 		other = strings.ReplaceAll(strings.ReplaceAll(other, `"GPU-`, `"GPU-n2-`), "pod-", "n2-pod-")
-		expect(t, s.do(t, post("/v1/nodes/report", other, "n-secret")), 201, "")
+		expect(t, s.do(t, post("/v1/nodes/report", other, "n2-secret")), 201, "")
 		after := lines()
 		for _, id := range []string{"s1", "s2", "sa", "sb", "under", "mig"} {
 			if before[id] == "" || before[id] != after[id] {
@@ -316,11 +320,11 @@ func TestStatementUndeclared(t *testing.T) {
 		// A close with other inputs than the serving monitor's is refused,
 		// naming the difference (closing without --namespace-projects
 		// dropped the undeclared hour).
-		r := runMonitor(t, "close", "--db", dsn, "--prices", prices, "--month", "2025-10")
+		r := runMonitor(t, "close", "--as", "finance", "--db", dsn, "--prices", prices, "--month", "2025-10")
 		if r.code != 2 || !strings.Contains(r.stderr, "--namespace-projects differ from the serving monitor's") {
 			t.Errorf("close without --namespace-projects: exit %d, %s", r.code, r.stderr)
 		}
-		if r := runMonitor(t, append([]string{"close"}, args...)...); r.code != 0 {
+		if r := runMonitor(t, append([]string{"close", "--as", "finance"}, args...)...); r.code != 0 {
 			t.Fatalf("close: exit %d: %s", r.code, r.stderr)
 		}
 		closed := runMonitor(t, append([]string{"report", "--format", "json"}, args...)...)

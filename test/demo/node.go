@@ -160,7 +160,11 @@ func (d *demo) nodeReports(node string, env, kube []string, strayGone func() err
 		return err
 	}
 	show("namespace-projects file (a pod that registered nothing is charged to its namespace's project)", namespaces)
-	to := from.Add(time.Hour)
+	// The window ends when the agent stopped (ledger windows have
+	// one-second resolution): every ledger call below reads the same
+	// seconds. An open end at the hour's end grew with the clock between
+	// the calls, so the by-node and by-state tables disagreed on unobserved.
+	to := time.Now().UTC().Truncate(time.Second).Add(time.Second)
 	window := []string{"--db", d.db, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--namespace-projects", namespaces}
 	args := append(append([]string{"ledger"}, window...), "--by", "node")
 	// A table wider than the terminal's 120 columns leaves unobserved and

@@ -205,7 +205,7 @@ func benchmark(o options) error {
 	if static {
 		cgo = "CGO_ENABLED=0"
 	}
-	if err := build([]string{cgo}, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", gofloor, "./bench/gofloor"); err != nil {
+	if err := build([]string{cgo}, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", gofloor, "./test/bench/gofloor"); err != nil {
 		return err
 	}
 	smi := filepath.Join(smiDir, "nvidia-smi")

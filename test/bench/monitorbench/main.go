@@ -149,7 +149,7 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./test/bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
 		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths, *nodeDays, *nodeCount, *ledgerGPUs,
 		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), benchdoc.CPUModel(), loadAverage())
 	if pgErr != nil {

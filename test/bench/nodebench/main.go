@@ -9,7 +9,7 @@
 // it, and the largest report body (JSON and gzip), and writes them into
 // docs/benchmarks.md between its markers.
 //
-//	go run ./bench/nodebench -node bin/paddle-node -doc docs/benchmarks.md [-duration 125s]
+//	go run ./test/bench/nodebench -node bin/paddle-node -doc docs/benchmarks.md [-duration 125s]
 package main
 
 import (

@@ -129,7 +129,7 @@ func (h *statements) statementPage(w http.ResponseWriter, r *http.Request, scope
 		if h.cfg.Focus != nil && h.cfg.Focus.Namespaces != nil {
 			cq.Namespaces = h.cfg.Focus.Namespaces.Project
 		}
-		lines, err := report.Chargeback(r.Context(), lister, cq)
+		lines, err := books.Chargeback(r.Context(), h.cfg.Store, lister, cq)
 		if err != nil {
 			h.api.storeFailed(w, r, "statement page", err)
 			return

@@ -98,11 +98,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 	}
 	defer st.Close()
 	if chargeback {
-		statement, err := report.Chargeback(ctx, st, q)
+		statement, err := books.Chargeback(ctx, st, st, q)
 		if err != nil {
-			return err
-		}
-		if statement.SHA256, err = books.StatementSHA256(ctx, st, q.Window); err != nil {
 			return err
 		}
 		if *format == "json" {

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // ExportStore keeps a closed month's export (a *store.Store).
@@ -35,6 +37,17 @@ func StoreClosed(ctx context.Context, cfg Config, es ExportStore, month string, 
 	var b bytes.Buffer
 	if err := WriteCSV(&b, e, cfg.Settings); err != nil {
 		return nil, err
+	}
+	// The chargeback lines are kept with the export: both are the month
+	// as it closed.
+	if ks, ok := es.(books.KeptExports); ok {
+		q := report.Query{Window: e.Window, By: []string{report.TaskKey}, Prices: cfg.Prices}
+		if cfg.Namespaces != nil {
+			q.Namespaces = cfg.Namespaces.Project
+		}
+		if _, err := books.KeepChargeback(ctx, ks, cfg.Source, q, month, version); err != nil {
+			return nil, err
+		}
 	}
 	sum := sha256.Sum256(b.Bytes())
 	body, _, err := es.PutStatementExport(ctx, month, version, FormatCSV, b.Bytes(), hex.EncodeToString(sum[:]))

@@ -277,6 +277,9 @@ func TestFocusExport(t *testing.T) {
 		billingTask(t, s, "t-mig", "search_mig", "pod-f", mig, h, h+36000)
 		billingTask(t, s, "t-decl", "search_decl", "", t4, h, h+3*3600)
 		billingTask(t, s, "t-decl2", "search_decl", "", wholeGPU("GPU-x", 1), h, h+3600)
+		// search_dup declared GPU-x too, for the same hour: two tasks on
+		// one GPU no node reports, both billed as declared (20.5).
+		billingTask(t, s, "t-dup", "search_dup", "", wholeGPU("GPU-x", 1), h, h+3600)
 		user := func(pod string) string {
 			return fmt.Sprintf(`{"runtime":"containerd","container_id":"c-%s","pod_uid":%q,"namespace":"team-a","pod":"p","container":"paddle",
 				"allocated_share":1,"seen_share":1,"busy_share":1}`, pod, pod)
@@ -350,6 +353,9 @@ func TestFocusExport(t *testing.T) {
 		if r := one("decl H200", find("search_decl", "unobserved", "declared", "NVIDIA H200")); r.num(t, "BilledCost") != 10 {
 			t.Errorf("search_decl's H200: %v", r)
 		}
+		if r := one("dup", find("search_dup", "unobserved", "declared", "NVIDIA H200")); r.num(t, "BilledCost") != 10 {
+			t.Errorf("search_dup's H200: %v", r)
+		}
 		// The adjustment: t-late's 2 T4-hours of October (4), a correction
 		// keeping October as its charge period.
 		var corr []focusRow
@@ -389,8 +395,9 @@ func TestFocusExport(t *testing.T) {
 			t.Errorf("no platform row carries the declared offset")
 		}
 		// Σ BilledCost = the ledger's capacity cost + the declared cost
-		// on GPUs no node reports (search_decl's 6 + 10; its H200-hour
-		// is not taken from the platform's unobserved H200 hours of that
+		// on GPUs no node reports (search_decl's 6 + 10 and search_dup's
+		// 10: GPU-x's one hour billed twice, as declared; these H200-hours
+		// are not taken from the platform's unobserved H200 hours of that
 		// day, search_mixed's declared hour is) (MONITOR.md 20.15).
 		var led struct {
 			Total struct {
@@ -402,12 +409,12 @@ func TestFocusExport(t *testing.T) {
 			t.Fatalf("ledger: %v %s", err, lj)
 		}
 		// (The ledger prints money to the cent.)
-		if math.Abs(usage-(led.Total.CapacityCost+16)) > 0.005 {
-			t.Errorf("Σ BilledCost %v, want the ledger's capacity cost %v + 16", usage, led.Total.CapacityCost)
+		if math.Abs(usage-(led.Total.CapacityCost+26)) > 0.005 {
+			t.Errorf("Σ BilledCost %v, want the ledger's capacity cost %v + 26", usage, led.Total.CapacityCost)
 		}
-		// The projects' part by hand: 50 + 50 + 110 + 50 + 100 + 6 + 10 = 376.
-		if math.Abs(usage-platform-376) > 1e-6 {
-			t.Errorf("the projects' Σ BilledCost %v, want 376", usage-platform)
+		// The projects' part by hand: 50 + 50 + 110 + 50 + 100 + 6 + 10 + 10 = 386.
+		if math.Abs(usage-platform-386) > 1e-6 {
+			t.Errorf("the projects' Σ BilledCost %v, want 386", usage-platform)
 		}
 
 		// HTTP: the same bytes; csv.gz the same CSV; a team sees its own.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,38 @@ func adjustmentsTotal(t *testing.T, body []byte) map[string]any {
 		t.Fatal(err)
 	}
 	return r.Total
+}
+
+// TestTooOldNodeReport (MONITOR.md 20.14): October 2025 is closed and
+// trimmed by --retain 30d (November, open, stops the cutoff at November's
+// start); a node report of 15 October is answered 200 too_old and not
+// stored (no latest report of the node on /metrics); a report of November,
+// open, is stored. Before, the October report was stored (201) into days
+// whose tasks were deleted.
+func TestTooOldNodeReport(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db string) {
+		oct := time.Date(2025, 10, 10, 0, 0, 0, 0, time.UTC).Unix()
+		s := startServer(t, db)
+		expect(t, s.do(t, registerReq(regBody("october", "nlp", "ann@example.com", oct), "")), 201, "")
+		s.do(t, post("/v1/task/complete", completeBody("october", 0, oct+3600), ""))
+		stopServer(t, s)
+		mustRun(t, "close", "--db", db, "--month", "2025-10", "--as", "Ana Finance")
+		s = startServer(t, db, "--retain", "30d")
+		s.waitLog(t, `"msg":"retention"`)
+
+		pod := trustUser{uuid: "GPU-old", runtime: "containerd", containerID: "c-old", podUID: "pod-old", ns: "team-a", pod: "train-0"}
+		octReport := time.Date(2025, 10, 15, 1, 0, 0, 0, time.UTC).Unix()
+		a := s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", octReport, 3600, pod), "x"))
+		expect(t, a, 200, "")
+		if a.JSON(t)["status"] != "too_old" {
+			t.Fatalf("a report of trimmed October: %s, want status too_old", a.Body)
+		}
+		metrics := string(s.do(t, request{Method: "GET", Path: "/metrics", NoSpecCheck: true}).Body)
+		if strings.Contains(metrics, `paddle_node_report_age_seconds{node="gpu-node-1"}`) {
+			t.Errorf("the too_old report was stored:\n%s", grepLines(metrics, "gpu-node-1"))
+		}
+		novReport := time.Date(2025, 11, 15, 1, 0, 0, 0, time.UTC).Unix()
+		a = s.do(t, post("/v1/nodes/report", trustReport("gpu-node-1", novReport, 3600, pod), "x"))
+		expect(t, a, 201, "")
+	})
 }

@@ -59,6 +59,7 @@ func adjustmentsOf(t *testing.T, a answer) lateAdjustments {
 // and the next open month (M1) carries an observed_after_close adjustment
 // of 10 − 1 = 9 GPU-hours and 30 − 3 = 27 CNY; when M1 closes its
 // statement freezes it, and the current month does not count it again.
+// M1's statement records the report's time as its report_cut (20.14).
 func TestLateNodeReportAdjusts(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		dir := t.TempDir()
@@ -113,6 +114,22 @@ func TestLateNodeReportAdjusts(t *testing.T) {
 		}
 		if again := adjustmentsOf(t, monthReport(t, s, cur.Format("2006-01"))); len(again.Adjustments) != 0 {
 			t.Errorf("the current month counts %s's late report again: %+v", M2, again.Adjustments)
+		}
+		// 20.14: each statement records the last node report time it
+		// includes: none at M2's close, the late report's at M1's.
+		cuts := map[string]any{}
+		for _, line := range strings.Split(strings.TrimSpace(mustRun(t, "statements", "--db", dsn, "--json")), "\n") {
+			var st struct {
+				Month string         `json:"month"`
+				Body  map[string]any `json:"body"`
+			}
+			if err := json.Unmarshal([]byte(line), &st); err != nil {
+				t.Fatalf("statements --json: %v: %s", err, line)
+			}
+			cuts[st.Month] = st.Body["report_cut"]
+		}
+		if cuts[M2] != nil || cuts[M1] != rfc(end) {
+			t.Errorf("report_cut: %s %v, %s %v; want none, then %s", M2, cuts[M2], M1, cuts[M1], rfc(end))
 		}
 	})
 }

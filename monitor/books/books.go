@@ -47,6 +47,7 @@ type Store interface {
 	StatementBody(ctx context.Context, month string, version int) ([]byte, error)
 	StatementReport(ctx context.Context, month string, version int, owner bool) ([]byte, error)
 	TrimmedBefore(ctx context.Context) (time.Time, error)
+	ReportCut(ctx context.Context) (*int64, error)
 }
 
 // Ledger returns the ledger's states of a window as JSON for a statement,
@@ -90,6 +91,11 @@ type Statement struct {
 	// Ledger is the ledger's states of the month (null without node
 	// reports).
 	Ledger json.RawMessage `json:"ledger"`
+	// ReportCut is the last node report time the statement includes
+	// (MONITOR.md 20.14; absent without node reports, so a statement of a
+	// fleet without them is as before): a report stored after the close
+	// is an observed_after_close adjustment of a later month.
+	ReportCut *time.Time `json:"report_cut,omitempty"`
 }
 
 // Errors of the books, for the callers' answers.
@@ -193,6 +199,14 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		s.ByProject.Closed, s.ByProjectOwner.Closed = mark, mark
 		if len(s.Adjustments) > 0 {
 			s.ByProject.Adjustments = s.Adjustments
+		}
+		cut, err := st.ReportCut(ctx)
+		if err != nil {
+			return out, err
+		}
+		if cut != nil {
+			t := time.Unix(*cut, 0).UTC()
+			s.ReportCut = &t
 		}
 		if in.Ledger != nil {
 			if s.Ledger, err = in.Ledger(ctx, w); err != nil {

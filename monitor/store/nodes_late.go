@@ -6,9 +6,10 @@ import (
 	"fmt"
 )
 
-// stmtReportCut reads the latest report time of every node: one row per
-// node, read once per close, so a scan of nodes is the plan.
-var stmtReportCut = &stmt{sql: `SELECT MAX(last_time) FROM nodes`, example: []any{}}
+// stmtReportCut reads the latest report time of any node, from the end of
+// nodes_last_time (migration 0015).
+var stmtReportCut = &stmt{sql: `SELECT MAX(last_time) FROM nodes`,
+	sqliteIndex: "nodes_last_time", postgresIndex: "nodes_last_time", example: []any{}}
 
 func init() { nodeStatements["report cut"] = stmtReportCut }
 

@@ -19,6 +19,8 @@ import (
 type NodeStore interface {
 	StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire time.Duration) (store.NodeWrite, error)
 	GPUConflicts(ctx context.Context) ([]store.GPUConflict, error)
+	// TrimmedBefore is retention's mark (zero: nothing trimmed).
+	TrimmedBefore(ctx context.Context) (time.Time, error)
 }
 
 // NodesConfig is what MountNodes needs.
@@ -35,8 +37,8 @@ type NodesConfig struct {
 type nodeWritten struct {
 	Node string `json:"node"`
 	Time int64  `json:"time"`
-	// Status is "created", "exists" or "clipped"; "stored" with
-	// Conflicts (409).
+	// Status is "created", "exists", "clipped" or "too_old"; "stored"
+	// with Conflicts (409).
 	Status    string         `json:"status"`
 	Conflicts []nodeConflict `json:"conflicts,omitempty"`
 }
@@ -58,7 +60,9 @@ const MaxNodeAheadSeconds = 300
 // most wire.MaxNodeReportBytes decoded; 400 naming the field; 403 for a
 // node the token may not report; 425 for a report more than 5 minutes
 // ahead (not stored); 201 stored, 200 already stored (the first body
-// kept) or clipped; 409 stored, naming the GPUs another node holds.
+// kept), clipped, or too_old (its span reaches days --retain trimmed:
+// not stored, and the agent deletes it as delivered); 409 stored, naming
+// the GPUs another node holds.
 func MountNodes(a *API, cfg NodesConfig) {
 	if cfg.Retire <= 0 {
 		cfg.Retire = store.DefaultNodeRetire
@@ -121,6 +125,20 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, n *nodeState) {
 		}
 		// Not part of the stored body: a resend differs only by it.
 		rep.SentAt = ""
+	}
+	trimmed, err := cfg.Store.TrimmedBefore(r.Context())
+	if err != nil {
+		a.storeFailed(w, r, "node_report", err)
+		return
+	}
+	if !trimmed.IsZero() && rep.Time-rep.IntervalSeconds < trimmed.Unix() {
+		// Its month's tasks and intervals are gone and its statement is
+		// all there is: a late report there can change nothing (MONITOR.md
+		// 20.14). 200, so the agent's spool lets it go.
+		a.cfg.Log.Info("node report of days --retain trimmed: not stored", "node", rep.Node, "time", rep.Time,
+			"trimmed_before", trimmed.Unix())
+		writeJSON(w, http.StatusOK, nodeWritten{Node: rep.Node, Time: rep.Time, Status: store.NodeTooOld})
+		return
 	}
 	res, err := cfg.Store.StoreNodeReport(r.Context(), rep, cfg.Retire)
 	if err != nil {

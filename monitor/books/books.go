@@ -47,6 +47,7 @@ type Store interface {
 	StatementBody(ctx context.Context, month string, version int) ([]byte, error)
 	StatementReport(ctx context.Context, month string, version int, owner bool) ([]byte, error)
 	TrimmedBefore(ctx context.Context) (time.Time, error)
+	ReportCut(ctx context.Context) (*int64, error)
 }
 
 // Ledger returns the ledger's states of a window as JSON for a statement,
@@ -90,6 +91,11 @@ type Statement struct {
 	// Ledger is the ledger's states of the month (null without node
 	// reports).
 	Ledger json.RawMessage `json:"ledger"`
+	// ReportCut is the last node report time the statement includes
+	// (MONITOR.md 20.14; absent without node reports, so a statement of a
+	// fleet without them is as before): a report stored after the close
+	// is an observed_after_close adjustment of a later month.
+	ReportCut *time.Time `json:"report_cut,omitempty"`
 }
 
 // Errors of the books, for the callers' answers.
@@ -184,16 +190,23 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		if s.ByProjectOwner, err = report.Compute(ctx, src, q); err != nil {
 			return out, err
 		}
-		for _, e := range earlier {
-			adj, err := Adjust(e.Month, late[e.Month], in.Prices)
-			if err != nil {
-				return out, err
-			}
-			s.Adjustments = append(s.Adjustments, adj...)
+		lateOf := func(e store.Closed) ([]store.LateTask, error) { return late[e.Month], nil }
+		adj, err := lateData(ctx, st, src, earlier, lateOf, report.Query{Prices: in.Prices, Namespaces: in.Namespaces, Now: closedAt})
+		if err != nil {
+			return out, err
 		}
+		s.Adjustments = append(s.Adjustments, adj...)
 		s.ByProject.Closed, s.ByProjectOwner.Closed = mark, mark
 		if len(s.Adjustments) > 0 {
 			s.ByProject.Adjustments = s.Adjustments
+		}
+		cut, err := st.ReportCut(ctx)
+		if err != nil {
+			return out, err
+		}
+		if cut != nil {
+			t := time.Unix(*cut, 0).UTC()
+			s.ReportCut = &t
 		}
 		if in.Ledger != nil {
 			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
@@ -296,7 +309,7 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 		return nil, err
 	}
 	if c == nil && q.Window.IsMonth() && !live {
-		adj, err := Adjustments(ctx, st, q.Window, q.Prices)
+		adj, err := Adjustments(ctx, st, q)
 		if err != nil {
 			return nil, err
 		}
@@ -310,26 +323,15 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 	return r, nil
 }
 
-// Adjustments are the late data counted in open month w: of the closed
-// months just before it.
-func Adjustments(ctx context.Context, st Store, w report.Window, prices *report.Prices) ([]report.Adjustment, error) {
-	earlier, err := closedBefore(ctx, st, w)
+// Adjustments are the late data counted in open month q.Window: of the
+// closed months just before it, priced and charged with q's inputs.
+func Adjustments(ctx context.Context, st Store, q report.Query) ([]report.Adjustment, error) {
+	earlier, err := closedBefore(ctx, st, q.Window)
 	if err != nil {
 		return nil, err
 	}
-	var out []report.Adjustment
-	for _, e := range earlier {
-		late, err := st.LateTasks(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		adj, err := Adjust(e.Month, late, prices)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, adj...)
-	}
-	return out, nil
+	late := func(e store.Closed) ([]store.LateTask, error) { return st.LateTasks(ctx, e) }
+	return lateData(ctx, st, st, earlier, late, q)
 }
 
 // scoped keeps the rows a scoped reader may see; the total is then the sum

@@ -63,6 +63,10 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 			r.PricingUnit = UnitGPUHours
 			r.SubAccountID, r.SubAccountName, r.owner = a.Project, a.Project, owner
 			r.BillingBasis = report.BasisDeclared
+			if len(s.changes) == 1 && s.changes[books.ReasonObservedAfterClose] {
+				// Node reports stored after the close: priced observed.
+				r.BillingBasis = report.BasisObserved
+			}
 			r.Tags = map[string]string{}
 			if owner != "" {
 				r.Tags["paddle/owner"] = owner

@@ -26,6 +26,7 @@ const (
 	NodeCreated = "created" // stored whole
 	NodeExists  = "exists"  // a report of this node and time was stored before
 	NodeClipped = "clipped" // stored, clipped to the part no stored report covered
+	NodeTooOld  = "too_old" // not stored: its span reaches days retention trimmed (MONITOR.md 20.14)
 )
 
 // NodeWrite is what StoreNodeReport did.

@@ -218,10 +218,10 @@ var (
 func checkPlan(t *testing.T, db *sql.DB, d store.Dialect, st store.WriteStatement) {
 	t.Helper()
 	text := strings.Join(explain(t, db, d, st), "\n")
-	scan, uses := nodePostgresScan, regexp.MustCompile(`(Index Scan|Index Only Scan) using `+st.Index+` on |Bitmap Index Scan on `+
+	scan, uses := nodePostgresScan, regexp.MustCompile(`(Index Scan|Index Only Scan)( Backward)? using `+st.Index+` on |Bitmap Index Scan on `+
 		st.Index+`\b|Conflict Arbiter Indexes: `+st.Index+`\b`)
 	if d == store.SQLite {
-		scan, uses = nodeSQLiteScan, regexp.MustCompile(`USING (COVERING )?INDEX `+st.Index+` `)
+		scan, uses = nodeSQLiteScan, regexp.MustCompile(`(?m)USING (COVERING )?INDEX `+st.Index+`( |$)`)
 	}
 	if scan.MatchString(text) {
 		t.Fatalf("reads a table without an index:\n%s\n%s", st.SQL, text)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var burstScenario = scenario{
@@ -28,8 +26,7 @@ func runBurst(e *env) ([][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startMonitor(dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var (
@@ -43,8 +41,7 @@ func runMetrics(e *env) ([][]string, error) {
 	}
 	load := time.Since(started).Round(100 * time.Millisecond)
 
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startMonitor(dsn)
 	if err != nil {
 		return nil, err
 	}

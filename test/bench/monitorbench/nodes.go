@@ -66,8 +66,7 @@ func runNodes(e *env) ([][]string, error) {
 	// accepts ahead, whatever the rate).
 	base := time.Now().Unix()/60*60 - 86400
 	start := func(dsn string) (*monitorproc.Proc, error) {
-		return monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-			monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+		return e.startMonitor(dsn)
 	}
 	floorURL, stopFloor, err := startFloor()
 	if err != nil {

@@ -54,35 +54,7 @@ func genTasks(n int, visit func(t *benchTask) error) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	span := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix() - benchYear.Unix()
 	for i := range n {
-		t := &benchTask{
-			id:      fmt.Sprintf("bench-%07d", i),
-			key:     int64(i) + 1,
-			project: fmt.Sprintf("project-%02d", rng.IntN(50)),
-			owner:   fmt.Sprintf("user%03d@example.com", rng.IntN(500)),
-			host:    fmt.Sprintf("node-%03d", rng.IntN(200)),
-			start:   benchYear.Unix() + int64(i)*span/int64(n),
-			gpus:    int64(benchGPUs[rng.IntN(len(benchGPUs))]),
-			est:     int64(1+rng.IntN(12)) * 3600,
-		}
-		length := int64(600 + rng.IntN(10*3600))
-		switch {
-		case i%10 == 9 && i%20 == 19:
-			seen := t.start + length
-			t.lastSeen = &seen
-		case i%10 == 9:
-		default:
-			end := t.start + length
-			exit := int64(0)
-			if rng.IntN(5) == 0 {
-				exit = 1
-			}
-			t.end, t.exit, t.dur = &end, &exit, float64(length)
-		}
-		for range t.gpus {
-			t.models = append(t.models, benchModel[rng.IntN(len(benchModel))])
-			t.util = append(t.util, rng.Float64()*100)
-			t.idle = append(t.idle, rng.Float64()/2)
-		}
+		t := randomTask(rng, fmt.Sprintf("bench-%07d", i), i, benchYear.Unix()+int64(i)*span/int64(n))
 		if err := visit(t); err != nil {
 			return err
 		}
@@ -273,33 +245,40 @@ func (b *bulk) columns(table string) (map[string]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				return nil, err
-			}
-			names = append(names, n)
-		}
+		names, err = scanNames(rows.Next, rows.Scan)
 		rows.Close()
+		if err != nil {
+			return nil, err
+		}
 	} else {
 		rows, err := b.tx.QueryContext(b.ctx, "SELECT name FROM pragma_table_info(?)", table)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				return nil, err
-			}
-			names = append(names, n)
-		}
+		names, err = scanNames(rows.Next, rows.Scan)
 		rows.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range names {
 		c[n] = true
 	}
 	b.have[table] = c
 	return c, nil
+}
+
+// scanNames reads one string a row, from either engine's rows.
+func scanNames(next func() bool, scan func(...any) error) ([]string, error) {
+	var names []string
+	for next() {
+		var n string
+		if err := scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, nil
 }
 
 // add queues a row and returns its values, in the order of the table's

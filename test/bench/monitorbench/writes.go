@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var (
@@ -177,8 +175,7 @@ func runWrites(e *env) ([][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startMonitor(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -194,8 +191,7 @@ func runWrites(e *env) ([][]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", bulk, "--log-format", "json"},
-			monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+		srv, err := e.startMonitor(bulk)
 		if err != nil {
 			return nil, err
 		}

@@ -22,11 +22,7 @@ var burstScenario = scenario{
 }
 
 func runBurst(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := e.startMonitor(dsn)
+	srv, err := e.startEmpty()
 	if err != nil {
 		return nil, err
 	}

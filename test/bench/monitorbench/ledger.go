@@ -133,11 +133,8 @@ func userKeyUndeclared(containerID, podUID, namespace string) string {
 }
 
 func runLedger(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
-		return nil, err
-	}
-	if err := e.schema(dsn); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading a month of %d GPUs on %s\n", *ledgerGPUs, e.store)

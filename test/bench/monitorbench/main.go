@@ -289,6 +289,24 @@ func (e *env) startMonitor(dsn string) (*monitorproc.Proc, error) {
 		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
 }
 
+// emptyStore is a new database with the measured binary's schema.
+func (e *env) emptyStore() (string, error) {
+	dsn, err := e.newDSN()
+	if err != nil {
+		return "", err
+	}
+	return dsn, e.schema(dsn)
+}
+
+// startEmpty starts the measured binary on a new, empty database.
+func (e *env) startEmpty() (*monitorproc.Proc, error) {
+	dsn, err := e.newDSN()
+	if err != nil {
+		return nil, err
+	}
+	return e.startMonitor(dsn)
+}
+
 // schema makes dsn's schema as the measured binary makes it: a serve
 // started and stopped on it (its migrations, its indexes).
 func (e *env) schema(dsn string) error {

@@ -27,14 +27,11 @@ var metricsScenario = scenario{
 }
 
 func runMetrics(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	if err := e.schema(dsn); err != nil {
-		return nil, err
-	}
 	started := time.Now()
 	if err := loadOpenTasks(ctx, dsn, *metricsTasks); err != nil {
 		return nil, fmt.Errorf("bulk load: %w", err)

@@ -83,11 +83,8 @@ func runNodes(e *env) ([][]string, error) {
 	emptyCPU := cpuPer(cpuTime(srv.Cmd.Process.Pid)-cpu0, empty)
 	srv.Stop()
 
-	loaded, err := e.newDSN()
+	loaded, err := e.emptyStore()
 	if err != nil {
-		return nil, err
-	}
-	if err := e.schema(loaded); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d days of %d nodes' roll-ups on %s\n", *nodeDays, *nodeCount, e.store)
@@ -106,18 +103,14 @@ func runNodes(e *env) ([][]string, error) {
 	e.result("nodes.floor", floor.rate)
 	e.result("nodes.empty", empty.rate)
 	e.result("nodes.full", full.rate)
-	return [][]string{{
-		fmt.Sprintf("%.0f", floor.rate),
-		fmt.Sprintf("%.0f", empty.rate),
-		fmt.Sprintf("%.0f %%", empty.rate/floor.rate*100),
-		ms(empty.p50) + " / " + ms(empty.p99),
+	return [][]string{append(empty.againstFloor(floor),
 		emptyCPU,
 		fmt.Sprintf("%d", rows),
 		fmt.Sprintf("%.0f (p50 %s, p99 %s)", full.rate, ms(full.p50), ms(full.p99)),
 		fullCPU,
 		fmt.Sprintf("%+.0f %%", (full.rate/empty.rate-1)*100),
-		fmt.Sprint(empty.errors + full.errors),
-	}}, nil
+		fmt.Sprint(empty.errors+full.errors),
+	)}, nil
 }
 
 // loadRollups stores days × 24 hours of roll-ups of nodes nodes of 8 GPUs

@@ -73,14 +73,11 @@ func (e *env) bulkStore() (string, error) {
 }
 
 func (e *env) loadBulk() (string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
 		return "", err
 	}
 	ctx := context.Background()
-	if err := e.schema(dsn); err != nil {
-		return "", err
-	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d tasks on %s\n", *reportTasks, e.store)
 	started := time.Now()
 	e.bulkRows, err = loadTasks(ctx, dsn, *reportTasks)
@@ -239,27 +236,27 @@ func (b *bulk) columns(table string) (map[string]bool, error) {
 		return c, nil
 	}
 	c := map[string]bool{}
-	var names []string
+	// One scan over either engine's rows.
+	var next func() bool
+	var scan func(...any) error
+	var done func()
 	if b.pg != nil {
 		rows, err := b.pg.Query(b.ctx, "SELECT column_name FROM information_schema.columns WHERE table_name = $1", table)
 		if err != nil {
 			return nil, err
 		}
-		names, err = scanNames(rows.Next, rows.Scan)
-		rows.Close()
-		if err != nil {
-			return nil, err
-		}
+		next, scan, done = rows.Next, rows.Scan, rows.Close
 	} else {
 		rows, err := b.tx.QueryContext(b.ctx, "SELECT name FROM pragma_table_info(?)", table)
 		if err != nil {
 			return nil, err
 		}
-		names, err = scanNames(rows.Next, rows.Scan)
-		rows.Close()
-		if err != nil {
-			return nil, err
-		}
+		next, scan, done = rows.Next, rows.Scan, func() { rows.Close() }
+	}
+	names, err := scanNames(next, scan)
+	done()
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range names {
 		c[n] = true

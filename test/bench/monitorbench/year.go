@@ -34,11 +34,8 @@ var yearScenario = scenario{
 var yearStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func runYear(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
-		return nil, err
-	}
-	if err := e.schema(dsn); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()

@@ -116,7 +116,7 @@ func runNodes(e *env) ([][]string, error) {
 // loadRollups stores days × 24 hours of roll-ups of nodes nodes of 8 GPUs
 // with two users each, ending before base, in one statement per table.
 func loadRollups(dsn string, days, nodes int, base int64) (int, error) {
-	driver, src := "sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"
+	driver, src := "sqlite", sqliteSource(dsn)
 	series := "WITH RECURSIVE h(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM h WHERE i < %d) SELECT i FROM h"
 	if store.IsPostgresDSN(dsn) {
 		driver, src = "pgx", dsn

@@ -220,15 +220,28 @@ func openBulk(ctx context.Context, dsn string) (*bulk, error) {
 	b := &bulk{ctx: ctx, have: map[string]map[string]bool{}, cols: map[string][]string{},
 		copied: map[string][][]any{}}
 	var err error
-	if store.IsPostgresDSN(dsn) {
-		b.pg, err = pgx.Connect(ctx, dsn)
+	if b.pg, b.db, err = connect(ctx, dsn); err != nil || b.pg != nil {
 		return b, err
-	}
-	if b.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"); err != nil {
-		return nil, err
 	}
 	b.tx, err = b.db.BeginTx(ctx, nil)
 	return b, err
+}
+
+// sqliteSource is the bulk loads' SQLite data source for dsn: WAL, no
+// fsync (a fixture, made again after a crash), a long busy wait.
+func sqliteSource(dsn string) string {
+	return "file:" + dsn + "?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"
+}
+
+// connect opens dsn on its engine: a pgx connection for PostgreSQL, a
+// database/sql handle for SQLite.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, *sql.DB, error) {
+	if store.IsPostgresDSN(dsn) {
+		pg, err := pgx.Connect(ctx, dsn)
+		return pg, nil, err
+	}
+	db, err := sql.Open("sqlite", sqliteSource(dsn))
+	return nil, db, err
 }
 
 func (b *bulk) columns(table string) (map[string]bool, error) {

@@ -201,6 +201,16 @@ type Deliverer struct {
 	Logger  *slog.Logger
 	// Noun names an entry in the log: "registration", "completion", "report".
 	Noun string
+	// Now is the sender's clock (the policies' now, the entries' backoff,
+	// Passes' NotBefore); nil: time.Now.
+	Now func() time.Time
+}
+
+func (d *Deliverer) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
 }
 
 // FlushResult counts what a flush did: entries delivered, attempts that
@@ -210,6 +220,12 @@ type FlushResult struct {
 	Delivered, Failed, Dead, Pending int
 	// Stopped is the failed attempt that ended the flush, nil when none.
 	Stopped error
+	// NotBefore (Passes only) is the instant before which the monitor
+	// asked for no attempt: the Deliverer's clock plus the Retry-After of
+	// the latest stopping answer that carried one; zero when none did. A
+	// sender that passes again later waits for it (a node report from
+	// ahead of the monitor's clock, answered 425).
+	NotBefore time.Time
 }
 
 // One entry's failures must not stall the others (a "poison" entry that
@@ -279,7 +295,7 @@ func (d *Deliverer) Flush(ctx context.Context, limit int) (FlushResult, error) {
 				res.Pending += len(fresh) - i
 				return res, nil
 			}
-			if d.Backoff && backingOff(e, time.Now()) {
+			if d.Backoff && backingOff(e, d.now()) {
 				skipped[e.ID] = true
 				res.Pending++
 				continue
@@ -390,7 +406,7 @@ func (d *Deliverer) Try(ctx context.Context, c *Client, e spool.Entry, key strin
 	if policy == nil {
 		policy = EntrypointPolicy
 	}
-	return policy(e, err, time.Now()), err
+	return policy(e, err, d.now()), err
 }
 
 // answer is what a dead letter keeps of an attempt the decision buries:

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -12,7 +13,8 @@ import (
 // or the monitor's Retry-After when that is longer. It stops early when
 // the spool fails, when giveUp says the stop is one no wait cures (a
 // refused token), or when the next wait and an attempt would pass the
-// deadline (no deadline: one pass). Stopped is the last pass's.
+// deadline (no deadline: one pass). Stopped is the last pass's; NotBefore
+// is set from the latest Retry-After.
 func (d *Deliverer) Passes(ctx context.Context, retry RetryPolicy, giveUp func(error) bool) (FlushResult, error) {
 	b := retry.BackOff()
 	var total FlushResult
@@ -27,6 +29,10 @@ func (d *Deliverer) Passes(ctx context.Context, retry RetryPolicy, giveUp func(e
 			return total, err
 		}
 		policy, asked := NextWait(b, res.Stopped)
+		var ae *AnswerError
+		if errors.As(res.Stopped, &ae) && ae.HasRetryAfter {
+			total.NotBefore = d.now().Add(ae.RetryAfter)
+		}
 		wait := max(policy, asked)
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+AttemptTimeout/4 {
 			return total, nil

@@ -229,25 +229,19 @@ func equal(a, b []string) bool {
 
 // isID: a container ID, at least 12 lower-case hex digits.
 func isID(s string) bool {
-	if len(s) < 12 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) >= 12 && len(s) <= 128 && lowerHex(s, false)
 }
 
 // isUID: a pod UID, hex digits and dashes (36 characters for a UUID; a
 // static pod's is a 32-digit hash).
 func isUID(s string) bool {
-	if len(s) < 32 || len(s) > 36 {
-		return false
-	}
+	return len(s) >= 32 && len(s) <= 36 && lowerHex(s, true)
+}
+
+// lowerHex: every byte of s a lower-case hex digit, or a dash where dash.
+func lowerHex(s string, dash bool) bool {
 	for i := 0; i < len(s); i++ {
-		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f' || s[i] == '-') {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f' || dash && s[i] == '-') {
 			return false
 		}
 	}

@@ -292,13 +292,8 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 			OccupiedShare:    float64(acc.occup) / n,
 			Users:            []wire.NodeUser{},
 		}
-		if k.GI >= 0 {
-			gi := k.GI
-			ni.GPUInstanceID = &gi
-		}
-		if acc.utilN > 0 {
-			m := acc.utilSum / float64(acc.utilN)
-			ni.UtilMean = &m
+		ni.GPUInstanceID = known(k.GI)
+		if ni.UtilMean = mean(acc.utilSum, acc.utilN); ni.UtilMean != nil {
 			ni.BusyBasis = wire.BusyBasisUtilization
 		}
 		if e := energy[k.GPU]; e != nil {
@@ -335,14 +330,7 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 				UsedMemoryPeakBytes: a.memPeak,
 				Declared:            a.declared,
 			}
-			if u.UID >= 0 {
-				uid := u.UID
-				nu.UID = &uid
-			}
-			if a.smN > 0 {
-				m := a.smSum / float64(a.smN)
-				nu.SMUtilMean = &m
-			}
+			nu.UID, nu.SMUtilMean = known(u.UID), mean(a.smSum, a.smN)
 			nu.Allocation, nu.ClaimNamespace, nu.ClaimName = a.allocation, text(a.claimNS), text(a.claim)
 			if a.capN > 0 {
 				// The mean part over the samples it was given one in.
@@ -355,6 +343,24 @@ func (b *Builder) Report(end time.Time, final bool) wire.NodeReport {
 	}
 	fit(&r)
 	return r
+}
+
+// known is v, or nil for the -1 that stands for none (a whole GPU's GI,
+// a user that is no host user).
+func known[T int | int64](v T) *T {
+	if v < 0 {
+		return nil
+	}
+	return &v
+}
+
+// mean is sum over n samples, or nil over none.
+func mean(sum float64, n int) *float64 {
+	if n == 0 {
+		return nil
+	}
+	m := sum / float64(n)
+	return &m
 }
 
 // MaxTextBytes is the report's bound on a text field.

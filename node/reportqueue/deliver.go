@@ -162,23 +162,22 @@ func denied(err error) bool {
 }
 
 // Deliver sends the spool's pending reports, oldest first, through the
-// delivery engine with deliver.ReportPolicy. A pass that ends on a report
-// the monitor could not take now (5xx, 429, a network error) is tried
-// again with the one backoff of every sender (deliver.DefaultRetry: 150 ms
-// doubling to 1.5 s, jittered, or the monitor's Retry-After when longer)
-// while ctx's deadline leaves room; a 401 or 403 ends it at once.
+// delivery engine with Policy, in the engine's passes
+// (deliver.Deliverer.Passes): a pass that ends on a report the monitor
+// could not take now (5xx, 429, a network error) is tried again with the
+// one backoff of every sender (deliver.DefaultRetry: 150 ms doubling to
+// 1.5 s, jittered, or the monitor's Retry-After when longer) while ctx's
+// deadline leaves room; a 401 or 403 ends it at once.
 //
 // A Retry-After in the answer that ended a pass is honoured: no attempt
 // before it, in this pass or the next (a 425 report waits there until the
 // monitor's clock reaches it).
 func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
-	var total PassResult
 	s.mu.Lock()
 	wait := s.notBefore
 	s.mu.Unlock()
 	if s.now().Before(wait) {
-		total.Waiting = wait
-		return total, nil
+		return PassResult{Waiting: wait}, nil
 	}
 	d := &deliver.Deliverer{
 		Queue:     q.q,
@@ -187,34 +186,14 @@ func Deliver(ctx context.Context, q *Queue, s *Sender) (PassResult, error) {
 		Check:     deliver.EntryKey,
 		Logger:    s.log,
 		Noun:      "report",
+		Now:       s.now,
 	}
-	// The one backoff of every sender; the monitor's Retry-After is
-	// also kept past this pass (notBefore), for a 425 report.
-	b := deliver.DefaultRetry.BackOff()
-	for {
-		res, err := d.Flush(ctx, 0)
-		total.Sent += res.Delivered
-		total.Dead += res.Dead
-		total.Stopped = res.Stopped
-		if err != nil || res.Stopped == nil || total.Denied() {
-			return total, err
-		}
-		wait := b.NextBackOff()
-		var ae *deliver.AnswerError
-		if errors.As(res.Stopped, &ae) && ae.HasRetryAfter {
-			wait = max(wait, ae.RetryAfter)
-			s.mu.Lock()
-			s.notBefore = s.now().Add(ae.RetryAfter)
-			total.Waiting = s.notBefore
-			s.mu.Unlock()
-		}
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < wait+deliver.AttemptTimeout/4 {
-			return total, nil
-		}
-		select {
-		case <-ctx.Done():
-			return total, nil
-		case <-time.After(wait):
-		}
+	res, err := d.Passes(ctx, deliver.DefaultRetry, denied)
+	if !res.NotBefore.IsZero() {
+		// Kept past this call, for the next pass (a 425 report).
+		s.mu.Lock()
+		s.notBefore = res.NotBefore
+		s.mu.Unlock()
 	}
+	return PassResult{Sent: res.Delivered, Dead: res.Dead, Stopped: res.Stopped, Waiting: res.NotBefore}, err
 }

@@ -36,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/test/bench/benchdoc"
 )
 
 // options are the benchmark's flags.
@@ -315,7 +317,7 @@ func benchmark(o options) error {
 		static:   static,
 		notes:    notes,
 		duration: time.Since(began),
-		loadEnd:  loadAverage(),
+		loadEnd:  benchdoc.LoadAverage(),
 	}
 	text := rep.markdown() + outage.markdown() + cost.markdown()
 	fmt.Print(text)
@@ -480,7 +482,7 @@ type machineInfo struct {
 }
 
 func describeMachine() machineInfo {
-	m := machineInfo{cpus: runtime.NumCPU(), model: "unknown", goVersion: runtime.Version(), loadStart: loadAverage()}
+	m := machineInfo{cpus: runtime.NumCPU(), model: "unknown", goVersion: runtime.Version(), loadStart: benchdoc.LoadAverage()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -497,18 +499,6 @@ func describeMachine() machineInfo {
 
 func (m machineInfo) oneLine() string {
 	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s, load average %s", m.cpus, m.model, m.kernel, m.goVersion, m.loadStart)
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // errNoSection is a doc file without the markers of its generated section.

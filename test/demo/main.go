@@ -255,15 +255,21 @@ func (d *demo) stopServer() {
 	d.server = nil
 }
 
-// get shows an API answer, read with the admin token.
-func (d *demo) get(path string) error {
+// request prints the curl line of a GET of path and sends it with the
+// admin token.
+func (d *demo) request(path string) (*http.Response, error) {
 	fmt.Printf("$ curl -H 'Authorization: Bearer <finance>' %s%s\n", d.url, path)
 	req, err := http.NewRequest("GET", d.url+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+d.admin)
-	resp, err := http.DefaultClient.Do(req)
+	return http.DefaultClient.Do(req)
+}
+
+// get shows an API answer, read with the admin token.
+func (d *demo) get(path string) error {
+	resp, err := d.request(path)
 	if err != nil {
 		return err
 	}
@@ -279,13 +285,7 @@ func (d *demo) get(path string) error {
 
 // list shows GET /v1/tasks as one line per task.
 func (d *demo) list() error {
-	fmt.Printf("$ curl -H 'Authorization: Bearer <finance>' %s/v1/tasks\n", d.url)
-	req, err := http.NewRequest("GET", d.url+"/v1/tasks", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+d.admin)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.request("/v1/tasks")
 	if err != nil {
 		return err
 	}

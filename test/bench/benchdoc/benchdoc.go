@@ -53,3 +53,18 @@ func CPUModel() string {
 	}
 	return "unknown CPU"
 }
+
+// LoadAverage is the machine's 1, 5 and 15 minute load averages from
+// /proc/loadavg, "unknown" where it cannot be read: a figure measured on a
+// busy machine says so beside it.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var burstScenario = scenario{
@@ -24,12 +22,7 @@ var burstScenario = scenario{
 }
 
 func runBurst(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startEmpty()
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 var ledgerGPUs = flag.Int("ledger-gpus", 10000, "ledger: GPUs of the bulk-loaded month (one user per GPU per hour)")
@@ -37,11 +35,7 @@ type sqlRunner struct {
 func openRunner(dsn string) (*sqlRunner, error) {
 	r := &sqlRunner{ctx: context.Background()}
 	var err error
-	if store.IsPostgresDSN(dsn) {
-		r.pg, err = pgx.Connect(r.ctx, dsn)
-		return r, err
-	}
-	r.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)")
+	r.pg, r.db, err = connect(r.ctx, dsn)
 	return r, err
 }
 
@@ -133,11 +127,8 @@ func userKeyUndeclared(containerID, podUID, namespace string) string {
 }
 
 func runLedger(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
-		return nil, err
-	}
-	if err := e.schema(dsn); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading a month of %d GPUs on %s\n", *ledgerGPUs, e.store)

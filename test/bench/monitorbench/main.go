@@ -151,7 +151,7 @@ func benchmark(o options) error {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Command: `make bench` (`go run ./test/bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
 		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths, *nodeDays, *nodeCount, *ledgerGPUs,
-		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), benchdoc.CPUModel(), loadAverage())
+		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), benchdoc.CPUModel(), benchdoc.LoadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
 	}
@@ -281,26 +281,39 @@ func goals(md *strings.Builder, envs ...*env) {
 	}
 }
 
+// startMonitor starts the measured binary's serve on dsn, on a free port,
+// with a bare PATH and JSON logs (every scenario measures the same
+// process).
+func (e *env) startMonitor(dsn string) (*monitorproc.Proc, error) {
+	return monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
+		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+}
+
+// emptyStore is a new database with the measured binary's schema.
+func (e *env) emptyStore() (string, error) {
+	dsn, err := e.newDSN()
+	if err != nil {
+		return "", err
+	}
+	return dsn, e.schema(dsn)
+}
+
+// startEmpty starts the measured binary on a new, empty database.
+func (e *env) startEmpty() (*monitorproc.Proc, error) {
+	dsn, err := e.newDSN()
+	if err != nil {
+		return nil, err
+	}
+	return e.startMonitor(dsn)
+}
+
 // schema makes dsn's schema as the measured binary makes it: a serve
 // started and stopped on it (its migrations, its indexes).
 func (e *env) schema(dsn string) error {
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startMonitor(dsn)
 	if err != nil {
 		return err
 	}
 	srv.Stop()
 	return nil
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

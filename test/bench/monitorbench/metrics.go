@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var (
@@ -29,22 +27,18 @@ var metricsScenario = scenario{
 }
 
 func runMetrics(e *env) ([][]string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	if err := e.schema(dsn); err != nil {
-		return nil, err
-	}
 	started := time.Now()
 	if err := loadOpenTasks(ctx, dsn, *metricsTasks); err != nil {
 		return nil, fmt.Errorf("bulk load: %w", err)
 	}
 	load := time.Since(started).Round(100 * time.Millisecond)
 
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startMonitor(dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -66,8 +66,7 @@ func runNodes(e *env) ([][]string, error) {
 	// accepts ahead, whatever the rate).
 	base := time.Now().Unix()/60*60 - 86400
 	start := func(dsn string) (*monitorproc.Proc, error) {
-		return monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-			monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+		return e.startMonitor(dsn)
 	}
 	floorURL, stopFloor, err := startFloor()
 	if err != nil {
@@ -84,11 +83,8 @@ func runNodes(e *env) ([][]string, error) {
 	emptyCPU := cpuPer(cpuTime(srv.Cmd.Process.Pid)-cpu0, empty)
 	srv.Stop()
 
-	loaded, err := e.newDSN()
+	loaded, err := e.emptyStore()
 	if err != nil {
-		return nil, err
-	}
-	if err := e.schema(loaded); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d days of %d nodes' roll-ups on %s\n", *nodeDays, *nodeCount, e.store)
@@ -107,24 +103,20 @@ func runNodes(e *env) ([][]string, error) {
 	e.result("nodes.floor", floor.rate)
 	e.result("nodes.empty", empty.rate)
 	e.result("nodes.full", full.rate)
-	return [][]string{{
-		fmt.Sprintf("%.0f", floor.rate),
-		fmt.Sprintf("%.0f", empty.rate),
-		fmt.Sprintf("%.0f %%", empty.rate/floor.rate*100),
-		ms(empty.p50) + " / " + ms(empty.p99),
+	return [][]string{append(empty.againstFloor(floor),
 		emptyCPU,
 		fmt.Sprintf("%d", rows),
 		fmt.Sprintf("%.0f (p50 %s, p99 %s)", full.rate, ms(full.p50), ms(full.p99)),
 		fullCPU,
 		fmt.Sprintf("%+.0f %%", (full.rate/empty.rate-1)*100),
-		fmt.Sprint(empty.errors + full.errors),
-	}}, nil
+		fmt.Sprint(empty.errors+full.errors),
+	)}, nil
 }
 
 // loadRollups stores days × 24 hours of roll-ups of nodes nodes of 8 GPUs
 // with two users each, ending before base, in one statement per table.
 func loadRollups(dsn string, days, nodes int, base int64) (int, error) {
-	driver, src := "sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"
+	driver, src := "sqlite", sqliteSource(dsn)
 	series := "WITH RECURSIVE h(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM h WHERE i < %d) SELECT i FROM h"
 	if store.IsPostgresDSN(dsn) {
 		driver, src = "pgx", dsn

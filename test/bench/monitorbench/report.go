@@ -54,35 +54,7 @@ func genTasks(n int, visit func(t *benchTask) error) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	span := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix() - benchYear.Unix()
 	for i := range n {
-		t := &benchTask{
-			id:      fmt.Sprintf("bench-%07d", i),
-			key:     int64(i) + 1,
-			project: fmt.Sprintf("project-%02d", rng.IntN(50)),
-			owner:   fmt.Sprintf("user%03d@example.com", rng.IntN(500)),
-			host:    fmt.Sprintf("node-%03d", rng.IntN(200)),
-			start:   benchYear.Unix() + int64(i)*span/int64(n),
-			gpus:    int64(benchGPUs[rng.IntN(len(benchGPUs))]),
-			est:     int64(1+rng.IntN(12)) * 3600,
-		}
-		length := int64(600 + rng.IntN(10*3600))
-		switch {
-		case i%10 == 9 && i%20 == 19:
-			seen := t.start + length
-			t.lastSeen = &seen
-		case i%10 == 9:
-		default:
-			end := t.start + length
-			exit := int64(0)
-			if rng.IntN(5) == 0 {
-				exit = 1
-			}
-			t.end, t.exit, t.dur = &end, &exit, float64(length)
-		}
-		for range t.gpus {
-			t.models = append(t.models, benchModel[rng.IntN(len(benchModel))])
-			t.util = append(t.util, rng.Float64()*100)
-			t.idle = append(t.idle, rng.Float64()/2)
-		}
+		t := randomTask(rng, fmt.Sprintf("bench-%07d", i), i, benchYear.Unix()+int64(i)*span/int64(n))
 		if err := visit(t); err != nil {
 			return err
 		}
@@ -101,14 +73,11 @@ func (e *env) bulkStore() (string, error) {
 }
 
 func (e *env) loadBulk() (string, error) {
-	dsn, err := e.newDSN()
+	dsn, err := e.emptyStore()
 	if err != nil {
 		return "", err
 	}
 	ctx := context.Background()
-	if err := e.schema(dsn); err != nil {
-		return "", err
-	}
 	fmt.Fprintf(os.Stderr, "monitorbench: bulk-loading %d tasks on %s\n", *reportTasks, e.store)
 	started := time.Now()
 	e.bulkRows, err = loadTasks(ctx, dsn, *reportTasks)
@@ -251,15 +220,28 @@ func openBulk(ctx context.Context, dsn string) (*bulk, error) {
 	b := &bulk{ctx: ctx, have: map[string]map[string]bool{}, cols: map[string][]string{},
 		copied: map[string][][]any{}}
 	var err error
-	if store.IsPostgresDSN(dsn) {
-		b.pg, err = pgx.Connect(ctx, dsn)
+	if b.pg, b.db, err = connect(ctx, dsn); err != nil || b.pg != nil {
 		return b, err
-	}
-	if b.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"); err != nil {
-		return nil, err
 	}
 	b.tx, err = b.db.BeginTx(ctx, nil)
 	return b, err
+}
+
+// sqliteSource is the bulk loads' SQLite data source for dsn: WAL, no
+// fsync (a fixture, made again after a crash), a long busy wait.
+func sqliteSource(dsn string) string {
+	return "file:" + dsn + "?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(10000)"
+}
+
+// connect opens dsn on its engine: a pgx connection for PostgreSQL, a
+// database/sql handle for SQLite.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, *sql.DB, error) {
+	if store.IsPostgresDSN(dsn) {
+		pg, err := pgx.Connect(ctx, dsn)
+		return pg, nil, err
+	}
+	db, err := sql.Open("sqlite", sqliteSource(dsn))
+	return nil, db, err
 }
 
 func (b *bulk) columns(table string) (map[string]bool, error) {
@@ -267,39 +249,46 @@ func (b *bulk) columns(table string) (map[string]bool, error) {
 		return c, nil
 	}
 	c := map[string]bool{}
-	var names []string
+	// One scan over either engine's rows.
+	var next func() bool
+	var scan func(...any) error
+	var done func()
 	if b.pg != nil {
 		rows, err := b.pg.Query(b.ctx, "SELECT column_name FROM information_schema.columns WHERE table_name = $1", table)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				return nil, err
-			}
-			names = append(names, n)
-		}
-		rows.Close()
+		next, scan, done = rows.Next, rows.Scan, rows.Close
 	} else {
 		rows, err := b.tx.QueryContext(b.ctx, "SELECT name FROM pragma_table_info(?)", table)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				return nil, err
-			}
-			names = append(names, n)
-		}
-		rows.Close()
+		next, scan, done = rows.Next, rows.Scan, func() { rows.Close() }
+	}
+	names, err := scanNames(next, scan)
+	done()
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range names {
 		c[n] = true
 	}
 	b.have[table] = c
 	return c, nil
+}
+
+// scanNames reads one string a row, from either engine's rows.
+func scanNames(next func() bool, scan func(...any) error) ([]string, error) {
+	var names []string
+	for next() {
+		var n string
+		if err := scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, nil
 }
 
 // add queues a row and returns its values, in the order of the table's

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var (
@@ -146,6 +144,17 @@ func sustain(url string, clients int, d time.Duration, want int, body func(clien
 
 // registrations posts registrations of fresh task_ids; the load's ids are
 // those answered 201.
+// againstFloor is a table's first four cells: the floor's rate, this
+// load's, this one as a share of the floor's, and its p50 / p99 latency.
+func (l writeLoad) againstFloor(floor writeLoad) []string {
+	return []string{
+		fmt.Sprintf("%.0f", floor.rate),
+		fmt.Sprintf("%.0f", l.rate),
+		fmt.Sprintf("%.0f %%", l.rate/floor.rate*100),
+		ms(l.p50) + " / " + ms(l.p99),
+	}
+}
+
 func registrations(url, prefix string) writeLoad {
 	return sustain(url, *writeClients, *writeDuration, http.StatusCreated, func(c, n int) (string, string, string) {
 		id := fmt.Sprintf("%s-%02d-%07d", prefix, c, n)
@@ -173,12 +182,7 @@ func runWrites(e *env) ([][]string, error) {
 	floorHB := heartbeats(floorURL, floorReg.ids, http.StatusCreated)
 	stopFloor()
 
-	dsn, err := e.newDSN()
-	if err != nil {
-		return nil, err
-	}
-	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json"},
-		monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	srv, err := e.startEmpty()
 	if err != nil {
 		return nil, err
 	}
@@ -194,8 +198,7 @@ func runWrites(e *env) ([][]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", bulk, "--log-format", "json"},
-			monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+		srv, err := e.startMonitor(bulk)
 		if err != nil {
 			return nil, err
 		}
@@ -210,16 +213,12 @@ func runWrites(e *env) ([][]string, error) {
 	e.result("writes.reg", reg.rate)
 	e.result("writes.floor.hb", floorHB.rate)
 	e.result("writes.hb", hb.rate)
-	return [][]string{{
-		fmt.Sprintf("%.0f", floorReg.rate),
-		fmt.Sprintf("%.0f", reg.rate),
-		fmt.Sprintf("%.0f %%", reg.rate/floorReg.rate*100),
-		ms(reg.p50) + " / " + ms(reg.p99),
+	return [][]string{append(reg.againstFloor(floorReg),
 		fmt.Sprintf("%.0f", floorHB.rate),
 		fmt.Sprintf("%.0f", hb.rate),
 		fmt.Sprintf("%.0f %%", hb.rate/floorHB.rate*100),
 		full,
 		vsEmpty,
-		fmt.Sprint(reg.errors + hb.errors + fullErrors),
-	}}, nil
+		fmt.Sprint(reg.errors+hb.errors+fullErrors),
+	)}, nil
 }

@@ -51,7 +51,7 @@ func MountLedger(a *API, cfg LedgerConfig) {
 		writeFormatted(w, format, b.Bytes())
 	}))
 	a.Handle("GET /v1/discrepancies", a.Read(func(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
-		q, _, ok := a.ledgerQuery(w, r, cfg, scope, ledger.ByNode)
+		q, format, ok := a.ledgerQuery(w, r, cfg, scope, ledger.ByNode)
 		if !ok {
 			return
 		}
@@ -59,7 +59,16 @@ func MountLedger(a *API, cfg LedgerConfig) {
 		if a.ledgerFailed(w, r, "discrepancies", err) {
 			return
 		}
-		writeJSON(w, http.StatusOK, d)
+		if format == "json" {
+			writeJSON(w, http.StatusOK, d)
+			return
+		}
+		var b bytes.Buffer
+		if err := ledger.WriteDiscrepancies(&b, d, format); err != nil {
+			a.storeFailed(w, r, "discrepancies", err)
+			return
+		}
+		writeFormatted(w, format, b.Bytes())
 	}))
 }
 

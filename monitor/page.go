@@ -111,7 +111,10 @@ type pageData struct {
 	// amount (PrevMonthName's) and the change; Trend the twelve months.
 	Rows          []pageRow
 	PrevMonthName string
-	Trend         trendChart
+	// Partial says that the month is not over: its change is against all
+	// of last month (last month's report), so it is partial.
+	Partial string
+	Trend   trendChart
 	// ByLabel is the month by the extra label Label (by=label:NAME), nil
 	// without one.
 	ByLabel     *report.Report
@@ -220,6 +223,10 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	}
 	d.Rows = compared(rep, months[len(months)-2], d.Priced)
 	d.PrevMonthName = months[len(months)-2].From.Format("January")
+	if now.Before(win.To) && !now.Before(win.From) {
+		d.Partial = fmt.Sprintf("partial: day %d of %d, against all of %s", int(now.Sub(win.From).Hours()/24)+1,
+			int(win.To.Sub(win.From).Hours()/24), d.PrevMonthName)
+	}
 	d.Trend = trend(months, d.Priced, d.Currency)
 	// Bars: one per project, the longest 420 px wide: cost with prices,
 	// GPU-hours without.

@@ -3,11 +3,14 @@ package monitor
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/termtable"
 )
 
 // pageFleetMax bounds the page's lists of undeclared use and
@@ -31,10 +34,16 @@ type pageFleet struct {
 	Users         []pageFleetUser
 	Discrepancies []ledger.TaskDiscrepancy
 	States        []pageFleetState // the legend
+	// LabelX is where the models' labels end and ChartWidth the chart's
+	// width: the label column is as wide as the longest model's name, so
+	// that no label is clipped ("NVIDIA H200 3g.71gb" did not fit 162).
+	LabelX, ChartWidth int
+	Currency           string
 }
 
 type pageFleetModel struct {
 	Model    string
+	LabelX   int
 	Y        int
 	Capacity string
 	Segments []pageFleetSegment
@@ -51,6 +60,7 @@ type pageFleetSegment struct {
 type pageFleetUser struct {
 	Node, State, Project, Namespace, Who string
 	GPUHours                             float64
+	Cost                                 *float64 // at the instance's price
 }
 
 type pageFleetState struct{ State, Color string }
@@ -87,20 +97,24 @@ func (h *reports) fleet(ctx context.Context, win report.Window, scope *access.Sc
 		f.States = append(f.States, pageFleetState{s, fleetColors[i]})
 	}
 	widest := 0.0
+	f.LabelX, f.Currency = 162, l.Currency
 	for _, r := range l.Rows {
 		if r.Capacity != nil {
 			widest = max(widest, *r.Capacity)
+			// About 8 px a character at the page's font.
+			f.LabelX = max(f.LabelX, 8*utf8.RuneCountInString(r.Key)+8)
 		}
 	}
+	f.ChartWidth = f.LabelX + 8 + 420 + 170
 	for i, r := range l.Rows {
 		if r.Capacity == nil {
 			continue
 		}
-		m := pageFleetModel{Model: r.Key, Y: i * 34, Capacity: significant(*r.Capacity) + " GPU-h"}
+		m := pageFleetModel{Model: r.Key, LabelX: f.LabelX, Y: i * 34, Capacity: significant(*r.Capacity) + " GPU-h"}
 		if m.Model == "" {
 			m.Model = "(unknown model)"
 		}
-		x := 170.0
+		x := float64(f.LabelX + 8)
 		for j, s := range ledger.States {
 			w := 0.0
 			if widest > 0 {
@@ -113,6 +127,10 @@ func (h *reports) fleet(ctx context.Context, win report.Window, scope *access.Sc
 				m.Figures += ", "
 			}
 			m.Figures += s + " " + significant(r.States[j])
+			if c := r.StateCosts[j]; c != nil {
+				// Money beside GPU-hours, the ledger's cost of the state.
+				m.Figures += " (" + strings.TrimSpace(termtable.Money(*c)+" "+l.Currency) + ")"
+			}
 		}
 		f.Models = append(f.Models, m)
 	}
@@ -127,7 +145,7 @@ func (h *reports) fleet(ctx context.Context, win report.Window, scope *access.Sc
 		case u.UID != nil:
 			who = "UID " + strconv.FormatInt(*u.UID, 10) + " " + u.Cgroup
 		}
-		f.Users = append(f.Users, pageFleetUser{Node: u.Node, State: u.State, Project: u.Project, Namespace: u.Namespace, Who: who, GPUHours: u.GPUHours})
+		f.Users = append(f.Users, pageFleetUser{Node: u.Node, State: u.State, Project: u.Project, Namespace: u.Namespace, Who: who, GPUHours: u.GPUHours, Cost: u.MoneyAtStake})
 	}
 	f.Discrepancies = d.Tasks[:min(len(d.Tasks), pageDiscrepancies)]
 	return f, nil

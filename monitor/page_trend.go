@@ -44,8 +44,11 @@ func (h *reports) monthReports(ctx context.Context, win report.Window, n int, no
 	for i := range n {
 		w := report.Month(win.From.AddDate(0, i-n+1, 0))
 		// A closed month's figures are its statement's (books).
+		// The inputs of the page's own month's report: without the
+		// namespace mapping a project billed only for undeclared use last
+		// month was shown as "new" (issue 36).
 		rep, err := h.compute(ctx, report.Query{Window: w, By: []string{"project"},
-			Prices: h.cfg.Prices, Now: now, Scope: scope}, false)
+			Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: scope, Namespaces: h.cfg.Namespaces}, false)
 		if err != nil {
 			return nil, err
 		}

@@ -270,6 +270,7 @@ func TestBillingFromObservations(t *testing.T) {
 		if !never {
 			t.Errorf("discrepancies do not list t-never as never observed: %s", a.Body)
 		}
+		checkDiscrepancyFormats(t, s, dsn, prices, ns, from, to)
 
 		// Without --namespace-projects the undeclared hours are no one's.
 		r = runMonitor(t, "report", "--db", dsn, "--prices", prices, "--from", from, "--to", to, "--format", "json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,16 @@ func TestFleetPageInBrowser(t *testing.T) {
 	s := startServer(t, storetest.SQLiteDSN(t), "--tokens", nodeTokens(t), "--namespace-projects", ns)
 	h := time.Now().Unix()/3600*3600 - 3*3600
 	ledgerFleet(t, s, h)
+	// An idle GPU whose model's name is longer than the chart's old label
+	// column (162 px): its label must not be clipped.
+	expect(t, s.do(t, post("/v1/nodes/report", fmt.Sprintf(`{"schema_version":1,"node":"gpu-node-1","time":%d,"interval_seconds":3600,"samples":60,
+		"gpus":[{"uuid":"GPU-long","energy_joules":null}],
+		"instances":[{"uuid":"GPU-long","gpu_instance_id":null,"name":"NVIDIA RTX PRO 6000 Blackwell Server Edition","samples":60,
+		 "busy_share":0,"busy_basis":"utilization","occupied_share":0,"users":[]}]}`, h+2*3600), "n-secret")), 201, "")
 	month := time.Unix(h, 0).UTC().Format("2006-01")
+	if a := s.do(t, request{Method: "GET", Path: "/?month=" + month, Token: "a-secret", NoSpecCheck: true}); a.Status != 200 {
+		t.Fatalf("the page: %d %s", a.Status, a.Body)
+	}
 
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.Headless,
 		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
@@ -60,7 +70,9 @@ func TestFleetPageInBrowser(t *testing.T) {
 		notWant     []string
 	}{
 		{"finance", "a-secret", []string{"Fleet", "NVIDIA H200", "Capacity", "attributed 0.667", "undeclared 0.333", "unallocated 0.786",
-			"Undeclared use", "sneaky", "ads_x", "UID 1000", "Discrepancies", "t-pod", "0.667", "share or duration"}, nil},
+			"Use nobody declared", "undeclared: charged to a project by its namespace; unattributed: nobody to charge",
+			"sneaky", "ads_x", "UID 1000", "Discrepancies", "Money at stake", "t-pod", "0.667", "share or duration",
+			"NVIDIA RTX PRO 6000 Blackwell Server Edition"}, nil},
 		{"search", "s-secret", []string{"Fleet", "undeclared use this month", "Discrepancies", "t-pod"},
 			[]string{"sneaky", "UID 1000", "Capacity"}},
 	} {
@@ -79,6 +91,14 @@ func TestFleetPageInBrowser(t *testing.T) {
 			text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 			if err != nil {
 				t.Fatal(err)
+			}
+			// No label of the fleet's chart starts left of the chart.
+			clipped, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('svg[aria-label^="The fleet"] text')].filter(e => e.getBBox().x < 0).map(e => e.textContent)`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(clipped) > 0 {
+				t.Errorf("the fleet chart clips the labels %q", clipped)
 			}
 			requests, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType("resource").map(e => e.name)`))
 			if err != nil {

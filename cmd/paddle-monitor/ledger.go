@@ -4,7 +4,6 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +64,9 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 		format = fs.String("format", "table", "table, csv or json")
 		columns = fs.StringSlice("columns", nil, "table: the columns to show, comma-separated, names as in the JSON and CSV (the key always first)")
 		wide = fs.Bool("wide", false, "table: show every column, however wide (default: what fits 120 columns)")
+	} else {
+		// JSON stays the default: scripts read it since wave 4.
+		format = fs.String("format", "json", "table, csv or json")
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -91,6 +93,9 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	if err := q.Check(); err != nil {
 		return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), ledger.ErrBadQuery.Error()+": "))
 	}
+	if wide == nil {
+		wide, columns = new(bool), new([]string)
+	}
 	if format != nil {
 		if err := checkFormat(*format, *wide, *columns); err != nil {
 			return err
@@ -114,9 +119,7 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(d)
+		return ledger.WriteDiscrepancies(stdout, d, *format)
 	}
 	l, err := ledger.Compute(ctx, st, q)
 	if err != nil {

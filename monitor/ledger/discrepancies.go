@@ -81,6 +81,9 @@ type UserFigures struct {
 	Cgroup      string  `json:"cgroup"`
 	Declared    *Decl   `json:"declared"`
 	GPUHours    float64 `json:"gpu_hours"`
+	// MoneyAtStake is the use's cost at the instance's price (null
+	// without a price for it).
+	MoneyAtStake *float64 `json:"money_at_stake"`
 }
 
 // Decl is what a user declared.
@@ -191,6 +194,14 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 			d.Users = append(d.Users, f)
 		}
 	}
+	// The users as the tasks: the money at stake first, then GPU-hours.
+	sort.SliceStable(d.Users, func(i, j int) bool {
+		a, b := d.Users[i], d.Users[j]
+		if ma, mb := money(a.MoneyAtStake), money(b.MoneyAtStake); ma != mb {
+			return ma > mb
+		}
+		return a.GPUHours > b.GPUHours
+	})
 	d.GPUConflicts = []store.GPUConflict{}
 	if c, ok := src.(conflictSource); ok && scope == nil {
 		list, err := c.GPUConflicts(ctx)
@@ -203,17 +214,24 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 }
 
 // stake is a discrepancy's money at stake by size (0 without prices).
-func stake(t TaskDiscrepancy) float64 {
-	if t.MoneyAtStake == nil {
+func stake(t TaskDiscrepancy) float64 { return money(t.MoneyAtStake) }
+
+// money is an amount at stake by size (0 when not priced).
+func money(v *float64) float64 {
+	if v == nil {
 		return 0
 	}
-	return math.Abs(*t.MoneyAtStake)
+	return math.Abs(*v)
 }
 
 func userFigures(u UserUse) UserFigures {
 	f := UserFigures{Node: u.Node, State: u.State, Project: u.Project, Runtime: u.User.Runtime, ContainerID: u.User.ContainerID,
 		Namespace: u.User.Namespace, Pod: u.User.Pod, Container: u.User.Container, SlurmJob: u.User.SlurmJob, UID: u.User.UID,
 		Cgroup: u.User.Cgroup, GPUHours: round(u.GPUHours)}
+	if !u.Unpriced && u.Cost > 0 {
+		v := math.Round(u.Cost*100) / 100
+		f.MoneyAtStake = &v
+	}
 	if u.User.Declared {
 		f.Declared = &Decl{TaskID: u.User.DeclaredTaskID, Project: u.User.DeclaredProject, Owner: u.User.DeclaredOwner}
 	}

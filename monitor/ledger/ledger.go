@@ -157,6 +157,10 @@ type UserUse struct {
 	State    string // undeclared or unattributed
 	Project  string // the namespace's project, for undeclared use
 	GPUHours float64
+	// Cost is GPUHours at the instance's price; Unpriced when a part of
+	// it has no price (discrepancies' money at stake, MONITOR.md 20.22).
+	Cost     float64
+	Unpriced bool
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -342,6 +346,8 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 				users[uk] = &UserUse{Node: u.Node, User: u.User, State: state, Project: project}
 			}
 			users[uk].GPUHours += h
+			users[uk].Cost += h * price
+			users[uk].Unpriced = users[uk].Unpriced || !ok
 		}
 	}
 	for i := range d.Users {

@@ -15,19 +15,6 @@ import (
 // this holds more than one idea and is split where the ideas part.
 const maxLines = 500
 
-// pendingSplit names the files that are over maxLines today and are being
-// split on another branch (the read-side rework of issue 35). They are
-// reported, not failed. The lead empties this list when that branch is
-// merged; nothing else may be added to it.
-var pendingSplit = map[string]bool{
-	"monitor/report/report.go": true, // split by the report rework
-	"monitor/ledger/ledger.go": true, // split by the ledger rework
-	// Found over the bound when this test landed (532 lines); it belongs
-	// to the monitor program's helper, not to this branch. The lead
-	// removes it with the other two.
-	"cmd/paddle-monitor/books.go": true,
-}
-
 // sizeRuleApplies says whether the line bound holds for a tracked file:
 // every non-test Go file outside test/bench (the benchmarks keep their
 // scenarios in one place on purpose).
@@ -89,11 +76,7 @@ func TestNoLongFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := lineCount(b)
-		switch {
-		case n <= maxLines:
-		case pendingSplit[f]:
-			t.Logf("%s: %d lines (pending split, allowed until the read-side rework is merged)", f, n)
-		default:
+		if n > maxLines {
 			over = append(over, f+": "+strconv.Itoa(n)+" lines")
 		}
 	}

@@ -5,11 +5,14 @@ package main
 // a year").
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -434,6 +437,40 @@ func TestCloseMonth(t *testing.T) {
 		if string(adj) != wantAdj {
 			t.Errorf("December's adjustments:\n%s\nwant\n%s", adj, wantAdj)
 		}
+		// Every export of December says what it bills: the total plus the
+		// adjustments (2 GPU-hours, 56), and the CSV lists each adjusted
+		// task with the month it adjusts and why (MONITOR.md 17, 20.13).
+		var decBilled struct {
+			Total struct {
+				GPUHours float64 `json:"gpu_hours"`
+				Cost     float64 `json:"cost"`
+			} `json:"total"`
+			Billed *struct {
+				GPUHours float64 `json:"gpu_hours"`
+				Cost     float64 `json:"cost"`
+			} `json:"billed"`
+		}
+		json.Unmarshal(dec.Body, &decBilled)
+		if b := decBilled.Billed; b == nil || math.Abs(b.GPUHours-(decBilled.Total.GPUHours+2)) > 1e-9 || math.Abs(b.Cost-(decBilled.Total.Cost+56)) > 1e-9 {
+			t.Errorf("December's billed: %+v, want total %+v + 2 GPU-hours, + 56", b, decBilled.Total)
+		}
+		decCSV, err := csv.NewReader(bytes.NewReader(s.do(t, get("/v1/report?month=2025-12&format=csv", "a-secret")).Body)).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := map[string]int{}
+		for i, name := range decCSV[0] {
+			col[name] = i
+		}
+		var adjLines []string
+		for _, rec := range decCSV[1:] {
+			if rec[col["adjustment_of"]] != "" {
+				adjLines = append(adjLines, strings.Join([]string{rec[col["project"]], rec[col["gpu_hours"]], rec[col["cost"]], rec[col["adjustment_of"]], rec[col["adjustment_reason"]]}, ","))
+			}
+		}
+		if got, want := strings.Join(adjLines, "\n"), "nlp,1,28,2025-11,completed_after_close\nsearch_ranking,1,28,2025-11,late_registration"; got != want {
+			t.Errorf("December's CSV adjustment lines:\n%s\nwant\n%s\n(file %q)", got, want, decCSV)
+		}
 		// A team token sees its own projects' adjustments only.
 		var teamDec struct {
 			Adjustments []adjustmentOf `json:"adjustments"`
@@ -443,7 +480,8 @@ func TestCloseMonth(t *testing.T) {
 			t.Errorf("a team's adjustments: %+v", teamDec.Adjustments)
 		}
 		decTable := mustRun(t, "report", "--db", db, "--month", "2025-12", "--prices", prices)
-		if !strings.Contains(decTable, "adjustment of 2025-11 (closed; late data counted here), project search_ranking: 1 GPU-hours, cost 28.00, 1 task(s)") {
+		if !strings.Contains(decTable, "adjustment of 2025-11 (closed; late data counted here), project search_ranking: 1 GPU-hours, cost 28.00, 1 task(s)") ||
+			!strings.Contains(decTable, "billed this month (total + adjustments): ") {
 			t.Errorf("December's table does not list the adjustment:\n%s", decTable)
 		}
 

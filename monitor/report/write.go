@@ -27,9 +27,18 @@ func Write(w io.Writer, r *Report, format string) error {
 }
 
 // WriteJSON writes r as one indented JSON object and a newline.
+//
+// A report that carries adjustments also says what the month bills
+// ("billed": the total plus the adjustments, MONITOR.md 20.13).
 func WriteJSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	if b := r.Billed(); b != nil {
+		return enc.Encode(struct {
+			*Report
+			Billed *Billed `json:"billed"`
+		}{r, b})
+	}
 	return enc.Encode(r)
 }
 
@@ -102,7 +111,10 @@ func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 // columns in the order of By, then the figures; an empty cell is a null.
 // No cost, energy_cost or co2_kg column without prices. Key cells are text
 // a spreadsheet must not run: csvout writes them under the formula rule
-// (a GPU model is free text from NVML). Figures stay numbers.
+// (a GPU model is free text from NVML). Figures stay numbers. A month
+// that carries late data of closed months ends each line with
+// adjustment_of and adjustment_reason, and lists every adjusted task
+// after the rows (adjustmentLines).
 func WriteCSV(w io.Writer, r *Report) error {
 	priced := r.Currency != nil
 	cw := csvout.NewWriter(w)
@@ -113,6 +125,10 @@ func WriteCSV(w io.Writer, r *Report) error {
 	}
 	if r.Observed() {
 		head = append(head, billingColumns...)
+	}
+	adjusted := len(r.Adjustments) > 0
+	if adjusted {
+		head = append(head, adjustmentColumns...)
 	}
 	if err := cw.Write(head); err != nil {
 		return err
@@ -129,6 +145,14 @@ func WriteCSV(w io.Writer, r *Report) error {
 		if r.Observed() {
 			rec = append(rec, row.billingValues()...)
 		}
+		if adjusted {
+			rec = append(rec, "", "")
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	for _, rec := range r.adjustmentLines(head) {
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
@@ -190,5 +214,12 @@ func writeAdjustments(w io.Writer, r *Report) {
 		}
 		fmt.Fprintf(w, "adjustment of %s (closed; late data counted here), project %s: %s GPU-hours%s, %d task(s)\n",
 			a.AdjustmentOf, a.Project, num(a.GPUHours), cost, len(a.Tasks))
+	}
+	if b := r.Billed(); b != nil {
+		cost := ""
+		if b.Cost != nil {
+			cost = ", cost " + strconv.FormatFloat(*b.Cost, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "billed this month (total + adjustments): %s GPU-hours%s\n", num(b.GPUHours), cost)
 	}
 }

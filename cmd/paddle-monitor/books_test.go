@@ -471,6 +471,34 @@ func TestCloseMonth(t *testing.T) {
 		if got, want := strings.Join(adjLines, "\n"), "nlp,1,28,2025-11,completed_after_close\nsearch_ranking,1,28,2025-11,late_registration"; got != want {
 			t.Errorf("December's CSV adjustment lines:\n%s\nwant\n%s\n(file %q)", got, want, decCSV)
 		}
+		// The chargeback by task lists each late task's line after
+		// December's own, with the month it adjusts (CSV and JSON).
+		cbCSV, err := csv.NewReader(bytes.NewReader(s.do(t, get("/v1/report?month=2025-12&by=task&format=csv", "a-secret")).Body)).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cbCol := map[string]int{}
+		for i, name := range cbCSV[0] {
+			cbCol[name] = i
+		}
+		var cbAdj []string
+		for _, rec := range cbCSV[1:] {
+			if rec[cbCol["adjustment_of"]] != "" {
+				cbAdj = append(cbAdj, strings.Join([]string{rec[cbCol["task_id"]], rec[cbCol["project"]], rec[cbCol["owner"]], rec[cbCol["gpu_hours"]], rec[cbCol["cost"]],
+					rec[cbCol["window_from"]], rec[cbCol["adjustment_of"]], rec[cbCol["adjustment_reason"]]}, ","))
+			}
+		}
+		if got, want := strings.Join(cbAdj, "\n"), "open-nov,nlp,ann@example.com,1,28,2025-12-01T00:00:00Z,2025-11,completed_after_close\n"+
+			"late-nov,search_ranking,bob@example.com,1,28,2025-12-01T00:00:00Z,2025-11,late_registration"; got != want {
+			t.Errorf("December's chargeback adjustment lines:\n%s\nwant\n%s", got, want)
+		}
+		var cbJSON struct {
+			Adjustments []adjustmentOf `json:"adjustments"`
+		}
+		json.Unmarshal(s.do(t, get("/v1/report?month=2025-12&by=task&format=json", "a-secret")).Body, &cbJSON)
+		if got, _ := json.Marshal(cbJSON.Adjustments); string(got) != wantAdj {
+			t.Errorf("December's chargeback JSON adjustments:\n%s\nwant\n%s", got, wantAdj)
+		}
 		// A team token sees its own projects' adjustments only.
 		var teamDec struct {
 			Adjustments []adjustmentOf `json:"adjustments"`

@@ -71,10 +71,23 @@ func Chargeback(ctx context.Context, st Store, src report.TaskLister, q report.Q
 	}
 	if c == nil || !keeps {
 		out, err := report.Chargeback(ctx, src, q)
-		if err == nil && c != nil {
-			out.SHA256 = c.SHA256
+		if err != nil {
+			return nil, err
 		}
-		return out, err
+		if c != nil {
+			out.SHA256 = c.SHA256
+			return out, nil
+		}
+		// An open month lists the late tasks of closed months it carries.
+		adj, err := Adjustments(ctx, st, q)
+		if err != nil {
+			return nil, err
+		}
+		if q.Scope != nil {
+			adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
+		}
+		out.Adjustments = adj
+		return out, nil
 	}
 	kept, err := KeepChargeback(ctx, ks, src, q, month, c.Version)
 	if err != nil {

@@ -86,6 +86,10 @@ type Statement struct {
 	// closed month ("" for an open one): the file says on every line
 	// which statement it is.
 	SHA256 string
+	// Adjustments are the late data of closed months this month carries
+	// (the books fill them for an open month): each late task gets a line
+	// of its own after the month's lines, with the month it adjusts.
+	Adjustments []Adjustment
 }
 
 // Chargeback computes the statement of q's window (q.By and q.Metrics are
@@ -355,6 +359,10 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 		head = append(head, "price_per_hour", "cost")
 	}
 	head = append(head, "energy_kwh", "billing_basis", "currency", "window_from", "window_to", "statement_sha256")
+	adjusted := len(st.Adjustments) > 0
+	if adjusted {
+		head = append(head, adjustmentColumns...)
+	}
 	currency := ""
 	if st.Currency != nil {
 		currency = *st.Currency
@@ -386,8 +394,45 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 		}
 		rec = append(rec, opt(l.EnergyKWh), l.Basis)
 		rec = append(rec, context...)
+		if adjusted {
+			rec = append(rec, "", "")
+		}
 		if err := cw.Write(rec); err != nil {
 			return err
+		}
+	}
+	for _, a := range st.Adjustments {
+		for _, t := range a.Tasks {
+			rec := make([]string, len(head))
+			for i, col := range head {
+				switch col {
+				case "task_id":
+					rec[i] = t.TaskID
+				case "project":
+					rec[i] = a.Project
+				case "owner":
+					rec[i] = t.Owner
+				case "gpu_hours":
+					rec[i] = num(t.GPUHours)
+				case "cost":
+					rec[i] = opt(t.Cost)
+				case "currency":
+					rec[i] = currency
+				case "window_from":
+					rec[i] = context[1]
+				case "window_to":
+					rec[i] = context[2]
+				case "statement_sha256":
+					rec[i] = st.SHA256
+				case "adjustment_of":
+					rec[i] = a.AdjustmentOf
+				case "adjustment_reason":
+					rec[i] = t.Change
+				}
+			}
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
 		}
 	}
 	cw.Flush()

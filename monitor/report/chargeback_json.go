@@ -18,6 +18,9 @@ type chargebackJSON struct {
 	// the month is open.
 	StatementSHA256 *string          `json:"statement_sha256"`
 	Lines           []chargebackLine `json:"lines"`
+	// Adjustments are the late data of closed months the window carries,
+	// each task listed (absent when none).
+	Adjustments []Adjustment `json:"adjustments,omitempty"`
 }
 
 type chargebackLine struct {
@@ -42,7 +45,7 @@ type chargebackLine struct {
 // CSV's figures (end null for a task without a completion; namespace set on
 // a line of undeclared use).
 func WriteChargebackJSON(w io.Writer, st *Statement) error {
-	doc := chargebackJSON{From: st.From.UTC(), To: st.To.UTC(), Currency: st.Currency, Lines: []chargebackLine{}}
+	doc := chargebackJSON{From: st.From.UTC(), To: st.To.UTC(), Currency: st.Currency, Lines: []chargebackLine{}, Adjustments: st.Adjustments}
 	if st.SHA256 != "" {
 		h := st.SHA256
 		doc.StatementSHA256 = &h

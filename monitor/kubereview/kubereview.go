@@ -4,7 +4,8 @@
 // it for the audience paddle-monitor, it belongs to one of the DaemonSet's
 // ServiceAccounts (--node-service-account), and it is bound to a pod whose
 // node the token names (the node-name extra of a pod-bound token,
-// Kubernetes ≥ 1.30). Plain net/http and encoding/json: the monitor
+// Kubernetes ≥ 1.30), with that Node object's UID (the node-uid extra),
+// which tells a Node recreated under its name from the one before. Plain net/http and encoding/json: the monitor
 // carries no Kubernetes client library.
 package kubereview
 

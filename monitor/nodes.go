@@ -17,7 +17,11 @@ import (
 
 // NodeStore is what the node-report endpoint needs from the database.
 type NodeStore interface {
-	StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire time.Duration) (store.NodeWrite, error)
+	// StoreNodeReportFrom stores a report sent with a token the cluster
+	// reviewed for the Node object nodeUID ("" for a static node token):
+	// a new UID under the node's name retires the old machine's GPUs
+	// (NODE.md 12.10).
+	StoreNodeReportFrom(ctx context.Context, r *wire.NodeReport, nodeUID string, retire time.Duration) (store.NodeWrite, error)
 	GPUConflicts(ctx context.Context) ([]store.GPUConflict, error)
 	// TrimmedBefore is retention's mark (zero: nothing trimmed).
 	TrimmedBefore(ctx context.Context) (time.Time, error)
@@ -140,7 +144,7 @@ func (a *API) nodeReport(w http.ResponseWriter, r *http.Request, n *nodeState) {
 		writeJSON(w, http.StatusOK, nodeWritten{Node: rep.Node, Time: rep.Time, Status: store.NodeTooOld})
 		return
 	}
-	res, err := cfg.Store.StoreNodeReport(r.Context(), rep, cfg.Retire)
+	res, err := cfg.Store.StoreNodeReportFrom(r.Context(), rep, who.nodeUID, cfg.Retire)
 	if err != nil {
 		a.storeFailed(w, r, "node_report", err)
 		return

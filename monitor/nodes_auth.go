@@ -12,11 +12,12 @@ import (
 )
 
 // TokenReviewer verifies a Kubernetes ServiceAccount token (NODE.md 11,
-// 12.10; monitor/kubereview): the node its pod is bound to, or an error
-// that errors.Is ErrTokenRejected when the cluster does not vouch for it
-// (any other error: the cluster could not be asked).
+// 12.10; monitor/kubereview): the node its pod is bound to and that Node
+// object's UID ("" when the cluster names none), or an error that
+// errors.Is ErrTokenRejected when the cluster does not vouch for it (any
+// other error: the cluster could not be asked).
 type TokenReviewer interface {
-	Review(ctx context.Context, token string) (node string, err error)
+	Review(ctx context.Context, token string) (node, nodeUID string, err error)
 }
 
 // ErrTokenRejected is a token the cluster's TokenReview refused.
@@ -46,6 +47,7 @@ type nodeCaller struct {
 	open     bool          // no tokens file and no TokenReview: anyone
 	tok      *access.Token // a tokens-file token
 	reviewed string        // the node a reviewed ServiceAccount token is bound to
+	nodeUID  string        // and that Node object's UID ("" for the others)
 }
 
 // mayReport is "" when the caller may send node's reports, else why not.
@@ -96,7 +98,7 @@ func (a *API) nodeIdentity(r *http.Request, n *nodeState) (*nodeCaller, int, str
 	if secret == "" {
 		return nil, http.StatusUnauthorized, "a token is required: Authorization: Bearer <the node's ServiceAccount token or a node token>"
 	}
-	node, err := n.cfg.Reviewer.Review(r.Context(), secret)
+	node, uid, err := n.cfg.Reviewer.Review(r.Context(), secret)
 	switch {
 	case errors.Is(err, ErrTokenRejected):
 		return nil, http.StatusUnauthorized, "the token is not valid: " + err.Error()
@@ -104,7 +106,7 @@ func (a *API) nodeIdentity(r *http.Request, n *nodeState) (*nodeCaller, int, str
 		a.cfg.Log.Error("TokenReview failed", "err", err)
 		return nil, http.StatusServiceUnavailable, "the token could not be reviewed (the cluster's API server did not answer); retry later"
 	}
-	return &nodeCaller{reviewed: node}, 0, ""
+	return &nodeCaller{reviewed: node, nodeUID: uid}, 0, ""
 }
 
 // bearer is the request's Bearer token ("" without).
@@ -123,12 +125,12 @@ type KubeReviewer struct {
 }
 
 // Review implements TokenReviewer.
-func (k KubeReviewer) Review(ctx context.Context, token string) (string, error) {
-	node, err := k.Reviewer.Review(ctx, token)
+func (k KubeReviewer) Review(ctx context.Context, token string) (string, string, error) {
+	node, uid, err := k.Reviewer.Review(ctx, token)
 	if errors.Is(err, kubereview.ErrRejected) {
-		return "", fmt.Errorf("%w: %v", ErrTokenRejected, err)
+		return "", "", fmt.Errorf("%w: %v", ErrTokenRejected, err)
 	}
-	return node, err
+	return node, uid, err
 }
 
 func (k KubeReviewer) countWith(f func(result string)) { k.Reviewer.Counted = f }

@@ -4,7 +4,8 @@
 // it for the audience paddle-monitor, it belongs to one of the DaemonSet's
 // ServiceAccounts (--node-service-account), and it is bound to a pod whose
 // node the token names (the node-name extra of a pod-bound token,
-// Kubernetes ≥ 1.30). Plain net/http and encoding/json: the monitor
+// Kubernetes ≥ 1.30), with that Node object's UID (the node-uid extra),
+// which tells a Node recreated under its name from the one before. Plain net/http and encoding/json: the monitor
 // carries no Kubernetes client library.
 package kubereview
 
@@ -78,26 +79,29 @@ func New(api *API, accounts []string) (*Reviewer, error) {
 	return r, nil
 }
 
-// Review returns the node (lower case) the token's pod is bound to, an
-// error wrapping ErrRejected when the cluster does not vouch for it as a
-// node agent's, or another error when the cluster could not be asked.
-func (r *Reviewer) Review(ctx context.Context, token string) (string, error) {
+// Review returns the node (lower case) the token's pod is bound to and
+// that Node object's UID (the node-uid extra; "" when the cluster names
+// none), an error wrapping ErrRejected when the cluster does not vouch for
+// it as a node agent's, or another error when the cluster could not be
+// asked. The UID tells a Node deleted and recreated under its name (a new
+// machine) from the one before (NODE.md 12.10).
+func (r *Reviewer) Review(ctx context.Context, token string) (node, nodeUID string, err error) {
 	key := sha256.Sum256([]byte(token))
 	now := r.now()
 	r.mu.Lock()
 	e, ok := r.cache[key]
 	r.mu.Unlock()
 	if ok && now.Before(e.until) {
-		return e.node, nil
+		return e.node, e.nodeUID, nil
 	}
 	node, uid, err := r.review(ctx, token)
 	switch {
 	case errors.Is(err, ErrRejected):
 		r.Counted("rejected")
-		return "", err
+		return "", "", err
 	case err != nil:
 		r.Counted("error")
-		return "", err
+		return "", "", err
 	}
 	r.Counted("authenticated")
 	until := now.Add(CacheFor)
@@ -114,7 +118,7 @@ func (r *Reviewer) Review(ctx context.Context, token string) (string, error) {
 	}
 	r.cache[key] = entry{node: node, nodeUID: uid, until: until}
 	r.mu.Unlock()
-	return node, nil
+	return node, uid, nil
 }
 
 // tokenReview is the part of authentication.k8s.io/v1 TokenReview used.

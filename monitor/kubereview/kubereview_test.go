@@ -68,17 +68,17 @@ func TestReview(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	r.now = func() time.Time { return now }
 	ctx := context.Background()
-	for _, tc := range []struct{ token, node, err string }{
-		{"node-a", "gpu-node-a", ""},
-		{"other-sa", "", "system:serviceaccount:team-a:default is not a node agent's ServiceAccount"},
-		{"no-aud", "", "not a token for the audience paddle-monitor"},
-		{"unbound", "", "not bound to a pod on a node"},
-		{"bad", "", "invalid bearer token"},
+	for _, tc := range []struct{ token, node, uid, err string }{
+		{"node-a", "gpu-node-a", "u-1", ""},
+		{"other-sa", "", "", "system:serviceaccount:team-a:default is not a node agent's ServiceAccount"},
+		{"no-aud", "", "", "not a token for the audience paddle-monitor"},
+		{"unbound", "", "", "not bound to a pod on a node"},
+		{"bad", "", "", "invalid bearer token"},
 	} {
-		node, err := r.Review(ctx, tc.token)
+		node, uid, err := r.Review(ctx, tc.token)
 		switch {
-		case tc.err == "" && (err != nil || node != tc.node):
-			t.Errorf("%s: %q, %v; want %s", tc.token, node, err, tc.node)
+		case tc.err == "" && (err != nil || node != tc.node || uid != tc.uid):
+			t.Errorf("%s: %q %q, %v; want %s %s", tc.token, node, uid, err, tc.node, tc.uid)
 		case tc.err != "" && (err == nil || !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%s: %v, want a rejection saying %q", tc.token, err, tc.err)
 		}
@@ -86,11 +86,11 @@ func TestReview(t *testing.T) {
 	// One review per token per period: node-a again within 5 min, none.
 	before := calls.Load()
 	now = now.Add(4 * time.Minute)
-	if _, err := r.Review(ctx, "node-a"); err != nil || calls.Load() != before {
-		t.Errorf("within 5 min: %v, %d reviews more", err, calls.Load()-before)
+	if _, uid, err := r.Review(ctx, "node-a"); err != nil || uid != "u-1" || calls.Load() != before {
+		t.Errorf("within 5 min: %q, %v, %d reviews more", uid, err, calls.Load()-before)
 	}
 	now = now.Add(2 * time.Minute)
-	if _, err := r.Review(ctx, "node-a"); err != nil || calls.Load() != before+1 {
+	if _, _, err := r.Review(ctx, "node-a"); err != nil || calls.Load() != before+1 {
 		t.Errorf("after 5 min: %v, %d reviews more, want 1", err, calls.Load()-before)
 	}
 	// A token that expires in a minute is reviewed again after it.

@@ -66,6 +66,14 @@ var ErrUnknownNode = errors.New("store: no report of this node")
 // transaction (SQLite: the batcher's group commit; PostgreSQL: under the
 // node's advisory lock). retire is --node-retire.
 func (s *Store) StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire time.Duration) (NodeWrite, error) {
+	return s.StoreNodeReportFrom(ctx, r, "", retire)
+}
+
+// StoreNodeReportFrom is StoreNodeReport of a report whose sender the
+// cluster reviewed as the Node object of UID nodeUID ("": a static node
+// token, NODE.md 12.10): a UID other than the node's last ends the old
+// machine's GPUs (nodes_uid.go).
+func (s *Store) StoreNodeReportFrom(ctx context.Context, r *wire.NodeReport, nodeUID string, retire time.Duration) (NodeWrite, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return NodeWrite{}, fmt.Errorf("store: node report %s: %w", r.Node, err)
@@ -73,7 +81,13 @@ func (s *Store) StoreNodeReport(ctx context.Context, r *wire.NodeReport, retire 
 	var out NodeWrite
 	op := func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		out = NodeWrite{}
+		if err := s.replacedNode(ctx, tx, r, nodeUID); err != nil {
+			return false, fmt.Errorf("store: node report %s at %d: %w", r.Node, r.Time, err)
+		}
 		wrote, err := s.nodeReportTx(ctx, tx, r, body, retire, &out)
+		if err == nil && wrote {
+			err = s.setNodeUID(ctx, tx, r.Node, nodeUID)
+		}
 		if err != nil {
 			return false, fmt.Errorf("store: node report %s at %d: %w", r.Node, r.Time, err)
 		}

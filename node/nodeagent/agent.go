@@ -223,9 +223,20 @@ func (a *agent) noteEvent(e probestream.Event) {
 // once observes for one interval (or one sample) and returns the report.
 func (a *agent) once(ctx context.Context) wire.NodeReport {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	events := make(chan probestream.Event)
-	go a.child.Run(ctx, events)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		a.child.Run(ctx, events)
+	}()
+	// The probe is stopped and waited for before the report is returned:
+	// what it wrote on stderr (what the driver lacks) is logged before the
+	// program prints the report and exits, not lost with a copy still in
+	// flight (the stop is bounded: probestream kills after a second).
+	defer func() {
+		cancel()
+		<-probed
+	}()
 	start := time.Now()
 	b := nodereport.New(a.cfg.NodeName, a.version, start)
 	var deadline <-chan time.Time

@@ -26,27 +26,12 @@ import (
 // report time fall on both sides of a registration's start) is summed
 // again by report time, which only re-runs happen to need.
 const (
-	// node_user_hours' primary key (hour, node, uuid, gpu_instance_id,
-	// user_key): the window's hours are a range of its first column. A
-	// window's first and last hours, when they are not whole, count in
-	// proportion to the part of them inside it.
-	qBillingUsers = `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
-		MIN(last_time), MAX(last_time),
-		SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
-		FROM node_user_hours WHERE hour >= ? AND hour < ?
-		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
 	// A user's identity columns, for a user_key that does not split back
 	// into them (a field holding the separator): the primary key's hour
 	// range.
 	qBillingIdentity = `SELECT runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup,
 		declared, declared_task_id, declared_project, declared_owner
 		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ? LIMIT 1`
-	// The same group by report time (the rare group of billingUsers that
-	// ties to several registrations): the primary key's hour range.
-	qBillingUserTimes = `SELECT last_time, SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
-		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
-		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
-		GROUP BY last_time`
 	// tasks' primary key, one lookup per attributed task; its counted end
 	// as the report's span counts it (countedEnd).
 	qBillingTask = `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
@@ -58,9 +43,27 @@ const (
 		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`
 )
 
-// hourPart stands in the statements for the part of a roll-up's hour
-// inside the window (partSQL writes it out).
-const hourPart = `@part`
+// billingUsersSQL: node_user_hours' primary key (hour, node, uuid,
+// gpu_instance_id, user_key): the window's hours are a range of its first
+// column. A window's first and last hours, when they are not whole, count
+// in proportion to the part of them inside it (part: hourPart).
+func billingUsersSQL(part string) string {
+	return `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
+		MIN(last_time), MAX(last_time),
+		SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
+		FROM node_user_hours WHERE hour >= ? AND hour < ?
+		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
+}
+
+// billingUserTimesSQL: the same group by report time (the rare group of
+// billingUsers that ties to several registrations): the primary key's
+// hour range.
+func billingUserTimesSQL(part string) string {
+	return `SELECT last_time, SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
+		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
+		GROUP BY last_time`
+}
 
 // Observations implements report.Observer: the window's attributed use by
 // task (with the declared figures of the part of its counted interval its
@@ -170,20 +173,20 @@ type billingGroup struct {
 	use              report.InstanceUse
 }
 
-// partSQL writes out q's hourPart for the window [from, to): the part of
-// the row's hour inside it, between 0 and 1 (whole numbers of the
-// window's ends, never text of a caller).
-func partSQL(q string, from, to int64) string {
+// hourPart is the factor of a roll-up's sums for the window [from, to):
+// " * " the part of the row's hour inside it, between 0 and 1 (whole
+// numbers of the window's ends, never text of a caller); "" when the
+// window is whole hours.
+func hourPart(from, to int64) string {
 	if mod(from, 3600) == 0 && mod(to, 3600) == 0 {
-		return strings.ReplaceAll(q, " * "+hourPart, "")
+		return ""
 	}
-	part := fmt.Sprintf(`((CASE WHEN hour + 3600 < %d THEN hour + 3600 ELSE %d END) - (CASE WHEN hour > %d THEN hour ELSE %d END)) / 3600.0`,
+	return fmt.Sprintf(` * ((CASE WHEN hour + 3600 < %d THEN hour + 3600 ELSE %d END) - (CASE WHEN hour > %d THEN hour ELSE %d END)) / 3600.0`,
 		to, to, from, from)
-	return strings.ReplaceAll(q, hourPart, part)
 }
 
 func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(partSQL(qBillingUsers, from, to)), h0, to)
+	rows, err := s.r.QueryContext(ctx, s.bind(billingUsersSQL(hourPart(from, to))), h0, to)
 	if err != nil {
 		return nil, fmt.Errorf("store: billing: %w", err)
 	}
@@ -253,7 +256,7 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 	if g.use.MIG {
 		mig = 1
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(partSQL(qBillingUserTimes, from, to)), h0, to, g.node, g.key, mig,
+	rows, err := s.r.QueryContext(ctx, s.bind(billingUserTimesSQL(hourPart(from, to))), h0, to, g.node, g.key, mig,
 		g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
 	if err != nil {
 		return nil, fmt.Errorf("store: billing: %w", err)

@@ -110,12 +110,6 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 		}
 		return out, rows.Err()
 	}
-	pick := func(sqlite, postgres *stmt) *stmt {
-		if s.dialect == Postgres {
-			return postgres
-		}
-		return sqlite
-	}
 	// The keys of each rule, as tieCandidates chooses the rule.
 	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}
 	for i := range users {
@@ -131,7 +125,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 	}
 	byPod, byJob, byRun, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
 	if len(pods) > 0 {
-		rows, err := read(pick(stmtTiesPodSQLite, stmtTiesPodPostgres), sortedKeys(pods))
+		rows, err := read(stmtTiesPod, sortedKeys(pods))
 		if err != nil {
 			return nil, err
 		}
@@ -141,14 +135,14 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 	}
 	if len(jobs) > 0 {
 		keys := sortedKeys(jobs)
-		rows, err := read(pick(stmtTiesSlurmSQLite, stmtTiesSlurmPostgres), keys)
+		rows, err := read(stmtTiesSlurm, keys)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
 			byJob[r.key] = append(byJob[r.key], r)
 		}
-		if rows, err = read(pick(stmtTiesSlurmRunSQLite, stmtTiesSlurmRunPostgres), keys); err != nil {
+		if rows, err = read(stmtTiesSlurmRun, keys); err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
@@ -161,7 +155,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 			keys = append(keys, k)
 		}
 		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x1f"+keys[i][1] < keys[j][0]+"\x1f"+keys[j][1] })
-		rows, err := read(pick(stmtTiesContainerSQLite, stmtTiesContainerPostgres), keys)
+		rows, err := read(stmtTiesContainer, keys)
 		if err != nil {
 			return nil, err
 		}

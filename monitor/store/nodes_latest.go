@@ -34,7 +34,7 @@ var (
 // NodesSeen lists the nodes not retired whose latest report's time is at
 // least since, by name.
 func (s *Store) NodesSeen(ctx context.Context, since int64) ([]NodeSeen, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(stmtNodesSeen.sql), since)
+	rows, err := s.r.QueryContext(ctx, stmtNodesSeen.text(s.dialect), since)
 	if err != nil {
 		return nil, fmt.Errorf("store: nodes seen: %w", err)
 	}
@@ -58,7 +58,7 @@ func (s *Store) NodesSeen(ctx context.Context, since int64) ([]NodeSeen, error) 
 func (s *Store) LatestNodeReport(ctx context.Context, node string) (*wire.NodeReport, error) {
 	var t int64
 	var body string
-	switch err := s.r.QueryRowContext(ctx, s.bind(stmtNodeLatest.sql), node).Scan(&t, &body); {
+	switch err := s.r.QueryRowContext(ctx, stmtNodeLatest.text(s.dialect), node).Scan(&t, &body); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, node)
 	case err != nil:

@@ -149,11 +149,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		if err != nil {
 			return nil, "", fmt.Errorf("store: tasks: %w", err)
 		}
-		if s.dialect == Postgres {
-			add("(t.project, t.owner) IN (SELECT e->>0, e->>1 FROM json_array_elements(?::json) e)", string(b))
-		} else {
-			add("(t.project, t.owner) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))", string(b))
-		}
+		add("(t.project, t.owner) IN (SELECT j.k0, j.k1 FROM "+s.dialect.pairList("j")+")", string(b))
 	}
 	q := "SELECT " + taskColumns + " FROM tasks t"
 	if len(where) > 0 {
@@ -291,10 +287,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
-	in := "SELECT value FROM json_each(?)"
-	if s.dialect == Postgres {
-		in = "SELECT CAST(json_array_elements_text(?::json) AS BIGINT)"
-	}
+	in := "SELECT CAST(k.value AS BIGINT) FROM " + s.dialect.keyList("k")
 	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_key, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
 		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
 		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean

@@ -186,26 +186,16 @@ func hourPart(from, to int64) string {
 }
 
 func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(billingUsersSQL(hourPart(from, to))), h0, to)
-	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	defer rows.Close()
-	var out []billingGroup
-	for rows.Next() {
-		var g billingGroup
+	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(hourPart(from, to))), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
-		if err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
-			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
+		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
+			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
 		g.use.MIG = mig == 1
-		out = append(out, g)
+		return err
+	}, h0, to)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	rows.Close()
 	for i := range out {
 		g := &out[i]
 		if id, ok := parseUserKey(g.key); ok {
@@ -256,22 +246,12 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 	if g.use.MIG {
 		mig = 1
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(billingUserTimesSQL(hourPart(from, to))), h0, to, g.node, g.key, mig,
-		g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
-	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	defer rows.Close()
-	var out []billingGroup
-	for rows.Next() {
-		p := g
-		if err := rows.Scan(&p.maxLast, &p.use.Seconds, &p.use.BusySeconds, &p.use.EnergyJoules); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
+	return queryRows(ctx, s.r, "billing", s.bind(billingUserTimesSQL(hourPart(from, to))), func(rows *sql.Rows, p *billingGroup) error {
+		*p = g
+		err := rows.Scan(&p.maxLast, &p.use.Seconds, &p.use.BusySeconds, &p.use.EnergyJoules)
 		p.minLast = p.maxLast
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		return err
+	}, h0, to, g.node, g.key, mig, g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
 }
 
 // billedTask is a task's keys and its declared figures over the part of
@@ -399,20 +379,17 @@ const qGPUHolders = `SELECT DISTINCT node, uuid FROM node_gpus`
 
 // gpuHolders are the nodes that held each GPU UUID.
 func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
-	rows, err := s.r.QueryContext(ctx, qGPUHolders)
+	held, err := queryRows(ctx, s.r, "billing", qGPUHolders, func(rows *sql.Rows, h *[2]string) error {
+		return rows.Scan(&h[0], &h[1])
+	})
 	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	out := map[string][]string{}
-	for rows.Next() {
-		var node, uuid string
-		if err := rows.Scan(&node, &uuid); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
-		out[uuid] = append(out[uuid], node)
+	for _, h := range held {
+		out[h[1]] = append(out[h[1]], h[0])
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // coveredTasks are the tasks whose counted interval overlaps the window and
@@ -425,20 +402,21 @@ SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer rows.Close() // its transaction, on PostgreSQL
 	var out []int64
-	for rows.Next() {
+	err = eachRow(rows.Rows, "billing", func() error {
 		var id int64
 		var k8sNode, hostname string
 		if err := rows.Scan(&id, &k8sNode, &hostname); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
+			return err
 		}
 		if spans[taskNode(k8sNode, hostname)] != nil {
 			out = append(out, id)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

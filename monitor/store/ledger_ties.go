@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -95,20 +96,9 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 		if err != nil {
 			return nil, fmt.Errorf("store: ledger ties: %w", err)
 		}
-		rows, err := s.query(ctx, s.r, st, string(arg))
-		if err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		defer rows.Close()
-		var out []tieRow
-		for rows.Next() {
-			var r tieRow
-			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID); err != nil {
-				return nil, fmt.Errorf("store: ledger ties: %w", err)
-			}
-			out = append(out, r)
-		}
-		return out, rows.Err()
+		return stmtRows(ctx, s, s.r, "ledger ties", st, func(rows *sql.Rows, r *tieRow) error {
+			return rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID)
+		}, string(arg))
 	}
 	// The keys of each rule, as tieCandidates chooses the rule.
 	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}

@@ -224,22 +224,19 @@ type storedSpan struct {
 }
 
 func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]storedSpan, error) {
-	rows, err := s.query(ctx, tx, stmtNodeSpans, node, start, end)
+	all, err := stmtRows(ctx, s, tx, "node spans", stmtNodeSpans, func(rows *sql.Rows, sp *storedSpan) error {
+		return rows.Scan(&sp.start, &sp.end, &sp.time, &sp.received)
+	}, node, start, end)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []storedSpan
-	for rows.Next() {
-		var sp storedSpan
-		if err := rows.Scan(&sp.start, &sp.end, &sp.time, &sp.received); err != nil {
-			return nil, err
-		}
+	for _, sp := range all {
 		if sp.end > sp.start {
 			out = append(out, sp)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // firmSpans are the spans that clip a new report: each stored span up to

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
@@ -157,28 +158,17 @@ func (s *Store) dropStaleClaims(tasks []OpenTask) {
 // after seenSince with their listed GPUs, as a budget forecast counts
 // them (report.Running).
 func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.RunningTask, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
+	tasks, err := queryRows(ctx, s.r, "running tasks", s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY t.start_time, t.task_id, t.id`), seenSince, seenSince, seenSince)
+		ORDER BY t.start_time, t.task_id, t.id`), func(rows *sql.Rows, t *report.RunningTask) error {
+		return rows.Scan(&t.ID, &t.Project, &t.Owner, &t.GPUCount)
+	}, seenSince, seenSince, seenSince)
 	if err != nil {
-		return nil, fmt.Errorf("store: running tasks: %w", err)
+		return nil, err
 	}
-	var tasks []report.RunningTask
 	index := map[int64]int{}
-	for rows.Next() {
-		var id int64
-		var t report.RunningTask
-		if err := rows.Scan(&id, &t.Project, &t.Owner, &t.GPUCount); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: running tasks: %w", err)
-		}
-		index[id] = len(tasks)
-		t.ID = id
-		tasks = append(tasks, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: running tasks: %w", err)
+	for i, t := range tasks {
+		index[t.ID] = i
 	}
 	if len(tasks) == 0 {
 		return tasks, nil

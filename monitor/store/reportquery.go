@@ -105,8 +105,8 @@ func (s *Store) scanReport(ctx context.Context, q string, w report.Window, metri
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
+	defer rows.Close() // its transaction, on PostgreSQL
+	return eachRow(rows.Rows, "report", func() error {
 		vals := make([]string, n)
 		dest := make([]any, 0, n+24)
 		for i := range vals {
@@ -114,12 +114,9 @@ func (s *Store) scanReport(ctx context.Context, q string, w report.Window, metri
 		}
 		more, done := row(vals)
 		if err := rows.Scan(append(dest, more...)...); err != nil {
-			return fmt.Errorf("store: report: %w", err)
+			return err
 		}
 		done()
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: report: %w", err)
-	}
-	return nil
+		return nil
+	})
 }

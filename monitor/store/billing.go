@@ -311,20 +311,20 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	}
 	defer rows.Close()
 	n := 0
-	for rows.Next() {
+	if err := eachRow(rows, "billing", func() error {
 		g := report.GPUSums{Key: maps.Clone(t.Key)}
 		var model, uuid string
 		var mig, samples int64
 		var share float64
 		var idle, util, energy sql.NullFloat64
 		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid); err != nil {
-			return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
+			return fmt.Errorf("task %d: %w", id, err)
 		}
 		n++
 		c := float64(covered(cover(uuid), s0, e1))
 		t.CoveredSeconds = min(t.CoveredSeconds, c)
 		if c == 0 {
-			continue
+			return nil
 		}
 		anyCovered = true
 		g.Key["model"], g.MIG = model, mig == 1
@@ -351,9 +351,9 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 			}
 		}
 		t.CoveredDeclared = append(t.CoveredDeclared, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
+		return nil
+	}); err != nil {
+		return nil, false, err
 	}
 	if n == 0 && unlisted == 0 {
 		// A task without GPUs is covered as its node is: on the observed

@@ -162,15 +162,15 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		key string
 	}
 	gi, ui := map[gk]int{}, map[uk]int{}
-	for rows.Next() {
+	if err := eachRow(rows, "ledger", func() error {
 		var node, body string
 		var t, a, b int64
 		if err := rows.Scan(&node, &t, &a, &b, &body); err != nil {
-			return nil, fmt.Errorf("store: ledger: %w", err)
+			return err
 		}
 		var r nodeReportBody
 		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
-			return nil, fmt.Errorf("store: ledger: the stored report of %s at %d: %w", node, t, err)
+			return fmt.Errorf("the stored report of %s at %d: %w", node, t, err)
 		}
 		// The part of the span inside the window (a window within
 		// --raw-retention may end anywhere in an hour: a report's figures
@@ -205,9 +205,9 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 			u.FirstTime = u.LastTime
 			d.Users = append(d.Users, u)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	// LedgerData's orders: gk and uk are unique in d, so the orders' later
 	// fields (a GPU's model; a user's model, profile and slices) never

@@ -244,12 +244,15 @@ func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]T
 	}
 	defer rows.Close()
 	var out []Tie
-	for rows.Next() {
+	if err := eachRow(rows, "ledger ties", func() error {
 		var t Tie
 		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime); err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
+			return err
 		}
 		out = append(out, t)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -45,14 +45,17 @@ func (s *Store) GPUConflicts(ctx context.Context) ([]GPUConflict, error) {
 	}
 	defer rows.Close()
 	var out []GPUConflict
-	for rows.Next() {
+	if err := eachRow(rows, "GPU conflicts", func() error {
 		var c GPUConflict
 		if err := rows.Scan(&c.Node, &c.UUID, &c.HeldBy, &c.FirstTime, &c.LastTime, &c.Seconds); err != nil {
-			return nil, fmt.Errorf("store: GPU conflicts: %w", err)
+			return err
 		}
 		out = append(out, c)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // withoutGPUs is r without the entries of the GPUs in held (r itself when

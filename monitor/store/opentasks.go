@@ -112,18 +112,18 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 	}
 	defer grows.Close()
-	for grows.Next() {
+	if err := eachRow(grows, "open tasks", func() error {
 		var key int64
 		var g OpenGPU
 		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &g.LatestUtilMean); err != nil {
-			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+			return fmt.Errorf("GPUs: %w", err)
 		}
 		if i, ok := index[key]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}
-	}
-	if err := grows.Err(); err != nil {
-		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	s.dropStaleClaims(tasks)
 	return tasks, nil
@@ -180,18 +180,18 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
 	}
 	defer grows.Close()
-	for grows.Next() {
+	if err := eachRow(grows, "running tasks", func() error {
 		var id int64
 		var g report.RunningGPU
 		if err := grows.Scan(&id, &g.Model, &g.Share, &g.MIG, &g.Profile); err != nil {
-			return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+			return fmt.Errorf("GPUs: %w", err)
 		}
 		if i, ok := index[id]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}
-	}
-	if err := grows.Err(); err != nil {
-		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return tasks, nil
 }

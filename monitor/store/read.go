@@ -187,16 +187,19 @@ func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]strin
 	}
 	defer rows.Close()
 	var out [][2]string
-	for rows.Next() {
+	if err := eachRow(rows, "scope", func() error {
 		var p [2]string
 		if err := rows.Scan(&p[0], &p[1]); err != nil {
-			return nil, fmt.Errorf("store: scope: %w", err)
+			return err
 		}
 		if scope.Allows(p[0], p[1]) {
 			out = append(out, p)
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // cursor is where a page ended: the last row's start_time and identity
@@ -296,7 +299,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
+	if err := eachRow(rows, "gpus", func() error {
 		var key int64
 		var g TaskGPU
 		var m MIG
@@ -304,7 +307,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		if err := rows.Scan(&key, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
 			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.Share, &m.UUID, &gi, &m.ComputeInstanceID, &m.Profile,
 			&m.Slices, &m.TotalSlices, &g.EnergyJoules, &estimated, &g.LatestSamples, &g.LatestUtilMean); err != nil {
-			return fmt.Errorf("store: gpus: %w", err)
+			return err
 		}
 		if gi.Valid {
 			m.GPUInstanceID = gi.Int64
@@ -317,9 +320,9 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		if t := byKey[key]; t != nil {
 			t.GPUs = append(t.GPUs, g)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: gpus: %w", err)
+		return nil
+	}); err != nil {
+		return err
 	}
 	for i := range tasks {
 		t := &tasks[i]

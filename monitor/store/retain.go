@@ -214,14 +214,17 @@ func (s *Store) ids(ctx context.Context, st *stmt, args ...any) ([]int64, error)
 	}
 	defer rows.Close()
 	var out []int64
-	for rows.Next() {
+	if err := eachRow(rows, "retention", func() error {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("store: retention: %w", err)
+			return err
 		}
 		out = append(out, id)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // trimBatch deletes the tasks of ids still counted to before cutoff, in

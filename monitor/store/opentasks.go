@@ -74,29 +74,26 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		q += " LIMIT ?"
 		args = append(args, limit)
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	type keyed struct {
+		key int64
+		OpenTask
+	}
+	rows, err := queryRows(ctx, s.r, "open tasks", s.bind(q), func(rows *sql.Rows, t *keyed) error {
+		var gpusSeen *int64
+		err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
+			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
+			&t.Interval)
+		t.Sampled = gpusSeen != nil
+		return err
+	}, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: open tasks: %w", err)
+		return nil, err
 	}
 	var tasks []OpenTask
 	index := map[int64]int{}
-	for rows.Next() {
-		var t OpenTask
-		var key int64
-		var gpusSeen *int64
-		if err := rows.Scan(&key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
-			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
-			&t.Interval); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: open tasks: %w", err)
-		}
-		t.Sampled = gpusSeen != nil
-		index[key] = len(tasks)
-		tasks = append(tasks, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: open tasks: %w", err)
+	for _, t := range rows {
+		index[t.key] = len(tasks)
+		tasks = append(tasks, t.OpenTask)
 	}
 	if len(tasks) == 0 {
 		return tasks, nil

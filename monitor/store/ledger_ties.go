@@ -238,21 +238,7 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {
-	rows, err := s.query(ctx, q, st, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: ledger ties: %w", err)
-	}
-	defer rows.Close()
-	var out []Tie
-	if err := eachRow(rows, "ledger ties", func() error {
-		var t Tie
-		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime); err != nil {
-			return err
-		}
-		out = append(out, t)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return stmtRows(ctx, s, q, "ledger ties", st, func(rows *sql.Rows, t *Tie) error {
+		return rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime)
+	}, args...)
 }

@@ -26,27 +26,12 @@ import (
 // report time fall on both sides of a registration's start) is summed
 // again by report time, which only re-runs happen to need.
 const (
-	// node_user_hours' primary key (hour, node, uuid, gpu_instance_id,
-	// user_key): the window's hours are a range of its first column. A
-	// window's first and last hours, when they are not whole, count in
-	// proportion to the part of them inside it.
-	qBillingUsers = `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
-		MIN(last_time), MAX(last_time),
-		SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
-		FROM node_user_hours WHERE hour >= ? AND hour < ?
-		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
 	// A user's identity columns, for a user_key that does not split back
 	// into them (a field holding the separator): the primary key's hour
 	// range.
 	qBillingIdentity = `SELECT runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup,
 		declared, declared_task_id, declared_project, declared_owner
 		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ? LIMIT 1`
-	// The same group by report time (the rare group of billingUsers that
-	// ties to several registrations): the primary key's hour range.
-	qBillingUserTimes = `SELECT last_time, SUM(equal_s * ` + hourPart + `), SUM(busy_equal_s * ` + hourPart + `), SUM(energy_j * ` + hourPart + `)
-		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
-		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
-		GROUP BY last_time`
 	// tasks' primary key, one lookup per attributed task; its counted end
 	// as the report's span counts it (countedEnd).
 	qBillingTask = `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
@@ -58,9 +43,27 @@ const (
 		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`
 )
 
-// hourPart stands in the statements for the part of a roll-up's hour
-// inside the window (partSQL writes it out).
-const hourPart = `@part`
+// billingUsersSQL: node_user_hours' primary key (hour, node, uuid,
+// gpu_instance_id, user_key): the window's hours are a range of its first
+// column. A window's first and last hours, when they are not whole, count
+// in proportion to the part of them inside it (part: hourPart).
+func billingUsersSQL(part string) string {
+	return `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
+		MIN(last_time), MAX(last_time),
+		SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
+		FROM node_user_hours WHERE hour >= ? AND hour < ?
+		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
+}
+
+// billingUserTimesSQL: the same group by report time (the rare group of
+// billingUsers that ties to several registrations): the primary key's
+// hour range.
+func billingUserTimesSQL(part string) string {
+	return `SELECT last_time, SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
+		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
+		GROUP BY last_time`
+}
 
 // Observations implements report.Observer: the window's attributed use by
 // task (with the declared figures of the part of its counted interval its
@@ -170,39 +173,29 @@ type billingGroup struct {
 	use              report.InstanceUse
 }
 
-// partSQL writes out q's hourPart for the window [from, to): the part of
-// the row's hour inside it, between 0 and 1 (whole numbers of the
-// window's ends, never text of a caller).
-func partSQL(q string, from, to int64) string {
+// hourPart is the factor of a roll-up's sums for the window [from, to):
+// " * " the part of the row's hour inside it, between 0 and 1 (whole
+// numbers of the window's ends, never text of a caller); "" when the
+// window is whole hours.
+func hourPart(from, to int64) string {
 	if mod(from, 3600) == 0 && mod(to, 3600) == 0 {
-		return strings.ReplaceAll(q, " * "+hourPart, "")
+		return ""
 	}
-	part := fmt.Sprintf(`((CASE WHEN hour + 3600 < %d THEN hour + 3600 ELSE %d END) - (CASE WHEN hour > %d THEN hour ELSE %d END)) / 3600.0`,
+	return fmt.Sprintf(` * ((CASE WHEN hour + 3600 < %d THEN hour + 3600 ELSE %d END) - (CASE WHEN hour > %d THEN hour ELSE %d END)) / 3600.0`,
 		to, to, from, from)
-	return strings.ReplaceAll(q, hourPart, part)
 }
 
 func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(partSQL(qBillingUsers, from, to)), h0, to)
-	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	defer rows.Close()
-	var out []billingGroup
-	for rows.Next() {
-		var g billingGroup
+	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(hourPart(from, to))), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
-		if err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
-			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
+		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
+			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
 		g.use.MIG = mig == 1
-		out = append(out, g)
+		return err
+	}, h0, to)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	rows.Close()
 	for i := range out {
 		g := &out[i]
 		if id, ok := parseUserKey(g.key); ok {
@@ -253,22 +246,12 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 	if g.use.MIG {
 		mig = 1
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(partSQL(qBillingUserTimes, from, to)), h0, to, g.node, g.key, mig,
-		g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
-	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
-	}
-	defer rows.Close()
-	var out []billingGroup
-	for rows.Next() {
-		p := g
-		if err := rows.Scan(&p.maxLast, &p.use.Seconds, &p.use.BusySeconds, &p.use.EnergyJoules); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
+	return queryRows(ctx, s.r, "billing", s.bind(billingUserTimesSQL(hourPart(from, to))), func(rows *sql.Rows, p *billingGroup) error {
+		*p = g
+		err := rows.Scan(&p.maxLast, &p.use.Seconds, &p.use.BusySeconds, &p.use.EnergyJoules)
 		p.minLast = p.maxLast
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		return err
+	}, h0, to, g.node, g.key, mig, g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
 }
 
 // billedTask is a task's keys and its declared figures over the part of
@@ -328,20 +311,20 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	}
 	defer rows.Close()
 	n := 0
-	for rows.Next() {
+	if err := eachRow(rows, "billing", func() error {
 		g := report.GPUSums{Key: maps.Clone(t.Key)}
 		var model, uuid string
 		var mig, samples int64
 		var share float64
 		var idle, util, energy sql.NullFloat64
 		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid); err != nil {
-			return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
+			return fmt.Errorf("task %d: %w", id, err)
 		}
 		n++
 		c := float64(covered(cover(uuid), s0, e1))
 		t.CoveredSeconds = min(t.CoveredSeconds, c)
 		if c == 0 {
-			continue
+			return nil
 		}
 		anyCovered = true
 		g.Key["model"], g.MIG = model, mig == 1
@@ -368,9 +351,9 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 			}
 		}
 		t.CoveredDeclared = append(t.CoveredDeclared, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
+		return nil
+	}); err != nil {
+		return nil, false, err
 	}
 	if n == 0 && unlisted == 0 {
 		// A task without GPUs is covered as its node is: on the observed
@@ -396,20 +379,17 @@ const qGPUHolders = `SELECT DISTINCT node, uuid FROM node_gpus`
 
 // gpuHolders are the nodes that held each GPU UUID.
 func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
-	rows, err := s.r.QueryContext(ctx, qGPUHolders)
+	held, err := queryRows(ctx, s.r, "billing", qGPUHolders, func(rows *sql.Rows, h *[2]string) error {
+		return rows.Scan(&h[0], &h[1])
+	})
 	if err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	out := map[string][]string{}
-	for rows.Next() {
-		var node, uuid string
-		if err := rows.Scan(&node, &uuid); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
-		}
-		out[uuid] = append(out[uuid], node)
+	for _, h := range held {
+		out[h[1]] = append(out[h[1]], h[0])
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // coveredTasks are the tasks whose counted interval overlaps the window and
@@ -422,20 +402,21 @@ SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer rows.Close() // its transaction, on PostgreSQL
 	var out []int64
-	for rows.Next() {
+	err = eachRow(rows.Rows, "billing", func() error {
 		var id int64
 		var k8sNode, hostname string
 		if err := rows.Scan(&id, &k8sNode, &hostname); err != nil {
-			return nil, fmt.Errorf("store: billing: %w", err)
+			return err
 		}
 		if spans[taskNode(k8sNode, hostname)] != nil {
 			out = append(out, id)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: billing: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

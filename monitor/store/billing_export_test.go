@@ -11,9 +11,9 @@ func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
 		return sqlite
 	}
 	return []WriteStatement{
-		{Name: "billing users", SQL: s.bind(partSQL(qBillingUsers, from, to)),
+		{Name: "billing users", SQL: s.bind(billingUsersSQL(hourPart(from, to))),
 			Index: idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"), Example: []any{from, to}},
-		{Name: "billing user times", SQL: s.bind(partSQL(qBillingUserTimes, from, to)),
+		{Name: "billing user times", SQL: s.bind(billingUserTimesSQL(hourPart(from, to))),
 			Index:   idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"),
 			Example: []any{from, to, "node-1", "u1", 0, "", "", 0, 0}},
 		{Name: "billing identity", SQL: s.bind(qBillingIdentity),

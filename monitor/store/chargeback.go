@@ -28,7 +28,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 	defer rows.Close()
 	var out []report.TaskUsage
 	var last int64 = -1
-	for rows.Next() {
+	if err := eachRow(rows.Rows, "report tasks", func() error {
 		var id, start, sec, unlisted int64
 		var taskID, name, project, owner, labels string
 		var end, seen, position sql.NullInt64
@@ -37,7 +37,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 		var share, energy sql.NullFloat64
 		if err := rows.Scan(&id, &taskID, &name, &project, &owner, &labels, &start, &end, &seen,
 			&sec, &unlisted, &position, &model, &profile, &mig, &share, &energy); err != nil {
-			return nil, fmt.Errorf("store: report tasks: %w", err)
+			return err
 		}
 		if id != last {
 			last = id
@@ -48,7 +48,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 			}
 			t.Heartbeat = seen.Valid && seen.Int64 > start
 			if err := json.Unmarshal([]byte(labels), &t.Labels); err != nil {
-				return nil, fmt.Errorf("store: report tasks: labels of %s: %w", taskID, err)
+				return fmt.Errorf("labels of %s: %w", taskID, err)
 			}
 			out = append(out, t)
 		}
@@ -60,9 +60,9 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 			}
 			t.GPUs = append(t.GPUs, g)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: report tasks: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -90,20 +90,9 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 
 // pairs runs a statement of two integer columns and returns its rows.
 func (s *Store) pairs(ctx context.Context, q querier, st *stmt, args ...any) ([][2]int64, error) {
-	rows, err := s.query(ctx, q, st, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][2]int64
-	for rows.Next() {
-		var p [2]int64
-		if err := rows.Scan(&p[0], &p[1]); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return stmtRows(ctx, s, q, "claims", st, func(rows *sql.Rows, p *[2]int64) error {
+		return rows.Scan(&p[0], &p[1])
+	}, args...)
 }
 
 // claimArgs are the arguments of the claim statements' collision rule

@@ -167,24 +167,18 @@ func (s *Store) gather(ctx context.Context, q querier, src report.Source, req Cl
 // toWatch reads the open tasks a close of req's month watches (SQLite).
 func (s *Store) toWatch(ctx context.Context, req CloseRequest) ([]LateTask, error) {
 	end := req.Window.To.Unix()
-	rows, err := s.query(ctx, s.r, stmtOpenToWatch, end-int64(s.openTTL/time.Second), end, end)
-	if err != nil {
-		return nil, fmt.Errorf("store: close %s: %w", req.Month, err)
-	}
-	defer rows.Close()
-	watch := []LateTask{}
-	for rows.Next() {
-		var t LateTask
+	watch, err := stmtRows(ctx, s, s.r, "close "+req.Month, stmtOpenToWatch, func(rows *sql.Rows, t *LateTask) error {
 		var seen sql.NullInt64
-		if err := rows.Scan(&t.Key, &seen); err != nil {
-			return nil, fmt.Errorf("store: close %s: %w", req.Month, err)
-		}
+		err := rows.Scan(&t.Key, &seen)
 		if seen.Valid {
 			t.LastSeen = &seen.Int64
 		}
-		watch = append(watch, t)
+		return err
+	}, end-int64(s.openTTL/time.Second), end, end)
+	if err == nil && watch == nil {
+		watch = []LateTask{}
 	}
-	return watch, rows.Err()
+	return watch, err
 }
 
 // record writes a close: the statement, the tasks it watches, and the

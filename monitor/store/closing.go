@@ -173,23 +173,13 @@ func (s *Store) Statement(ctx context.Context, month string) (*Closed, error) {
 // Statements lists every version of every statement, by month and version
 // (reopened ones too).
 func (s *Store) Statements(ctx context.Context) ([]Closed, error) {
-	rows, err := s.query(ctx, s.r, stmtStatementVersions)
-	if err != nil {
-		return nil, fmt.Errorf("store: statements: %w", err)
-	}
-	defer rows.Close()
-	var out []Closed
-	for rows.Next() {
+	return stmtRows(ctx, s, s.r, "statements", stmtStatementVersions, func(rows *sql.Rows, out *Closed) error {
 		c, err := scanClosed(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: statements: %w", err)
+		if err == nil {
+			*out = *c
 		}
-		out = append(out, *c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: statements: %w", err)
-	}
-	return out, nil
+		return err
+	})
 }
 
 // StatementBody returns a statement's canonical JSON.

@@ -30,7 +30,7 @@ func WriteStatementsForTest(s *Store) []WriteStatement {
 		if s.dialect == Postgres {
 			idx = st.postgresIndex
 		}
-		out = append(out, WriteStatement{Name: name, SQL: s.bind(st.sql), Index: idx, Example: st.example})
+		out = append(out, WriteStatement{Name: name, SQL: st.text(s.dialect), Index: idx, Example: st.example})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -156,25 +156,22 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 // of the task's GPU it names (-1: none). A GPU is matched once, by its
 // first entry.
 func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskKey int64) ([]int, error) {
-	rows, err := s.query(ctx, tx, stmtSampledGPUs, taskKey)
-	if err != nil {
-		return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
-	}
-	defer rows.Close()
 	type key struct{ uuid, mig string }
-	byKey := map[key]int{}
-	for rows.Next() {
-		var pos int
-		var k key
-		if err := rows.Scan(&pos, &k.uuid, &k.mig); err != nil {
-			return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
-		}
-		if _, dup := byKey[k]; !dup {
-			byKey[k] = pos
-		}
+	type gpu struct {
+		pos int
+		key
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: heartbeat %s: GPUs: %w", hb.TaskID, err)
+	gpus, err := stmtRows(ctx, s, tx, "heartbeat "+hb.TaskID+": GPUs", stmtSampledGPUs, func(rows *sql.Rows, g *gpu) error {
+		return rows.Scan(&g.pos, &g.uuid, &g.mig)
+	}, taskKey)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[key]int{}
+	for _, g := range gpus {
+		if _, dup := byKey[g.key]; !dup {
+			byKey[g.key] = g.pos
+		}
 	}
 	out := make([]int, len(hb.GPUs))
 	for i, g := range hb.GPUs {

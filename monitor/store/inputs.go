@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -37,20 +38,9 @@ func (s *Store) RecordInputs(ctx context.Context, in ServingInputs) error {
 
 // LiveInputs are the inputs of the replicas heard from since since.
 func (s *Store) LiveInputs(ctx context.Context, since int64) ([]ServingInputs, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qLiveInputs), since)
-	if err != nil {
-		return nil, fmt.Errorf("store: serving inputs: %w", err)
-	}
-	defer rows.Close()
-	var out []ServingInputs
-	for rows.Next() {
-		var in ServingInputs
-		if err := rows.Scan(&in.Replica, &in.PricesSHA256, &in.BudgetsSHA256, &in.Namespaces, &in.Split, &in.RecordedAt); err != nil {
-			return nil, fmt.Errorf("store: serving inputs: %w", err)
-		}
-		out = append(out, in)
-	}
-	return out, rows.Err()
+	return queryRows(ctx, s.r, "serving inputs", s.bind(qLiveInputs), func(rows *sql.Rows, in *ServingInputs) error {
+		return rows.Scan(&in.Replica, &in.PricesSHA256, &in.BudgetsSHA256, &in.Namespaces, &in.Split, &in.RecordedAt)
+	}, since)
 }
 
 const qForgetInputs = `DELETE FROM serving_inputs WHERE replica = ?`

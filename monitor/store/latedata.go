@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
@@ -54,14 +53,9 @@ func (s *Store) lateTasks(ctx context.Context, q querier, c Closed, w report.Win
 		lag = 0
 	}
 	var out []LateTask
+	what := "late data of " + c.Month
 	read := func(st *stmt, args ...any) error {
-		rows, err := s.query(ctx, q, st, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var t LateTask
+		tasks, err := stmtRows(ctx, s, q, what, st, func(rows *sql.Rows, t *LateTask) error {
 			var end, seen, beforeSeen sql.NullInt64
 			var failed, before int
 			if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.Start, &end, &seen, &t.GPUUnlisted, &failed,
@@ -80,36 +74,28 @@ func (s *Store) lateTasks(ctx context.Context, q querier, c Closed, w report.Win
 			t.Failed, t.Before = failed == 1, before == 1
 			t.RegisteredLate = !t.Before
 			t.CompletedAfterClose = t.Before && t.End != nil
-			out = append(out, t)
-		}
-		return rows.Err()
+			return nil
+		}, args...)
+		out = append(out, tasks...)
+		return err
 	}
 	if err := read(stmtLateRegistered, lag, c.TaskCut, w.To.Unix()); err != nil {
-		return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+		return nil, err
 	}
 	if err := read(stmtLateChanged, c.Month); err != nil {
-		return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+		return nil, err
 	}
 	for i := range out {
-		rows, err := s.query(ctx, q, stmtLateGPUs, out[i].Key)
-		if err != nil {
-			return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
-		}
-		for rows.Next() {
-			var g LateGPU
+		gpus, err := stmtRows(ctx, s, q, what, stmtLateGPUs, func(rows *sql.Rows, g *LateGPU) error {
 			var mig int
-			if err := rows.Scan(&g.Model, &g.Share, &mig, &g.Profile); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
-			}
+			err := rows.Scan(&g.Model, &g.Share, &mig, &g.Profile)
 			g.MIG = mig == 1
-			out[i].GPUs = append(out[i].GPUs, g)
-		}
-		err = rows.Err()
-		rows.Close()
+			return err
+		}, out[i].Key)
 		if err != nil {
-			return nil, fmt.Errorf("store: late data of %s: %w", c.Month, err)
+			return nil, err
 		}
+		out[i].GPUs = append(out[i].GPUs, gpus...)
 	}
 	return out, nil
 }

@@ -52,21 +52,10 @@ func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*Ledger
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	rows, err := s.query(ctx, s.r, stmtLedgerGPUSums, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
-	}
-	for rows.Next() {
-		var g GPUHour
-		if err := rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: ledger: %w", err)
-		}
-		d.GPUs = append(d.GPUs, g)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
+	if d.GPUs, err = stmtRows(ctx, s, s.r, "ledger", stmtLedgerGPUSums, func(rows *sql.Rows, g *GPUHour) error {
+		return rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy)
+	}, from, to); err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(d.GPUs, compareGPUHours)
 	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
@@ -94,31 +83,24 @@ func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour
 }
 
 func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHour, error) {
-	rows, err := s.query(ctx, s.r, st, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
-	}
-	defer rows.Close()
-	var out []UserHour
-	for rows.Next() {
-		var u UserHour
+	out, err := stmtRows(ctx, s, s.r, "ledger", st, func(rows *sql.Rows, u *UserHour) error {
 		var uid sql.NullInt64
 		var decl int64
 		if err := rows.Scan(&u.Hour, &u.Node, &u.UUID, &u.GPUInstanceID, &u.Model, &u.Profile, &u.Slices, &u.Total, &u.User.Runtime,
 			&u.User.ContainerID, &u.User.PodUID, &u.User.Namespace, &u.User.Pod, &u.User.Container, &u.User.SlurmJob, &uid, &u.User.Cgroup,
 			&decl, &u.User.DeclaredTaskID, &u.User.DeclaredProject, &u.User.DeclaredOwner, &u.FirstTime, &u.LastTime,
 			&u.Equal, &u.Util, &u.BusyEqual, &u.BusyUtil, &u.Energy); err != nil {
-			return nil, fmt.Errorf("store: ledger: %w", err)
+			return err
 		}
 		if uid.Valid {
 			v := uid.Int64
 			u.User.UID = &v
 		}
 		u.User.Declared = decl != 0
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
+		return nil
+	}, args...)
+	if err != nil {
+		return nil, err
 	}
 	slices.SortStableFunc(out, compareUserHours)
 	return out, nil
@@ -143,25 +125,17 @@ func compareUserHours(a, b UserHour) int {
 }
 
 func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerLives), from-retire, to)
-	if err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
-	}
-	defer rows.Close()
-	var out []GPULife
-	for rows.Next() {
-		var l GPULife
+	return queryRows(ctx, s.r, "ledger", s.bind(qLedgerLives), func(rows *sql.Rows, l *GPULife) error {
 		var ended sql.NullInt64
 		if err := rows.Scan(&l.Node, &l.UUID, &l.Model, &l.FirstStart, &l.LastEnd, &ended); err != nil {
-			return nil, fmt.Errorf("store: ledger: %w", err)
+			return err
 		}
 		if ended.Valid {
 			v := ended.Int64
 			l.EndedAt = &v
 		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+		return nil
+	}, from-retire, to)
 }
 
 // LedgerDataRaw is LedgerData computed from the raw reports instead of the
@@ -188,15 +162,15 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		key string
 	}
 	gi, ui := map[gk]int{}, map[uk]int{}
-	for rows.Next() {
+	if err := eachRow(rows, "ledger", func() error {
 		var node, body string
 		var t, a, b int64
 		if err := rows.Scan(&node, &t, &a, &b, &body); err != nil {
-			return nil, fmt.Errorf("store: ledger: %w", err)
+			return err
 		}
 		var r nodeReportBody
 		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
-			return nil, fmt.Errorf("store: ledger: the stored report of %s at %d: %w", node, t, err)
+			return fmt.Errorf("the stored report of %s at %d: %w", node, t, err)
 		}
 		// The part of the span inside the window (a window within
 		// --raw-retention may end anywhere in an hour: a report's figures
@@ -231,9 +205,9 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 			u.FirstTime = u.LastTime
 			d.Users = append(d.Users, u)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	// LedgerData's orders: gk and uk are unique in d, so the orders' later
 	// fields (a GPU's model; a user's model, profile and slices) never

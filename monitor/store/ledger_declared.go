@@ -48,7 +48,7 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 	}
 	defer rows.Close()
 	var out []DeclaredTask
-	for rows.Next() {
+	if err := eachRow(rows, "declared tasks", func() error {
 		var t DeclaredTask
 		var end, gi sql.NullInt64
 		var uuid sql.NullString
@@ -56,7 +56,7 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 		var model sql.NullString
 		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.Hostname, &t.K8sNode, &t.Start, &end, &t.Unlisted,
 			&uuid, &gi, &share, &model); err != nil {
-			return nil, fmt.Errorf("store: declared tasks: %w", err)
+			return err
 		}
 		if n := len(out); n == 0 || out[n-1].Key != t.Key {
 			if end.Valid {
@@ -77,6 +77,9 @@ func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTa
 			last := &out[len(out)-1]
 			last.GPUs = append(last.GPUs, g)
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }

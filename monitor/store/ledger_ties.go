@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -95,26 +96,9 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 		if err != nil {
 			return nil, fmt.Errorf("store: ledger ties: %w", err)
 		}
-		rows, err := s.query(ctx, s.r, st, string(arg))
-		if err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		defer rows.Close()
-		var out []tieRow
-		for rows.Next() {
-			var r tieRow
-			if err := rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID); err != nil {
-				return nil, fmt.Errorf("store: ledger ties: %w", err)
-			}
-			out = append(out, r)
-		}
-		return out, rows.Err()
-	}
-	pick := func(sqlite, postgres *stmt) *stmt {
-		if s.dialect == Postgres {
-			return postgres
-		}
-		return sqlite
+		return stmtRows(ctx, s, s.r, "ledger ties", st, func(rows *sql.Rows, r *tieRow) error {
+			return rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID)
+		}, string(arg))
 	}
 	// The keys of each rule, as tieCandidates chooses the rule.
 	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}
@@ -131,7 +115,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 	}
 	byPod, byJob, byRun, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
 	if len(pods) > 0 {
-		rows, err := read(pick(stmtTiesPodSQLite, stmtTiesPodPostgres), sortedKeys(pods))
+		rows, err := read(stmtTiesPod, sortedKeys(pods))
 		if err != nil {
 			return nil, err
 		}
@@ -141,14 +125,14 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 	}
 	if len(jobs) > 0 {
 		keys := sortedKeys(jobs)
-		rows, err := read(pick(stmtTiesSlurmSQLite, stmtTiesSlurmPostgres), keys)
+		rows, err := read(stmtTiesSlurm, keys)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
 			byJob[r.key] = append(byJob[r.key], r)
 		}
-		if rows, err = read(pick(stmtTiesSlurmRunSQLite, stmtTiesSlurmRunPostgres), keys); err != nil {
+		if rows, err = read(stmtTiesSlurmRun, keys); err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
@@ -161,7 +145,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 			keys = append(keys, k)
 		}
 		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x1f"+keys[i][1] < keys[j][0]+"\x1f"+keys[j][1] })
-		rows, err := read(pick(stmtTiesContainerSQLite, stmtTiesContainerPostgres), keys)
+		rows, err := read(stmtTiesContainer, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -254,18 +238,7 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 func (s *Store) ties(ctx context.Context, q querier, st *stmt, args ...any) ([]Tie, error) {
-	rows, err := s.query(ctx, q, st, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: ledger ties: %w", err)
-	}
-	defer rows.Close()
-	var out []Tie
-	for rows.Next() {
-		var t Tie
-		if err := rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime); err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return stmtRows(ctx, s, q, "ledger ties", st, func(rows *sql.Rows, t *Tie) error {
+		return rows.Scan(&t.Key, &t.TaskID, &t.Project, &t.Owner, &t.StartTime)
+	}, args...)
 }

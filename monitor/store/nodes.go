@@ -239,22 +239,19 @@ type storedSpan struct {
 }
 
 func (s *Store) nodeSpans(ctx context.Context, tx *sql.Tx, node string, start, end int64) ([]storedSpan, error) {
-	rows, err := s.query(ctx, tx, stmtNodeSpans, node, start, end)
+	all, err := stmtRows(ctx, s, tx, "node spans", stmtNodeSpans, func(rows *sql.Rows, sp *storedSpan) error {
+		return rows.Scan(&sp.start, &sp.end, &sp.time, &sp.received)
+	}, node, start, end)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []storedSpan
-	for rows.Next() {
-		var sp storedSpan
-		if err := rows.Scan(&sp.start, &sp.end, &sp.time, &sp.received); err != nil {
-			return nil, err
-		}
+	for _, sp := range all {
 		if sp.end > sp.start {
 			out = append(out, sp)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // firmSpans are the spans that clip a new report: each stored span up to
@@ -327,25 +324,25 @@ type life struct{ first, last int64 }
 // node that holds it ("" when none: another node that reported it after
 // since).
 func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, since int64) (own *life, holder string, err error) {
-	rows, err := s.query(ctx, tx, stmtOpenLives, uuid)
+	type held struct {
+		node string
+		life
+	}
+	lives, err := stmtRows(ctx, s, tx, "open lives of "+uuid, stmtOpenLives, func(rows *sql.Rows, h *held) error {
+		return rows.Scan(&h.node, &h.first, &h.last)
+	}, uuid)
 	if err != nil {
 		return nil, "", err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var n string
-		var l life
-		if err := rows.Scan(&n, &l.first, &l.last); err != nil {
-			return nil, "", err
-		}
+	for _, h := range lives {
 		switch {
-		case n == node:
-			own = &l
-		case l.last > since && holder == "":
-			holder = n
+		case h.node == node:
+			own = &life{h.first, h.last}
+		case h.last > since && holder == "":
+			holder = h.node
 		}
 	}
-	return own, holder, rows.Err()
+	return own, holder, nil
 }
 
 // extendLife adds the covered span [a, b) to the GPU's open life l on the

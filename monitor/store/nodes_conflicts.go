@@ -39,20 +39,9 @@ var (
 // retire`), by node and UUID: for /metrics (paddle_gpu_uuid_conflict) and
 // the discrepancies.
 func (s *Store) GPUConflicts(ctx context.Context) ([]GPUConflict, error) {
-	rows, err := s.query(ctx, s.r, stmtOpenConflicts)
-	if err != nil {
-		return nil, fmt.Errorf("store: GPU conflicts: %w", err)
-	}
-	defer rows.Close()
-	var out []GPUConflict
-	for rows.Next() {
-		var c GPUConflict
-		if err := rows.Scan(&c.Node, &c.UUID, &c.HeldBy, &c.FirstTime, &c.LastTime, &c.Seconds); err != nil {
-			return nil, fmt.Errorf("store: GPU conflicts: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return stmtRows(ctx, s, s.r, "GPU conflicts", stmtOpenConflicts, func(rows *sql.Rows, c *GPUConflict) error {
+		return rows.Scan(&c.Node, &c.UUID, &c.HeldBy, &c.FirstTime, &c.LastTime, &c.Seconds)
+	})
 }
 
 // withoutGPUs is r without the entries of the GPUs in held (r itself when

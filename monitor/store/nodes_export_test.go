@@ -14,7 +14,7 @@ func NodeStatementsForTest(s *Store) []WriteStatement {
 		if s.dialect == Postgres {
 			idx = st.postgresIndex
 		}
-		out = append(out, WriteStatement{Name: name, SQL: s.bind(st.sql), Index: idx, Example: st.example})
+		out = append(out, WriteStatement{Name: name, SQL: st.text(s.dialect), Index: idx, Example: st.example})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -41,7 +41,7 @@ func LedgerStatementsForTest(s *Store) []WriteStatement {
 		if s.dialect == Postgres {
 			idx = st.postgresIndex
 		}
-		out = append(out, WriteStatement{Name: name, SQL: s.bind(st.sql), Index: idx, Example: st.example})
+		out = append(out, WriteStatement{Name: name, SQL: st.text(s.dialect), Index: idx, Example: st.example})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

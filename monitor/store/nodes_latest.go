@@ -34,23 +34,9 @@ var (
 // NodesSeen lists the nodes not retired whose latest report's time is at
 // least since, by name.
 func (s *Store) NodesSeen(ctx context.Context, since int64) ([]NodeSeen, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(stmtNodesSeen.sql), since)
-	if err != nil {
-		return nil, fmt.Errorf("store: nodes seen: %w", err)
-	}
-	defer rows.Close()
-	var out []NodeSeen
-	for rows.Next() {
-		var n NodeSeen
-		if err := rows.Scan(&n.Node, &n.LastTime, &n.IntervalSeconds); err != nil {
-			return nil, fmt.Errorf("store: nodes seen: %w", err)
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: nodes seen: %w", err)
-	}
-	return out, nil
+	return queryRows(ctx, s.r, "nodes seen", stmtNodesSeen.text(s.dialect), func(rows *sql.Rows, n *NodeSeen) error {
+		return rows.Scan(&n.Node, &n.LastTime, &n.IntervalSeconds)
+	}, since)
 }
 
 // LatestNodeReport returns node's latest stored report (ErrUnknownNode
@@ -58,7 +44,7 @@ func (s *Store) NodesSeen(ctx context.Context, since int64) ([]NodeSeen, error) 
 func (s *Store) LatestNodeReport(ctx context.Context, node string) (*wire.NodeReport, error) {
 	var t int64
 	var body string
-	switch err := s.r.QueryRowContext(ctx, s.bind(stmtNodeLatest.sql), node).Scan(&t, &body); {
+	switch err := s.r.QueryRowContext(ctx, stmtNodeLatest.text(s.dialect), node).Scan(&t, &body); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, node)
 	case err != nil:

@@ -12,7 +12,7 @@ func NodeLatestStatementsForTest(s *Store) []WriteStatement {
 		if s.dialect == Postgres {
 			idx = x.st.postgresIndex
 		}
-		out = append(out, WriteStatement{Name: x.name, SQL: s.bind(x.st.sql), Index: idx, Example: x.st.example})
+		out = append(out, WriteStatement{Name: x.name, SQL: x.st.text(s.dialect), Index: idx, Example: x.st.example})
 	}
 	return out
 }

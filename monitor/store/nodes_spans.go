@@ -122,20 +122,20 @@ func (s *Store) spansIn(ctx context.Context, from, to int64) (Spans, error) {
 	}
 	defer rows.Close()
 	out := Spans{}
-	for rows.Next() {
+	if err := eachRow(rows, "spans", func() error {
 		var node, uuid string
 		var sp span
 		if err := rows.Scan(&node, &uuid, &sp.start, &sp.end); err != nil {
-			return nil, fmt.Errorf("store: spans: %w", err)
+			return err
 		}
 		sp.start, sp.end = max(sp.start, from), min(sp.end, to)
 		if out[node] == nil {
 			out[node] = map[string][]span{}
 		}
 		out[node][uuid] = append(out[node][uuid], sp)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: spans: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	for _, byGPU := range out {
 		for uuid, l := range byGPU {

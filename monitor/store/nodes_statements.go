@@ -167,45 +167,33 @@ var (
 	// The ties (TieCandidates' rules, for a JSON array of keys): through
 	// tasks_k8s_pod_uid, tasks_slurm_job, tasks_slurm_run and
 	// tasks_identity, one seek per key.
-	stmtTiesPodSQLite = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM json_each(?) j JOIN tasks t ON t.k8s_pod_uid = j.value WHERE t.k8s_pod_uid <> ''`,
-		sqliteIndex: "tasks_k8s_pod_uid", sqliteOnly: true, example: []any{`["pod"]`}}
-	stmtTiesPodPostgres = &stmt{sql: `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.k8s_pod_uid = j.v WHERE t.k8s_pod_uid <> ''`,
-		postgresIndex: "tasks_k8s_pod_uid", postgresOnly: true, example: []any{`["pod"]`}}
-	stmtTiesSlurmSQLite = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM json_each(?) j JOIN tasks t ON t.slurm_job = j.value WHERE t.slurm_job <> ''`,
-		sqliteIndex: "tasks_slurm_job", sqliteOnly: true, example: []any{`["42"]`}}
-	stmtTiesSlurmPostgres = &stmt{sql: `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.slurm_job = j.v WHERE t.slurm_job <> ''`,
-		postgresIndex: "tasks_slurm_job", postgresOnly: true, example: []any{`["42"]`}}
-	stmtTiesSlurmRunSQLite = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM json_each(?) j JOIN tasks t ON t.pipeline_run = j.value WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`,
-		sqliteIndex: "tasks_slurm_run", sqliteOnly: true, example: []any{`["42"]`}}
-	stmtTiesSlurmRunPostgres = &stmt{sql: `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.pipeline_run = j.v
-		WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`,
-		postgresIndex: "tasks_slurm_run", postgresOnly: true, example: []any{`["42"]`}}
+	stmtTiesPod = perEngine(func(d Dialect) string {
+		return `SELECT t.k8s_pod_uid, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
+		FROM ` + d.keyList("j") + ` JOIN tasks t ON t.k8s_pod_uid = j.value WHERE t.k8s_pod_uid <> ''`
+	}, &stmt{sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{`["pod"]`}})
+	stmtTiesSlurm = perEngine(func(d Dialect) string {
+		return `SELECT t.slurm_job, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
+		FROM ` + d.keyList("j") + ` JOIN tasks t ON t.slurm_job = j.value WHERE t.slurm_job <> ''`
+	}, &stmt{sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{`["42"]`}})
+	stmtTiesSlurmRun = perEngine(func(d Dialect) string {
+		return `SELECT t.pipeline_run, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
+		FROM ` + d.keyList("j") + ` JOIN tasks t ON t.pipeline_run = j.value
+		WHERE t.orchestrator = 'slurm' AND t.pipeline_run <> ''`
+	}, &stmt{sqliteIndex: "tasks_slurm_run", postgresIndex: "tasks_slurm_run", example: []any{`["42"]`}})
 	// tiesContainer: keys [task_id, project].
-	stmtTiesContainerSQLite = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM json_each(?) j JOIN tasks t ON t.task_id = json_extract(j.value, '$[0]') AND t.project = json_extract(j.value, '$[1]')`,
-		sqliteIndex: "tasks_identity", sqliteOnly: true, example: []any{`[["t", "p"]]`}}
-	stmtTiesContainerPostgres = &stmt{sql: `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
-		FROM jsonb_array_elements(CAST(? AS jsonb)) AS j(v) JOIN tasks t ON t.task_id = j.v->>0 AND t.project = j.v->>1`,
-		postgresIndex: "tasks_identity", postgresOnly: true, example: []any{`[["t", "p"]]`}}
+	stmtTiesContainer = perEngine(func(d Dialect) string {
+		return `SELECT t.task_id, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid
+		FROM ` + d.pairList("j") + ` JOIN tasks t ON t.task_id = j.k0 AND t.project = j.k1`
+	}, &stmt{sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{`[["t", "p"]]`}})
 )
 
 // ledgerStatements are the ledger's reads, by name (TestLedgerPlans).
 var ledgerStatements = map[string]*stmt{
-	"ledger GPU sums":            stmtLedgerGPUSums,
-	"ledger user sums":           stmtLedgerUserSums,
-	"ledger user hours":          stmtLedgerUserHours,
-	"ties by pod (SQLite)":       stmtTiesPodSQLite,
-	"ties by pod":                stmtTiesPodPostgres,
-	"ties by Slurm job (SQLite)": stmtTiesSlurmSQLite,
-	"ties by Slurm job":          stmtTiesSlurmPostgres,
-	"ties by Slurm run (SQLite)": stmtTiesSlurmRunSQLite,
-	"ties by Slurm run":          stmtTiesSlurmRunPostgres,
-	"ties by container (SQLite)": stmtTiesContainerSQLite,
-	"ties by container":          stmtTiesContainerPostgres,
+	"ledger GPU sums":   stmtLedgerGPUSums,
+	"ledger user sums":  stmtLedgerUserSums,
+	"ledger user hours": stmtLedgerUserHours,
+	"ties by pod":       stmtTiesPod,
+	"ties by Slurm job": stmtTiesSlurm,
+	"ties by Slurm run": stmtTiesSlurmRun,
+	"ties by container": stmtTiesContainer,
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
@@ -73,29 +74,26 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		q += " LIMIT ?"
 		args = append(args, limit)
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	type keyed struct {
+		key int64
+		OpenTask
+	}
+	rows, err := queryRows(ctx, s.r, "open tasks", s.bind(q), func(rows *sql.Rows, t *keyed) error {
+		var gpusSeen *int64
+		err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
+			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
+			&t.Interval)
+		t.Sampled = gpusSeen != nil
+		return err
+	}, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: open tasks: %w", err)
+		return nil, err
 	}
 	var tasks []OpenTask
 	index := map[int64]int{}
-	for rows.Next() {
-		var t OpenTask
-		var key int64
-		var gpusSeen *int64
-		if err := rows.Scan(&key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
-			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
-			&t.Interval); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: open tasks: %w", err)
-		}
-		t.Sampled = gpusSeen != nil
-		index[key] = len(tasks)
-		tasks = append(tasks, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: open tasks: %w", err)
+	for _, t := range rows {
+		index[t.key] = len(tasks)
+		tasks = append(tasks, t.OpenTask)
 	}
 	if len(tasks) == 0 {
 		return tasks, nil
@@ -111,18 +109,18 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 	}
 	defer grows.Close()
-	for grows.Next() {
+	if err := eachRow(grows, "open tasks", func() error {
 		var key int64
 		var g OpenGPU
 		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &g.LatestUtilMean); err != nil {
-			return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+			return fmt.Errorf("GPUs: %w", err)
 		}
 		if i, ok := index[key]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}
-	}
-	if err := grows.Err(); err != nil {
-		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	s.dropStaleClaims(tasks)
 	return tasks, nil
@@ -157,28 +155,17 @@ func (s *Store) dropStaleClaims(tasks []OpenTask) {
 // after seenSince with their listed GPUs, as a budget forecast counts
 // them (report.Running).
 func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.RunningTask, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
+	tasks, err := queryRows(ctx, s.r, "running tasks", s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY t.start_time, t.task_id, t.id`), seenSince, seenSince, seenSince)
+		ORDER BY t.start_time, t.task_id, t.id`), func(rows *sql.Rows, t *report.RunningTask) error {
+		return rows.Scan(&t.ID, &t.Project, &t.Owner, &t.GPUCount)
+	}, seenSince, seenSince, seenSince)
 	if err != nil {
-		return nil, fmt.Errorf("store: running tasks: %w", err)
+		return nil, err
 	}
-	var tasks []report.RunningTask
 	index := map[int64]int{}
-	for rows.Next() {
-		var id int64
-		var t report.RunningTask
-		if err := rows.Scan(&id, &t.Project, &t.Owner, &t.GPUCount); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: running tasks: %w", err)
-		}
-		index[id] = len(tasks)
-		t.ID = id
-		tasks = append(tasks, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: running tasks: %w", err)
+	for i, t := range tasks {
+		index[t.ID] = i
 	}
 	if len(tasks) == 0 {
 		return tasks, nil
@@ -190,18 +177,18 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
 	}
 	defer grows.Close()
-	for grows.Next() {
+	if err := eachRow(grows, "running tasks", func() error {
 		var id int64
 		var g report.RunningGPU
 		if err := grows.Scan(&id, &g.Model, &g.Share, &g.MIG, &g.Profile); err != nil {
-			return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+			return fmt.Errorf("GPUs: %w", err)
 		}
 		if i, ok := index[id]; ok {
 			tasks[i].GPUs = append(tasks[i].GPUs, g)
 		}
-	}
-	if err := grows.Err(); err != nil {
-		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return tasks, nil
 }

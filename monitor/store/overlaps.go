@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
@@ -76,12 +75,12 @@ func (s *Store) ShareOverlaps(ctx context.Context, w report.Window) ([]ShareOver
 	var order []key
 	found := map[key]*ShareOverlap{}
 	seen := map[key]map[int64]bool{}
-	for rows.Next() {
+	if err := eachRow(rows.Rows, "share overlaps", func() error {
 		var k key
 		var id int64
 		var t ShareOverlapTask
 		if err := rows.Scan(&k.uuid, &k.gi, &k.at, &id, &t.TaskID, &t.Project, &t.Owner, &t.Share); err != nil {
-			return nil, fmt.Errorf("store: share overlaps: %w", err)
+			return err
 		}
 		o := found[k]
 		if o == nil {
@@ -94,14 +93,14 @@ func (s *Store) ShareOverlaps(ctx context.Context, w report.Window) ([]ShareOver
 			order = append(order, k)
 		}
 		if seen[k][id] { // several claims that began before the window share its start
-			continue
+			return nil
 		}
 		seen[k][id] = true
 		o.Total += t.Share
 		o.Tasks = append(o.Tasks, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: share overlaps: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	var out []ShareOverlap
 	for _, k := range order {

@@ -149,11 +149,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		if err != nil {
 			return nil, "", fmt.Errorf("store: tasks: %w", err)
 		}
-		if s.dialect == Postgres {
-			add("(t.project, t.owner) IN (SELECT e->>0, e->>1 FROM json_array_elements(?::json) e)", string(b))
-		} else {
-			add("(t.project, t.owner) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))", string(b))
-		}
+		add("(t.project, t.owner) IN (SELECT j.k0, j.k1 FROM "+s.dialect.pairList("j")+")", string(b))
 	}
 	q := "SELECT " + taskColumns + " FROM tasks t"
 	if len(where) > 0 {
@@ -191,16 +187,19 @@ func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]strin
 	}
 	defer rows.Close()
 	var out [][2]string
-	for rows.Next() {
+	if err := eachRow(rows, "scope", func() error {
 		var p [2]string
 		if err := rows.Scan(&p[0], &p[1]); err != nil {
-			return nil, fmt.Errorf("store: scope: %w", err)
+			return err
 		}
 		if scope.Allows(p[0], p[1]) {
 			out = append(out, p)
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // cursor is where a page ended: the last row's start_time and identity
@@ -291,10 +290,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
-	in := "SELECT value FROM json_each(?)"
-	if s.dialect == Postgres {
-		in = "SELECT CAST(json_array_elements_text(?::json) AS BIGINT)"
-	}
+	in := "SELECT CAST(k.value AS BIGINT) FROM " + s.dialect.keyList("k")
 	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_key, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
 		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
 		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean
@@ -303,7 +299,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
+	if err := eachRow(rows, "gpus", func() error {
 		var key int64
 		var g TaskGPU
 		var m MIG
@@ -311,7 +307,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		if err := rows.Scan(&key, &g.Index, &g.UUID, &g.Name, &g.MemoryTotalBytes, &g.Samples, &g.UtilMean, &g.UtilP95,
 			&g.MemoryUsedPeakBytes, &g.IdleShare, &g.ClaimEnded, &g.Share, &m.UUID, &gi, &m.ComputeInstanceID, &m.Profile,
 			&m.Slices, &m.TotalSlices, &g.EnergyJoules, &estimated, &g.LatestSamples, &g.LatestUtilMean); err != nil {
-			return fmt.Errorf("store: gpus: %w", err)
+			return err
 		}
 		if gi.Valid {
 			m.GPUInstanceID = gi.Int64
@@ -324,9 +320,9 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		if t := byKey[key]; t != nil {
 			t.GPUs = append(t.GPUs, g)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: gpus: %w", err)
+		return nil
+	}); err != nil {
+		return err
 	}
 	for i := range tasks {
 		t := &tasks[i]

@@ -13,7 +13,7 @@ import (
 
 // The report's SQL. Both stores run the same statements (only the
 // placeholders and fence differ; PostgreSQL runs them with
-// pgReportSettings), so they answer the same sums. Times are Unix
+// Dialect.readSettings), so they answer the same sums. Times are Unix
 // seconds; :f and :t are the window's ends.
 //
 // span selects the tasks whose counted interval overlaps the window and
@@ -84,20 +84,13 @@ func (s *Store) spanOf(cols []string) (span string, sel []string) {
 			continue
 		}
 		alias := fmt.Sprintf("lbl_%d", i)
-		extra += ",\n      COALESCE(" + labelValue[s.dialect](name) + ", '') AS " + alias
+		extra += ",\n      COALESCE(" + s.dialect.jsonText("tk.labels", name) + ", '') AS " + alias
 		sel[i] = "sp." + alias
 	}
 	if extra == "" {
 		return spanSQL, sel
 	}
 	return strings.ReplaceAll(spanSQL, spanColumns, spanColumns+extra), sel
-}
-
-// labelValue is, per dialect, the SQL of a task's label name from its
-// labels column (a JSON object of strings), NULL when absent.
-var labelValue = map[Dialect]func(name string) string{
-	SQLite:   func(name string) string { return `json_extract(tk.labels, '$."` + name + `"')` },
-	Postgres: func(name string) string { return `CAST(tk.labels AS jsonb) ->> '` + name + `'` },
 }
 
 const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
@@ -156,21 +149,6 @@ func (s *Store) taskGroups(keys []string) (cols, sel []string, with, from string
 // before the window waited in an earlier one).
 const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
 
-// metricValue is, per dialect, the SQL of one task's value of the metric
-// :k from its completion's metrics (tm.metrics, a JSON object of numbers
-// the monitor wrote): the number, or NULL when the key is absent or its
-// value is not a number. The key is a bound parameter: a dotted key
-// ("eval.accuracy") is one key of the object, so SQLite's path quotes it
-// ('$."eval.accuracy"', with json_quote), while PostgreSQL's -> takes the
-// key itself. Both are written with CAST, not '::', which reportQuery
-// would read as a placeholder.
-var metricValue = map[Dialect]string{
-	SQLite: `CASE WHEN json_type(tm.metrics, '$.' || json_quote(:k)) IN ('integer', 'real')
-    THEN json_extract(tm.metrics, '$.' || json_quote(:k)) END`,
-	Postgres: `CASE WHEN jsonb_typeof(CAST(tm.metrics AS jsonb) -> CAST(:k AS text)) = 'number'
-    THEN CAST(CAST(tm.metrics AS jsonb) ->> CAST(:k AS text) AS double precision) END`,
-}
-
 // ReportMetric implements report.Source: the sum and count of a completion
 // metric over the completed tasks whose end is inside the window and that
 // reported it as a number, grouped by keys, project and owner (by model,
@@ -192,7 +170,7 @@ func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string
 	list := strings.Join(outer, ", ")
 	q += `
 SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
-  SELECT ` + strings.Join(inner, ", ") + `, ` + metricValue[s.dialect] + ` AS x
+  SELECT ` + strings.Join(inner, ", ") + `, ` + s.dialect.jsonNumber("tm.metrics", ":k") + ` AS x
   FROM ` + from + ` JOIN tasks tm ON tm.id = sp.id
   WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
 ) v
@@ -410,7 +388,7 @@ func (s *Store) baseSums(ctx context.Context, w report.Window, cols []string) (b
 	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
 	q := "WITH " + span + `
 SELECT ` + list + `, ` + taskSumsSQL("") + `
-FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + fence[s.dialect] + `) sp
+FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + s.dialect.fence() + `) sp
 GROUP BY ` + list
 	var only []int64
 	err = s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
@@ -449,7 +427,7 @@ FROM (
   SELECT sp.*, ` + modelKey + ` AS model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
     CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
       THEN 0 ELSE 1 END AS first
-  FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + fence[s.dialect] + `
+  FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + s.dialect.fence() + `
 ) sp
 GROUP BY ` + list
 	var tasks []report.TaskSums

@@ -208,20 +208,9 @@ func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult
 }
 
 func (s *Store) ids(ctx context.Context, st *stmt, args ...any) ([]int64, error) {
-	rows, err := s.query(ctx, s.r, st, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: retention: %w", err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("store: retention: %w", err)
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return stmtRows(ctx, s, s.r, "retention", st, func(rows *sql.Rows, id *int64) error {
+		return rows.Scan(id)
+	}, args...)
 }
 
 // trimBatch deletes the tasks of ids still counted to before cutoff, in

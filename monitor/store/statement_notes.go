@@ -70,16 +70,19 @@ func (s *Store) StatementNotes(ctx context.Context) (map[string]Notes, error) {
 	}
 	defer rows.Close()
 	out := map[string]Notes{}
-	for rows.Next() {
+	if err := eachRow(rows, "statement notes", func() error {
 		var month string
 		var version int
 		var n Notes
 		if err := rows.Scan(&month, &version, &n.CloseReason, &n.ReopenReason); err != nil {
-			return nil, fmt.Errorf("store: statement notes: %w", err)
+			return err
 		}
 		out[NotesKey(month, version)] = n
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // NotesKey is the key of a version's notes.

@@ -17,6 +17,9 @@ import (
 // number of stored tasks.
 type stmt struct {
 	sql string
+	// postgresSQL is the text on PostgreSQL where it differs from sql (a
+	// statement written once with Dialect's fragments: perEngine).
+	postgresSQL string
 	// sqliteIndex and postgresIndex name the index each store must serve
 	// the statement with; "" where the statement reads no table (an
 	// INSERT without a conflict target, the advisory lock). For an INSERT
@@ -205,6 +208,21 @@ var (
 		example: []any{int64(1), int64(60), int64(1), int64(1)}}
 )
 
+// text is st's SQL on d, placeholders bound.
+func (st *stmt) text(d Dialect) string {
+	if d == Postgres && st.postgresSQL != "" {
+		return d.bind(st.postgresSQL)
+	}
+	return d.bind(st.sql)
+}
+
+// perEngine gives st the texts of one writing of it, f, on each engine
+// (f takes the dialect's fragments).
+func perEngine(f func(d Dialect) string, st *stmt) *stmt {
+	st.sql, st.postgresSQL = f(SQLite), f(Postgres)
+	return st
+}
+
 // claimCollides is the rule of "one GPU instance runs one task" on another
 // claim of the same UUID (a task_gpus row), for a new claim given by five
 // arguments: its GPU instance id (-1 for a whole GPU), whether it holds
@@ -273,7 +291,7 @@ func (s *Store) exec(ctx context.Context, q querier, st *stmt, args ...any) (sql
 	if ps := s.prepared(ctx, q, st); ps != nil {
 		return ps.ExecContext(ctx, args...)
 	}
-	return q.ExecContext(ctx, s.bind(st.sql), args...)
+	return q.ExecContext(ctx, st.text(s.dialect), args...)
 }
 
 // queryRow runs a write path's read.
@@ -281,7 +299,7 @@ func (s *Store) queryRow(ctx context.Context, q querier, st *stmt, args ...any) 
 	if ps := s.prepared(ctx, q, st); ps != nil {
 		return ps.QueryRowContext(ctx, args...)
 	}
-	return q.QueryRowContext(ctx, s.bind(st.sql), args...)
+	return q.QueryRowContext(ctx, st.text(s.dialect), args...)
 }
 
 // query runs a write path's read of several rows.
@@ -289,7 +307,7 @@ func (s *Store) query(ctx context.Context, q querier, st *stmt, args ...any) (*s
 	if ps := s.prepared(ctx, q, st); ps != nil {
 		return ps.QueryContext(ctx, args...)
 	}
-	return q.QueryContext(ctx, s.bind(st.sql), args...)
+	return q.QueryContext(ctx, st.text(s.dialect), args...)
 }
 
 // prepared returns st prepared on SQLite's writer connection, for the
@@ -344,7 +362,7 @@ func (s *Store) pipeline(ctx context.Context, st *stmt, args [][]any) ([]int64, 
 		return nil, err
 	}
 	defer conn.Close()
-	q := s.bind(st.sql)
+	q := st.text(s.dialect)
 	out := make([]int64, 0, len(args))
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)

@@ -237,22 +237,5 @@ func (s *Store) Close() error {
 	return err
 }
 
-// bind rewrites a query written with ? placeholders for the dialect
-// (PostgreSQL numbers them: $1, $2, …). Queries are constants of this
-// package, so a '?' never appears inside a string literal.
-func (s *Store) bind(q string) string {
-	if s.dialect != Postgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteByte(q[i])
-	}
-	return b.String()
-}
+// bind rewrites q's placeholders for the store's dialect (Dialect.bind).
+func (s *Store) bind(q string) string { return s.dialect.bind(q) }

@@ -38,22 +38,19 @@ type sameID struct {
 // oldest start first. A task outside the scope is, for that sender, not
 // there at all: it decides no answer.
 func (s *Store) visible(ctx context.Context, q querier, taskID string, scope *access.Scope) ([]sameID, error) {
-	rows, err := s.query(ctx, q, stmtSameID, taskID)
+	all, err := stmtRows(ctx, s, q, "tasks of "+taskID, stmtSameID, func(rows *sql.Rows, t *sameID) error {
+		return rows.Scan(&t.key, &t.project, &t.owner, &t.startTime, &t.registration, &t.completion)
+	}, taskID)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []sameID
-	for rows.Next() {
-		var t sameID
-		if err := rows.Scan(&t.key, &t.project, &t.owner, &t.startTime, &t.registration, &t.completion); err != nil {
-			return nil, err
-		}
+	for _, t := range all {
 		if scope.Allows(t.project, t.owner) {
 			out = append(out, t)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Register stores a registration. created is true when the task is new to

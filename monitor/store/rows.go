@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// queryRows runs query on q and scans each row into a T with scan. It is
+// the one place that reads rows (Next, Scan, Err, Close), so that no read
+// forgets rows.Err or leaks its rows; errors are wrapped with what
+// ("store: what: …"). No rows: a nil slice.
+func queryRows[T any](ctx context.Context, q querier, what, query string, scan func(*sql.Rows, *T) error, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return collectRows(rows, what, scan)
+}
+
+// stmtRows is queryRows for a statement of the registry, run as
+// Store.query runs it (prepared where the store prepared it).
+func stmtRows[T any](ctx context.Context, s *Store, q querier, what string, st *stmt, scan func(*sql.Rows, *T) error, args ...any) ([]T, error) {
+	rows, err := s.query(ctx, q, st, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return collectRows(rows, what, scan)
+}
+
+// collectRows scans every row of rows into a T with scan and closes rows.
+func collectRows[T any](rows *sql.Rows, what string, scan func(*sql.Rows, *T) error) ([]T, error) {
+	var out []T
+	err := eachRow(rows, what, func() error {
+		var v T
+		if err := scan(rows, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachRow calls row for every row of rows (row scans it) and closes rows:
+// for the reads that fold their rows into something else than a slice.
+func eachRow(rows *sql.Rows, what string, row func() error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	return nil
+}

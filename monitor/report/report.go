@@ -14,12 +14,48 @@ package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
+
+// Keys are the grouping keys a report accepts, in the order the
+// documentation lists them.
+var Keys = []string{"project", "owner", "priority", "env", "pipeline", "step", "task_name", "hostname", "model"}
+
+// ErrBadQuery classifies every error about a report's parameters (dates,
+// keys, window), so that an HTTP handler can answer 400 for it. Each such
+// error is a *QueryError (errors.As) that is ErrBadQuery (errors.Is).
+var ErrBadQuery = errors.New("bad report query")
+
+// QueryError is a report parameter refused: Param is the parameter's name
+// as the caller spelled it ("from", "--from", "by", "metric"; "" for the
+// window as a whole) and Rule the sentence that says what is wrong,
+// beginning with the parameter's name, as a caller shows it after its
+// own prefix ("parameter " on HTTP).
+type QueryError struct{ Param, Rule string }
+
+func (e *QueryError) Error() string { return ErrBadQuery.Error() + ": " + e.Rule }
+
+// Unwrap makes every QueryError ErrBadQuery for errors.Is.
+func (e *QueryError) Unwrap() error { return ErrBadQuery }
+
+// badQuery is the QueryError of param with the rule formatted from format
+// and args.
+func badQuery(param, format string, args ...any) *QueryError {
+	return &QueryError{Param: param, Rule: fmt.Sprintf(format, args...)}
+}
+
+// Window is the half-open interval [From, To) a report counts.
+type Window struct {
+	From, To time.Time
+}
 
 // Query says what to report.
 type Query struct {
@@ -225,6 +261,165 @@ type Report struct {
 	Adjustments []Adjustment `json:"adjustments,omitempty"`
 }
 
+// acc accumulates one row's sums before they become Figures.
+type acc struct {
+	t                         TaskSums
+	gpuSec, failedSec         float64
+	idleSec, idleOKSec, utilW float64
+	utilSec                   float64
+	cost, unpricedSec         float64
+	energyJ                   float64
+	energyGPUs                int64
+	metrics                   map[string]*MetricSums
+	bill                      billing
+}
+
+func (a *acc) addMetric(name string, m MetricSums) {
+	if a.metrics == nil {
+		a.metrics = map[string]*MetricSums{}
+	}
+	s := a.metrics[name]
+	if s == nil {
+		s = &MetricSums{}
+		a.metrics[name] = s
+	}
+	s.Sum += m.Sum
+	s.Tasks += m.Tasks
+}
+
+func (a *acc) addTasks(t TaskSums) {
+	a.t.Tasks += t.Tasks
+	a.t.Completed += t.Completed
+	a.t.Failed += t.Failed
+	a.t.GateFailed += t.GateFailed
+	a.t.Open += t.Open
+	a.t.EstSeconds += t.EstSeconds
+	a.t.ActualSeconds += t.ActualSeconds
+	a.t.QueueWaitSeconds += t.QueueWaitSeconds
+	a.t.QueueWaitTasks += t.QueueWaitTasks
+	a.t.QueueWaitMax = max(a.t.QueueWaitMax, t.QueueWaitMax)
+}
+
+// addGPUs adds the listed GPUs' GPU-hours, idle time, utilisation, energy
+// and cost. A MIG instance is priced per instance-hour by a key naming its
+// profile, else as its share of the GPU (price(model) × share × hours);
+// a whole GPU, shared or not, at price(model) × share × hours.
+func (a *acc) addGPUs(g GPUSums, p *Prices) {
+	a.gpuSec += g.GPUSeconds
+	a.failedSec += g.FailedGPUSeconds
+	a.idleSec += g.IdleGPUSeconds
+	a.idleOKSec += g.IdleOKGPUSeconds
+	a.utilW += g.UtilWeighted
+	a.utilSec += g.UtilSeconds
+	a.energyJ += g.EnergyJoules
+	a.energyGPUs += g.EnergyGPUs
+	if p == nil {
+		return
+	}
+	// By model a MIG instance's key is its model and profile
+	// ("NVIDIA H100 80GB HBM3 1g.10gb"): prices look the model up.
+	model := g.Key["model"]
+	if g.MIG && g.Profile != "" {
+		model = strings.TrimSuffix(model, " "+g.Profile)
+	}
+	if g.MIG {
+		if price, ok := p.ProfilePrice(model, g.Profile); ok {
+			a.cost += price * float64(g.InstanceSeconds)
+			return
+		}
+	}
+	if price, ok := p.Price(model); ok {
+		a.cost += price * g.GPUSeconds
+	} else {
+		a.unpricedSec += g.GPUSeconds
+	}
+}
+
+// addUnlisted adds the GPU-seconds of GPUs counted without being listed
+// (no model, share 1) and prices them.
+func (a *acc) addUnlisted(gpuSec, failedSec int64, p *Prices) {
+	a.addUnlistedSeconds(float64(gpuSec), float64(failedSec), p)
+}
+
+func (a *acc) addUnlistedSeconds(gpuSec, failedSec float64, p *Prices) {
+	a.gpuSec += gpuSec
+	a.failedSec += failedSec
+	if p == nil {
+		return
+	}
+	if price, ok := p.Price(""); ok {
+		a.cost += price * gpuSec
+	} else {
+		a.unpricedSec += gpuSec
+	}
+}
+
+// figures rounds every hour figure to the microhour and every share to
+// 1e-9: sums of floats may differ in their last bits between stores (they
+// add in different orders), and the two must print the same report.
+func (a *acc) figures(p *Prices, metrics []string) Figures {
+	priced := p != nil
+	f := Figures{
+		Tasks:               a.t.Tasks,
+		CompletedTasks:      a.t.Completed,
+		FailedTasks:         a.t.Failed,
+		GateFailedTasks:     a.t.GateFailed,
+		OpenTasks:           a.t.Open,
+		GPUHours:            hours(a.gpuSec),
+		FailedGPUHours:      hours(a.failedSec),
+		IdleGPUHours:        hours(a.idleSec),
+		DurationEstHours:    hours(float64(a.t.EstSeconds)),
+		DurationActualHours: hours(a.t.ActualSeconds),
+	}
+	if n := a.t.QueueWaitTasks; n > 0 {
+		mean := round(float64(a.t.QueueWaitSeconds)/float64(n), 1e6)
+		longest := float64(a.t.QueueWaitMax)
+		f.QueueWaitMeanSeconds, f.QueueWaitMaxSeconds = &mean, &longest
+	}
+	if a.utilSec > 0 {
+		u := round(a.utilW/a.utilSec, 1e6)
+		f.UtilMean = &u
+	}
+	if a.gpuSec > 0 {
+		w := round((a.failedSec+a.idleOKSec)/a.gpuSec, 1e9)
+		f.WasteShare = &w
+	}
+	if priced {
+		c := round(a.cost/3600, 1e6)
+		u := hours(a.unpricedSec)
+		f.Cost, f.UnpricedGPUHours = &c, &u
+	}
+	if a.energyGPUs > 0 {
+		kwh := a.energyJ / 3.6e6
+		e := round(kwh, 1e6)
+		f.EnergyKWh = &e
+		if priced && p.PricePerKWh != nil {
+			c := round(kwh**p.PricePerKWh, 1e6)
+			f.EnergyCost = &c
+		}
+		if priced && p.CO2KgPerKWh != nil {
+			c := round(kwh**p.CO2KgPerKWh, 1e6)
+			f.CO2Kg = &c
+		}
+	}
+	if len(metrics) > 0 {
+		f.Metrics = make(map[string]MetricMean, len(metrics))
+	}
+	for _, name := range metrics {
+		var m MetricMean
+		if s := a.metrics[name]; s != nil && s.Tasks > 0 {
+			mean := round(s.Sum/float64(s.Tasks), 1e9)
+			m = MetricMean{Mean: &mean, Tasks: s.Tasks}
+		}
+		f.Metrics[name] = m
+	}
+	return f
+}
+
+func hours(seconds float64) float64 { return round(seconds/3600, 1e6) }
+
+func round(x, scale float64) float64 { return math.Round(x*scale) / scale }
+
 // Compute asks src for the sums of q's window and assembles the report.
 func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	if err := q.Window.Check(); err != nil {
@@ -393,4 +588,144 @@ func rowID(by []string, key map[string]string) string {
 		b.WriteString(key[name])
 	}
 	return b.String()
+}
+
+// Check says whether the window is usable: both ends set, From before To.
+func (w Window) Check() error {
+	if w.From.IsZero() || w.To.IsZero() {
+		return badQuery("", "the window needs both from and to")
+	}
+	if !w.From.Before(w.To) {
+		return badQuery("", "from (%s) must be before to (%s)",
+			w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ParseKeys reads a comma-separated list of grouping keys ("project,owner",
+// "label:cost_center"; a label key's NAME lower-cased). Empty means project. A key that is unknown or repeated is an error naming
+// it and the keys allowed.
+func ParseKeys(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return []string{"project"}, nil
+	}
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		lk, isLabel, err := labelKey(k)
+		if err != nil {
+			return nil, err
+		}
+		if isLabel {
+			k = lk
+		}
+		switch {
+		case k == "":
+			return nil, badQuery("by", "by %q: an empty key (keys are comma-separated: %s)", s, strings.Join(Keys, ", "))
+		case !isLabel && !slices.Contains(Keys, k):
+			return nil, badQuery("by", "by: unknown key %q (allowed: %s, label:NAME)", k, strings.Join(Keys, ", "))
+		case slices.Contains(out, k):
+			return nil, badQuery("by", "by: key %q given twice", k)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// maxMetrics bounds the metrics of one report: the monitor stores at
+// most 64 per completion.
+const maxMetrics = 64
+
+// ParseMetrics checks the completion metrics a report should show: each
+// follows the name rule the monitor applies to a completion's metrics keys
+// (wire.ValidName: 1 to 63 letters, digits, '.', '_' or '-', beginning
+// with a letter or digit), none twice, at most 64. The error names the
+// metric and the rule.
+func ParseMetrics(names []string) ([]string, error) {
+	if len(names) > maxMetrics {
+		return nil, badQuery("metric", "metric: %d metrics asked for, at most %d", len(names), maxMetrics)
+	}
+	for i, n := range names {
+		if !wire.ValidName(n, "") {
+			return nil, badQuery("metric", "metric %q: a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit", n)
+		}
+		if slices.Contains(names[:i], n) {
+			return nil, badQuery("metric", "metric %q given twice", n)
+		}
+	}
+	return names, nil
+}
+
+// ParseDate reads a window end: RFC 3339 ("2026-11-01T08:00:00+08:00"), a
+// date ("2026-11-01", UTC midnight) or a month ("2026-11", the first of it
+// at UTC midnight, as the page's month= reads). name is the parameter's
+// name, for the error.
+func ParseDate(name, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, badQuery(name, "%s is required (RFC 3339, YYYY-MM-DD or YYYY-MM)", name)
+	}
+	for _, layout := range []string{time.DateOnly, monthLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, badQuery(name, "%s %q is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM", name, s)
+	}
+	return t.UTC(), nil
+}
+
+const monthLayout = "2006-01"
+
+// ParseMonth reads a calendar month, YYYY-MM (UTC), as a window. name is
+// the parameter's name, for the error.
+func ParseMonth(name, s string) (Window, error) {
+	t, err := time.Parse(monthLayout, s)
+	if err != nil {
+		return Window{}, badQuery(name, "%s: %q is not YYYY-MM (a month such as 2026-11)", name, s)
+	}
+	return Month(t), nil
+}
+
+// WindowParams are a report's window as the caller gave it: from and to
+// (together), or a month, or nothing (the month that holds now). The names
+// are the parameters' as the caller spells them ("--from" on the command
+// line, "from" on HTTP), for the errors.
+type WindowParams struct {
+	From, To, Month             string
+	FromName, ToName, MonthName string
+}
+
+// Select returns the window the parameters ask for. from and to go
+// together and win over month; neither of them nor month means the
+// calendar month (UTC) that holds now. One of from and to alone is an
+// error naming the other.
+func (p WindowParams) Select(now time.Time) (Window, error) {
+	switch {
+	case p.From != "" && p.To == "":
+		return Window{}, badQuery(p.ToName, "%s is required with %s (the two go together)", p.ToName, p.FromName)
+	case p.To != "" && p.From == "":
+		return Window{}, badQuery(p.FromName, "%s is required with %s (the two go together)", p.FromName, p.ToName)
+	case p.From != "":
+		var w Window
+		var err error
+		if w.From, err = ParseDate(p.FromName, p.From); err != nil {
+			return w, err
+		}
+		if w.To, err = ParseDate(p.ToName, p.To); err != nil {
+			return w, err
+		}
+		return w, w.Check()
+	case p.Month != "":
+		return ParseMonth(p.MonthName, p.Month)
+	}
+	return Month(now), nil
+}
+
+// Month returns the calendar month (UTC) that holds t, as a window.
+func Month(t time.Time) Window {
+	t = t.UTC()
+	from := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return Window{From: from, To: from.AddDate(0, 1, 0)}
 }

@@ -1,0 +1,281 @@
+package ledger
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+// Compute computes the ledger q asks for.
+func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
+	q, err := settle(ctx, src, q)
+	if err != nil {
+		return nil, err
+	}
+	from, to := q.Window.From.Unix(), q.Window.To.Unix()
+	retire := int64(q.Retire / time.Second)
+	load := src.LedgerData
+	if q.Raw {
+		load = src.LedgerDataRaw
+	}
+	d, err := load(ctx, from, to, retire)
+	if err != nil {
+		return nil, err
+	}
+	l := &Ledger{From: q.Window.From, To: q.Window.To, By: q.By, Split: q.Split,
+		observed: map[int64]*observedTask{}, covered: map[string]bool{}}
+	if q.Prices != nil {
+		l.Currency = q.Prices.Currency
+	}
+	a := &acc{rows: map[string]*Figures{}, prices: q.Prices}
+	admin := q.Scope == nil
+	a.addGPUs(l, q, d, admin, from, to, retire)
+	users, err := a.addUsers(ctx, src, l, q, d, admin, from, to)
+	if err != nil {
+		return nil, err
+	}
+	l.Users = sortedUsers(users)
+	a.finishInto(l, q, admin)
+	return l, nil
+}
+
+// settle checks q and fills its defaults: the retire delay, the instant
+// and whether the window needs the raw reports.
+func settle(ctx context.Context, src Source, q Query) (Query, error) {
+	if err := q.Check(); err != nil {
+		return q, err
+	}
+	if q.Retire <= 0 {
+		q.Retire = store.DefaultNodeRetire
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
+	if !q.Raw {
+		raw, err := rawFor(ctx, src, q.Window)
+		if err != nil {
+			return q, err
+		}
+		q.Raw = raw
+	}
+	return q, nil
+}
+
+// gk names one GPU of one node.
+type gk struct{ node, uuid string }
+
+// addGPUs counts capacity, unallocated and what the reports did not
+// cover, per (node, GPU); only an administrator sees them.
+func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, to, retire int64) {
+	// A GPU's capacity is the union of its lives' spans (a node that came
+	// back may have filled a gap of an ended life) within the window.
+	spans := map[gk][][2]int64{}
+	model := map[gk]string{}
+	for _, life := range d.Lives {
+		end := min(to, life.LastEnd+retire, max(q.Now.Unix(), life.LastEnd))
+		if life.EndedAt != nil {
+			end = min(end, *life.EndedAt)
+		}
+		k := gk{life.Node, life.UUID}
+		if start := max(life.FirstStart, from); end > start {
+			spans[k] = append(spans[k], [2]int64{start, end})
+		}
+		if life.Model != "" {
+			model[k] = life.Model
+		}
+	}
+	capacity := map[gk]float64{}
+	for k, list := range spans {
+		capacity[k] = float64(unionLength(list))
+	}
+	observed := map[gk]float64{}
+	for _, g := range d.GPUs {
+		k := gk{g.Node, g.UUID}
+		observed[k] += g.Observed
+		l.covered[g.Node] = true
+		if model[k] == "" {
+			model[k] = g.Model
+		}
+		if admin {
+			price, ok := gpuPrice(q.Prices, g.Model)
+			h := g.Unallocated / 3600
+			a.add(keyOf(q.By, g.Node, g.Model, "", "", Unallocated), 3, h, h*price, ok)
+		}
+	}
+	if !admin {
+		return
+	}
+	for _, k := range gpuKeys(capacity, observed) {
+		c := capacity[k] / 3600
+		un := (capacity[k] - observed[k]) / 3600
+		price, ok := gpuPrice(q.Prices, model[k])
+		key := keyOf(q.By, k.node, model[k], "", "", Unobserved)
+		a.add(key, 4, un, un*price, ok)
+		for _, f := range []*Figures{a.row(key), &a.total} {
+			if f.Capacity == nil {
+				f.Capacity = ptr(0)
+			}
+			*f.Capacity += c
+		}
+	}
+}
+
+// gpuKeys are the GPUs with a capacity or an observation, by node then
+// UUID, so that the sums are added in the same order on every run.
+func gpuKeys(capacity, observed map[gk]float64) []gk {
+	keys := make([]gk, 0, len(capacity))
+	for k := range capacity {
+		keys = append(keys, k)
+	}
+	for k := range observed {
+		if _, ok := capacity[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].node != keys[j].node {
+			return keys[i].node < keys[j].node
+		}
+		return keys[i].uuid < keys[j].uuid
+	})
+	return keys
+}
+
+// addUsers counts the users' parts, tied to registrations: the candidates
+// of every user read at once; a sum over hours whose ties differ (a
+// registration started between them) counted hour by hour. It returns
+// the use not attributed to a task, by state, project and user.
+func (a *acc) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *store.LedgerData, admin bool, from, to int64) (map[string]*UserUse, error) {
+	ties, err := src.LedgerTies(ctx, d.Users)
+	if err != nil {
+		return nil, err
+	}
+	c := &userCounter{a: a, l: l, q: q, admin: admin, users: map[string]*UserUse{}}
+	for i := range d.Users {
+		u := &d.Users[i]
+		ck := store.TieKey(u.Node, &u.User)
+		cands := ties[ck]
+		first := u.FirstTime
+		if first == 0 || first > u.LastTime {
+			first = u.LastTime
+		}
+		tie := latest(cands, u.LastTime)
+		if t0 := latest(cands, first); t0 == tie {
+			c.count(u, tie, ck)
+			continue
+		}
+		hours, err := src.LedgerUserHours(ctx, from, to, u)
+		if err != nil {
+			return nil, err
+		}
+		for j := range hours {
+			c.count(&hours[j], latest(cands, hours[j].LastTime), ck)
+		}
+	}
+	return c.users, nil
+}
+
+// userCounter counts one user's sums into the ledger.
+type userCounter struct {
+	a     *acc
+	l     *Ledger
+	q     Query
+	admin bool
+	users map[string]*UserUse
+}
+
+// count adds u's part under its state: attributed when tie names a
+// registration, undeclared when the namespace maps to a project,
+// unattributed otherwise; a reader with a scope sees only its own.
+func (c *userCounter) count(u *store.UserHour, tie *store.Tie, ck string) {
+	q := c.q
+	part := u.Equal
+	if q.Split == SplitUtil {
+		part = u.Util
+	}
+	h := part / 3600
+	state, project := Unattributed, ""
+	switch {
+	case tie != nil:
+		state, project = Attributed, tie.Project
+		o := c.l.observed[tie.Key]
+		if o == nil {
+			o = &observedTask{node: u.Node, uuids: map[string]bool{}}
+			c.l.observed[tie.Key] = o
+		}
+		o.hours += h
+		o.uuids[u.UUID] = true
+	default:
+		if p, ok := q.Namespaces.Project(u.User.Namespace); ok {
+			state, project = Undeclared, p
+		}
+	}
+	if !c.visible(state, project, tie) {
+		return
+	}
+	price, ok := instancePrice(q.Prices, u)
+	idx := map[string]int{Attributed: 0, Undeclared: 1, Unattributed: 2}[state]
+	c.a.add(keyOf(q.By, u.Node, u.Model, project, u.User.Namespace, state), idx, h, h*price, ok)
+	if state != Attributed {
+		uk := state + "\x1e" + project + "\x1e" + ck
+		if c.users[uk] == nil {
+			c.users[uk] = &UserUse{Node: u.Node, User: u.User, State: state, Project: project}
+		}
+		c.users[uk].GPUHours += h
+		c.users[uk].Cost += h * price
+		c.users[uk].Unpriced = c.users[uk].Unpriced || !ok
+	}
+}
+
+// visible says whether the reader may see a part of state: an
+// administrator sees all, a scoped reader its tasks and its projects'
+// undeclared use.
+func (c *userCounter) visible(state, project string, tie *store.Tie) bool {
+	if c.admin {
+		return true
+	}
+	switch state {
+	case Attributed:
+		return c.q.Scope.Allows(tie.Project, tie.Owner)
+	case Undeclared:
+		return (&access.Scope{Projects: c.q.Scope.Projects}).Allows(project, "")
+	}
+	return false
+}
+
+// sortedUsers lists the users' use, largest first, then by node and user.
+func sortedUsers(users map[string]*UserUse) []UserUse {
+	var list []UserUse
+	for _, u := range users {
+		list = append(list, *u)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].GPUHours != list[j].GPUHours {
+			return list[i].GPUHours > list[j].GPUHours
+		}
+		return list[i].Node+list[i].User.Key() < list[j].Node+list[j].User.Key()
+	})
+	return list
+}
+
+// finishInto writes the accumulated rows and total into l, with their
+// derived columns.
+func (a *acc) finishInto(l *Ledger, q Query, admin bool) {
+	capRows := q.By == ByNode || q.By == ByModel
+	for key, f := range a.rows {
+		finish(f, q.Prices != nil, capRows && admin)
+		l.Rows = append(l.Rows, Row{Key: key, Figures: *f})
+	}
+	sort.Slice(l.Rows, func(i, j int) bool { return l.Rows[i].Key < l.Rows[j].Key })
+	if q.By == ByState {
+		l.Rows = stateRows(&a.total)
+		for i := range l.Rows {
+			finish(&l.Rows[i].Figures, q.Prices != nil, false)
+		}
+	}
+	finish(&a.total, q.Prices != nil, admin)
+	l.Total = a.total
+}

@@ -21,7 +21,7 @@ type Family struct {
 // descs are the collectors' families' Descs, made once.
 var descs = func() map[*Family]*prometheus.Desc {
 	m := map[*Family]*prometheus.Desc{}
-	for _, f := range slices.Concat(taskFamilies, projectFamilies, fleetFamilies, nodeFamilies) {
+	for _, f := range slices.Concat(taskFamilies, projectFamilies, fleetFamilies, nodeFamilies, rollupFamilies) {
 		m[f] = prometheus.NewDesc(f.Name, f.Help, f.Labels, nil)
 	}
 	return m
@@ -130,6 +130,15 @@ var (
 		prometheus.GaugeValue, nil}
 )
 
+// The roll-ups' family (RollupCollector): the buckets the write paths
+// wrote, so that what a late report re-rolls is seen.
+var famRollupBuckets = Family{"paddle_monitor_rollup_buckets_written_total",
+	"Buckets of the ledger's roll-ups (a row per GPU, or per GPU instance and user) written by this process's node-report write path, by grain: hour, day or month.",
+	prometheus.CounterValue, []string{"grain"}}
+
+// rollupFamilies are the roll-up collector's families.
+var rollupFamilies = []*Family{&famRollupBuckets}
+
 // taskFamilies are the task collector's families by name (the order of
 // the exposition).
 var taskFamilies = byName(&famTaskScrapeError, &famTaskEstimate, &famTaskGPUInfo, &famTaskGPUShare,
@@ -148,7 +157,7 @@ var fleetFamilies = []*Family{&famFleetGPUSeconds, &famGPUUserInfo, &famNodeRepo
 // are.
 func Families() []Family {
 	var out []Family
-	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies, projectFamilies, fleetFamilies, nodeFamilies)...) {
+	for _, f := range byName(slices.Concat([]*Family{&famRequests, &famStoreErrors, &famRequestsCancelled}, taskFamilies, projectFamilies, fleetFamilies, nodeFamilies, rollupFamilies)...) {
 		c := *f
 		c.Labels = slices.Clone(f.Labels)
 		out = append(out, c)

@@ -28,6 +28,7 @@ func TestFamiliesDeclared(t *testing.T) {
 	monitor.NewProjectCollector(nil, nil, nil, nil, nil).Describe(ch)
 	monitor.NewFleetCollector(monitor.FleetConfig{}).Describe(ch)
 	monitor.NewNodeCollector(nil, nil).Describe(ch)
+	monitor.NewRollupCollector(nil).Describe(ch)
 	close(ch)
 	for d := range ch {
 		m := descParts.FindStringSubmatch(d.String())

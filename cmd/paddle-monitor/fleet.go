@@ -15,4 +15,5 @@ import (
 func registerFleet(reg *prometheus.Registry, st *store.Store, fleet *monitor.LedgerConfig, log *slog.Logger) {
 	reg.MustRegister(monitor.NewFleetCollector(monitor.FleetConfig{Source: st, Namespaces: fleet.Namespaces, Split: fleet.Split,
 		Retire: fleet.Retire, Log: log}))
+	reg.MustRegister(monitor.NewRollupCollector(st))
 }

@@ -46,6 +46,7 @@ type serveConfig struct {
 	log                 *slog.Logger
 	books               booksSettings  // --auto-close, --retain (books.go)
 	focus               focus.Settings // --focus-* (export.go)
+	hourlyRetention     time.Duration  // --hourly-retention (hourly.go)
 }
 
 // serveSettings are serve's settings (docs/monitor.md, Settings).
@@ -83,7 +84,8 @@ var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries
 		Parse: func(c *serveConfig, s string) (err error) { c.metricsAuth, err = settings.Bool(s); return err }},
 }, nodeEntries(func(c *serveConfig) *nodeSettings { return &c.nodes }, true),
 	booksEntries(func(c *serveConfig) *booksSettings { return &c.books }),
-	focusEntries(func(c *serveConfig) *focus.Settings { return &c.focus }))}
+	focusEntries(func(c *serveConfig) *focus.Settings { return &c.focus }),
+	hourlyEntries(func(c *serveConfig) *time.Duration { return &c.hourlyRetention }))}
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
@@ -196,6 +198,7 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopBooks()
+	defer startHourly(st, c.hourlyRetention, log)()
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

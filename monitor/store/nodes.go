@@ -193,16 +193,8 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 			}
 		}
 		gpus, users := Rollup(counted, out.KeptStart, out.KeptEnd)
-		for _, g := range gpus {
-			if _, err := s.exec(ctx, tx, stmtUpsertGPUHour, g.Hour, g.Node, g.UUID, g.Model, g.Observed, g.Unallocated, g.Energy); err != nil {
-				return false, err
-			}
-		}
-		for i := range users {
-			u := &users[i]
-			if _, err := s.exec(ctx, tx, stmtUpsertUserHour, userHourArgs(u)...); err != nil {
-				return false, err
-			}
+		if err := s.keepFacts(ctx, tx, gpus, users, 1); err != nil {
+			return false, err
 		}
 	}
 	if r.Final {

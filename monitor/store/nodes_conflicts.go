@@ -93,17 +93,8 @@ func (s *Store) clipProvisional(ctx context.Context, tx *sql.Tx, node string, sp
 			return fmt.Errorf("the provisional report at %d: %w", sp.time, err)
 		}
 		gpus, users := Rollup(withoutGPUs(&old, held), cut, sp.end)
-		for _, g := range gpus {
-			if _, err := s.exec(ctx, tx, stmtUpsertGPUHour, g.Hour, g.Node, g.UUID, g.Model, -g.Observed, -g.Unallocated, -g.Energy); err != nil {
-				return err
-			}
-		}
-		for i := range users {
-			u := &users[i]
-			u.Equal, u.Util, u.BusyEqual, u.BusyUtil, u.Energy = -u.Equal, -u.Util, -u.BusyEqual, -u.BusyUtil, -u.Energy
-			if _, err := s.exec(ctx, tx, stmtUpsertUserHour, userHourArgs(u)...); err != nil {
-				return err
-			}
+		if err := s.keepFacts(ctx, tx, gpus, users, -1); err != nil {
+			return err
 		}
 		if _, err := s.exec(ctx, tx, stmtClipSpan, cut, node, sp.time); err != nil {
 			return err

@@ -157,6 +157,9 @@ func (s *Store) Trim(ctx context.Context, before time.Time, batch int) (TrimResu
 	if err := s.trimNodeHours(ctx, cutoff.Unix(), &res); err != nil {
 		return res, err
 	}
+	if err := s.trimFacts(ctx, cutoff.Unix(), &res); err != nil {
+		return res, err
+	}
 	if _, err := s.exec(ctx, s.w, stmtSetRetentionMark, cutoff.Unix(), res.Tasks); err != nil {
 		return res, fmt.Errorf("store: retention: %w", err)
 	}

@@ -73,6 +73,8 @@ type Store struct {
 	// sqliteDSN is the SQLite connection string, for a close's snapshot
 	// (closemonth.go); "" on PostgreSQL.
 	sqliteDSN string
+	// rollups counts the roll-up buckets written (rollup_facts.go).
+	rollups *rollupCounts
 }
 
 // Options adjust Open.
@@ -122,7 +124,7 @@ func IsPostgresDSN(dsn string) bool {
 // Open connects to dsn, checks that the database answers, and applies the
 // migrations it lacks.
 func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
-	s := &Store{now: opt.Now, claimGrace: opt.ClaimGrace, openTTL: opt.OpenTTL, maxOpen: opt.MaxOpenPerToken, log: opt.Log}
+	s := &Store{now: opt.Now, claimGrace: opt.ClaimGrace, openTTL: opt.OpenTTL, maxOpen: opt.MaxOpenPerToken, log: opt.Log, rollups: new(rollupCounts)}
 	if s.now == nil {
 		s.now = time.Now
 	}

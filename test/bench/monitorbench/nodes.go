@@ -142,6 +142,34 @@ func loadRollups(dsn string, days, nodes int, base int64) (int, error) {
 			FROM (`+series+`) x`, first, 2*gpus, 2*gpus, gpus, 2*gpus, first, 2*gpus, 2*n-1),
 		fmt.Sprintf(`INSERT INTO node_gpus (node, uuid, first_start, last_end, model)
 			SELECT 'load-' || (i / 8), 'GPU-load-' || i, %d, %d, 'NVIDIA H200' FROM (`+series+`) x`, first, base, gpus-1),
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return 0, fmt.Errorf("%.60s…: %w", q, err)
+		}
+	}
+	// The day and month facts of those hours, as the write path keeps them
+	// (and as migration 17 fills them).
+	month := "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)"
+	if store.IsPostgresDSN(dsn) {
+		month = "CAST(EXTRACT(EPOCH FROM date_trunc('month', to_timestamp(hour) AT TIME ZONE 'UTC')) AS BIGINT)"
+	}
+	for _, g := range [][2]string{{"day", "hour - hour % 86400"}, {"month", month}} {
+		for _, q := range []string{
+			`INSERT INTO node_gpu_` + g[0] + `s (` + g[0] + `, node, uuid, model, observed_s, unallocated_s, energy_j)
+				SELECT ` + g[1] + `, node, uuid, MAX(model), SUM(observed_s), SUM(unallocated_s), SUM(energy_j)
+				FROM node_gpu_hours GROUP BY 1, node, uuid`,
+			`INSERT INTO node_user_` + g[0] + `s (` + g[0] + `, node, uuid, gpu_instance_id, user_key, model, pod_uid, namespace, first_time,
+				last_time, equal_s, util_s, busy_equal_s, busy_util_s)
+				SELECT ` + g[1] + `, node, uuid, gpu_instance_id, user_key, MAX(model), MAX(pod_uid), MAX(namespace), MIN(last_time),
+				MAX(last_time), SUM(equal_s), SUM(util_s), SUM(busy_equal_s), SUM(busy_util_s)
+				FROM node_user_hours GROUP BY 1, node, uuid, gpu_instance_id, user_key`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return 0, fmt.Errorf("%.60s…: %w", q, err)
+			}
+		}
+	}
+	for _, q := range []string{
 		"ANALYZE",
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {

@@ -1,0 +1,81 @@
+package store
+
+// --hourly-retention: the hourly rows of closed months older than it are
+// deleted, an hour a transaction; their day and month facts, kept by the
+// write path in the transaction that kept the hours, stay (a year is
+// answered from days and months). The spans stay too: a partly covered
+// hour is still billed exactly.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+)
+
+var stmtOldestNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours",
+	sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey"}
+
+// HourlyCutoff is the instant before which TrimHourly deletes hours: the
+// earlier of before and the start of the first month, from the oldest
+// hour on, that is not closed (zero: nothing to trim).
+func (s *Store) HourlyCutoff(ctx context.Context, before time.Time) (time.Time, error) {
+	var oldest sql.NullInt64
+	if err := s.queryRow(ctx, s.r, stmtOldestNodeHour).Scan(&oldest); err != nil {
+		return time.Time{}, fmt.Errorf("store: hourly retention: %w", err)
+	}
+	if !oldest.Valid || oldest.Int64 >= before.Unix() {
+		return time.Time{}, nil
+	}
+	for m := report.Month(time.Unix(oldest.Int64, 0).UTC()); m.From.Before(before); m = report.Month(m.To) {
+		c, err := s.Statement(ctx, m.From.Format("2006-01"))
+		if err != nil {
+			return time.Time{}, err
+		}
+		if c == nil {
+			return m.From, nil
+		}
+	}
+	return before, nil
+}
+
+// TrimHourly deletes the hourly rows (per GPU, and per GPU instance and
+// user) of the hours before HourlyCutoff(before), keeping their day and
+// month facts; it returns the rows deleted.
+func (s *Store) TrimHourly(ctx context.Context, before time.Time) (int64, error) {
+	cutoff, err := s.HourlyCutoff(ctx, before)
+	if err != nil || cutoff.IsZero() {
+		return 0, err
+	}
+	var n int64
+	for from := int64(0); ; {
+		var h sql.NullInt64
+		if err := s.queryRow(ctx, s.r, stmtNextNodeHour, from, cutoff.Unix()).Scan(&h); err != nil {
+			return n, fmt.Errorf("store: hourly retention: %w", err)
+		}
+		if !h.Valid {
+			return n, nil
+		}
+		tx, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return n, fmt.Errorf("store: hourly retention: %w", err)
+		}
+		var k int64
+		for _, st := range []*stmt{stmtTrimGPUHours, stmtTrimUserHours} {
+			r, err := s.exec(ctx, tx, st, h.Int64)
+			if err != nil {
+				tx.Rollback()
+				return n, fmt.Errorf("store: hourly retention: %w", err)
+			}
+			d, _ := r.RowsAffected()
+			k += d
+		}
+		if err := tx.Commit(); err != nil {
+			return n, fmt.Errorf("store: hourly retention: %w", err)
+		}
+		n += k
+		from = h.Int64 + 1
+	}
+}

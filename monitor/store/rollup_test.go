@@ -143,6 +143,12 @@ func TestRollupGrainsProperty(t *testing.T) {
 			for _, f := range sums {
 				addFact(got, f)
 			}
+			// A row whose figures are all zero adds nothing: a later
+			// report's clip can take a user's whole use of a bucket back
+			// (its row stays, at zero), which the raw reports, rolled up
+			// again after the clip, never write.
+			dropZero(got)
+			dropZero(raw)
 			if len(got) != len(raw) {
 				t.Fatalf("seed %d: %s: %d rows, raw %d", seed, g, len(got), len(raw))
 			}
@@ -167,6 +173,15 @@ func TestRollupGrainsProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// dropZero removes the rows of m whose every figure is zero.
+func dropZero(m map[string]*store.FactSum) {
+	for k, f := range m {
+		if f.Observed == 0 && f.Unallocated == 0 && f.Equal == 0 && f.Util == 0 && f.BusyEqual == 0 && f.BusyUtil == 0 && f.Energy == 0 {
+			delete(m, k)
+		}
+	}
 }
 
 func addFact(m map[string]*store.FactSum, f store.FactSum) {

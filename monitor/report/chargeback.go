@@ -401,36 +401,10 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 			return err
 		}
 	}
+	fixed := map[string]string{"currency": currency, "window_from": context[1], "window_to": context[2], "statement_sha256": st.SHA256}
 	for _, a := range st.Adjustments {
 		for _, t := range a.Tasks {
-			rec := make([]string, len(head))
-			for i, col := range head {
-				switch col {
-				case "task_id":
-					rec[i] = t.TaskID
-				case "project":
-					rec[i] = a.Project
-				case "owner":
-					rec[i] = t.Owner
-				case "gpu_hours":
-					rec[i] = num(t.GPUHours)
-				case "cost":
-					rec[i] = opt(t.Cost)
-				case "currency":
-					rec[i] = currency
-				case "window_from":
-					rec[i] = context[1]
-				case "window_to":
-					rec[i] = context[2]
-				case "statement_sha256":
-					rec[i] = st.SHA256
-				case "adjustment_of":
-					rec[i] = a.AdjustmentOf
-				case "adjustment_reason":
-					rec[i] = t.Change
-				}
-			}
-			if err := cw.Write(rec); err != nil {
+			if err := cw.Write(adjustedTaskRecord(head, a, t, fixed)); err != nil {
 				return err
 			}
 		}

@@ -9,6 +9,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -202,37 +203,18 @@ func (s *Store) FactSums(ctx context.Context, grain string, from, to int64) ([]F
 	if !ok {
 		return nil, fmt.Errorf("store: facts: %w: %q", ErrUnknownGrain, grain)
 	}
-	var out []FactSum
-	rows, err := s.query(ctx, s.r, sts[0], from, to)
+	gpus, err := stmtRows(ctx, s, s.r, "facts", sts[0], func(rows *sql.Rows, f *FactSum) error {
+		f.GPUInstanceID = -1
+		return rows.Scan(&f.Node, &f.UUID, &f.Observed, &f.Unallocated, &f.Energy)
+	}, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("store: facts: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
-		f := FactSum{GPUInstanceID: -1}
-		if err := rows.Scan(&f.Node, &f.UUID, &f.Observed, &f.Unallocated, &f.Energy); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: facts: %w", err)
-		}
-		out = append(out, f)
+	users, err := stmtRows(ctx, s, s.r, "facts", sts[1], func(rows *sql.Rows, f *FactSum) error {
+		return rows.Scan(&f.Node, &f.UUID, &f.GPUInstanceID, &f.UserKey, &f.Equal, &f.Util, &f.BusyEqual, &f.BusyUtil, &f.Energy)
+	}, from, to)
+	if err != nil {
+		return nil, err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: facts: %w", err)
-	}
-	if rows, err = s.query(ctx, s.r, sts[1], from, to); err != nil {
-		return nil, fmt.Errorf("store: facts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var f FactSum
-		if err := rows.Scan(&f.Node, &f.UUID, &f.GPUInstanceID, &f.UserKey, &f.Equal, &f.Util, &f.BusyEqual, &f.BusyUtil,
-			&f.Energy); err != nil {
-			return nil, fmt.Errorf("store: facts: %w", err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: facts: %w", err)
-	}
-	return out, nil
+	return append(gpus, users...), nil
 }

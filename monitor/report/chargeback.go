@@ -22,34 +22,6 @@ import (
 // TaskKey is the grouping key of the chargeback statement.
 const TaskKey = "task"
 
-// TaskGPU is one GPU (or MIG instance) a task held.
-type TaskGPU struct {
-	Model, Profile string
-	MIG            bool
-	Share          float64
-	// EnergyJoules is what the completion reported (nil: none).
-	EnergyJoules *float64
-}
-
-// TaskUsage is a task as the statement counts it.
-type TaskUsage struct {
-	// ID is the store's key of the task (ObservedTask.ID); 0 on an
-	// undeclared line.
-	ID                           int64
-	TaskID, Name, Project, Owner string
-	Labels                       map[string]string
-	Start                        int64
-	End                          *int64 // nil: no completion
-	// Heartbeat says an open task has heartbeats (it is counted up to
-	// its last one).
-	Heartbeat bool
-	// Seconds are counted inside the window.
-	Seconds int64
-	GPUs    []TaskGPU
-	// UnlistedGPUs are counted without a model (device nodes).
-	UnlistedGPUs int64
-}
-
 // TaskLister lists the tasks of a window for the statement
 // (*store.Store implements it).
 type TaskLister interface {
@@ -190,13 +162,13 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		l.Basis = t.Basis()
 		var a acc
 		for _, g := range t.CoveredDeclared {
-			a.addGPUs(g.negated(), q.Prices)
+			a.addGPUs(negated(g), q.Prices)
 		}
 		if t.CoveredUnlistedSeconds > 0 {
 			a.addUnlistedSeconds(-t.CoveredUnlistedSeconds, 0, q.Prices)
 		}
 		for _, u := range t.Observed {
-			a.addGPUs(u.gpuSums(map[string]string{"model": u.Model}, t.Failed), q.Prices)
+			a.addGPUs(gpuSumsOf(u, map[string]string{"model": u.Model}, t.Failed), q.Prices)
 		}
 		// Rounded as the report's figures are (sums of floats differ in
 		// their last bits between stores).
@@ -237,7 +209,7 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		l := &st.Lines[i]
 		l.Undeclared = append(l.Undeclared, u.Use)
 		var a acc
-		a.addGPUs(u.Use.gpuSums(map[string]string{"model": u.Use.Model}, false), q.Prices)
+		a.addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
 		l.GPUHours = round(l.GPUHours+a.gpuSec/3600, 1e6)
 		if l.Cost != nil {
 			*l.Cost = round(*l.Cost+a.cost/3600, 1e6)

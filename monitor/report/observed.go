@@ -6,15 +6,6 @@ import (
 	"math"
 )
 
-// Billing bases (docs/cost.md, "Two bases"): what a task pays is what it
-// declared, what its node's reports observed, or both for parts of its
-// counted interval.
-const (
-	BasisDeclared = "declared"
-	BasisObserved = "observed"
-	BasisMixed    = "mixed"
-)
-
 // Observer is what billing from observations needs from a store besides
 // Source. A Source that is not an Observer bills every task as declared.
 type Observer interface {
@@ -23,72 +14,10 @@ type Observer interface {
 	Observations(ctx context.Context, w Window) (*Observations, error)
 }
 
-// Observations are the node reports' use in a report's window.
-type Observations struct {
-	// Covered says a node report covered some of the window: only then
-	// does a report show the billing columns (with no node reports, every
-	// report is what it was before them).
-	Covered bool
-	// Tasks are the tasks users of the reports were attributed to.
-	Tasks []ObservedTask
-	// Undeclared is the use of users tied to no task, by namespace (the
-	// report charges those a --namespace-projects file maps to a project).
-	Undeclared []UndeclaredUse
-}
-
-// InstanceUse is one user's (or task's) use of GPU instances of one kind
-// in the window: Seconds weighted as the ledger weighs them (a MIG
-// instance's by slices/total_slices), BusySeconds their busy part, and the
-// user's share of the instances' energy.
-type InstanceUse struct {
-	Model, Profile      string
-	MIG                 bool
-	Slices, TotalSlices int64
-	Seconds             float64
-	BusySeconds         float64
-	EnergyJoules        float64
-}
-
-// ObservedTask is one attributed task: its keys (every report key but
-// model, from its registration), its attributed use, and the declared
-// figures of the part of its counted interval in the window its node's
-// reports covered (which the observed use replaces).
-type ObservedTask struct {
-	// ID is the store's key of the task (RunningTask.ID).
-	ID     int64
-	Key    map[string]string
-	Failed bool
-	// CountedSeconds is its counted interval's length in the window;
-	// CoveredSeconds the part of it its node's reports covered.
-	CountedSeconds, CoveredSeconds float64
-	// CoveredDeclared are the declared GPU sums of the covered part (keyed
-	// with model); CoveredUnlistedSeconds the GPUs counted without being
-	// listed × the covered seconds.
-	CoveredDeclared        []GPUSums
-	CoveredUnlistedSeconds float64
-	Observed               []InstanceUse
-}
-
-// UndeclaredUse is a user's use tied to no task.
-type UndeclaredUse struct {
-	Namespace string
-	Use       InstanceUse
-}
-
-// Basis is the task's billing basis: observed when its node's reports
-// covered all of its counted interval in the window (or it has none),
-// mixed when they covered part of it.
-func (t *ObservedTask) Basis() string {
-	if t.CountedSeconds-t.CoveredSeconds > 0.5 {
-		return BasisMixed
-	}
-	return BasisObserved
-}
-
-// gpuSums are an instance use as the report's GPU sums: its weighted
+// gpuSumsOf are an instance use as the report's GPU sums: its weighted
 // seconds; idle the seconds not busy; a MIG instance's instance-seconds
 // its seconds × total_slices / slices (the hours a profile's price is per).
-func (u InstanceUse) gpuSums(key map[string]string, failed bool) GPUSums {
+func gpuSumsOf(u InstanceUse, key map[string]string, failed bool) GPUSums {
 	g := GPUSums{Key: key, MIG: u.MIG, Profile: u.Profile, GPUSeconds: u.Seconds,
 		IdleGPUSeconds: max(u.Seconds-u.BusySeconds, 0), EnergyJoules: u.EnergyJoules}
 	g.InstanceSeconds = int64(math.Round(u.Seconds))
@@ -108,7 +37,7 @@ func (u InstanceUse) gpuSums(key map[string]string, failed bool) GPUSums {
 
 // negated are g's sums with the opposite sign (its energy GPUs, a count
 // of what reported, left out), to take a part away from a row.
-func (g GPUSums) negated() GPUSums {
+func negated(g GPUSums) GPUSums {
 	return GPUSums{Key: g.Key, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: -g.InstanceSeconds,
 		GPUSeconds: -g.GPUSeconds, FailedGPUSeconds: -g.FailedGPUSeconds, IdleGPUSeconds: -g.IdleGPUSeconds,
 		IdleOKGPUSeconds: -g.IdleOKGPUSeconds, UtilWeighted: -g.UtilWeighted, UtilSeconds: -g.UtilSeconds,
@@ -145,7 +74,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 			}
 		}
 		for _, g := range t.CoveredDeclared {
-			n := g.negated()
+			n := negated(g)
 			a := row(g.Key)
 			a.addGPUs(n, q.Prices)
 			// A task attributed nothing on its covered node is on the
@@ -172,7 +101,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 		for _, u := range t.Observed {
 			key := maps.Clone(t.Key)
 			key["model"] = u.Model
-			g := u.gpuSums(key, t.Failed)
+			g := gpuSumsOf(u, key, t.Failed)
 			a := row(key)
 			a.addGPUs(g, q.Prices)
 			a.bill.observedSec += u.Seconds
@@ -191,7 +120,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 			continue
 		}
 		key := map[string]string{"project": project, "model": u.Use.Model}
-		g := u.Use.gpuSums(key, false)
+		g := gpuSumsOf(u.Use, key, false)
 		a := row(key)
 		a.addGPUs(g, q.Prices)
 		a.bill.undeclaredSec += u.Use.Seconds

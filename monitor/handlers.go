@@ -12,7 +12,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -340,7 +340,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		dst **int64
 	}{{"from", &f.From}, {"to", &f.To}} {
 		if v := q.Get(p.key); v != "" {
-			t, err := report.ParseDate(p.key, v)
+			t, err := facts.ParseDate(p.key, v)
 			if err != nil {
 				a.fail(w, http.StatusBadRequest, badParameter(err))
 				return

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -173,7 +174,7 @@ func TestBooksPropertyInstantRule(t *testing.T) {
 			base := t0 - int64(i+1)*86400
 			tasks, spans := propFleet(t, s, rng, i, base)
 			a := int64(rng.IntN(3))
-			w := report.Window{From: time.Unix(base+a*3600, 0).UTC(), To: time.Unix(base+(a+1+int64(rng.IntN(3)))*3600, 0).UTC()}
+			w := facts.Window{From: time.Unix(base+a*3600, 0).UTC(), To: time.Unix(base+(a+1+int64(rng.IntN(3)))*3600, 0).UTC()}
 			nsJSON := fmt.Sprintf(`{"ns-%d": "u%d"}`, i, i)
 			ns, err := ledger.ParseNamespaceProjects([]byte(nsJSON))
 			if err != nil {
@@ -239,7 +240,7 @@ func TestLedgerWindowSeconds(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := func(from, to int64) (*ledger.Ledger, error) {
-			return ledger.Compute(ctx, s, ledger.Query{Window: report.Window{From: time.Unix(from, 0), To: time.Unix(to, 0)},
+			return ledger.Compute(ctx, s, ledger.Query{Window: facts.Window{From: time.Unix(from, 0), To: time.Unix(to, 0)},
 				By: ledger.ByModel, Split: ledger.SplitEqual, Now: time.Unix(t0+7200, 0)})
 		}
 		l, err := q(t0+600, t0+600+70*60)

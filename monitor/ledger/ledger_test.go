@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -176,7 +177,7 @@ func TestLedgerIdentityRandom(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := report.Window{From: time.Unix(t0-3600, 0), To: time.Unix(t0+8*3600, 0)}
+				w := facts.Window{From: time.Unix(t0-3600, 0), To: time.Unix(t0+8*3600, 0)}
 				var totals []ledger.Figures
 				for _, split := range []string{ledger.SplitEqual, ledger.SplitUtil} {
 					for _, by := range []string{ledger.ByNode, ledger.ByModel, ledger.ByProject, ledger.ByNamespace, ledger.ByState} {
@@ -275,7 +276,7 @@ func TestLedgerMonthRawEqualsRollups(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := storetest.Open(t, dsn)
 		rng := rand.New(rand.NewPCG(11, 12))
-		month := report.Month(time.Unix(t0, 0))
+		month := facts.Month(time.Unix(t0, 0))
 		from, to := month.From.Unix(), month.To.Unix()
 		for n := range 2 {
 			node := fmt.Sprintf("month-node-%d", n)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // The chargeback statement (report --by task --format csv): one line per
@@ -25,12 +27,12 @@ const TaskKey = "task"
 // TaskLister lists the tasks of a window for the statement
 // (*store.Store implements it).
 type TaskLister interface {
-	ReportTasks(ctx context.Context, w Window) ([]TaskUsage, error)
+	ReportTasks(ctx context.Context, w facts.Window) ([]facts.TaskUsage, error)
 }
 
 // StatementLine is one task's line.
 type StatementLine struct {
-	TaskUsage
+	facts.TaskUsage
 	GPUHours     float64
 	PricePerHour *float64 // nil without prices
 	Cost         *float64
@@ -45,7 +47,7 @@ type StatementLine struct {
 	// namespace whose use --namespace-projects charges to Project.
 	Namespace string
 	// Undeclared is that line's use, by GPU kind.
-	Undeclared []InstanceUse
+	Undeclared []facts.InstanceUse
 }
 
 // Statement is the chargeback statement of a window.
@@ -147,8 +149,8 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 // --namespace-projects charges to a project gets a line per namespace (no
 // task), so the lines still add up to the report's rows and total. Price
 // per hour on an observed or mixed line is its cost per billed GPU-hour.
-func billLines(st *Statement, obs *Observations, q Query) {
-	byID := map[int64]*ObservedTask{}
+func billLines(st *Statement, obs *facts.Observations, q Query) {
+	byID := map[int64]*facts.ObservedTask{}
 	for i := range obs.Tasks {
 		byID[obs.Tasks[i].ID] = &obs.Tasks[i]
 	}
@@ -156,7 +158,7 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		l := &st.Lines[i]
 		t, ok := byID[l.ID]
 		if !ok {
-			l.Basis = BasisDeclared
+			l.Basis = facts.BasisDeclared
 			continue
 		}
 		l.Basis = t.Basis()
@@ -200,8 +202,8 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		if !ok {
 			i = len(st.Lines)
 			byNS[u.Namespace] = i
-			st.Lines = append(st.Lines, StatementLine{TaskUsage: TaskUsage{Project: project,
-				Start: st.From.Unix()}, Basis: BasisObserved, Namespace: u.Namespace})
+			st.Lines = append(st.Lines, StatementLine{TaskUsage: facts.TaskUsage{Project: project,
+				Start: st.From.Unix()}, Basis: facts.BasisObserved, Namespace: u.Namespace})
 			if q.Prices != nil {
 				st.Lines[i].Cost = new(float64)
 			}
@@ -238,7 +240,7 @@ func perHour(cost, hours float64) *float64 {
 // gpuPrice is the price of one hour of g as the report charges it: a MIG
 // instance by its profile's key when there is one, else price(model) ×
 // share.
-func gpuPrice(p *Prices, g TaskGPU) (float64, bool) {
+func gpuPrice(p *Prices, g facts.TaskGPU) (float64, bool) {
 	if p == nil {
 		return 0, false
 	}
@@ -277,7 +279,7 @@ func gpusText(l StatementLine) string {
 	return taskGPUsText(l.TaskUsage)
 }
 
-func taskGPUsText(t TaskUsage) string {
+func taskGPUsText(t facts.TaskUsage) string {
 	type kind struct {
 		name  string
 		share float64
@@ -323,7 +325,7 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 	cw := csvout.NewWriter(w)
 	head := []string{"task_id", "task_name", "project", "owner"}
 	for _, l := range st.Labels {
-		head = append(head, LabelPrefix+l)
+		head = append(head, facts.LabelPrefix+l)
 	}
 	head = append(head, "start", "end", "gpus", "gpu_hours")
 	priced := st.Currency != nil

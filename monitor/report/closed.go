@@ -32,4 +32,3 @@ type AdjustedTask struct {
 	GPUHours float64  `json:"gpu_hours"`
 	Cost     *float64 `json:"cost"`
 }
-

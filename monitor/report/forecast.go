@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // ForecastSeen is how recently an open task must have been seen (start or
@@ -32,12 +34,12 @@ type BudgetFigures struct {
 // Running is what a budget forecast needs from a store besides Source:
 // the open tasks seen (started or heartbeat) at or after seenSince.
 type Running interface {
-	RunningTasks(ctx context.Context, seenSince int64) ([]RunningTask, error)
+	RunningTasks(ctx context.Context, seenSince int64) ([]facts.RunningTask, error)
 }
 
 // runningRates returns a running task's GPU-seconds per second and cost per
 // second (nil prices: 0).
-func runningRates(t RunningTask, p *Prices) (gpus, cost float64) {
+func runningRates(t facts.RunningTask, p *Prices) (gpus, cost float64) {
 	listed := 0.0
 	for _, g := range t.GPUs {
 		share := g.Share
@@ -63,8 +65,8 @@ func runningRates(t RunningTask, p *Prices) (gpus, cost float64) {
 
 // addBudgets fills the rows' budgets of a report by project over one
 // calendar month.
-func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observations) error {
-	if q.Budgets == nil || !slices.Equal(r.By, []string{"project"}) || Month(r.From) != (Window{r.From, r.To}) {
+func addBudgets(ctx context.Context, src facts.Source, q Query, r *Report, obs *facts.Observations) error {
+	if q.Budgets == nil || !slices.Equal(r.By, []string{"project"}) || facts.Month(r.From) != (facts.Window{From: r.From, To: r.To}) {
 		return nil
 	}
 	now := q.Now
@@ -84,7 +86,7 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observ
 		if err != nil {
 			return fmt.Errorf("report: running tasks: %w", err)
 		}
-		observed := map[int64]*ObservedTask{}
+		observed := map[int64]*facts.ObservedTask{}
 		if obs != nil && obs.Covered {
 			for i := range obs.Tasks {
 				if t := &obs.Tasks[i]; t.ID != 0 {
@@ -136,7 +138,7 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observ
 // on the observed basis: its attributed GPU-seconds in the window over its
 // counted seconds there (its GPUs as observed so far), and their cost the
 // same way (nil prices: 0). No counted seconds: its declared rates' zero.
-func observedRates(t *ObservedTask, p *Prices) (gpus, cost float64) {
+func observedRates(t *facts.ObservedTask, p *Prices) (gpus, cost float64) {
 	if t.CountedSeconds <= 0 {
 		return 0, 0
 	}

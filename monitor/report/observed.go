@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"math"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // Observer is what billing from observations needs from a store besides
@@ -11,14 +13,14 @@ import (
 type Observer interface {
 	// Observations returns the window's observed use: by attributed task,
 	// and undeclared by namespace.
-	Observations(ctx context.Context, w Window) (*Observations, error)
+	Observations(ctx context.Context, w facts.Window) (*facts.Observations, error)
 }
 
 // gpuSumsOf are an instance use as the report's GPU sums: its weighted
 // seconds; idle the seconds not busy; a MIG instance's instance-seconds
 // its seconds × total_slices / slices (the hours a profile's price is per).
-func gpuSumsOf(u InstanceUse, key map[string]string, failed bool) GPUSums {
-	g := GPUSums{Key: key, MIG: u.MIG, Profile: u.Profile, GPUSeconds: u.Seconds,
+func gpuSumsOf(u facts.InstanceUse, key map[string]string, failed bool) facts.GPUSums {
+	g := facts.GPUSums{Key: key, MIG: u.MIG, Profile: u.Profile, GPUSeconds: u.Seconds,
 		IdleGPUSeconds: max(u.Seconds-u.BusySeconds, 0), EnergyJoules: u.EnergyJoules}
 	g.InstanceSeconds = int64(math.Round(u.Seconds))
 	if u.MIG && u.Slices > 0 && u.TotalSlices > 0 {
@@ -37,8 +39,8 @@ func gpuSumsOf(u InstanceUse, key map[string]string, failed bool) GPUSums {
 
 // negated are g's sums with the opposite sign (its energy GPUs, a count
 // of what reported, left out), to take a part away from a row.
-func negated(g GPUSums) GPUSums {
-	return GPUSums{Key: g.Key, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: -g.InstanceSeconds,
+func negated(g facts.GPUSums) facts.GPUSums {
+	return facts.GPUSums{Key: g.Key, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: -g.InstanceSeconds,
 		GPUSeconds: -g.GPUSeconds, FailedGPUSeconds: -g.FailedGPUSeconds, IdleGPUSeconds: -g.IdleGPUSeconds,
 		IdleOKGPUSeconds: -g.IdleOKGPUSeconds, UtilWeighted: -g.UtilWeighted, UtilSeconds: -g.UtilSeconds,
 		EnergyJoules: -g.EnergyJoules}
@@ -54,7 +56,7 @@ type billing struct {
 // figures of its covered part taken away and its attributed use added in
 // the row of its keys (by model, of the instances' model); undeclared use
 // a --namespace-projects maps to a project in rows of their own.
-func observe(obs *Observations, q Query, in func(map[string]string) bool,
+func observe(obs *facts.Observations, q Query, in func(map[string]string) bool,
 	row func(map[string]string) *acc, total *acc) {
 	for _, t := range obs.Tasks {
 		if !in(t.Key) {
@@ -67,7 +69,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 				return
 			}
 			seen[a] = true
-			if basis == BasisMixed {
+			if basis == facts.BasisMixed {
 				a.bill.mixedTasks++
 			} else {
 				a.bill.observedTasks++
@@ -138,11 +140,11 @@ func (a *acc) basis() string {
 	declared := b.mixedTasks > 0 || a.t.Tasks > b.observedTasks+b.mixedTasks
 	switch {
 	case !observed:
-		return BasisDeclared
+		return facts.BasisDeclared
 	case !declared:
-		return BasisObserved
+		return facts.BasisObserved
 	}
-	return BasisMixed
+	return facts.BasisMixed
 }
 
 // billingFigures sets f's billing columns from a.

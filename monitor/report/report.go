@@ -13,16 +13,16 @@
 package report
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // Query says what to report.
 type Query struct {
-	Window
+	facts.Window
 	// By lists the grouping keys (validated by ParseKeys); empty means
 	// project.
 	By []string
@@ -47,8 +47,8 @@ type Query struct {
 
 // badQuery is the QueryError of param with the rule formatted from format
 // and args (the facts package's parsers make theirs the same way).
-func badQuery(param, format string, args ...any) *QueryError {
-	return &QueryError{Param: param, Rule: fmt.Sprintf(format, args...)}
+func badQuery(param, format string, args ...any) *facts.QueryError {
+	return &facts.QueryError{Param: param, Rule: fmt.Sprintf(format, args...)}
 }
 
 // Figures are one row's (or the total's) numbers, as docs/cost.md (How

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 var update = flag.Bool("update", false, "rewrite the CSV and table golden files from the JSON ones")
@@ -93,25 +95,25 @@ func TestPrices(t *testing.T) {
 type fakeSource struct {
 	// tasks and gpus answer ReportSums; totalTasks is its Base (the sums
 	// without model) when the keys hold model.
-	tasks, totalTasks []TaskSums
-	gpus              []GPUSums
+	tasks, totalTasks []facts.TaskSums
+	gpus              []facts.GPUSums
 	asked             [][]string
 	// metrics and totalMetrics answer ReportMetric per metric, by the
 	// query's keys and by none (the total of a report by model).
-	metrics, totalMetrics map[string][]MetricSums
+	metrics, totalMetrics map[string][]facts.MetricSums
 	askedMetrics          []string
 }
 
-func (f *fakeSource) ReportSums(_ context.Context, _ Window, keys []string, _ bool) (Sums, error) {
+func (f *fakeSource) ReportSums(_ context.Context, _ facts.Window, keys []string, _ bool) (facts.Sums, error) {
 	f.asked = append(f.asked, keys)
-	sums := Sums{Tasks: f.tasks, GPUs: f.gpus}
+	sums := facts.Sums{Tasks: f.tasks, GPUs: f.gpus}
 	if slices.Contains(keys, "model") {
 		sums.Base = f.totalTasks
 	}
 	return sums, nil
 }
 
-func (f *fakeSource) ReportMetric(_ context.Context, _ Window, keys []string, metric string) ([]MetricSums, error) {
+func (f *fakeSource) ReportMetric(_ context.Context, _ facts.Window, keys []string, metric string) ([]facts.MetricSums, error) {
 	f.askedMetrics = append(f.askedMetrics, metric+":"+strings.Join(keys, ","))
 	if len(keys) == 0 {
 		return f.totalMetrics[metric], nil
@@ -127,19 +129,19 @@ func key(kv ...string) map[string]string {
 	return m
 }
 
-var nov = Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+var nov = facts.Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 
 // Rows merge the store's (project, owner) groups, the scope drops pairs
 // from rows and total alike, and equal GPU-hours order by key bytes.
 func TestComputeMergesScopesAndOrders(t *testing.T) {
 	src := &fakeSource{
-		tasks: []TaskSums{
+		tasks: []facts.TaskSums{
 			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1},
 			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2},
 			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1},
 			{Key: key("project", "secret", "owner", "x"), Tasks: 9, UnlistedGPUSeconds: 999999},
 		},
-		gpus: []GPUSums{
+		gpus: []facts.GPUSums{
 			{Key: key("project", "b", "owner", "x", "model", "T4"), GPUSeconds: 3600, UtilWeighted: 3600 * 40, UtilSeconds: 3600},
 			{Key: key("project", "b", "owner", "y", "model", "T4"), GPUSeconds: 3600, FailedGPUSeconds: 3600, IdleGPUSeconds: 1800, UtilWeighted: 3600 * 80, UtilSeconds: 3600},
 			{Key: key("project", "B", "owner", "y", "model", "T4"), GPUSeconds: 7200, IdleGPUSeconds: 720, IdleOKGPUSeconds: 720},
@@ -176,15 +178,15 @@ func TestComputeMergesScopesAndOrders(t *testing.T) {
 func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 	price := 2.0
 	src := &fakeSource{
-		tasks: []TaskSums{
+		tasks: []facts.TaskSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), Tasks: 1, Completed: 1},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), Tasks: 1, Completed: 1},
 			{Key: key("project", "p", "owner", "o", "model", ""), Tasks: 1, Completed: 1},
 		},
 		// One task: 4 GPUs for an hour, two listed (T4 and A100), two
 		// counted from device nodes.
-		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, UnlistedGPUSeconds: 2 * 3600}},
-		gpus: []GPUSums{
+		totalTasks: []facts.TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, UnlistedGPUSeconds: 2 * 3600}},
+		gpus: []facts.GPUSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), GPUSeconds: 3600},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
 		},
@@ -212,12 +214,12 @@ func TestComputeRefusesBadQueries(t *testing.T) {
 	src := &fakeSource{}
 	for _, q := range []Query{
 		{},
-		{Window: Window{From: nov.To, To: nov.From}},
+		{Window: facts.Window{From: nov.To, To: nov.From}},
 		{Window: nov, By: []string{"gpu"}},
 		{Window: nov, Metrics: []string{"accuracy", "accuracy"}},
 		{Window: nov, Metrics: []string{"eval accuracy"}},
 	} {
-		if _, err := Compute(context.Background(), src, q); !errors.Is(err, ErrBadQuery) {
+		if _, err := Compute(context.Background(), src, q); !errors.Is(err, facts.ErrBadQuery) {
 			t.Errorf("Compute(%+v) = %v, want ErrBadQuery", q, err)
 		}
 	}
@@ -229,18 +231,18 @@ func TestComputeRefusesBadQueries(t *testing.T) {
 // metric in has a null mean and 0 tasks.
 func TestComputeMetrics(t *testing.T) {
 	src := &fakeSource{
-		tasks: []TaskSums{
+		tasks: []facts.TaskSums{
 			{Key: key("project", "a", "owner", "x", "model", "T4"), Tasks: 2, Completed: 2},
 			{Key: key("project", "a", "owner", "x", "model", "A100"), Tasks: 1, Completed: 1},
 			{Key: key("project", "b", "owner", "y", "model", "A100"), Tasks: 1, Completed: 1},
 			{Key: key("project", "secret", "owner", "z", "model", "T4"), Tasks: 1, Completed: 1},
 		},
-		totalTasks: []TaskSums{
+		totalTasks: []facts.TaskSums{
 			{Key: key("project", "a", "owner", "x"), Tasks: 2, Completed: 2},
 			{Key: key("project", "b", "owner", "y"), Tasks: 1, Completed: 1},
 			{Key: key("project", "secret", "owner", "z"), Tasks: 1, Completed: 1},
 		},
-		metrics: map[string][]MetricSums{
+		metrics: map[string][]facts.MetricSums{
 			"accuracy": {
 				// task 1 (T4 and A100) reported 0.9, task 2 (T4) 0.8: T4
 				// holds both, A100 task 1 alone.
@@ -249,7 +251,7 @@ func TestComputeMetrics(t *testing.T) {
 				{Key: key("project", "secret", "owner", "z", "model", "T4"), Sum: 100, Tasks: 1},
 			},
 		},
-		totalMetrics: map[string][]MetricSums{
+		totalMetrics: map[string][]facts.MetricSums{
 			"accuracy": {
 				{Key: key("project", "a", "owner", "x"), Sum: 1.7, Tasks: 2},
 				{Key: key("project", "secret", "owner", "z"), Sum: 100, Tasks: 1},
@@ -327,7 +329,7 @@ func TestWriters(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Write(&out, &Report{}, "xml"); !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), `format "xml" is not one of table, csv, json`) {
+	if err := Write(&out, &Report{}, "xml"); !errors.Is(err, facts.ErrBadQuery) || !strings.Contains(err.Error(), `format "xml" is not one of table, csv, json`) {
 		t.Errorf("unknown format: %v", err)
 	}
 }
@@ -384,13 +386,13 @@ func FuzzParseKeys(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		keys, err := ParseKeys(in)
+		keys, err := facts.ParseKeys(in)
 		if err != nil {
 			return
 		}
 		seen := map[string]bool{}
 		for _, k := range keys {
-			if seen[k] || !strings.Contains(","+strings.Join(Keys, ",")+",", ","+k+",") {
+			if seen[k] || !strings.Contains(","+strings.Join(facts.Keys, ",")+",", ","+k+",") {
 				t.Fatalf("ParseKeys(%q) = %v", in, keys)
 			}
 			seen[k] = true
@@ -403,9 +405,9 @@ func FuzzParseDate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		got, err := ParseDate("from", in)
+		got, err := facts.ParseDate("from", in)
 		if err != nil {
-			if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "from") {
+			if !errors.Is(err, facts.ErrBadQuery) || !strings.Contains(err.Error(), "from") {
 				t.Fatalf("ParseDate(%q): %v", in, err)
 			}
 			return

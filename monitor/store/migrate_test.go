@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
@@ -330,7 +331,7 @@ func TestMigrateSharesFromVersion7(t *testing.T) {
 		if err != nil || task == nil || len(task.GPUs) != 2 || task.GPUs[0].Share != 1 || task.GPUs[1].Share != 1 || task.GPUs[0].MIG != nil {
 			t.Fatalf("after the upgrade: %+v, %v", task, err)
 		}
-		w := report.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
+		w := facts.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
 		rep, err := report.Compute(ctx, s, report.Query{Window: w})
 		if err != nil || rep.Total.GPUHours != 3 {
 			t.Fatalf("GPU-hours after the upgrade: %+v, %v; want 3 (2 listed + 1 device node, 1 h)", rep, err)
@@ -501,7 +502,7 @@ func TestMigrateCountedEndFromPrevious(t *testing.T) {
 		}
 		// The window [1 h, 11 h): "seen" counts 1 h → 10 h = 9 GPU-hours;
 		// "quiet" ended before it and is not in it.
-		w := report.Window{From: time.Unix(3600, 0), To: time.Unix(39600, 0)}
+		w := facts.Window{From: time.Unix(3600, 0), To: time.Unix(39600, 0)}
 		rep, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"project"}})
 		if err != nil || rep.Total.GPUHours != 9 || rep.Total.Tasks != 1 {
 			t.Fatalf("after the upgrade: %+v, %v; want 9 GPU-hours of 1 task", rep.Total, err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
@@ -59,7 +59,7 @@ func TestShareOverlaps(t *testing.T) {
 		for _, c := range []struct {
 			from, at int64
 		}{{0, 3000}, {3500, 3500}} {
-			got, err := s.ShareOverlaps(ctx, report.Window{From: time.Unix(c.from, 0), To: time.Unix(10000, 0)})
+			got, err := s.ShareOverlaps(ctx, facts.Window{From: time.Unix(c.from, 0), To: time.Unix(10000, 0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestShareOverlaps(t *testing.T) {
 				t.Errorf("from %d: %+v; want GPU-s at %d, 1.25 of a, b and c", c.from, o, c.at)
 			}
 		}
-		if got, err := s.ShareOverlaps(ctx, report.Window{From: time.Unix(4000, 0), To: time.Unix(10000, 0)}); err != nil || len(got) != 0 {
+		if got, err := s.ShareOverlaps(ctx, facts.Window{From: time.Unix(4000, 0), To: time.Unix(10000, 0)}); err != nil || len(got) != 0 {
 			t.Errorf("after c ended: %+v, %v; want none", got, err)
 		}
 	})

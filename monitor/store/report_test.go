@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
@@ -108,7 +109,7 @@ func loadFixtureFile(t testing.TB, s *store.Store, name string) {
 	}
 }
 
-var november = report.Window{
+var november = facts.Window{
 	From: time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC),
 	To:   time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
 }
@@ -156,7 +157,7 @@ func TestReportFixture(t *testing.T) {
 	})
 }
 
-var december = report.Window{
+var december = facts.Window{
 	From: time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
 	To:   time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 }
@@ -211,7 +212,7 @@ func TestReportMetricKeys(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, bad := range []string{`accuracy"`, "accuracy') OR 1=1 --", "$.accuracy", "", "a b"} {
-			if _, err := s.ReportMetric(ctx, november, []string{"project"}, bad); !errors.Is(err, report.ErrBadQuery) {
+			if _, err := s.ReportMetric(ctx, november, []string{"project"}, bad); !errors.Is(err, facts.ErrBadQuery) {
 				t.Errorf("ReportMetric(%q) = %v, want ErrBadQuery", bad, err)
 			}
 		}
@@ -282,8 +283,8 @@ func TestReportBudgets(t *testing.T) {
 		// Budgets are for reports by project over one calendar month only.
 		for _, q := range []report.Query{
 			{Window: november, By: []string{"owner"}},
-			{Window: report.Window{From: november.From, To: november.To.Add(-time.Hour)}},
-			{Window: report.Window{From: november.From.AddDate(0, -1, 0), To: november.To}},
+			{Window: facts.Window{From: november.From, To: november.To.Add(-time.Hour)}},
+			{Window: facts.Window{From: november.From.AddDate(0, -1, 0), To: november.To}},
 		} {
 			q.Prices, q.Budgets = prices, budgets
 			r, err := report.Compute(context.Background(), s, q)
@@ -334,7 +335,7 @@ func TestReportQueueWaitByPriority(t *testing.T) {
 		if err := s.Heartbeat(ctx, "h3", 1500, nil); err != nil {
 			t.Fatal(err)
 		}
-		w := report.Window{From: time.Unix(1000, 0), To: time.Unix(5000, 0)}
+		w := facts.Window{From: time.Unix(1000, 0), To: time.Unix(5000, 0)}
 		r, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"priority"}})
 		if err != nil {
 			t.Fatal(err)
@@ -367,7 +368,7 @@ func TestReportQueueWaitByPriority(t *testing.T) {
 func TestReportSumsEqualsSeparateQueries(t *testing.T) {
 	for _, fx := range []struct {
 		file, prices string
-		w            report.Window
+		w            facts.Window
 	}{
 		{"fixture.json", "prices.json", november},
 		{"fixture-mig.json", "prices-mig.json", december},
@@ -381,12 +382,12 @@ func TestReportSumsEqualsSeparateQueries(t *testing.T) {
 				s := storetest.Open(t, dsn)
 				loadFixtureFile(t, s, fx.file)
 				bys := [][]string{{"model", "project"}, {"owner", "model"}, {"project", "owner"}}
-				for _, k := range report.Keys {
+				for _, k := range facts.Keys {
 					bys = append(bys, []string{k})
 				}
 				all := func(string, string) bool { return true }
 				some := func(project, _ string) bool { return project < "m" }
-				run := func(src report.Source, by []string, scope func(string, string) bool) string {
+				run := func(src facts.Source, by []string, scope func(string, string) bool) string {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					r, err := report.Compute(ctx, src, report.Query{Window: fx.w, By: by, Prices: prices, Scope: scope})

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -63,7 +64,7 @@ type Store interface {
 	Register(ctx context.Context, r *store.Registration) (created bool, err error)
 	Complete(ctx context.Context, c *store.Completion, body []byte, from store.Sender) (store.CompleteResult, error)
 	Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error
-	HeartbeatSampled(ctx context.Context, hb *store.Sampled, scope *access.Scope) error
+	HeartbeatSampled(ctx context.Context, hb *wire.Heartbeat, t int64, scope *access.Scope) error
 	Task(ctx context.Context, taskID, project string, scope *access.Scope) (*store.Task, error)
 	Tasks(ctx context.Context, f store.Filter, scope *access.Scope) ([]store.Task, string, error)
 	Ping(ctx context.Context) error

@@ -283,7 +283,7 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	id := hb.TaskID
 	if len(hb.GPUs) > 0 {
-		err = a.cfg.Store.HeartbeatSampled(r.Context(), store.SampledOf(hb, t), from.Scope)
+		err = a.cfg.Store.HeartbeatSampled(r.Context(), hb, t, from.Scope)
 	} else {
 		err = a.cfg.Store.Heartbeat(r.Context(), id, t, from.Scope)
 	}

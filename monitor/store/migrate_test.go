@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -223,9 +224,9 @@ func TestMigrateIdleFromVersion3(t *testing.T) {
 			t.Fatalf("after the upgrade: %+v, %v", task, err)
 		}
 		zero := 0.0
-		interval := int64(60)
-		if err := again.HeartbeatSampled(ctx, &store.Sampled{TaskID: "a", Time: 1120, Interval: &interval,
-			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
+		interval := 60.0
+		if err := again.HeartbeatSampled(ctx, &wire.Heartbeat{TaskID: "a", IntervalSeconds: &interval,
+			GPUs: []wire.HeartbeatGPU{{UUID: ptrOf("GPU-a"), Samples: ptrOf[int64](6), UtilMean: &zero}}}, 1120, nil); err != nil {
 			t.Fatal(err)
 		}
 		if task, err = again.Task(ctx, "a", "", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {

@@ -326,8 +326,8 @@ func TestObservedIdleness(t *testing.T) {
 			t.Fatalf("idle_since after a second idle report: %v, want %d (kept)", got, hourT0)
 		}
 		// A busy heartbeat does not make the observed task busy.
-		if err := s.HeartbeatSampled(ctx, &store.Sampled{TaskID: "t-obs", Time: hourT0 + 130,
-			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 5, UtilMean: ptrOf(90.0)}}}, nil); err != nil {
+		if err := s.HeartbeatSampled(ctx, &wire.Heartbeat{TaskID: "t-obs",
+			GPUs: []wire.HeartbeatGPU{{UUID: ptrOf("GPU-a"), Samples: ptrOf[int64](5), UtilMean: ptrOf(90.0)}}}, hourT0+130, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := idleSince(); got == nil || *got != hourT0 {

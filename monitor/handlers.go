@@ -206,10 +206,8 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := a.cfg.Now()
-	var c *store.Completion
-	sent, err := wire.DecodeCompletion(body)
+	c, err := wire.DecodeCompletion(body)
 	if err == nil {
-		c = store.CompletionOf(sent)
 		err = a.completionTimes(r, c, now)
 	}
 	if err != nil {
@@ -245,8 +243,9 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 // and start_time not more than 24 hours ahead (clamped when less), the end
 // not before the start nor later than start + duration + 1 h. The checks
 // against the registered start run in the store.
-func (a *API) completionTimes(r *http.Request, c *store.Completion, now time.Time) error {
-	if err := a.ahead(r, "", "end_time", &c.EndTime, now); err != nil {
+func (a *API) completionTimes(r *http.Request, c *wire.Completion, now time.Time) error {
+	// end_time and duration_seconds are required (wire.DecodeCompletion).
+	if err := a.ahead(r, "", "end_time", c.EndTime, now); err != nil {
 		return err
 	}
 	if c.StartTime == nil {
@@ -255,12 +254,12 @@ func (a *API) completionTimes(r *http.Request, c *store.Completion, now time.Tim
 	if err := a.ahead(r, "", "start_time", c.StartTime, now); err != nil {
 		return err
 	}
-	if c.EndTime < *c.StartTime {
-		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is before start_time %d", c.EndTime, *c.StartTime)}
+	if *c.EndTime < *c.StartTime {
+		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is before start_time %d", *c.EndTime, *c.StartTime)}
 	}
-	if float64(c.EndTime) > float64(*c.StartTime)+c.DurationSeconds+3600 {
+	if float64(*c.EndTime) > float64(*c.StartTime)+*c.DurationSeconds+3600 {
 		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is later than start_time %d + duration_seconds %g + 1h",
-			c.EndTime, *c.StartTime, c.DurationSeconds)}
+			*c.EndTime, *c.StartTime, *c.DurationSeconds)}
 	}
 	return nil
 }

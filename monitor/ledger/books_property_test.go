@@ -89,7 +89,8 @@ func propFleet(t *testing.T, s *store.Store, rng *rand.Rand, i int, base int64) 
 			if _, err := s.Register(ctx, r); err != nil {
 				t.Fatal(err)
 			}
-			c := &store.Completion{TaskID: tk.id, EndTime: tk.end, DurationSeconds: float64(tk.end - tk.start)}
+			end, duration, exit := tk.end, float64(tk.end-tk.start), int64(0)
+			c := &wire.Completion{TaskID: tk.id, EndTime: &end, DurationSeconds: &duration, ExitCode: &exit}
 			if _, err := s.Complete(ctx, c, []byte(fmt.Sprintf(`{"task_id":%q,"end_time":%d}`, tk.id, tk.end)), store.Sender{}); err != nil {
 				t.Fatal(err)
 			}

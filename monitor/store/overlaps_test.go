@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // done completes id as run from start to end.
 func done(t *testing.T, s *store.Store, id string, start, end int64) {
 	t.Helper()
-	c := &store.Completion{TaskID: id, StartTime: &start, EndTime: end, DurationSeconds: float64(end - start)}
+	c := &wire.Completion{TaskID: id, StartTime: &start, EndTime: &end, DurationSeconds: ptrOf(float64(end - start)), ExitCode: ptrOf[int64](0)}
 	b, _ := json.Marshal(c)
 	mustComplete(t, s, c, b)
 }

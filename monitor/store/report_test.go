@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"os"
 	"path/filepath"
 	"testing"
@@ -94,7 +95,7 @@ func loadFixtureFile(t testing.TB, s *store.Store, name string) {
 				t.Fatalf("register %s: %v", r.TaskID, err)
 			}
 		case e.Complete != nil:
-			var c store.Completion
+			var c wire.Completion
 			if err := json.Unmarshal(e.Complete, &c); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"sync"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func reg(id, project, owner string, start int64, gpus ...store.RegisteredGPU) *s
 	return r
 }
 
-func completion(id string, exit int64, end int64, gpus ...store.GPUUsage) (*store.Completion, []byte) {
-	c := &store.Completion{TaskID: id, EndTime: end, DurationSeconds: 100.5, ExitCode: exit, GPUs: gpus}
+func completion(id string, exit int64, end int64, gpus ...wire.GPUUsage) (*wire.Completion, []byte) {
+	c := &wire.Completion{TaskID: id, EndTime: &end, DurationSeconds: ptrOf(100.5), ExitCode: &exit, GPUs: gpus}
 	b, _ := json.Marshal(c)
 	return c, b
 }
@@ -46,7 +47,7 @@ func mustRegister(t *testing.T, s *store.Store, r *store.Registration) {
 	}
 }
 
-func mustComplete(t *testing.T, s *store.Store, c *store.Completion, body []byte) {
+func mustComplete(t *testing.T, s *store.Store, c *wire.Completion, body []byte) {
 	t.Helper()
 	if _, err := s.Complete(ctx, c, body, store.Sender{}); err != nil {
 		t.Fatalf("complete %s: %v", c.TaskID, err)
@@ -89,7 +90,7 @@ func TestCompleteAndPending(t *testing.T) {
 		s := open(t, dsn)
 		gpu := store.RegisteredGPU{Index: 0, UUID: "GPU-a", Model: "Tesla T4", MemoryTotal: 16 << 30}
 		mustRegister(t, s, reg("t1", "search", "ann", 1000, gpu))
-		c, body := completion("t1", 0, 1200, store.GPUUsage{UUID: "GPU-a", Samples: 10, UtilMean: f64(50), IdleShare: f64(0.25)})
+		c, body := completion("t1", 0, 1200, wire.GPUUsage{UUID: "GPU-a", Samples: 10, UtilMean: f64(50), IdleShare: f64(0.25)})
 		if res, err := s.Complete(ctx, c, body, store.Sender{}); err != nil || res != store.Completed {
 			t.Fatalf("complete: %v %v", res, err)
 		}
@@ -150,7 +151,8 @@ func TestGateFailed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)
 		mustRegister(t, s, reg("t1", "p", "o", 1000))
-		c := &store.Completion{TaskID: "t1", EndTime: 1100, DurationSeconds: 100, Gate: &store.Gate{Expr: "acc>=0.95", Passed: false, Reason: "acc=0.9"},
+		c := &wire.Completion{TaskID: "t1", EndTime: ptrOf[int64](1100), DurationSeconds: ptrOf(100.0), ExitCode: ptrOf[int64](0),
+			Gate:    &wire.Gate{Expr: "acc>=0.95", Passed: ptrOf(false), Reason: "acc=0.9"},
 			Metrics: map[string]float64{"acc": 0.9}}
 		b, _ := json.Marshal(c)
 		mustComplete(t, s, c, b)

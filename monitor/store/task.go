@@ -119,45 +119,11 @@ func wholeInstance(share float64, m *MIG) bool {
 	return share >= float64(*m.Slices)/float64(*m.TotalSlices)-eps
 }
 
-// Completion is the body of POST /v1/task/complete (the fields the monitor
-// keeps), in its wire shape: a completion waiting for its registration is
-// kept as its body and decoded again when the registration comes.
-type Completion struct {
-	TaskID string `json:"task_id"`
-	// StartTime picks the task among several the sender sees under
-	// TaskID; nil when the body has none.
-	StartTime       *int64             `json:"start_time"`
-	EndTime         int64              `json:"end_time"`
-	DurationSeconds float64            `json:"duration_seconds"`
-	ExitCode        int64              `json:"exit_code"`
-	Signal          string             `json:"signal"`
-	Gate            *Gate              `json:"gate"`
-	Metrics         map[string]float64 `json:"metrics"`
-	GPUs            []GPUUsage         `json:"gpus"`
-}
-
 // Gate is the quality gate's verdict.
 type Gate struct {
 	Expr   string `json:"expr"`
 	Passed bool   `json:"passed"`
 	Reason string `json:"reason"`
-}
-
-// GPUUsage is the completion's summary of one GPU's samples. A MIG entry
-// has the parent's UUID and the instance's MIGUUID.
-type GPUUsage struct {
-	UUID                string   `json:"uuid"`
-	MIGUUID             string   `json:"mig_uuid"`
-	Samples             int64    `json:"samples"`
-	UtilMean            *float64 `json:"util_mean"`
-	UtilP95             *float64 `json:"util_p95"`
-	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
-	IdleShare           *float64 `json:"idle_share"`
-	// EnergyJoules is the GPU's energy over the task (null when the GPU
-	// could not tell); EnergyEstimated is true when it is the parent's
-	// energy × share (MIG and shared GPUs).
-	EnergyJoules    *float64 `json:"energy_joules"`
-	EnergyEstimated *bool    `json:"energy_estimated"`
 }
 
 // Task is one stored task as the API shows it.
@@ -315,28 +281,4 @@ func RegistrationOf(w *wire.Registration, body []byte) *Registration {
 		r.GPUs = append(r.GPUs, gpu)
 	}
 	return r
-}
-
-// CompletionOf is what the store keeps of a completion body (decoded by
-// the monitor, or again by the store when its registration comes).
-func CompletionOf(w *wire.Completion) *Completion {
-	c := &Completion{TaskID: w.TaskID, StartTime: w.StartTime, Signal: w.Signal, Metrics: w.Metrics}
-	if w.EndTime != nil {
-		c.EndTime = *w.EndTime
-	}
-	if w.DurationSeconds != nil {
-		c.DurationSeconds = *w.DurationSeconds
-	}
-	if w.ExitCode != nil {
-		c.ExitCode = *w.ExitCode
-	}
-	if g := w.Gate; g != nil {
-		c.Gate = &Gate{Expr: g.Expr, Reason: g.Reason, Passed: g.Passed != nil && *g.Passed}
-	}
-	for _, g := range w.GPUs {
-		c.GPUs = append(c.GPUs, GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Samples: g.Samples, UtilMean: g.UtilMean,
-			UtilP95: g.UtilP95, MemoryUsedPeakBytes: g.MemoryUsedPeakBytes, IdleShare: g.IdleShare,
-			EnergyJoules: g.EnergyJoules, EnergyEstimated: g.EnergyEstimated})
-	}
-	return c
 }

@@ -30,18 +30,6 @@ func TestFromWire(t *testing.T) {
 		t.Errorf("registration\n%+v\nwant\n%+v", got, want)
 	}
 
-	c, err := wire.DecodeCompletion([]byte(`{"task_id":"t","end_time":5,"duration_seconds":1.5,"exit_code":3,` +
-		`"gate":{"expr":"x>1","passed":false,"reason":"x=0"},"gpus":[{"uuid":"GPU-a","samples":2,"util_mean":40}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	util := 40.0
-	wantC := &store.Completion{TaskID: "t", EndTime: 5, DurationSeconds: 1.5, ExitCode: 3,
-		Gate: &store.Gate{Expr: "x>1", Reason: "x=0"}, GPUs: []store.GPUUsage{{UUID: "GPU-a", Samples: 2, UtilMean: &util}}}
-	if got := store.CompletionOf(c); !reflect.DeepEqual(got, wantC) {
-		t.Errorf("completion\n%+v\nwant\n%+v", got, wantC)
-	}
-
 }
 
 // TestHeartbeatIntervalRounded: a sampled heartbeat's interval_seconds

@@ -227,16 +227,16 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, ke
 		// must still be stored, and the completion stays where it is.
 		return nil
 	}
-	c := *CompletionOf(&w)
 	// The completion's end was clamped to its receipt when it came (a
 	// skewed clock); the body keeps what was sent.
-	c.EndTime = min(c.EndTime, received)
-	if err := completionFits(&c, r.StartTime); err != nil {
+	end := min(valueOf(w.EndTime), received)
+	w.EndTime = &end
+	if err := completionFits(&w, r.StartTime); err != nil {
 		s.log.Warn("a pending completion does not fit its registration: not joined", "task_id", r.TaskID,
 			"project", r.Project, "owner", r.Owner, "err", err.Error())
 		return nil
 	}
-	if err := s.applyCompletion(ctx, tx, key, &c, []byte(body), received); err != nil {
+	if err := s.applyCompletion(ctx, tx, key, &w, []byte(body), received); err != nil {
 		return err
 	}
 	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID, scopeJSON)

@@ -61,7 +61,7 @@ const slotWait = 2 * time.Second
 
 // Store is what the API needs from the database.
 type Store interface {
-	Register(ctx context.Context, r *store.Registration) (created bool, err error)
+	Register(ctx context.Context, r *wire.Registration, body []byte, from store.Sender) (created bool, err error)
 	Complete(ctx context.Context, c *wire.Completion, body []byte, from store.Sender) (store.CompleteResult, error)
 	Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error
 	HeartbeatSampled(ctx context.Context, hb *wire.Heartbeat, t int64, scope *access.Scope) error

@@ -138,12 +138,12 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := a.cfg.Now()
-	var reg *store.Registration
-	sent, err := wire.DecodeRegistration(body)
+	reg, err := wire.DecodeRegistration(body)
 	if err == nil {
-		reg = store.RegistrationOf(sent, body)
-		a.logMIGShares(sent)
-		err = a.ahead(r, reg.Hostname, "start_time", &reg.StartTime, now)
+		a.logMIGShares(reg)
+		if reg.StartTime != nil { // required: DecodeRegistration refuses a body without
+			err = a.ahead(r, reg.Hostname, "start_time", reg.StartTime, now)
+		}
 	}
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
@@ -153,8 +153,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusForbidden, "this token may not register tasks of project "+reg.Project+" with owner "+reg.Owner)
 		return
 	}
-	reg.From = from
-	created, err := a.cfg.Store.Register(r.Context(), reg)
+	created, err := a.cfg.Store.Register(r.Context(), reg, body, from)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		a.fail(w, http.StatusConflict, "task "+reg.TaskID+" is already registered with a different body (the first is kept)")

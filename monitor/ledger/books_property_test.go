@@ -82,11 +82,12 @@ func propFleet(t *testing.T, s *store.Store, rng *rand.Rand, i int, base int64) 
 			mine = append(mine, tk)
 		}
 		for _, tk := range mine {
-			r := &store.Registration{TaskID: tk.id, TaskName: "train", Project: tk.project, Owner: "ann", StartTime: tk.start,
-				K8sPodUID: tk.pod, K8sNode: node, Hostname: tk.id + "-0", GPUCount: 1, Labels: map[string]string{},
-				GPUs: []store.RegisteredGPU{{UUID: tk.uuid, Model: "NVIDIA H200", MemoryTotal: 1, Share: tk.share}}}
-			r.Body = []byte(fmt.Sprintf(`{"task_id":%q}`, tk.id))
-			if _, err := s.Register(ctx, r); err != nil {
+			start, count, share := tk.start, int64(1), tk.share
+			r := &wire.Registration{TaskID: tk.id, TaskName: "train", Project: tk.project, Owner: "ann", StartTime: &start,
+				K8sPodUID: tk.pod, K8sNode: node, Hostname: tk.id + "-0", GPUCount: &count, Labels: wire.Labels{},
+				GPUs: []wire.RegisteredGPU{{UUID: tk.uuid, Name: "NVIDIA H200", MemoryTotalBytes: 1, Share: &share}}}
+			body := []byte(fmt.Sprintf(`{"task_id":%q}`, tk.id))
+			if _, err := s.Register(ctx, r, body, store.Sender{}); err != nil {
 				t.Fatal(err)
 			}
 			end, duration, exit := tk.end, float64(tk.end-tk.start), int64(0)

@@ -33,11 +33,12 @@ func ptr[T any](v T) *T { return &v }
 func randomFleet(t *testing.T, s *store.Store, rng *rand.Rand) int {
 	t.Helper()
 	for i := range 6 {
-		r := &store.Registration{TaskID: fmt.Sprintf("task-%d", i), TaskName: "train", Project: fmt.Sprintf("proj_%d", i%3),
-			Owner: "ann", StartTime: t0 + int64(i)*1800, K8sPodUID: fmt.Sprintf("pod-%d", i), Hostname: "h", GPUCount: 0,
-			Labels: map[string]string{}}
-		r.Body = []byte(fmt.Sprintf(`{"task_id":%q}`, r.TaskID))
-		if _, err := s.Register(ctx, r); err != nil {
+		start, count := t0+int64(i)*1800, int64(0)
+		r := &wire.Registration{TaskID: fmt.Sprintf("task-%d", i), TaskName: "train", Project: fmt.Sprintf("proj_%d", i%3),
+			Owner: "ann", StartTime: &start, K8sPodUID: fmt.Sprintf("pod-%d", i), Hostname: "h", GPUCount: &count,
+			Labels: wire.Labels{}}
+		body := []byte(fmt.Sprintf(`{"task_id":%q}`, r.TaskID))
+		if _, err := s.Register(ctx, r, body, store.Sender{}); err != nil {
 			t.Fatal(err)
 		}
 	}

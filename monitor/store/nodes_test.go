@@ -298,7 +298,7 @@ func TestUncovered(t *testing.T) {
 func TestObservedIdleness(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := storetest.Open(t, dsn)
-		r := reg("t-obs", "p", "o", hourT0-600, store.RegisteredGPU{UUID: "GPU-a", Model: "NVIDIA H200"})
+		r := reg("t-obs", "p", "o", hourT0-600, wire.RegisteredGPU{UUID: "GPU-a", Name: "NVIDIA H200"})
 		r.K8sPodUID = "pod-GPU-a"
 		mustRegister(t, s, r)
 		idleSince := func() *int64 {
@@ -355,7 +355,7 @@ func TestTieCandidates(t *testing.T) {
 		slurm.Orchestrator, slurm.PipelineRun, slurm.Hostname = "slurm", "4242", "n1"
 		docker := reg("t-docker", "p", "o", 300)
 		docker.Hostname = "abcdef012345"
-		for _, r := range []*store.Registration{pod, slurm, docker} {
+		for _, r := range []*registration{pod, slurm, docker} {
 			mustRegister(t, s, r)
 		}
 		for _, tc := range []struct {

@@ -41,11 +41,11 @@ type fixtureEvent struct {
 		SubmitTime  *int64 `json:"submit_time"`
 		DurationEst *int64 `json:"duration_est"`
 		GPUs        []struct {
-			Index int64      `json:"index"`
-			UUID  string     `json:"uuid"`
-			Name  string     `json:"name"`
-			Share float64    `json:"share"`
-			MIG   *store.MIG `json:"mig"`
+			Index int64     `json:"index"`
+			UUID  string    `json:"uuid"`
+			Name  string    `json:"name"`
+			Share float64   `json:"share"`
+			MIG   *wire.MIG `json:"mig"`
 		} `json:"gpus"`
 	} `json:"register"`
 	Complete  json.RawMessage `json:"complete"`
@@ -85,13 +85,13 @@ func loadFixtureFile(t testing.TB, s *store.Store, name string) {
 		case e.Register != nil:
 			r := e.Register
 			body, _ := json.Marshal(r)
-			reg := &store.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
+			reg := &registration{Registration: &wire.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
 				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
-				StartTime: r.StartTime, SubmitTime: r.SubmitTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
+				StartTime: &r.StartTime, SubmitTime: r.SubmitTime, GPUCount: &r.GPUCount, DurationEst: r.DurationEst}, Body: body}
 			for _, g := range r.GPUs {
-				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name, Share: g.Share, MIG: g.MIG})
+				reg.GPUs = append(reg.GPUs, wire.RegisteredGPU{Index: ptrOf[int64](g.Index), UUID: g.UUID, Name: g.Name, Share: ptrOf(g.Share), MIG: g.MIG})
 			}
-			if _, err := s.Register(ctx, reg); err != nil {
+			if _, err := register(s, reg); err != nil {
 				t.Fatalf("register %s: %v", r.TaskID, err)
 			}
 		case e.Complete != nil:

@@ -42,60 +42,6 @@ type Sender struct {
 	Unbounded bool
 }
 
-// Registration is what POST /v1/task/register stores: the fields the
-// monitor queries on, and the body as sent.
-type Registration struct {
-	TaskID       string
-	TaskName     string
-	Project      string
-	Owner        string
-	Priority     string
-	Env          string
-	Pipeline     string
-	PipelineRun  string
-	Step         string
-	Orchestrator string
-	K8sNamespace string
-	K8sPod       string
-	K8sNode      string
-	K8sPodUID    string
-	K8sJobIndex  *int64
-	// SlurmJob is the registration's slurm_job (SLURM_JOB_ID): the node
-	// agent's observations of a Slurm job are tied to the task by it.
-	SlurmJob  string
-	Hostname  string
-	StartTime int64
-	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), nil
-	// when the registration has none; never after StartTime.
-	SubmitTime  *int64
-	GPUCount    int64
-	DurationEst *int64
-	Labels      map[string]string
-	GPUs        []RegisteredGPU
-	// Body is the request body as received; a later registration of the
-	// same task_id is "the same" when its body is the same JSON value.
-	Body []byte
-	// From is the sender: the tasks its scope sees under TaskID decide
-	// between new, the same and a conflict, and which older claims on a
-	// GPU this registration may end.
-	From Sender
-}
-
-// RegisteredGPU is one entry of a registration's gpus list. For a MIG
-// instance UUID and Model are the parent GPU's (dcgm-exporter labels MIG
-// series with the parent's UUID) and MIG says which instance.
-type RegisteredGPU struct {
-	Index       int64
-	UUID        string
-	Model       string
-	MemoryTotal int64
-	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
-	// slices / total_slices for MIG (whatever the registration's share
-	// says), else the registration's share, else 1.
-	Share float64
-	MIG   *MIG
-}
-
 // MIG identifies a MIG instance of its parent GPU, as the entrypoint's
 // probe reports it (nvidia-smi's names).
 type MIG struct {
@@ -111,7 +57,7 @@ type MIG struct {
 // instance: a whole GPU at share 1, or a MIG instance at (at least) its
 // slices' share of the parent. Only such a claim ends older claims on the
 // same instance whatever their share.
-func wholeInstance(share float64, m *MIG) bool {
+func wholeInstance(share float64, m *wire.MIG) bool {
 	const eps = 1e-9
 	if m == nil || m.Slices == nil || m.TotalSlices == nil || *m.TotalSlices <= 0 {
 		return share >= 1-eps
@@ -238,47 +184,4 @@ func decodeAny(b []byte) (any, error) {
 	var v any
 	err := d.Decode(&v)
 	return v, err
-}
-
-// RegistrationOf is what the store keeps of a registration the monitor
-// decoded and checked (wire.DecodeRegistration), with its body as sent.
-// A GPU without an index is at its position; without a share, its share
-// is the store's default (Register sets it).
-func RegistrationOf(w *wire.Registration, body []byte) *Registration {
-	r := &Registration{
-		TaskID: w.TaskID, TaskName: w.TaskName, Project: w.Project, Owner: w.Owner,
-		Priority: w.Priority, Env: w.Env, Pipeline: w.Pipeline, PipelineRun: w.PipelineRun, Step: w.Step,
-		Orchestrator: w.Orchestrator, K8sNamespace: w.K8sNamespace, K8sPod: w.K8sPod, K8sNode: w.K8sNode,
-		K8sPodUID: w.K8sPodUID, K8sJobIndex: w.K8sJobIndex, SlurmJob: w.SlurmJob, Hostname: w.Hostname, SubmitTime: w.SubmitTime,
-		GPUCount: w.Count(), DurationEst: w.DurationEst, Labels: map[string]string(w.Labels), Body: body,
-	}
-	if w.StartTime != nil {
-		r.StartTime = *w.StartTime
-	}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	for i, g := range w.GPUs {
-		gpu := RegisteredGPU{Index: int64(i), UUID: g.UUID, Model: g.Name, MemoryTotal: g.MemoryTotalBytes}
-		if g.Index != nil {
-			gpu.Index = *g.Index
-		}
-		if g.Share != nil {
-			gpu.Share = *g.Share
-		}
-		if m := g.MIG; m != nil {
-			gpu.MIG = &MIG{UUID: m.UUID, ComputeInstanceID: m.ComputeInstanceID, Profile: m.Profile,
-				Slices: m.Slices, TotalSlices: m.TotalSlices}
-			if m.GPUInstanceID != nil {
-				gpu.MIG.GPUInstanceID = *m.GPUInstanceID
-			}
-			if m.Slices != nil && m.TotalSlices != nil && *m.Slices > 0 && *m.TotalSlices >= *m.Slices {
-				// A MIG entry holds its slices' share, whatever its
-				// share says (docs/contract.md).
-				gpu.Share = m.Share()
-			}
-		}
-		r.GPUs = append(r.GPUs, gpu)
-	}
-	return r
 }

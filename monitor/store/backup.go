@@ -73,7 +73,7 @@ func Backup(ctx context.Context, db, to string) (BackupInfo, error) {
 	src.SetMaxOpenConns(1)
 	// VACUUM INTO is one read transaction: the copy is the database as it
 	// was when the statement began, whatever commits meanwhile.
-	if _, err := src.ExecContext(ctx, "VACUUM INTO ?", partial); err != nil {
+	if _, err := execOn(ctx, src, SQLite, stmtVacuumInto, partial); err != nil {
 		os.Remove(partial)
 		return BackupInfo{}, fmt.Errorf("store: backup of %s: %w", db, err)
 	}
@@ -119,24 +119,24 @@ func VerifyBackup(ctx context.Context, path string) (BackupInfo, error) {
 	defer db.Close()
 	info := BackupInfo{Path: path, Bytes: fi.Size()}
 	var check string
-	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check); err != nil {
+	if err := queryRowOn(ctx, db, SQLite, stmtIntegrityCheck).Scan(&check); err != nil {
 		return info, fmt.Errorf("%w: %s: integrity_check: %v", ErrBadBackup, path, err)
 	}
 	if check != "ok" {
 		return info, fmt.Errorf("%w: %s: integrity_check says %q", ErrBadBackup, path, check)
 	}
-	if err := db.QueryRowContext(ctx, "SELECT version FROM schema_version").Scan(&info.SchemaVersion); err != nil {
+	if err := queryRowOn(ctx, db, SQLite, stmtSchemaVersion).Scan(&info.SchemaVersion); err != nil {
 		return info, fmt.Errorf("%w: %s: no schema version (not a paddle-monitor database?): %v", ErrBadBackup, path, err)
 	}
 	if info.SchemaVersion < 1 || info.SchemaVersion > SchemaVersion() {
 		return info, fmt.Errorf("%w: %s: schema version %d, this paddle-monitor knows 1 to %d", ErrBadBackup, path, info.SchemaVersion, SchemaVersion())
 	}
-	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tasks").Scan(&info.Tasks); err != nil {
+	if err := queryRowOn(ctx, db, SQLite, stmtCountTasks).Scan(&info.Tasks); err != nil {
 		return info, fmt.Errorf("%w: %s: counting tasks: %v", ErrBadBackup, path, err)
 	}
 	// Statements exist from migration 0010 on.
 	if info.SchemaVersion >= statementsVersion {
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM statements").Scan(&info.Statements); err != nil {
+		if err := queryRowOn(ctx, db, SQLite, stmtCountStatements).Scan(&info.Statements); err != nil {
 			return info, fmt.Errorf("%w: %s: counting statements: %v", ErrBadBackup, path, err)
 		}
 	}

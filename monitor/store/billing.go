@@ -25,22 +25,42 @@ import (
 // whose hours would tie to different registrations (its first and last
 // report time fall on both sides of a registration's start) is summed
 // again by report time, which only re-runs happen to need.
-const (
+var (
 	// A user's identity columns, for a user_key that does not split back
 	// into them (a field holding the separator): the primary key's hour
 	// range.
-	qBillingIdentity = `SELECT runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup,
+	stmtBillingIdentity = &stmt{sql: `SELECT runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup,
 		declared, declared_task_id, declared_project, declared_owner
-		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ? LIMIT 1`
+		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ? LIMIT 1`,
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(1796130000), int64(1796151600), "node-1", "u1"}}
 	// tasks' primary key, one lookup per attributed task; its counted end
 	// as the report's span counts it (countedEnd).
-	qBillingTask = `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
+	stmtBillingTask = &stmt{sql: `SELECT tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env, tk.pipeline, tk.step, tk.hostname,
 		tk.gpu_count, tk.gpu_unlisted, tk.start_time, tk.end_time, ` + countedEnd + `,
 		CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END, tk.k8s_node
-		FROM tasks tk WHERE tk.id = ?`
+		FROM tasks tk WHERE tk.id = ?`,
+		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
 	// task_gpus' primary key (task_key, position).
-	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
-		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`
+	stmtBillingTaskGPUs = &stmt{sql: `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
+		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`,
+		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
+	// billingUsers and billingUserTimes are templates: the window's first
+	// and last hours, when not whole, are written into them (hourPart).
+	stmtBillingUsers = &stmt{build: func(Dialect) string { return billingUsersSQL(hourPart(1796130000, 1796151600+1800)) },
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(1796130000), int64(1796151600 + 3600)}}
+	stmtBillingUserTimes = &stmt{build: func(Dialect) string { return billingUserTimesSQL(hourPart(1796130000, 1796151600+1800)) },
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}
+	// gpuHolders: every (node, GPU UUID) the ledger has held (node_gpus),
+	// by its primary key (node, uuid, first_start).
+	stmtGPUHolders = &stmt{sql: `SELECT DISTINCT node, uuid FROM node_gpus`,
+		fullScan: "every GPU life the ledger holds: the list is the answer"}
+	// coveredTasks: the report's span (a template of spanSQL's, run as the
+	// report's statements are).
+	stmtCoveredTasks = &stmt{build: func(Dialect) string { return coveredTasksSQL },
+		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705800000), int64(1705900000)}}
 )
 
 // billingUsersSQL: node_user_hours' primary key (hour, node, uuid,
@@ -186,7 +206,7 @@ func hourPart(from, to int64) string {
 }
 
 func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
-	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(hourPart(from, to))), func(rows *sql.Rows, g *billingGroup) error {
+	out, err := builtRows(ctx, s, s.r, "billing", stmtBillingUsers, billingUsersSQL(hourPart(from, to)), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
 		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
 			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
@@ -205,7 +225,7 @@ func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billing
 		var uid sql.NullInt64
 		var decl int64
 		u := &g.user
-		if err := s.r.QueryRowContext(ctx, s.bind(qBillingIdentity), h0, to, g.node, g.key).Scan(&u.Runtime, &u.ContainerID, &u.PodUID,
+		if err := s.queryRow(ctx, s.r, stmtBillingIdentity, h0, to, g.node, g.key).Scan(&u.Runtime, &u.ContainerID, &u.PodUID,
 			&u.Namespace, &u.Pod, &u.Container, &u.SlurmJob, &uid, &u.Cgroup, &decl, &u.DeclaredTaskID, &u.DeclaredProject,
 			&u.DeclaredOwner); err != nil {
 			return nil, fmt.Errorf("store: billing: %w", err)
@@ -246,7 +266,7 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 	if g.use.MIG {
 		mig = 1
 	}
-	return queryRows(ctx, s.r, "billing", s.bind(billingUserTimesSQL(hourPart(from, to))), func(rows *sql.Rows, p *billingGroup) error {
+	return builtRows(ctx, s, s.r, "billing", stmtBillingUserTimes, billingUserTimesSQL(hourPart(from, to)), func(rows *sql.Rows, p *billingGroup) error {
 		*p = g
 		err := rows.Scan(&p.maxLast, &p.use.Seconds, &p.use.BusySeconds, &p.use.EnergyJoules)
 		p.minLast = p.maxLast
@@ -269,7 +289,7 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	var gpuCount, unlisted, start, failed int64
 	var end sql.NullInt64
 	var e int64 // the counted end
-	err := s.r.QueryRowContext(ctx, s.bind(qBillingTask), id).Scan(&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8],
+	err := s.queryRow(ctx, s.r, stmtBillingTask, id).Scan(&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8],
 		&gpuCount, &unlisted, &start, &end, &e, &failed, &k8sNode)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
@@ -305,7 +325,7 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 		t.CoveredSeconds = min(t.CoveredSeconds, c)
 		anyCovered = anyCovered || c > 0
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(qBillingTaskGPUs), id)
+	rows, err := s.query(ctx, s.r, stmtBillingTaskGPUs, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
@@ -374,12 +394,9 @@ func taskNode(k8sNode, hostname string) string {
 	return hostname
 }
 
-// qGPUHolders: every (node, GPU UUID) the ledger has held (node_gpus).
-const qGPUHolders = `SELECT DISTINCT node, uuid FROM node_gpus`
-
 // gpuHolders are the nodes that held each GPU UUID.
 func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
-	held, err := queryRows(ctx, s.r, "billing", qGPUHolders, func(rows *sql.Rows, h *[2]string) error {
+	held, err := stmtRows(ctx, s, s.r, "billing", stmtGPUHolders, func(rows *sql.Rows, h *[2]string) error {
 		return rows.Scan(&h[0], &h[1])
 	})
 	if err != nil {
@@ -396,9 +413,7 @@ func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
 // whose node (k8s_node, else host name) has spans in it (a task without
 // GPUs among them: it is on the observed basis there, paying nothing).
 func (s *Store) coveredTasks(ctx context.Context, w facts.Window, spans Spans) ([]int64, error) {
-	q := "WITH " + strings.ReplaceAll(spanSQL, spanColumns, spanColumns+", tk.k8s_node AS k8s_node") + `
-SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
-	rows, err := s.reportQuery(ctx, q, w, "")
+	rows, err := s.reportQuery(ctx, stmtCoveredTasks, coveredTasksSQL, w, "")
 	if err != nil {
 		return nil, err
 	}
@@ -420,6 +435,11 @@ SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 	}
 	return out, nil
 }
+
+// coveredTasksSQL is coveredTasks' statement: the report's span with the
+// tasks' k8s_node.
+var coveredTasksSQL = "WITH " + strings.ReplaceAll(spanSQL, spanColumns, spanColumns+", tk.k8s_node AS k8s_node") + `
+SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 
 func mod(a, b int64) int64 { return ((a % b) + b) % b }
 

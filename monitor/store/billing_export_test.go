@@ -16,9 +16,9 @@ func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
 		{Name: "billing user times", SQL: s.bind(billingUserTimesSQL(hourPart(from, to))),
 			Index:   idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"),
 			Example: []any{from, to, "node-1", "u1", 0, "", "", 0, 0}},
-		{Name: "billing identity", SQL: s.bind(qBillingIdentity),
+		{Name: "billing identity", SQL: s.bind(stmtBillingIdentity.sql),
 			Index: idx("sqlite_autoindex_node_user_hours_1", "node_user_hours_pkey"), Example: []any{from, to, "node-1", "u1"}},
-		{Name: "billing spans", SQL: s.bind(qSpansIn),
+		{Name: "billing spans", SQL: s.bind(stmtSpansIn.sql),
 			Index: idx("node_spans_end", "node_spans_end"), Example: []any{from, to + 86400, to}},
 	}
 }

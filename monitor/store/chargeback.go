@@ -9,19 +9,21 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
+// reportTaskListSQL is ReportTasks' statement.
+var reportTaskListSQL = "WITH " + spanSQL + `
+SELECT sp.id, sp.task_id, sp.task_name, sp.project, sp.owner, tl.labels, sp.start_time, sp.end_time, tl.last_seen,
+  sp.sec, sp.gpu_unlisted, g.position, g.model, g.mig_profile,
+  CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END, g.share, g.energy_joules
+FROM span sp JOIN tasks tl ON tl.id = sp.id LEFT JOIN task_gpus g ON g.task_key = sp.id
+ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
+
 // ReportTasks implements report.TaskLister: every task whose counted
 // interval overlaps the window (span, its three indexes), with its GPUs
 // (task_gpus' primary key (task_key, position)) and its labels (tasks'
 // primary key), oldest start first. The seconds are span's: counted inside
 // the window only.
 func (s *Store) ReportTasks(ctx context.Context, w facts.Window) ([]facts.TaskUsage, error) {
-	q := "WITH " + spanSQL + `
-SELECT sp.id, sp.task_id, sp.task_name, sp.project, sp.owner, tl.labels, sp.start_time, sp.end_time, tl.last_seen,
-  sp.sec, sp.gpu_unlisted, g.position, g.model, g.mig_profile,
-  CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END, g.share, g.energy_joules
-FROM span sp JOIN tasks tl ON tl.id = sp.id LEFT JOIN task_gpus g ON g.task_key = sp.id
-ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
-	rows, err := s.reportQuery(ctx, q, w, "")
+	rows, err := s.reportQuery(ctx, stmtReportTaskList, reportTaskListSQL, w, "")
 	if err != nil {
 		return nil, err
 	}

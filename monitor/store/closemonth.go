@@ -55,7 +55,7 @@ func (s *Store) CloseMonth(ctx context.Context, req CloseRequest, build Build, h
 			return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
 		}
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, "LOCK TABLE tasks, task_gpus IN SHARE MODE"); err != nil {
+		if _, err := s.exec(ctx, tx, stmtLockTasks); err != nil {
 			return nil, false, fmt.Errorf("store: close %s: lock: %w", req.Month, err)
 		}
 		// The reports read through the pool: nothing commits to the tasks
@@ -83,7 +83,7 @@ func (s *Store) CloseMonth(ctx context.Context, req CloseRequest, build Build, h
 	// taken by the first read.
 	snap.SetMaxOpenConns(1)
 	snap.SetMaxIdleConns(1)
-	if _, err := snap.ExecContext(ctx, "BEGIN"); err != nil {
+	if _, err := s.exec(ctx, snap, stmtBegin); err != nil {
 		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
 	}
 	view := *s
@@ -95,7 +95,7 @@ func (s *Store) CloseMonth(ctx context.Context, req CloseRequest, build Build, h
 	if st.watch, err = view.toWatch(ctx, req); err != nil {
 		return nil, false, err
 	}
-	if _, err := snap.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := s.exec(ctx, snap, stmtCommit); err != nil {
 		return nil, false, fmt.Errorf("store: close %s: %w", req.Month, err)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)

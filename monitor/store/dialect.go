@@ -32,6 +32,43 @@ func (d Dialect) bind(q string) string {
 	return b.String()
 }
 
+// expand rewrites q, written with numbered placeholders (?1, ?2, …: one
+// argument named in several places, as the report's window ends are),
+// into plain ? placeholders in order, and args with them: args[N-1] for
+// each ?N. The text run is then the one plain placeholders would have
+// written, on both engines. A q without numbered placeholders is returned
+// as it is, with args. args nil: only the text is rewritten.
+func (d Dialect) expand(q string, args []any) (string, []any) {
+	if !strings.ContainsAny(q, "?") {
+		return q, args
+	}
+	var b strings.Builder
+	var out []any
+	numbered := false
+	for i := 0; i < len(q); i++ {
+		if q[i] != '?' || i+1 >= len(q) || q[i+1] < '1' || q[i+1] > '9' {
+			b.WriteByte(q[i])
+			continue
+		}
+		j := i + 1
+		n := 0
+		for j < len(q) && q[j] >= '0' && q[j] <= '9' {
+			n = n*10 + int(q[j]-'0')
+			j++
+		}
+		numbered = true
+		b.WriteByte('?')
+		if n <= len(args) {
+			out = append(out, args[n-1])
+		}
+		i = j - 1
+	}
+	if !numbered {
+		return q, args
+	}
+	return b.String(), out
+}
+
 // jsonText is the text of the member name of the JSON object in col,
 // NULL when absent. name is written into the statement as a literal: it
 // follows the labels' name rule (letters, digits, '.', '_', '-'), which
@@ -48,7 +85,7 @@ func (d Dialect) jsonText(col, name string) string {
 // the member is absent or not a number. A dotted key ("eval.accuracy")
 // is one member, so SQLite's path quotes it ('$."eval.accuracy"', with
 // json_quote), while PostgreSQL's -> takes the key itself. Written with
-// CAST, not '::', which reportQuery would read as a placeholder.
+// CAST, not '::', as every statement of the store is.
 func (d Dialect) jsonNumber(col, key string) string {
 	if d == Postgres {
 		return `CASE WHEN jsonb_typeof(CAST(` + col + ` AS jsonb) -> CAST(` + key + ` AS text)) = 'number'
@@ -93,7 +130,7 @@ func (d Dialect) fence() string {
 }
 
 // readSettings is the statement that sets up a report's read-only
-// transaction, "" where the engine needs none (SQLite: its reads run on
+// transaction, nil where the engine needs none (SQLite: its reads run on
 // the read pool as they are).
 //
 // On PostgreSQL the settings are local to the transaction. The planner
@@ -109,10 +146,12 @@ func (d Dialect) fence() string {
 // takes what the month has. So: no JIT, and the join by nested loop on
 // that index (hash and merge joins off); EXPLAIN ANALYZE of the month by
 // model: 1.9 s before, 0.5 s after.
-func (d Dialect) readSettings() string {
+func (d Dialect) readSettings() *stmt {
 	if d == Postgres {
-		return `SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true),
-  set_config('enable_mergejoin', 'off', true)`
+		return stmtReadSettings
 	}
-	return ""
+	return nil
 }
+
+var stmtReadSettings = &stmt{sql: `SELECT set_config('jit', 'off', true), set_config('enable_hashjoin', 'off', true),
+  set_config('enable_mergejoin', 'off', true)`, postgresOnly: true}

@@ -48,11 +48,8 @@ func OpenAtVersionForTest(ctx context.Context, dsn string, v int) (*Store, error
 func SpanBranchesForTest(s *Store) []WriteStatement {
 	var out []WriteStatement
 	for _, b := range spanBranches {
-		where := strings.NewReplacer(":f", "?", ":t", "?").Replace(b.where)
-		var args []any
-		for range strings.Count(where, "?") {
-			args = append(args, int64(1705900000)) // near the end of the plan test's data, as a month's window is
-		}
+		// near the end of the plan test's data, as a month's window is
+		where, args := s.dialect.expand(b.where, []any{int64(1705900000), int64(1705900000)})
 		out = append(out, WriteStatement{Name: b.index, SQL: s.bind("SELECT tk.id FROM tasks tk WHERE " + where), Index: b.index, Example: args})
 	}
 	return out
@@ -70,4 +67,46 @@ func VersionBeforeForTest(prefix string) int {
 		}
 	}
 	return -1
+}
+
+// stmtOracleForTest is the template the separate-queries oracle
+// (separate_test.go) runs its own report statements under: registered in
+// the test binary only.
+var stmtOracleForTest = &stmt{build: func(Dialect) string { return "SELECT 1" }, noPlan: "a test's oracle"}
+
+func init() {
+	stmtOracleForTest.name = "test: separate-queries oracle"
+	statements[stmtOracleForTest.name] = stmtOracleForTest
+}
+
+// Statement is a registered statement as the store runs it on one
+// dialect (a template's representative instance; placeholders bound),
+// with the index its plan must use, or why it has none.
+type Statement struct {
+	WriteStatement
+	FullScan, NoPlan string
+	Template         bool
+}
+
+// StatementsForTest lists every statement of the registry the store's
+// dialect runs, by name.
+func StatementsForTest(s *Store) []Statement {
+	var out []Statement
+	for name, st := range statements {
+		if (st.postgresOnly && s.dialect != Postgres) || (st.sqliteOnly && s.dialect != SQLite) || st == stmtOracleForTest {
+			continue
+		}
+		idx := st.sqliteIndex
+		if s.dialect == Postgres {
+			idx = st.postgresIndex
+		}
+		ex := st.example
+		if st.build != nil {
+			_, ex = s.dialect.expand(st.build(s.dialect), st.example)
+		}
+		out = append(out, Statement{WriteStatement: WriteStatement{Name: name, SQL: st.text(s.dialect), Index: idx, Example: ex},
+			FullScan: st.fullScan, NoPlan: st.noPlan, Template: st.build != nil})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

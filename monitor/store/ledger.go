@@ -30,15 +30,17 @@ type LedgerData struct {
 
 // Ledger SQL (reads; the window's hours are [from, to), whole hours).
 // Each names the index that serves it.
-const (
+var (
 	// node_gpus_end: lives whose last covered instant is after the
 	// window's start minus --node-retire.
-	qLedgerLives = `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
-		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`
-	// qLedgerRaw: node_reports_time: the raw reports whose span may reach
+	stmtLedgerLives = &stmt{sql: `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
+		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`,
+		sqliteIndex: "node_gpus_end", postgresIndex: "node_gpus_end", example: []any{int64(1796130000), int64(1796133600)}}
+	// ledgerRaw: node_reports_time: the raw reports whose span may reach
 	// into the window (a span ends at or before its report's time).
-	qLedgerRaw = `SELECT node, time, span_start, span_end, body FROM node_reports
-		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
+	stmtLedgerRaw = &stmt{sql: `SELECT node, time, span_start, span_end, body FROM node_reports
+		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`,
+		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1796130000), int64(1796133600)}}
 )
 
 // LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
@@ -125,7 +127,7 @@ func compareUserHours(a, b UserHour) int {
 }
 
 func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
-	return queryRows(ctx, s.r, "ledger", s.bind(qLedgerLives), func(rows *sql.Rows, l *GPULife) error {
+	return stmtRows(ctx, s, s.r, "ledger", stmtLedgerLives, func(rows *sql.Rows, l *GPULife) error {
 		var ended sql.NullInt64
 		if err := rows.Scan(&l.Node, &l.UUID, &l.Model, &l.FirstStart, &l.LastEnd, &ended); err != nil {
 			return err
@@ -147,7 +149,7 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerRaw), from, to)
+	rows, err := s.query(ctx, s.r, stmtLedgerRaw, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("store: ledger: %w", err)
 	}

@@ -26,23 +26,24 @@ type DeclaredGPU struct {
 	Model         string
 }
 
-// qDeclaredTasks: the tasks whose interval reaches into [from, to), with
+// declaredTasks: the tasks whose interval reaches into [from, to), with
 // their listed GPUs (tasks_start_time bounds the scan; task_gpus' primary
 // key joins). A task's end is its counted end as the report counts it:
 // max(end_time, last_seen) when completed, else its last heartbeat or
 // observation (last_seen), else its start (an exec task is not counted to
 // the window's end).
-const qDeclaredTasks = `SELECT t.id, t.task_id, t.project, t.owner, t.hostname, t.k8s_node, t.start_time,
+var stmtDeclaredTasks = &stmt{sql: `SELECT t.id, t.task_id, t.project, t.owner, t.hostname, t.k8s_node, t.start_time,
 	CASE WHEN t.end_time IS NULL THEN COALESCE(t.last_seen, t.start_time)
 	     WHEN t.last_seen > t.end_time THEN t.last_seen ELSE t.end_time END, t.gpu_unlisted,
 	g.uuid, g.gpu_instance_id, g.share, g.model
 	FROM tasks t LEFT JOIN task_gpus g ON g.task_key = t.id
-	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ? OR t.last_seen > ?) ORDER BY t.id, g.position`
+	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ? OR t.last_seen > ?) ORDER BY t.id, g.position`,
+	sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705900000), int64(1705800000), int64(1705800000)}}
 
 // DeclaredTasks lists the tasks whose counted interval reaches into
 // [from, to).
 func (s *Store) DeclaredTasks(ctx context.Context, from, to int64) ([]DeclaredTask, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qDeclaredTasks), to, from, from)
+	rows, err := s.query(ctx, s.r, stmtDeclaredTasks, to, from, from)
 	if err != nil {
 		return nil, fmt.Errorf("store: declared tasks: %w", err)
 	}

@@ -82,17 +82,17 @@ func (s *Store) migrateStep(ctx context.Context, v int, step string, latest int)
 	defer tx.Rollback()
 	if s.dialect == Postgres {
 		// Any constant shared by every paddle-monitor: "paddle" in ASCII.
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(112971004210810)"); err != nil {
+		if _, err := s.exec(ctx, tx, stmtMigrateLock); err != nil {
 			return false, fmt.Errorf("store: migrate: lock: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"); err != nil {
+	if _, err := s.exec(ctx, tx, stmtCreateSchemaVersion); err != nil {
 		return false, fmt.Errorf("store: migrate: %w", err)
 	}
 	var current int
-	switch err := tx.QueryRowContext(ctx, "SELECT version FROM schema_version").Scan(&current); {
+	switch err := s.queryRow(ctx, tx, stmtSchemaVersion).Scan(&current); {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_version (version) VALUES (0)"); err != nil {
+		if _, err := s.exec(ctx, tx, stmtInsertSchemaVersion); err != nil {
 			return false, fmt.Errorf("store: migrate: %w", err)
 		}
 	case err != nil:
@@ -107,7 +107,7 @@ func (s *Store) migrateStep(ctx context.Context, v int, step string, latest int)
 	if _, err := tx.ExecContext(ctx, step); err != nil {
 		return false, fmt.Errorf("store: migration %d: %w", v, err)
 	}
-	if _, err := tx.ExecContext(ctx, s.bind("UPDATE schema_version SET version = ?"), v); err != nil {
+	if _, err := s.exec(ctx, tx, stmtSetSchemaVersion, v); err != nil {
 		return false, fmt.Errorf("store: migration %d: %w", v, err)
 	}
 	if err := tx.Commit(); err != nil {

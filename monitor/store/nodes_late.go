@@ -11,8 +11,6 @@ import (
 var stmtReportCut = &stmt{sql: `SELECT MAX(last_time) FROM nodes`,
 	sqliteIndex: "nodes_last_time", postgresIndex: "nodes_last_time", example: []any{}}
 
-func init() { nodeStatements["report cut"] = stmtReportCut }
-
 // ReportCut is the latest node report time the store holds (MONITOR.md
 // 20.14): a statement closed now includes the node reports up to it, and
 // one stored later is late data (observed_after_close). nil without node

@@ -25,7 +25,7 @@ var (
 	// retired nodes and nodes silent since before the given time left out.
 	stmtNodesSeen = &stmt{sql: `SELECT node, last_time, interval_seconds FROM nodes
 		WHERE retired_at IS NULL AND last_time >= ? ORDER BY node`,
-		example: []any{int64(1)}}
+		fullScan: "one row per node that ever reported: the list is the answer", example: []any{int64(1)}}
 	// One node's latest report, by the primary key.
 	stmtNodeLatest = &stmt{sql: "SELECT last_time, latest FROM nodes WHERE node = ?",
 		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{"n"}}
@@ -34,7 +34,7 @@ var (
 // NodesSeen lists the nodes not retired whose latest report's time is at
 // least since, by name.
 func (s *Store) NodesSeen(ctx context.Context, since int64) ([]NodeSeen, error) {
-	return queryRows(ctx, s.r, "nodes seen", stmtNodesSeen.text(s.dialect), func(rows *sql.Rows, n *NodeSeen) error {
+	return stmtRows(ctx, s, s.r, "nodes seen", stmtNodesSeen, func(rows *sql.Rows, n *NodeSeen) error {
 		return rows.Scan(&n.Node, &n.LastTime, &n.IntervalSeconds)
 	}, since)
 }
@@ -44,7 +44,7 @@ func (s *Store) NodesSeen(ctx context.Context, since int64) ([]NodeSeen, error) 
 func (s *Store) LatestNodeReport(ctx context.Context, node string) (*wire.NodeReport, error) {
 	var t int64
 	var body string
-	switch err := s.r.QueryRowContext(ctx, stmtNodeLatest.text(s.dialect), node).Scan(&t, &body); {
+	switch err := s.queryRow(ctx, s.r, stmtNodeLatest, node).Scan(&t, &body); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, node)
 	case err != nil:

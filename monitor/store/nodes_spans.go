@@ -34,13 +34,6 @@ var (
 		postgresIndex: "node_spans_pkey", example: []any{"n", "GPU-1", int64(1), int64(2)}}
 )
 
-func init() {
-	for name, st := range map[string]*stmt{"span before": stmtSpanBefore, "span after": stmtSpanAfter,
-		"extend span": stmtSpanExtend, "delete span": stmtSpanDelete, "insert span": stmtSpanInsert} {
-		nodeStatements[name] = st
-	}
-}
-
 // coveredGPUs are the UUIDs a report observed (an instance with samples:
 // its ledger state is not unobserved over the report's span), in the
 // order they first appear.
@@ -109,14 +102,15 @@ func (s *Store) addSpan(ctx context.Context, tx *sql.Tx, node, uuid string, a, b
 // intervals.
 type Spans map[string]map[string][]span
 
-// qSpansIn: the spans reaching into a window [from, to): ending in
+// spansIn: the spans reaching into a window [from, to): ending in
 // (from, to + spanDay] (no span is longer than a day) and starting before
 // to.
-const qSpansIn = `SELECT node, uuid, span_start, span_end FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ?`
+var stmtSpansIn = &stmt{sql: `SELECT node, uuid, span_start, span_end FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ?`,
+	sqliteIndex: "node_spans_end", postgresIndex: "node_spans_end", example: []any{int64(1796130000), int64(1796216400), int64(1796133600)}}
 
 // spansIn reads the covered spans reaching into [from, to), clipped to it.
 func (s *Store) spansIn(ctx context.Context, from, to int64) (Spans, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qSpansIn), from, to+spanDay, to)
+	rows, err := s.query(ctx, s.r, stmtSpansIn, from, to+spanDay, to)
 	if err != nil {
 		return nil, fmt.Errorf("store: spans: %w", err)
 	}
@@ -189,10 +183,12 @@ func covered(l []span, a, b int64) int64 {
 // qRawSince: the start of the oldest raw report kept (node_reports_time):
 // --raw-retention prunes reports by time, so every report after it is
 // kept.
-const qRawSince = `SELECT span_start FROM node_reports ORDER BY time LIMIT 1`
+var stmtRawSince = &stmt{sql: `SELECT span_start FROM node_reports ORDER BY time LIMIT 1`,
+	sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time"}
 
-// qNodeFactsIn: whether a node report covered some of [from, to).
-const qNodeFactsIn = `SELECT 1 FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ? LIMIT 1`
+// nodeFactsIn: whether a node report covered some of [from, to).
+var stmtNodeFactsIn = &stmt{sql: `SELECT 1 FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ? LIMIT 1`,
+	sqliteIndex: "node_spans_end", postgresIndex: "node_spans_end", example: []any{int64(1796130000), int64(1796216400), int64(1796133600)}}
 
 // RawComplete says whether the raw reports still kept answer [from, to)
 // exactly: no node report covered any of it before the oldest raw report
@@ -204,7 +200,7 @@ func (s *Store) RawComplete(ctx context.Context, from, to int64) (complete, node
 			return false, nil
 		}
 		var one int64
-		err := s.r.QueryRowContext(ctx, s.bind(qNodeFactsIn), a, b+spanDay, b).Scan(&one)
+		err := s.queryRow(ctx, s.r, stmtNodeFactsIn, a, b+spanDay, b).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
@@ -214,7 +210,7 @@ func (s *Store) RawComplete(ctx context.Context, from, to int64) (complete, node
 		return true, false, wrapSpans(err)
 	}
 	var oldest sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, qRawSince).Scan(&oldest); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := s.queryRow(ctx, s.r, stmtRawSince).Scan(&oldest); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, true, wrapSpans(err)
 	}
 	if !oldest.Valid {

@@ -136,6 +136,14 @@ var nodeStatements = map[string]*stmt{
 	"upsert GPU conflict":      stmtUpsertConflict,
 	"resolve held GPUs":        stmtResolveHeld,
 	"resolve conflicting GPUs": stmtResolveConflicting,
+	"report cut":               stmtReportCut,
+	"node UID":                 stmtNodeUID,
+	"set node UID":             stmtSetNodeUID,
+	"span before":              stmtSpanBefore,
+	"span after":               stmtSpanAfter,
+	"extend span":              stmtSpanExtend,
+	"delete span":              stmtSpanDelete,
+	"insert span":              stmtSpanInsert,
 }
 
 // The ledger's reads (ledger.go, ledger_ties.go): the window's roll-ups

@@ -23,11 +23,6 @@ var (
 		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{"u", "n"}}
 )
 
-func init() {
-	nodeStatements["node UID"] = stmtNodeUID
-	nodeStatements["set node UID"] = stmtSetNodeUID
-}
-
 // replacedNode ends the lives and conflicts of the machine that reported
 // as r.Node before, when the report's Node UID uid is not the stored one,
 // at the start of the part of r no stored report covers (setNodeUID

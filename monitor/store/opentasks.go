@@ -8,6 +8,40 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
+// The reads of the open tasks (/metrics, the page, the budgets'
+// forecast): the open tasks seen since a time, by tasks_open_seen_at
+// (seen_at of the tasks without an end), their GPUs by task_gpus' primary
+// key.
+var (
+	stmtOpenTasks = &stmt{sql: openTasksSQL,
+		sqliteIndex: "tasks_open_seen_at", postgresIndex: "tasks_open_seen_at", example: []any{int64(1705900000), int64(1705900000), int64(1705900000)}}
+	stmtOpenTasksLimit = &stmt{sql: openTasksSQL + " LIMIT ?",
+		sqliteIndex: "tasks_open_seen_at", postgresIndex: "tasks_open_seen_at",
+		example: []any{int64(1705900000), int64(1705900000), int64(1705900000), int64(10)}}
+	stmtOpenTaskGPUs = &stmt{sql: `SELECT g.task_key, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.latest_util_mean
+		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		AND g.uuid <> '' AND g.claim_ended IS NULL
+		ORDER BY g.task_key, g.position`,
+		sqliteIndex: "tasks_open_seen_at", postgresIndex: "tasks_open_seen_at", example: []any{int64(1705900000), int64(1705900000), int64(1705900000)}}
+	stmtRunningTasks = &stmt{sql: `SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id, t.id`,
+		sqliteIndex: "tasks_open_seen_at", postgresIndex: "tasks_open_seen_at", example: []any{int64(1705900000), int64(1705900000), int64(1705900000)}}
+	stmtRunningTaskGPUs = &stmt{sql: `SELECT g.task_key, g.model, g.share, g.gpu_instance_id IS NOT NULL, g.mig_profile FROM task_gpus g JOIN tasks t ON t.id = g.task_key
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY g.task_key, g.position`,
+		sqliteIndex: "tasks_open_seen_at", postgresIndex: "tasks_open_seen_at", example: []any{int64(1705900000), int64(1705900000), int64(1705900000)}}
+)
+
+// openTasksSQL is OpenTasks' statement, without and with a LIMIT.
+const openTasksSQL = `SELECT t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
+		t.k8s_pod_uid, t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END, t.seen_at,
+		t.duration_est, t.gpus_seen, t.idle_since, t.heartbeat_interval
+		FROM tasks t
+		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
+		ORDER BY t.start_time, t.task_id, t.id`
+
 // OpenTask is a task without a completion, as /metrics and the page show
 // it, with the GPUs it still claims.
 type OpenTask struct {
@@ -63,22 +97,15 @@ type OpenGPU struct {
 // (Register): both claims are served until the older task is not seen for
 // the claim grace, then only the newer one.
 func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]OpenTask, error) {
-	q := `SELECT t.id, t.task_id, t.task_name, t.project, t.owner, t.priority, t.env, t.pipeline, t.step, t.hostname,
-		t.k8s_pod_uid, t.gpu_count, t.start_time, CASE WHEN t.last_seen > t.start_time THEN t.last_seen ELSE t.start_time END, t.seen_at,
-		t.duration_est, t.gpus_seen, t.idle_since, t.heartbeat_interval
-		FROM tasks t
-		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY t.start_time, t.task_id, t.id`
-	args := []any{seenSince, seenSince, seenSince}
+	st, args := stmtOpenTasks, []any{seenSince, seenSince, seenSince}
 	if limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, limit)
+		st, args = stmtOpenTasksLimit, append(args, limit)
 	}
 	type keyed struct {
 		key int64
 		OpenTask
 	}
-	rows, err := queryRows(ctx, s.r, "open tasks", s.bind(q), func(rows *sql.Rows, t *keyed) error {
+	rows, err := stmtRows(ctx, s, s.r, "open tasks", st, func(rows *sql.Rows, t *keyed) error {
 		var gpusSeen *int64
 		err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline,
 			&t.Step, &t.Hostname, &t.K8sPodUID, &t.GPUCount, &t.StartTime, &t.LastSeen, &t.SeenAt, &t.DurationEst, &gpusSeen, &t.IdleSince,
@@ -99,12 +126,7 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	gq := `SELECT g.task_key, g.uuid, g.model, g.gpu_instance_id, g.mig_profile, g.share, g.latest_util_mean
-		FROM task_gpus g JOIN tasks t ON t.id = g.task_key
-		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		AND g.uuid <> '' AND g.claim_ended IS NULL
-		ORDER BY g.task_key, g.position`
-	grows, err := s.r.QueryContext(ctx, s.bind(gq), seenSince, seenSince, seenSince)
+	grows, err := s.query(ctx, s.r, stmtOpenTaskGPUs, seenSince, seenSince, seenSince)
 	if err != nil {
 		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
 	}
@@ -155,9 +177,7 @@ func (s *Store) dropStaleClaims(tasks []OpenTask) {
 // after seenSince with their listed GPUs, as a budget forecast counts
 // them (report.Running).
 func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]facts.RunningTask, error) {
-	tasks, err := queryRows(ctx, s.r, "running tasks", s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
-		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY t.start_time, t.task_id, t.id`), func(rows *sql.Rows, t *facts.RunningTask) error {
+	tasks, err := stmtRows(ctx, s, s.r, "running tasks", stmtRunningTasks, func(rows *sql.Rows, t *facts.RunningTask) error {
 		return rows.Scan(&t.ID, &t.Project, &t.Owner, &t.GPUCount)
 	}, seenSince, seenSince, seenSince)
 	if err != nil {
@@ -170,9 +190,7 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]facts.Runn
 	if len(tasks) == 0 {
 		return tasks, nil
 	}
-	grows, err := s.r.QueryContext(ctx, s.bind(`SELECT g.task_key, g.model, g.share, g.gpu_instance_id IS NOT NULL, g.mig_profile FROM task_gpus g JOIN tasks t ON t.id = g.task_key
-		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY g.task_key, g.position`), seenSince, seenSince, seenSince)
+	grows, err := s.query(ctx, s.r, stmtRunningTaskGPUs, seenSince, seenSince, seenSince)
 	if err != nil {
 		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
 	}

@@ -50,10 +50,10 @@ c AS (
   FROM span sp JOIN task_gpus g ON g.task_key = sp.id
   WHERE g.uuid <> ''
 )
-SELECT a.uuid, a.gi, CASE WHEN a.s < :f THEN :f ELSE a.s END AS at, b.id, b.task_id, b.project, b.owner, b.share
+SELECT a.uuid, a.gi, CASE WHEN a.s < ?1 THEN ?1 ELSE a.s END AS at, b.id, b.task_id, b.project, b.owner, b.share
 FROM c a JOIN c b ON b.uuid = a.uuid AND b.gi = a.gi
-  AND b.s <= CASE WHEN a.s < :f THEN :f ELSE a.s END AND b.e > CASE WHEN a.s < :f THEN :f ELSE a.s END
-WHERE a.e > a.s AND a.e > :f
+  AND b.s <= CASE WHEN a.s < ?1 THEN ?1 ELSE a.s END AND b.e > CASE WHEN a.s < ?1 THEN ?1 ELSE a.s END
+WHERE a.e > a.s AND a.e > ?1
 ORDER BY a.uuid, a.gi, at, b.id`
 
 // ShareOverlaps lists the instants in the window at which the claims of a
@@ -62,7 +62,7 @@ ORDER BY a.uuid, a.gi, at, b.id`
 // instance and time. A run of such instants lists each claim's start in
 // it once.
 func (s *Store) ShareOverlaps(ctx context.Context, w facts.Window) ([]ShareOverlap, error) {
-	rows, err := s.reportQuery(ctx, shareOverlapsSQL, w, "")
+	rows, err := s.reportQuery(ctx, stmtShareOverlaps, shareOverlapsSQL, w, "")
 	if err != nil {
 		return nil, err
 	}

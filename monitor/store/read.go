@@ -46,12 +46,42 @@ const taskColumns = `t.id, t.task_id, t.task_name, t.project, t.owner, t.priorit
 	t.gpu_count, t.duration_est, t.labels, t.registered_at, t.last_seen, t.end_time, t.duration_seconds, t.exit_code,
 	t.signal, t.gate_passed, t.gate_expr, t.gate_reason, t.metrics, t.completed_at, t.idle_since, t.submit_time`
 
+// The reads of tasks (the API's task and task list).
+var (
+	stmtTaskByID = &stmt{sql: "SELECT " + taskColumns + " FROM tasks t WHERE t.task_id = ? ORDER BY t.start_time DESC, t.id DESC",
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t"}}
+	// tasks is a template: its WHERE is the filter's conditions (the
+	// instance checked: a window of start times, the common filter).
+	stmtTasks = &stmt{build: func(Dialect) string { return tasksSQL([]string{"t.start_time >= ?", "t.start_time < ?"}) },
+		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705800000), int64(1705900000), int64(51)}}
+	// The distinct (project, owner) pairs are few: kept in their own table
+	// by Register, read whole.
+	stmtProjectOwners = &stmt{sql: "SELECT project, owner FROM project_owners",
+		fullScan: "the distinct (project, owner) pairs, few: the list is the answer"}
+	// The listed tasks' GPUs: a key list, task_gpus' primary key.
+	stmtTasksGPUs = perEngine(func(d Dialect) string {
+		return `SELECT task_key, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
+		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
+		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean
+		FROM task_gpus WHERE task_key IN (SELECT CAST(k.value AS BIGINT) FROM ` + d.keyList("k") + `) ORDER BY task_key, position`
+	}, &stmt{sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{"[1, 2]"}})
+)
+
+// tasksSQL is Tasks' statement with the conditions where.
+func tasksSQL(where []string) string {
+	q := "SELECT " + taskColumns + " FROM tasks t"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q + " ORDER BY t.start_time DESC, t.task_id DESC, t.project DESC, t.owner DESC LIMIT ?"
+}
+
 // Task returns the newest task (by start_time) under taskID within scope,
 // or nil (and no error) when there is none the scope may see; project, when
 // not empty, picks the one of that project. The others the scope sees under
 // the same task_id are listed in its SameTaskID.
 func (s *Store) Task(ctx context.Context, taskID, project string, scope *access.Scope) (*Task, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind("SELECT "+taskColumns+" FROM tasks t WHERE t.task_id = ? ORDER BY t.start_time DESC, t.id DESC"), taskID)
+	rows, err := s.query(ctx, s.r, stmtTaskByID, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
 	}
@@ -151,13 +181,8 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		}
 		add("(t.project, t.owner) IN (SELECT j.k0, j.k1 FROM "+s.dialect.pairList("j")+")", string(b))
 	}
-	q := "SELECT " + taskColumns + " FROM tasks t"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY t.start_time DESC, t.task_id DESC, t.project DESC, t.owner DESC LIMIT ?"
 	args = append(args, limit+1)
-	rows, err := s.r.QueryContext(ctx, s.bind(q), args...)
+	rows, err := s.queryBuilt(ctx, s.r, stmtTasks, tasksSQL(where), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: tasks: %w", err)
 	}
@@ -181,7 +206,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 // tasks), kept in their own table by Register, and globs are matched here,
 // in Go, by the same rule as writes, instead of being translated into SQL.
 func (s *Store) scopePairs(ctx context.Context, scope *access.Scope) ([][2]string, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT project, owner FROM project_owners")
+	rows, err := s.query(ctx, s.r, stmtProjectOwners)
 	if err != nil {
 		return nil, fmt.Errorf("store: scope: %w", err)
 	}
@@ -290,11 +315,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}
-	in := "SELECT CAST(k.value AS BIGINT) FROM " + s.dialect.keyList("k")
-	rows, err := s.r.QueryContext(ctx, s.bind(`SELECT task_key, gpu_index, uuid, model, memory_total, samples, util_mean, util_p95,
-		memory_used_peak_bytes, idle_share, claim_ended, share, mig_uuid, gpu_instance_id, compute_instance_id, mig_profile,
-		mig_slices, mig_total_slices, energy_joules, energy_estimated, latest_samples, latest_util_mean
-		FROM task_gpus WHERE task_key IN (`+in+`) ORDER BY task_key, position`), string(b))
+	rows, err := s.query(ctx, s.r, stmtTasksGPUs, string(b))
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}

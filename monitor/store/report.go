@@ -14,7 +14,7 @@ import (
 // The report's SQL. Both stores run the same statements (only the
 // placeholders and fence differ; PostgreSQL runs them with
 // Dialect.readSettings), so they answer the same sums. Times are Unix
-// seconds; :f and :t are the window's ends.
+// seconds; ?1 and ?2 are the window's ends.
 //
 // span selects the tasks whose counted interval overlaps the window and
 // computes the seconds counted inside it:
@@ -54,12 +54,12 @@ var spanSQL = func() string {
 // spanBranches are span's disjoint sets of tasks, each with the index
 // that serves it (the same on both stores; TestWritePlans checks them).
 var spanBranches = []struct{ where, index string }{
-	{"tk.start_time >= :f AND tk.start_time < :t", "tasks_start_time"},
+	{"tk.start_time >= ?1 AND tk.start_time < ?2", "tasks_start_time"},
 	// tasks_end_time (end_time): with statistics both planners take the
 	// range end_time > f over tasks_end_start (end_time, start_time).
-	{"tk.end_time > :f AND tk.start_time < :f", "tasks_end_time"},
-	{"tk.end_time IS NULL AND tk.last_seen > :f AND tk.start_time < :f", "tasks_open_seen"},
-	{"tk.end_time IS NOT NULL AND tk.last_seen > tk.end_time AND tk.last_seen > :f AND tk.end_time <= :f AND tk.start_time < :f", "tasks_done_seen"},
+	{"tk.end_time > ?1 AND tk.start_time < ?1", "tasks_end_time"},
+	{"tk.end_time IS NULL AND tk.last_seen > ?1 AND tk.start_time < ?1", "tasks_open_seen"},
+	{"tk.end_time IS NOT NULL AND tk.last_seen > tk.end_time AND tk.last_seen > ?1 AND tk.end_time <= ?1 AND tk.start_time < ?1", "tasks_done_seen"},
 }
 
 // countedEnd is a task's counted end: max(end_time, last_seen) when it has
@@ -99,11 +99,11 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
-      CASE WHEN tk.start_time > :f THEN tk.start_time ELSE :f END AS s0,
+      CASE WHEN tk.start_time > ?1 THEN tk.start_time ELSE ?1 END AS s0,
       CASE WHEN tk.end_time IS NULL AND tk.idle_since IS NOT NULL AND tk.observed_at IS NULL
-           THEN CASE WHEN tk.idle_since > :f THEN tk.idle_since ELSE :f END END AS i0,
+           THEN CASE WHEN tk.idle_since > ?1 THEN tk.idle_since ELSE ?1 END END AS i0,
       ` + countedEnd + ` AS ce,
-      CASE WHEN (` + countedEnd + `) < :t THEN ` + countedEnd + ` ELSE :t END AS e1`
+      CASE WHEN (` + countedEnd + `) < ?2 THEN ` + countedEnd + ` ELSE ?2 END AS e1`
 
 // spanModels is span with a row per model each task has GPUs of (and the
 // column model): the listed GPUs' models, each once (the first GPU of a
@@ -147,7 +147,7 @@ func (s *Store) taskGroups(keys []string) (cols, sel []string, with, from string
 // queued is the SQL condition of a spanned task whose queue wait counts:
 // it has a submit_time and started inside the window (a task that started
 // before the window waited in an earlier one).
-const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
+const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= ?1 AND sp.start_time < ?2"
 
 // ReportMetric implements facts.Source: the sum and count of a completion
 // metric over the completed tasks whose end is inside the window and that
@@ -157,26 +157,12 @@ func (s *Store) ReportMetric(ctx context.Context, w facts.Window, keys []string,
 	if _, err := facts.ParseMetrics([]string{metric}); err != nil {
 		return nil, err
 	}
-	cols, sel, q, from, err := s.taskGroups(keys)
+	cols, q, err := s.reportMetricSQL(keys)
 	if err != nil {
 		return nil, err
 	}
-	inner := make([]string, len(cols))
-	outer := make([]string, len(cols))
-	for i, c := range cols {
-		inner[i] = sel[i] + " AS " + c
-		outer[i] = "v." + c
-	}
-	list := strings.Join(outer, ", ")
-	q += `
-SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
-  SELECT ` + strings.Join(inner, ", ") + `, ` + s.dialect.jsonNumber("tm.metrics", ":k") + ` AS x
-  FROM ` + from + ` JOIN tasks tm ON tm.id = sp.id
-  WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
-) v
-GROUP BY ` + list
 	var out []facts.MetricSums
-	err = s.scanReport(ctx, q, w, metric, len(cols), func(vals []string) ([]any, func()) {
+	err = s.scanReport(ctx, stmtReportMetric, q, w, metric, len(cols), func(vals []string) ([]any, func()) {
 		var sum sql.NullFloat64
 		var m facts.MetricSums
 		return []any{&sum, &m.Tasks}, func() {
@@ -187,6 +173,30 @@ GROUP BY ` + list
 		}
 	})
 	return out, err
+}
+
+// reportMetricSQL is ReportMetric's statement by keys, and its group
+// columns.
+func (s *Store) reportMetricSQL(keys []string) (cols []string, q string, err error) {
+	cols, sel, q, from, err := s.taskGroups(keys)
+	if err != nil {
+		return nil, "", err
+	}
+	inner := make([]string, len(cols))
+	outer := make([]string, len(cols))
+	for i, c := range cols {
+		inner[i] = sel[i] + " AS " + c
+		outer[i] = "v." + c
+	}
+	list := strings.Join(outer, ", ")
+	q += `
+SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
+  SELECT ` + strings.Join(inner, ", ") + `, ` + s.dialect.jsonNumber("tm.metrics", "?3") + ` AS x
+  FROM ` + from + ` JOIN tasks tm ON tm.id = sp.id
+  WHERE sp.completed = 1 AND sp.end_time >= ?1 AND sp.end_time < ?2
+) v
+GROUP BY ` + list
+	return cols, q, nil
 }
 
 // groupCols returns the GROUP BY columns of ReportSums: its keys, then
@@ -224,9 +234,9 @@ func taskSumsSQL(first string) string {
 	return `CAST(` + count + ` AS BIGINT), CAST(SUM(` + n + ` * sp.completed) AS BIGINT), CAST(SUM(` + n + ` * sp.failed) AS BIGINT),
   CAST(SUM(` + n + ` * sp.gate_failed) AS BIGINT), CAST(SUM(` + n + ` * (1 - sp.completed)) AS BIGINT),
   CAST(SUM(CASE WHEN ` + and + `sp.completed = 1 AND sp.duration_est IS NOT NULL
-    AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
+    AND sp.end_time >= ?1 AND sp.end_time < ?2 THEN sp.duration_est ELSE 0 END) AS BIGINT),
   SUM(CASE WHEN ` + and + `sp.completed = 1 AND sp.duration_est IS NOT NULL
-    AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
+    AND sp.end_time >= ?1 AND sp.end_time < ?2 THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
   CAST(SUM(` + n + ` * sp.gpu_unlisted * sp.sec) AS BIGINT),
   CAST(SUM(` + n + ` * sp.failed * sp.gpu_unlisted * sp.sec) AS BIGINT),
   CAST(SUM(CASE WHEN ` + and + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
@@ -332,6 +342,18 @@ func (s *Store) ReportSums(ctx context.Context, w facts.Window, keys []string, s
 // taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
 func (s *Store) taskSums(ctx context.Context, w facts.Window, cols []string) ([]facts.TaskSums, error) {
+	var out []facts.TaskSums
+	err := s.scanReport(ctx, stmtReportTasks, s.reportTasksSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
+		out = append(out, facts.TaskSums{})
+		t := &out[len(out)-1]
+		dest, done := taskScan(t)
+		return dest, func() { done(); t.Key = keyMap(cols, vals) }
+	})
+	return out, err
+}
+
+// reportTasksSQL is taskSums' statement by cols.
+func (s *Store) reportTasksSQL(cols []string) string {
 	span, sel := s.spanOf(cols)
 	q := "WITH " + span + `
 SELECT ` + strings.Join(append(sel, taskSumsSQL("")), ", ") + `
@@ -340,14 +362,7 @@ FROM span sp`
 		q += `
 GROUP BY ` + strings.Join(sel, ", ")
 	}
-	var out []facts.TaskSums
-	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
-		out = append(out, facts.TaskSums{})
-		t := &out[len(out)-1]
-		dest, done := taskScan(t)
-		return dest, func() { done(); t.Key = keyMap(cols, vals) }
-	})
-	return out, err
+	return q
 }
 
 // gpuSums are the GPU sums grouped by cols (model among them), apart for
@@ -357,19 +372,8 @@ GROUP BY ` + strings.Join(sel, ", ")
 // a task that lasted no time). Span's indexes, then task_gpus' primary
 // key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w facts.Window, cols []string) ([]facts.GPUSums, error) {
-	span, sel := s.spanOf(cols)
-	for i, c := range cols {
-		if c == "model" {
-			sel[i] = modelKey
-		}
-	}
-	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
-	q := "WITH " + span + `
-SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
-FROM span sp JOIN task_gpus g ON g.task_key = sp.id
-GROUP BY ` + list
 	var out []facts.GPUSums
-	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
+	err := s.scanReport(ctx, stmtReportGPUs, s.reportGPUsSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
 		out = append(out, facts.GPUSums{})
 		g := &out[len(out)-1]
 		dest, done := gpuScan(g)
@@ -378,20 +382,29 @@ GROUP BY ` + list
 	return out, err
 }
 
+// reportGPUsSQL is gpuSums' statement by cols.
+func (s *Store) reportGPUsSQL(cols []string) string {
+	span, sel := s.spanOf(cols)
+	for i, c := range cols {
+		if c == "model" {
+			sel[i] = modelKey
+		}
+	}
+	list := strings.Join(append(sel, "CASE WHEN g.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "g.mig_profile"), ", ")
+	return "WITH " + span + `
+SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
+FROM span sp JOIN task_gpus g ON g.task_key = sp.id
+GROUP BY ` + list
+}
+
 // baseSums are the task sums grouped by cols (no model) and apart for the
 // tasks of unlistedOnly: all of them are the sums without model, and
 // those of unlistedOnly, keyed with the empty model, the task sums of
 // that row. One pass over span (its three indexes); unlistedOnly's
 // lookups on task_gpus' primary key.
 func (s *Store) baseSums(ctx context.Context, w facts.Window, cols []string) (base, empty []facts.TaskSums, err error) {
-	span, sel := s.spanOf(cols)
-	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
-	q := "WITH " + span + `
-SELECT ` + list + `, ` + taskSumsSQL("") + `
-FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + s.dialect.fence() + `) sp
-GROUP BY ` + list
 	var only []int64
-	err = s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
+	err = s.scanReport(ctx, stmtReportBase, s.reportBaseSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
 		base = append(base, facts.TaskSums{})
 		only = append(only, 0)
 		t := &base[len(base)-1]
@@ -412,27 +425,25 @@ GROUP BY ` + list
 	return base, empty, nil
 }
 
+// reportBaseSQL is baseSums' statement by cols.
+func (s *Store) reportBaseSQL(cols []string) string {
+	span, sel := s.spanOf(cols)
+	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
+	return "WITH " + span + `
+SELECT ` + list + `, ` + taskSumsSQL("") + `
+FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_only FROM span sp ` + s.dialect.fence() + `) sp
+GROUP BY ` + list
+}
+
 // modelSums are the GPU sums and the task sums by model of the tasks'
 // listed GPUs, grouped by cols (model among them), MIG and profile, in one
 // join (span's indexes, then task_gpus' primary key (task_key, position));
 // a task counts once per model, on its first GPU of that model (the
 // NOT EXISTS of an earlier position with the model, on the same key).
 func (s *Store) modelSums(ctx context.Context, w facts.Window, cols []string) ([]facts.TaskSums, []facts.GPUSums, error) {
-	span, sel := s.spanOf(cols)
-	list := strings.Join(append(sel, "CASE WHEN sp.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "sp.mig_profile"), ", ")
-	q := "WITH " + span + `
-SELECT ` + list + `, ` + gpuSumsSQL("sp.") + `,
-  ` + taskSumsSQL("sp.first") + `
-FROM (
-  SELECT sp.*, ` + modelKey + ` AS model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
-    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
-      THEN 0 ELSE 1 END AS first
-  FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + s.dialect.fence() + `
-) sp
-GROUP BY ` + list
 	var tasks []facts.TaskSums
 	var gpus []facts.GPUSums
-	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
+	err := s.scanReport(ctx, stmtReportModels, s.reportModelsSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
 		tasks, gpus = append(tasks, facts.TaskSums{}), append(gpus, facts.GPUSums{})
 		t, g := &tasks[len(tasks)-1], &gpus[len(gpus)-1]
 		gdest, gdone := gpuScan(g)
@@ -448,4 +459,20 @@ GROUP BY ` + list
 		return nil, nil, err
 	}
 	return tasks, gpus, nil
+}
+
+// reportModelsSQL is modelSums' statement by cols.
+func (s *Store) reportModelsSQL(cols []string) string {
+	span, sel := s.spanOf(cols)
+	list := strings.Join(append(sel, "CASE WHEN sp.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "sp.mig_profile"), ", ")
+	return "WITH " + span + `
+SELECT ` + list + `, ` + gpuSumsSQL("sp.") + `,
+  ` + taskSumsSQL("sp.first") + `
+FROM (
+  SELECT sp.*, ` + modelKey + ` AS model, g.gpu_instance_id, g.mig_profile, g.share, g.samples, g.idle_share, g.util_mean, g.energy_joules,
+    CASE WHEN EXISTS (SELECT 1 FROM task_gpus g2 WHERE g2.task_key = g.task_key AND g2.position < g.position AND ` + sameModelKey + `)
+      THEN 0 ELSE 1 END AS first
+  FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + s.dialect.fence() + `
+) sp
+GROUP BY ` + list
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
@@ -19,37 +18,15 @@ func keyMap(cols, vals []string) map[string]string {
 	return m
 }
 
-// reportQuery binds the window to every :f and :t of q, and metric to
-// every :k, in order, and runs it on the read pool (on PostgreSQL in a
-// read-only transaction with Dialect.readSettings).
-func (s *Store) reportQuery(ctx context.Context, q string, w facts.Window, metric string) (*reportRows, error) {
-	var b strings.Builder
-	var args []any
-	for {
-		i := strings.IndexByte(q, ':')
-		if i < 0 || i+1 >= len(q) || (q[i+1] != 'f' && q[i+1] != 't' && q[i+1] != 'k') {
-			if i < 0 {
-				b.WriteString(q)
-				break
-			}
-			b.WriteString(q[:i+1])
-			q = q[i+1:]
-			continue
-		}
-		b.WriteString(q[:i] + "?")
-		switch q[i+1] {
-		case 'f':
-			args = append(args, w.From.Unix())
-		case 't':
-			args = append(args, w.To.Unix())
-		default:
-			args = append(args, metric)
-		}
-		q = q[i+2:]
-	}
+// reportQuery runs q, an instance of the registered template st written
+// with the report's numbered placeholders (?1 the window's start, ?2 its
+// end, ?3 the metric; Dialect.expand), on the read pool (on PostgreSQL in
+// a read-only transaction with Dialect.readSettings).
+func (s *Store) reportQuery(ctx context.Context, st *stmt, q string, w facts.Window, metric string) (*reportRows, error) {
+	args := []any{w.From.Unix(), w.To.Unix(), metric}
 	settings := s.dialect.readSettings()
-	if settings == "" {
-		rows, err := s.r.QueryContext(ctx, s.bind(b.String()), args...)
+	if settings == nil {
+		rows, err := s.queryBuilt(ctx, s.r, st, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("store: report: %w", err)
 		}
@@ -59,11 +36,11 @@ func (s *Store) reportQuery(ctx context.Context, q string, w facts.Window, metri
 	if err != nil {
 		return nil, fmt.Errorf("store: report: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, settings); err != nil {
+	if _, err := s.exec(ctx, tx, settings); err != nil {
 		tx.Rollback()
 		return nil, fmt.Errorf("store: report: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, s.bind(b.String()), args...)
+	rows, err := s.queryBuilt(ctx, tx, st, q, args...)
 	if err != nil {
 		tx.Rollback()
 		return nil, fmt.Errorf("store: report: %w", err)
@@ -95,13 +72,13 @@ func prefixed(p string, cols []string) []string {
 	return out
 }
 
-// scanReport runs q (metric bound to its :k) and scans each row: its
+// scanReport runs q, an instance of st (metric bound to its ?3), and scans each row: its
 // first n columns are the group's key values, the rest go to the
 // destinations row returns (it is called once per row, with the values the
 // key columns will hold once the row is scanned; done runs then).
-func (s *Store) scanReport(ctx context.Context, q string, w facts.Window, metric string, n int,
+func (s *Store) scanReport(ctx context.Context, st *stmt, q string, w facts.Window, metric string, n int,
 	row func(vals []string) (dest []any, done func())) error {
-	rows, err := s.reportQuery(ctx, q, w, metric)
+	rows, err := s.reportQuery(ctx, st, q, w, metric)
 	if err != nil {
 		return err
 	}

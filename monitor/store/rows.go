@@ -6,22 +6,23 @@ import (
 	"fmt"
 )
 
-// queryRows runs query on q and scans each row into a T with scan. It is
-// the one place that reads rows (Next, Scan, Err, Close), so that no read
-// forgets rows.Err or leaks its rows; errors are wrapped with what
-// ("store: what: …"). No rows: a nil slice.
-func queryRows[T any](ctx context.Context, q querier, what, query string, scan func(*sql.Rows, *T) error, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+// stmtRows runs st, a statement of the registry, as Store.query runs it
+// (prepared where the store prepared it), and scans each row into a T
+// with scan. It is the one place that reads rows (Next, Scan, Err,
+// Close), so that no read forgets rows.Err or leaks its rows; errors are
+// wrapped with what ("store: what: …"). No rows: a nil slice.
+func stmtRows[T any](ctx context.Context, s *Store, q querier, what string, st *stmt, scan func(*sql.Rows, *T) error, args ...any) ([]T, error) {
+	rows, err := s.query(ctx, q, st, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}
 	return collectRows(rows, what, scan)
 }
 
-// stmtRows is queryRows for a statement of the registry, run as
-// Store.query runs it (prepared where the store prepared it).
-func stmtRows[T any](ctx context.Context, s *Store, q querier, what string, st *stmt, scan func(*sql.Rows, *T) error, args ...any) ([]T, error) {
-	rows, err := s.query(ctx, q, st, args...)
+// builtRows is stmtRows for text, an instance of the template st
+// (Store.queryBuilt).
+func builtRows[T any](ctx context.Context, s *Store, q querier, what string, st *stmt, text string, scan func(*sql.Rows, *T) error, args ...any) ([]T, error) {
+	rows, err := s.queryBuilt(ctx, q, st, text, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}

@@ -60,9 +60,9 @@ SELECT ` + list + `,
   COUNT(*), CAST(SUM(sp.completed) AS BIGINT), CAST(SUM(sp.failed) AS BIGINT),
   CAST(SUM(sp.gate_failed) AS BIGINT), CAST(SUM(1 - sp.completed) AS BIGINT),
   CAST(SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
-    AND sp.end_time >= :f AND sp.end_time < :t THEN sp.duration_est ELSE 0 END) AS BIGINT),
+    AND sp.end_time >= ?1 AND sp.end_time < ?2 THEN sp.duration_est ELSE 0 END) AS BIGINT),
   SUM(CASE WHEN sp.completed = 1 AND sp.duration_est IS NOT NULL
-    AND sp.end_time >= :f AND sp.end_time < :t THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
+    AND sp.end_time >= ?1 AND sp.end_time < ?2 THEN COALESCE(sp.duration_seconds, 0) ELSE 0 END),
   CAST(SUM(sp.gpu_unlisted * sp.sec) AS BIGINT),
   CAST(SUM(sp.failed * sp.gpu_unlisted * sp.sec) AS BIGINT),
   CAST(SUM(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time ELSE 0 END) AS BIGINT),
@@ -70,7 +70,7 @@ SELECT ` + list + `,
   CAST(MAX(CASE WHEN ` + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)
 FROM ` + from + `
 GROUP BY ` + list
-	rows, err := q.s.reportQuery(ctx, stmt, w, "")
+	rows, err := q.s.reportQuery(ctx, stmtOracleForTest, stmt, w, "")
 	if err != nil {
 		return nil, err
 	}

@@ -17,8 +17,9 @@ var (
 	stmtReopenBecause = &stmt{sql: `UPDATE statements SET reopened_at = ?, reopened_by = ?, reopen_reason = ?
 		WHERE month = ? AND version = ? AND reopened_at IS NULL`,
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{int64(1), "a", "r", "2026-11", int64(1)}}
-	stmtStatementNotes = &stmt{sql: "SELECT month, version, close_reason, reopen_reason FROM statements ORDER BY month, version"}
-	stmtExport         = &stmt{sql: "SELECT body, sha256 FROM statement_exports WHERE month = ? AND version = ? AND format = ?",
+	stmtStatementNotes = &stmt{sql: "SELECT month, version, close_reason, reopen_reason FROM statements ORDER BY month, version",
+		fullScan: "every version's notes: the list is the answer"}
+	stmtExport = &stmt{sql: "SELECT body, sha256 FROM statement_exports WHERE month = ? AND version = ? AND format = ?",
 		sqliteIndex: "sqlite_autoindex_statement_exports_1", postgresIndex: "statement_exports_pkey", example: []any{"2026-11", int64(1), "csv"}}
 	stmtPutExport = &stmt{sql: `INSERT INTO statement_exports (month, version, format, body, sha256) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (month, version, format) DO NOTHING`,

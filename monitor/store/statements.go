@@ -29,6 +29,24 @@ type stmt struct {
 	example []any
 	// postgresOnly, sqliteOnly: the other store never runs it.
 	postgresOnly, sqliteOnly bool
+	// name is the statement's name in the registry (statements), set when
+	// it is registered; Store.exec and the other runners refuse a
+	// statement without one.
+	name string
+	// fullScan, for a statement that reads a whole table on purpose, says
+	// why (a backup counting every task); the plan test explains it but
+	// checks no index.
+	fullScan string
+	// noPlan, for a statement that has no plan to check (DDL, transaction
+	// control, maintenance: VACUUM, a migration's bookkeeping), says why;
+	// the plan test does not explain it.
+	noPlan string
+	// build, for a statement whose text is assembled from fragments at run
+	// time (the report's grouping columns, billing's hour part), builds a
+	// representative instance on d: the plan test checks that one. The
+	// store runs such a statement through Store.queryBuilt with the text it
+	// built for the call.
+	build func(d Dialect) string
 }
 
 // SQL of the write path, ? placeholders (bind numbers them for PostgreSQL).
@@ -208,8 +226,13 @@ var (
 		example: []any{int64(1), int64(60), int64(1), int64(1)}}
 )
 
-// text is st's SQL on d, placeholders bound.
+// text is st's SQL on d, placeholders bound (a template's representative
+// instance).
 func (st *stmt) text(d Dialect) string {
+	if st.build != nil {
+		q, _ := d.expand(st.build(d), nil)
+		return d.bind(q)
+	}
 	if d == Postgres && st.postgresSQL != "" {
 		return d.bind(st.postgresSQL)
 	}
@@ -286,28 +309,55 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// exec runs a write statement.
+// exec runs a statement of the registry.
 func (s *Store) exec(ctx context.Context, q querier, st *stmt, args ...any) (sql.Result, error) {
+	registered(st)
 	if ps := s.prepared(ctx, q, st); ps != nil {
 		return ps.ExecContext(ctx, args...)
 	}
 	return q.ExecContext(ctx, st.text(s.dialect), args...)
 }
 
-// queryRow runs a write path's read.
+// queryRow runs a read of the registry that returns one row.
 func (s *Store) queryRow(ctx context.Context, q querier, st *stmt, args ...any) *sql.Row {
+	registered(st)
 	if ps := s.prepared(ctx, q, st); ps != nil {
 		return ps.QueryRowContext(ctx, args...)
 	}
 	return q.QueryRowContext(ctx, st.text(s.dialect), args...)
 }
 
-// query runs a write path's read of several rows.
+// query runs a read of the registry that returns several rows.
 func (s *Store) query(ctx context.Context, q querier, st *stmt, args ...any) (*sql.Rows, error) {
+	registered(st)
 	if ps := s.prepared(ctx, q, st); ps != nil {
 		return ps.QueryContext(ctx, args...)
 	}
 	return q.QueryContext(ctx, st.text(s.dialect), args...)
+}
+
+// queryBuilt runs text, an instance of the registered template st (built
+// by the builder st.build calls, from this call's fragments), with its
+// numbered placeholders expanded (Dialect.expand) and bound.
+func (s *Store) queryBuilt(ctx context.Context, q querier, st *stmt, text string, args ...any) (*sql.Rows, error) {
+	registered(st)
+	if st.build == nil {
+		panic("store: " + st.name + " is not a template")
+	}
+	text, args = s.dialect.expand(text, args)
+	return q.QueryContext(ctx, s.bind(text), args...)
+}
+
+// execOn and queryRowOn run a statement of the registry on a database of
+// no Store (a backup being made or checked).
+func execOn(ctx context.Context, q querier, d Dialect, st *stmt, args ...any) (sql.Result, error) {
+	registered(st)
+	return q.ExecContext(ctx, st.text(d), args...)
+}
+
+func queryRowOn(ctx context.Context, q querier, d Dialect, st *stmt, args ...any) *sql.Row {
+	registered(st)
+	return q.QueryRowContext(ctx, st.text(d), args...)
 }
 
 // prepared returns st prepared on SQLite's writer connection, for the

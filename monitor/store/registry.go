@@ -1,0 +1,102 @@
+package store
+
+import (
+	"fmt"
+	"sort"
+)
+
+// The registry: every SQL statement the store runs is a *stmt of
+// statements, by name, with the index that serves it on each engine (or
+// why none: stmt.fullScan, stmt.noPlan) and example arguments.
+// TestStatementPlans explains every one on both engines and checks the
+// index; TestNoInlineSQL fails on SQL written anywhere but in a stmt's
+// text (or a registered template's builder), and on a call of
+// database/sql's query methods outside the runners (Store.exec,
+// Store.queryRow, Store.query, Store.queryBuilt, Store.pipeline), which
+// refuse an unregistered statement. A new statement goes into one of the
+// sets below (a set is what one path prepares or one older plan test
+// walks), or into otherStatements.
+var statements = register(writeStatements, nodeStatements, ledgerStatements, booksStatements,
+	otherStatements, readStatements, maintenanceStatements, reportStatements, factSumStatements())
+
+// otherStatements are the registered statements of no set of their own.
+var otherStatements = map[string]*stmt{
+	"clip span":                 stmtClipSpan,
+	"open conflicts":            stmtOpenConflicts,
+	"statement export":          stmtExport,
+	"put statement export":      stmtPutExport,
+	"set close reason":          stmtSetCloseReason,
+	"reopen because":            stmtReopenBecause,
+	"statement notes":           stmtStatementNotes,
+	"statement versions":        stmtStatementVersions,
+	"statement body":            stmtStatementBody,
+	"statement by project":      stmtStatementByProject,
+	"statement by project/own.": stmtStatementByProjectOwner,
+	"open tasks to watch":       stmtOpenToWatch,
+	"next fact day":             stmtNextFactDay,
+	"next fact month":           stmtNextFactMonth,
+	"next node hour":            stmtNextNodeHour,
+	"oldest node hour":          stmtOldestNodeHour,
+	"node last time":            stmtNodeLastTime,
+	"node latest":               stmtNodeLatest,
+	"nodes seen":                stmtNodesSeen,
+	"observed idle":             stmtObservedIdle,
+	"retention mark":            stmtRetentionMark,
+	"set retention mark":        stmtSetRetentionMark,
+	"ties by pod, one":          stmtTiePod,
+	"ties by Slurm job, one":    stmtTieSlurm,
+	"ties by Slurm run, one":    stmtTieSlurmRun,
+	"ties by container, one":    stmtTieContainer,
+	"trim GPU days":             stmtTrimGPUDays,
+	"trim GPU hours":            stmtTrimGPUHours,
+	"trim GPU months":           stmtTrimGPUMonths,
+	"trim spans":                stmtTrimSpans,
+	"trim user days":            stmtTrimUserDays,
+	"trim user hours":           stmtTrimUserHours,
+	"trim user months":          stmtTrimUserMonths,
+}
+
+// factSumStatements are FactSums' statements, per grain.
+func factSumStatements() map[string]*stmt {
+	out := map[string]*stmt{}
+	for g, sts := range factSums {
+		out["fact sums of GPUs by "+g] = sts[0]
+		out["fact sums of users by "+g] = sts[1]
+	}
+	return out
+}
+
+// register merges sets into the registry and names each statement. A
+// statement may be in several sets (the advisory lock: the tasks' and
+// the nodes' write paths); it keeps the first name, in the sets' order.
+// Two statements under one name are a programming error.
+func register(sets ...map[string]*stmt) map[string]*stmt {
+	out := map[string]*stmt{}
+	for _, set := range sets {
+		names := make([]string, 0, len(set))
+		for n := range set {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			st := set[n]
+			if st.name != "" {
+				continue
+			}
+			if _, dup := out[n]; dup {
+				panic(fmt.Sprintf("store: two statements named %q", n))
+			}
+			st.name = n
+			out[n] = st
+		}
+	}
+	return out
+}
+
+// registered panics unless st is in the registry: a statement the plan
+// test does not know is never run.
+func registered(st *stmt) {
+	if st == nil || st.name == "" || statements[st.name] != st {
+		panic("store: running a statement that is not in the registry")
+	}
+}

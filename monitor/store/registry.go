@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 )
@@ -99,4 +101,28 @@ func registered(st *stmt) {
 	if st == nil || st.name == "" || statements[st.name] != st {
 		panic("store: running a statement that is not in the registry")
 	}
+}
+
+// queryBuilt runs text, an instance of the registered template st (built
+// by the builder st.build calls, from this call's fragments), with its
+// numbered placeholders expanded (Dialect.expand) and bound.
+func (s *Store) queryBuilt(ctx context.Context, q querier, st *stmt, text string, args ...any) (*sql.Rows, error) {
+	registered(st)
+	if st.build == nil {
+		panic("store: " + st.name + " is not a template")
+	}
+	text, args = s.dialect.expand(text, args)
+	return q.QueryContext(ctx, s.bind(text), args...)
+}
+
+// execOn and queryRowOn run a statement of the registry on a database of
+// no Store (a backup being made or checked).
+func execOn(ctx context.Context, q querier, d Dialect, st *stmt, args ...any) (sql.Result, error) {
+	registered(st)
+	return q.ExecContext(ctx, st.text(d), args...)
+}
+
+func queryRowOn(ctx context.Context, q querier, d Dialect, st *stmt, args ...any) *sql.Row {
+	registered(st)
+	return q.QueryRowContext(ctx, st.text(d), args...)
 }

@@ -129,10 +129,10 @@ const (
 	sameModelKey = `g2.model = g.model AND (CASE WHEN g2.gpu_instance_id IS NOT NULL THEN g2.mig_profile ELSE '' END) = (CASE WHEN g.gpu_instance_id IS NOT NULL THEN g.mig_profile ELSE '' END)`
 )
 
-// taskGroups returns what groups spanned tasks by keys, project and owner:
+// taskGroupsSQL returns what groups spanned tasks by keys, project and owner:
 // the columns, the expressions that select them, the WITH clause and the
 // FROM. By model, a task joins the models it has GPUs of.
-func (s *Store) taskGroups(keys []string) (cols, sel []string, with, from string, err error) {
+func (s *Store) taskGroupsSQL(keys []string) (cols, sel []string, with, from string, err error) {
 	if cols, err = groupCols(keys, true, false); err != nil {
 		return nil, nil, "", "", err
 	}
@@ -178,7 +178,7 @@ func (s *Store) ReportMetric(ctx context.Context, w facts.Window, keys []string,
 // reportMetricSQL is ReportMetric's statement by keys, and its group
 // columns.
 func (s *Store) reportMetricSQL(keys []string) (cols []string, q string, err error) {
-	cols, sel, q, from, err := s.taskGroups(keys)
+	cols, sel, q, from, err := s.taskGroupsSQL(keys)
 	if err != nil {
 		return nil, "", err
 	}

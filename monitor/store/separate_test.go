@@ -50,7 +50,7 @@ func (q separateQueries) ReportMetric(ctx context.Context, w facts.Window, keys 
 // statement of their own (not taskSumsSQL's, so that the oracle does not
 // share the sums it checks).
 func (q separateQueries) tasks(ctx context.Context, w facts.Window, keys []string) ([]facts.TaskSums, error) {
-	cols, sel, stmt, from, err := q.s.taskGroups(keys)
+	cols, sel, stmt, from, err := q.s.taskGroupsSQL(keys)
 	if err != nil {
 		return nil, err
 	}

@@ -268,8 +268,8 @@ const claimCollides = `((? < 0 AND (? = 1 OR gpu_instance_id IS NOT NULL OR excl
 // tests' subtests).
 var writeStatements = map[string]*stmt{
 	"savepoint":                       stmtSavepoint,
-	"rollback to savepoint":           stmtRollbackTo,
-	"release savepoint":               stmtReleaseSavepoint,
+	"savepoint: roll back":            stmtRollbackTo,
+	"savepoint: release":              stmtReleaseSavepoint,
 	"lock task":                       stmtLockTask,
 	"same task id":                    stmtSameID,
 	"open tasks of token":             stmtOpenOfToken,
@@ -334,30 +334,6 @@ func (s *Store) query(ctx context.Context, q querier, st *stmt, args ...any) (*s
 		return ps.QueryContext(ctx, args...)
 	}
 	return q.QueryContext(ctx, st.text(s.dialect), args...)
-}
-
-// queryBuilt runs text, an instance of the registered template st (built
-// by the builder st.build calls, from this call's fragments), with its
-// numbered placeholders expanded (Dialect.expand) and bound.
-func (s *Store) queryBuilt(ctx context.Context, q querier, st *stmt, text string, args ...any) (*sql.Rows, error) {
-	registered(st)
-	if st.build == nil {
-		panic("store: " + st.name + " is not a template")
-	}
-	text, args = s.dialect.expand(text, args)
-	return q.QueryContext(ctx, s.bind(text), args...)
-}
-
-// execOn and queryRowOn run a statement of the registry on a database of
-// no Store (a backup being made or checked).
-func execOn(ctx context.Context, q querier, d Dialect, st *stmt, args ...any) (sql.Result, error) {
-	registered(st)
-	return q.ExecContext(ctx, st.text(d), args...)
-}
-
-func queryRowOn(ctx context.Context, q querier, d Dialect, st *stmt, args ...any) *sql.Row {
-	registered(st)
-	return q.QueryRowContext(ctx, st.text(d), args...)
 }
 
 // prepared returns st prepared on SQLite's writer connection, for the

@@ -86,6 +86,9 @@ type Statement struct {
 	WriteStatement
 	FullScan, NoPlan string
 	Template         bool
+	// ReadSettings is the session the statement runs in (the report's on
+	// PostgreSQL), "" for none.
+	ReadSettings string
 }
 
 // StatementsForTest lists every statement of the registry the store's
@@ -106,6 +109,9 @@ func StatementsForTest(s *Store) []Statement {
 		}
 		out = append(out, Statement{WriteStatement: WriteStatement{Name: name, SQL: st.text(s.dialect), Index: idx, Example: ex},
 			FullScan: st.fullScan, NoPlan: st.noPlan, Template: st.build != nil})
+		if st.readSession && s.dialect.readSettings() != nil {
+			out[len(out)-1].ReadSettings = s.dialect.readSettings().text(s.dialect)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

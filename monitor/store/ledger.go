@@ -35,12 +35,17 @@ var (
 	// window's start minus --node-retire.
 	stmtLedgerLives = &stmt{sql: `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
 		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`,
-		sqliteIndex: "node_gpus_end", postgresIndex: "node_gpus_end", example: []any{int64(1796130000), int64(1796133600)}}
+		// Both planners read node_gpus in its key order (the ORDER BY)
+		// rather than the range of node_gpus_end: a row per GPU life.
+		fullScan: "node_gpus in key order (a row per GPU life), not node_gpus_end's range", example: []any{int64(1796130000), int64(1796133600)}}
 	// ledgerRaw: node_reports_time: the raw reports whose span may reach
 	// into the window (a span ends at or before its report's time).
 	stmtLedgerRaw = &stmt{sql: `SELECT node, time, span_start, span_end, body FROM node_reports
 		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`,
-		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1796130000), int64(1796133600)}}
+		// Both planners read node_reports in its key order (node, time:
+		// the ORDER BY), not node_reports_time's range: the raw reports
+		// kept (--raw-retention bounds them).
+		fullScan: "node_reports in key order (the raw reports kept), not node_reports_time's range", example: []any{int64(1796130000), int64(1796133600)}}
 )
 
 // LedgerData reads the lives and the hourly roll-ups of [from, to) (whole

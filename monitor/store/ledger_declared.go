@@ -38,7 +38,9 @@ var stmtDeclaredTasks = &stmt{sql: `SELECT t.id, t.task_id, t.project, t.owner, 
 	g.uuid, g.gpu_instance_id, g.share, g.model
 	FROM tasks t LEFT JOIN task_gpus g ON g.task_key = t.id
 	WHERE t.start_time < ? AND (t.end_time IS NULL OR t.end_time > ? OR t.last_seen > ?) ORDER BY t.id, g.position`,
-	sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705900000), int64(1705800000), int64(1705800000)}}
+	// The start bound is no selective range (every task started before
+	// the window's end): both planners read every task.
+	fullScan: "every task started before the window's end: the start bound selects no range", example: []any{int64(1705900000), int64(1705800000), int64(1705800000)}}
 
 // DeclaredTasks lists the tasks whose counted interval reaches into
 // [from, to).

@@ -32,7 +32,7 @@ var (
 	// openConflicts reads every open conflict (a handful: each is an
 	// alert), not part of the write path's plan tests.
 	stmtOpenConflicts = &stmt{sql: `SELECT node, uuid, held_by, first_time, last_time, observed_s FROM node_gpu_conflicts
-		WHERE resolved_at IS NULL ORDER BY node, uuid, held_by`}
+		WHERE resolved_at IS NULL ORDER BY node, uuid, held_by`, fullScan: "every open conflict: a handful, each an alert"}
 )
 
 // GPUConflicts returns the open conflicts (none resolved by `node

@@ -184,7 +184,9 @@ func covered(l []span, a, b int64) int64 {
 // --raw-retention prunes reports by time, so every report after it is
 // kept.
 var stmtRawSince = &stmt{sql: `SELECT span_start FROM node_reports ORDER BY time LIMIT 1`,
-	sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time"}
+	// One row, the first of node_reports_time, which SQLite's plan calls
+	// a scan of that index.
+	fullScan: "one row: the first of node_reports_time (ORDER BY time LIMIT 1)"}
 
 // nodeFactsIn: whether a node report covered some of [from, to).
 var stmtNodeFactsIn = &stmt{sql: `SELECT 1 FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ? LIMIT 1`,

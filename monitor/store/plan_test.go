@@ -208,7 +208,9 @@ func checkPlans(t *testing.T, s *store.Store, stmts []store.WriteStatement) {
 
 // explain returns the plan's lines. It never runs the statement (an UPDATE
 // is explained, not executed; PostgreSQL's EXPLAIN without ANALYZE).
-func explain(t *testing.T, db *sql.DB, d store.Dialect, st store.WriteStatement) []string {
+func explain(t *testing.T, db interface {
+	Query(string, ...any) (*sql.Rows, error)
+}, d store.Dialect, st store.WriteStatement) []string {
 	t.Helper()
 	q := "EXPLAIN QUERY PLAN " + st.SQL
 	if d == store.Postgres {

@@ -17,7 +17,7 @@ var (
 	reportWindow    = []any{int64(1705800000), int64(1705900000), "eval.accuracy"}
 
 	stmtReportMetric = &stmt{build: func(d Dialect) string {
-		_, q, err := (&Store{dialect: d}).reportMetricSQL(reportKeys)
+		_, q, err := (&Store{dialect: d}).reportMetricSQL(reportKeys[:2])
 		if err != nil {
 			panic(err)
 		}
@@ -36,6 +36,14 @@ var (
 	stmtShareOverlaps = &stmt{build: func(Dialect) string { return shareOverlapsSQL },
 		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow}
 )
+
+func init() {
+	// Run by reportQuery: on PostgreSQL in its read session (readSettings).
+	for _, st := range []*stmt{stmtReportMetric, stmtReportTasks, stmtReportGPUs, stmtReportBase, stmtReportModels,
+		stmtReportTaskList, stmtShareOverlaps, stmtCoveredTasks} {
+		st.readSession = true
+	}
+}
 
 // reportStatements are the report's statements and its read settings, by
 // name.

@@ -17,7 +17,8 @@ import (
 )
 
 var (
-	stmtRetentionMark    = &stmt{sql: "SELECT trimmed_before FROM retention WHERE id = 1", sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "retention_pkey"}
+	stmtRetentionMark = &stmt{sql: "SELECT trimmed_before FROM retention WHERE id = 1", sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "retention_pkey",
+		fullScan: "the retention table holds one row"}
 	stmtSetRetentionMark = &stmt{sql: `INSERT INTO retention (id, trimmed_before, tasks_deleted) VALUES (1, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET trimmed_before = CASE WHEN retention.trimmed_before > excluded.trimmed_before
 		  THEN retention.trimmed_before ELSE excluded.trimmed_before END, tasks_deleted = retention.tasks_deleted + excluded.tasks_deleted`,

@@ -47,6 +47,9 @@ type stmt struct {
 	// store runs such a statement through Store.queryBuilt with the text it
 	// built for the call.
 	build func(d Dialect) string
+	// readSession: the statement runs in the report's read session
+	// (Dialect.readSettings), and its plan is checked there.
+	readSession bool
 }
 
 // SQL of the write path, ? placeholders (bind numbers them for PostgreSQL).

@@ -41,7 +41,7 @@ var (
 		FROM statements WHERE month = ? AND reopened_at IS NULL ORDER BY version DESC LIMIT 1`,
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11"}}
 	stmtStatementVersions = &stmt{sql: `SELECT month, version, closed_at, closed_by, reopened_at, reopened_by, task_cut, sha256
-		FROM statements ORDER BY month, version`}
+		FROM statements ORDER BY month, version`, fullScan: "every version of every month: the list is the answer"}
 	stmtStatementBody = &stmt{sql: "SELECT body FROM statements WHERE month = ? AND version = ?",
 		sqliteIndex: "sqlite_autoindex_statements_1", postgresIndex: "statements_pkey", example: []any{"2026-11", int64(1)}}
 	stmtStatementByProject = &stmt{sql: "SELECT by_project FROM statements WHERE month = ? AND version = ?",

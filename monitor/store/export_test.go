@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"io/fs"
@@ -108,7 +109,7 @@ func StatementsForTest(s *Store) []Statement {
 			_, ex = s.dialect.expand(st.build(s.dialect), st.example)
 		}
 		out = append(out, Statement{WriteStatement: WriteStatement{Name: name, SQL: st.text(s.dialect), Index: idx, Example: ex},
-			FullScan: st.fullScan, NoPlan: st.noPlan, Template: st.build != nil})
+			FullScan: cmp.Or(st.fullScan, map[bool]string{true: st.postgresFullScan}[s.dialect == Postgres]), NoPlan: st.noPlan, Template: st.build != nil})
 		if st.readSession && s.dialect.readSettings() != nil {
 			out[len(out)-1].ReadSettings = s.dialect.readSettings().text(s.dialect)
 		}

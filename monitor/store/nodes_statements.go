@@ -95,7 +95,7 @@ var (
 	stmtTieContainer = &stmt{sql: `SELECT id, task_id, project, owner, start_time FROM tasks
 		WHERE task_id = ? AND project = ? AND (? = '' OR owner = ?) AND k8s_pod_uid = '' AND (hostname = ? OR lower(k8s_node) = ?)
 		ORDER BY start_time, id`,
-		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t", "p", "", "", "h", "n"}}
+		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"plan-000001", "p01", "", "", "h", "n"}}
 	// observedIdle: the idleness of an open task from its node's latest
 	// report (idle: kept, or set to the report's start; busy: cleared).
 	stmtObservedIdle = &stmt{sql: `UPDATE tasks SET

@@ -16,19 +16,27 @@ var (
 	reportModelKeys = []string{"project", "owner", "model"}
 	reportWindow    = []any{int64(1705800000), int64(1705900000), "eval.accuracy"}
 
+	// The metric counts tasks that ended in the window: the planners
+	// read span's first set by the end's range (pushed
+	// down), the others as span does.
 	stmtReportMetric = &stmt{build: func(d Dialect) string {
 		_, q, err := (&Store{dialect: d}).reportMetricSQL(reportKeys[:2])
 		if err != nil {
 			panic(err)
 		}
 		return q
-	}, sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow}
+	}, sqliteIndex: "tasks_end_start", postgresIndex: "tasks_end_time", example: reportWindow}
 	stmtReportTasks = &stmt{build: func(d Dialect) string { return (&Store{dialect: d}).reportTasksSQL(reportKeys) },
 		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow}
 	stmtReportGPUs = &stmt{build: func(d Dialect) string { return (&Store{dialect: d}).reportGPUsSQL(reportModelKeys) },
 		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow}
+	// PostgreSQL computes unlistedOnly's NOT EXISTS as a hashed subplan,
+	// which reads task_gpus whole (200,000 rows in the plan test), even in
+	// the read session; SQLite looks each task up on task_gpus' primary
+	// key. Known: a by-model report's base sums on PostgreSQL.
 	stmtReportBase = &stmt{build: func(d Dialect) string { return (&Store{dialect: d}).reportBaseSQL(reportKeys) },
-		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow}
+		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow,
+		postgresFullScan: "unlistedOnly's NOT EXISTS is a hashed subplan over task_gpus whole"}
 	stmtReportModels = &stmt{build: func(d Dialect) string { return (&Store{dialect: d}).reportModelsSQL(reportModelKeys) },
 		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: reportWindow}
 	stmtReportTaskList = &stmt{build: func(Dialect) string { return reportTaskListSQL },

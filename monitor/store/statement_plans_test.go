@@ -111,7 +111,8 @@ func TestEveryStatementSaysWhy(t *testing.T) {
 }
 
 // loadFacts stores the day and month roll-ups of 100 GPUs over a year of
-// days and ten years of months, and 2,000 serving replicas' inputs, then
+// days and ten years of months, 2,000 serving replicas' inputs and 2,000
+// statements' exports, then
 // ANALYZE.
 func loadFacts(t *testing.T, s *store.Store) {
 	t.Helper()
@@ -131,6 +132,7 @@ func loadFacts(t *testing.T, s *store.Store) {
 		fmt.Sprintf(`INSERT INTO node_user_months (month, node, uuid, gpu_instance_id, user_key, first_time, last_time) SELECT 2678400 * (i / %d), 'node-' || (i %% %d),
 			'GPU-' || (i %% %d), -1, 'u', 1, 1 FROM (`+series+`) x`, gpus, gpus, gpus, gpus*120-1),
 		fmt.Sprintf(`INSERT INTO serving_inputs (replica, recorded_at) SELECT 'replica-' || i, i FROM (`+series+`) x`, 1999),
+		fmt.Sprintf(`INSERT INTO statement_exports (month, version, format, body, sha256) SELECT 'm' || i, 1, 'csv', '', 'x' FROM (`+series+`) x`, 1999),
 		"ANALYZE",
 	} {
 		if _, err := db.Exec(q); err != nil {

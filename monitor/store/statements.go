@@ -37,6 +37,9 @@ type stmt struct {
 	// why (a backup counting every task); the plan test explains it but
 	// checks no index.
 	fullScan string
+	// postgresFullScan is fullScan on PostgreSQL only: the statement reads
+	// a table whole there and by its index on SQLite.
+	postgresFullScan string
 	// noPlan, for a statement that has no plan to check (DDL, transaction
 	// control, maintenance: VACUUM, a migration's bookkeeping), says why;
 	// the plan test does not explain it.

@@ -9,12 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// stmt is one statement of the write path (a registration, a completion, a
-// heartbeat). The write path runs no SQL but these: every one is listed in
-// writeStatements, and TestWritePlans explains each on both stores, on
-// tables with statistics, and checks that it reads tasks and task_gpus only
-// through the index named here — so a write costs the same whatever the
-// number of stored tasks.
+// stmt is one statement of the store, in the registry (statements,
+// registry.go). The statements of the write path (a registration, a
+// completion, a heartbeat) are listed in writeStatements, and
+// TestWritePlans explains each on both stores, on tables with statistics,
+// and checks that it reads tasks and task_gpus only through the index
+// named here — so a write costs the same whatever the number of stored
+// tasks; TestStatementPlans does the same for every registered statement.
 type stmt struct {
 	sql string
 	// postgresSQL is the text on PostgreSQL where it differs from sql (a

@@ -17,11 +17,12 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	}
 	from, to := q.Window.From.Unix(), q.Window.To.Unix()
 	retire := int64(q.Retire / time.Second)
-	load := src.LedgerData
-	if q.Raw {
-		load = src.LedgerDataRaw
-	}
-	d, err := load(ctx, from, to, retire)
+	// Every read clips at now (NODE.md 12.2): a stored span after its
+	// receipt is provisional, and no capacity or state runs past the
+	// clock. The whole hours come from the roll-ups, the rest of the hour
+	// now is in from the raw reports.
+	cut := min(to, q.Now.Unix())
+	d, rolledTo, err := loadData(ctx, src, q.Raw, from, cut, retire)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +33,8 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	}
 	a := &acc{rows: map[string]*Figures{}, prices: q.Prices}
 	admin := q.Scope == nil
-	a.addGPUs(l, q, d, admin, from, to, retire)
-	users, err := a.addUsers(ctx, src, l, q, d, admin, from, to)
+	a.addGPUs(l, q, d, admin, from, cut, retire)
+	users, err := a.addUsers(ctx, src, l, q, d, admin, from, rolledTo)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +54,9 @@ func settle(ctx context.Context, src Source, q Query) (Query, error) {
 	}
 	if q.Now.IsZero() {
 		q.Now = time.Now()
+		if c, ok := src.(clock); ok {
+			q.Now = c.Now()
+		}
 	}
 	if !q.Raw {
 		raw, err := rawFor(ctx, src, q.Window)
@@ -64,18 +68,49 @@ func settle(ctx context.Context, src Source, q Query) (Query, error) {
 	return q, nil
 }
 
+// loadData reads the ledger's data of [from, cut): from the raw reports
+// when raw, else the whole hours from the roll-ups and the part of an hour
+// at cut from the raw reports (the current hour, when cut is now).
+// rolledTo is where the roll-ups' part ends.
+func loadData(ctx context.Context, src Source, raw bool, from, cut, retire int64) (d *store.LedgerData, rolledTo int64, err error) {
+	switch {
+	case cut <= from:
+		return &store.LedgerData{}, from, nil
+	case raw:
+		d, err = src.LedgerDataRaw(ctx, from, cut, retire)
+		return d, from, err
+	}
+	rolledTo = max(from, cut-cut%3600)
+	if d, err = src.LedgerData(ctx, from, rolledTo, retire); err != nil || rolledTo == cut {
+		return d, rolledTo, err
+	}
+	tail, err := src.LedgerDataRaw(ctx, rolledTo, cut, retire)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The lives read twice count once: capacity is their spans' union.
+	d.Lives = append(d.Lives, tail.Lives...)
+	d.GPUs = append(d.GPUs, tail.GPUs...)
+	d.Users = append(d.Users, tail.Users...)
+	return d, rolledTo, nil
+}
+
+// clock is a Source with a clock of its own (the store's), which a
+// ledger without Now reads to, as the report does.
+type clock interface{ Now() time.Time }
+
 // gk names one GPU of one node.
 type gk struct{ node, uuid string }
 
 // addGPUs counts capacity, unallocated and what the reports did not
 // cover, per (node, GPU); only an administrator sees them.
-func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, to, retire int64) {
+func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, cut, retire int64) {
 	// A GPU's capacity is the union of its lives' spans (a node that came
 	// back may have filled a gap of an ended life) within the window.
 	spans := map[gk][][2]int64{}
 	model := map[gk]string{}
 	for _, life := range d.Lives {
-		end := min(to, life.LastEnd+retire, max(q.Now.Unix(), life.LastEnd))
+		end := min(cut, life.LastEnd+retire)
 		if life.EndedAt != nil {
 			end = min(end, *life.EndedAt)
 		}

@@ -71,10 +71,16 @@ func billingUserTimesSQL(part string) string {
 // node report covered the window at all.
 func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Observations, error) {
 	from, to := w.From.Unix(), w.To.Unix()
-	h0 := from - mod(from, 3600)
 	obs := &report.Observations{}
+	// Every read clips at now (NODE.md 12.2): the part of a stored span
+	// after its report was received is provisional, and no use is billed
+	// past the monitor's clock.
+	cut := min(to, s.now().Unix())
+	if cut <= from {
+		return obs, nil
+	}
 	// The spans the nodes' reports covered, exact to the second.
-	spans, err := s.spansIn(ctx, from, to)
+	spans, err := s.spansIn(ctx, from, cut)
 	if err != nil {
 		return nil, err
 	}
@@ -85,9 +91,17 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 	if err != nil {
 		return nil, err
 	}
-	groups, err := s.billingUsers(ctx, h0, from, to)
+	segs, err := s.segments(ctx, from, cut)
 	if err != nil {
 		return nil, err
+	}
+	var groups []billingGroup
+	for _, sg := range segs {
+		g, err := s.segmentGroups(ctx, sg)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, g...)
 	}
 	// Tie each group; the attributed use goes to its task.
 	type taskUse struct {
@@ -108,7 +122,7 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 		cands := ties[TieKey(g.node, &g.user)]
 		parts := []billingGroup{g}
 		if a, b := latestTie(cands, g.minLast), latestTie(cands, g.maxLast); a != b {
-			if parts, err = s.billingUserTimes(ctx, h0, from, to, g); err != nil {
+			if parts, err = s.billingUserTimes(ctx, g); err != nil {
 				return nil, err
 			}
 		}
@@ -167,6 +181,7 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 // billingGroup is one (node, user, kind of instance) of the window's
 // roll-ups, summed.
 type billingGroup struct {
+	seg              segment // the part of the window it was read from
 	node, key        string
 	user             UserIdentity
 	minLast, maxLast int64
@@ -185,9 +200,13 @@ func hourPart(from, to int64) string {
 		to, to, from, from)
 }
 
-func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
-	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(hourPart(from, to))), func(rows *sql.Rows, g *billingGroup) error {
+// billingUsers reads the roll-ups of segment sg (whole hours, or a part
+// of one hour in proportion) grouped by node and user.
+func (s *Store) billingUsers(ctx context.Context, sg segment) ([]billingGroup, error) {
+	h0, to := sg.from-mod(sg.from, 3600), sg.to
+	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(hourPart(sg.from, sg.to))), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
+		g.seg = sg
 		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
 			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
 		g.use.MIG = mig == 1
@@ -241,7 +260,14 @@ func parseUserKey(key string) (UserIdentity, bool) {
 	return id, true
 }
 
-func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g billingGroup) ([]billingGroup, error) {
+// billingUserTimes is group g summed again by report time, in its
+// segment (one part a report time; a group read from the raw reports is
+// one report time's already).
+func (s *Store) billingUserTimes(ctx context.Context, g billingGroup) ([]billingGroup, error) {
+	if g.seg.raw {
+		return []billingGroup{g}, nil
+	}
+	h0, from, to := g.seg.from-mod(g.seg.from, 3600), g.seg.from, g.seg.to
 	mig := 0
 	if g.use.MIG {
 		mig = 1

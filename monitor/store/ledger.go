@@ -147,9 +147,21 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
+	if d.GPUs, d.Users, err = s.rawRollup(ctx, from, to); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// rawRollup rolls the raw reports' spans up again over [from, to), any
+// second: one GPUHour per (hour, node, GPU) and one UserHour per (hour,
+// node, GPU instance, user), FirstTime its LastTime, in LedgerData's
+// orders. A report's figures are spread evenly over its span, so the part
+// of a span inside the window counts in proportion.
+func (s *Store) rawRollup(ctx context.Context, from, to int64) ([]GPUHour, []UserHour, error) {
 	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerRaw), from, to)
 	if err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
+		return nil, nil, fmt.Errorf("store: ledger: %w", err)
 	}
 	defer rows.Close()
 	type gk struct {
@@ -161,6 +173,8 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		gi  int64
 		key string
 	}
+	var gs []GPUHour
+	var us []UserHour
 	gi, ui := map[gk]int{}, map[uk]int{}
 	if err := eachRow(rows, "ledger", func() error {
 		var node, body string
@@ -172,26 +186,23 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
 			return fmt.Errorf("the stored report of %s at %d: %w", node, t, err)
 		}
-		// The part of the span inside the window (a window within
-		// --raw-retention may end anywhere in an hour: a report's figures
-		// are spread evenly over its span).
 		gpus, users := Rollup(&r.NodeReport, max(a, from), min(b, to))
 		for _, g := range gpus {
 			k := gk{g.Hour, g.Node, g.UUID}
 			if i, ok := gi[k]; ok {
-				d.GPUs[i].Observed += g.Observed
-				d.GPUs[i].Unallocated += g.Unallocated
-				d.GPUs[i].Energy += g.Energy
-				d.GPUs[i].Model = g.Model
+				gs[i].Observed += g.Observed
+				gs[i].Unallocated += g.Unallocated
+				gs[i].Energy += g.Energy
+				gs[i].Model = g.Model
 				continue
 			}
-			gi[k] = len(d.GPUs)
-			d.GPUs = append(d.GPUs, g)
+			gi[k] = len(gs)
+			gs = append(gs, g)
 		}
 		for _, u := range users {
 			k := uk{gk{u.Hour, u.Node, u.UUID}, u.GPUInstanceID, u.User.Key()}
 			if i, ok := ui[k]; ok {
-				x := &d.Users[i]
+				x := &us[i]
 				x.Equal += u.Equal
 				x.Util += u.Util
 				x.BusyEqual += u.BusyEqual
@@ -201,20 +212,20 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 				x.FirstTime = x.LastTime
 				continue
 			}
-			ui[k] = len(d.Users)
+			ui[k] = len(us)
 			u.FirstTime = u.LastTime
-			d.Users = append(d.Users, u)
+			us = append(us, u)
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// LedgerData's orders: gk and uk are unique in d, so the orders' later
+	// LedgerData's orders: gk and uk are unique here, so the orders' later
 	// fields (a GPU's model; a user's model, profile and slices) never
-	// decide here.
-	slices.SortStableFunc(d.GPUs, compareGPUHours)
-	slices.SortStableFunc(d.Users, compareUserHours)
-	return d, nil
+	// decide.
+	slices.SortStableFunc(gs, compareGPUHours)
+	slices.SortStableFunc(us, compareUserHours)
+	return gs, us, nil
 }
 
 type nodeReportBody struct{ NodeReport wire.NodeReport }

@@ -455,7 +455,11 @@ func (s *Store) observedIdleness(ctx context.Context, tx *sql.Tx, r *wire.NodeRe
 			flag = 1
 		}
 		start := r.Time - r.IntervalSeconds
-		if _, err := s.exec(ctx, tx, stmtObservedIdle, flag, start, r.Time, r.Time, r.Time, key); err != nil {
+		// A report's span after its receipt is provisional (NODE.md
+		// 12.2): the task is seen up to now, and the node's later reports
+		// move it on.
+		seen := min(r.Time, s.now().Unix())
+		if _, err := s.exec(ctx, tx, stmtObservedIdle, flag, start, r.Time, seen, seen, key); err != nil {
 			return err
 		}
 	}

@@ -121,6 +121,10 @@ func IsPostgresDSN(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
+// Now is the store's clock (Options.Now): the instant every read of node
+// facts clips at, so that the report and the ledger read to one instant.
+func (s *Store) Now() time.Time { return s.now() }
+
 // Open connects to dsn, checks that the database answers, and applies the
 // migrations it lacks.
 func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {

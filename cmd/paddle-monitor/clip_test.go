@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -85,6 +86,43 @@ func TestReadsClipAtNow(t *testing.T) {
 					t.Errorf("the past window's attributed = %.6f, want %.6f", g, 540.0/3600)
 				}
 			}
+		}
+	})
+}
+
+// TestCountedToLastAttributed (MONITOR.md 20.3): a task is counted to its
+// last attributed instant, completed or not, whichever report attributes
+// it. p_late's task completes one second after its start h; the node's
+// report of [h+1h, h+2h) (another pod only) arrives first, then the
+// report of [h, h+1h) that attributes GPU-l to it. Its counted interval
+// is [h, h+1h): declared 1 GPU-hour, observed 1 (before, the older
+// report moved nothing and it declared 1 s).
+func TestCountedToLastAttributed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, "--tokens", nodeTokens(t))
+		h := time.Now().Unix()/3600*3600 - 5*3600
+		billingTask(t, s, "t-late", "p_late", "pod-l", wholeGPU("GPU-l", 1), h, h+1)
+		report := func(end int64, instance string) string {
+			return fmt.Sprintf(`{"schema_version":1,"node":"gpu-node-1","time":%d,"interval_seconds":3600,"samples":60,
+				"gpus":[],"instances":[%s]}`, end, instance)
+		}
+		expect(t, s.do(t, post("/v1/nodes/report", report(h+7200, billingInstance("GPU-o", "pod-o", "team-o", 1, -1)), "n-secret")), 201, "")
+		expect(t, s.do(t, post("/v1/nodes/report", report(h+3600, billingInstance("GPU-l", "pod-l", "team-a", 1, -1)), "n-secret")), 201, "")
+		r := runMonitor(t, "report", "--db", dsn, "--by", "project", "--from", rfc(h), "--to", rfc(h+3*3600), "--format", "json")
+		if r.code != 0 {
+			t.Fatalf("report: exit %d: %s", r.code, r.stderr)
+		}
+		found := false
+		for _, row := range decodeReport(t, r.stdout)["rows"].([]any) {
+			m := row.(map[string]any)
+			if m["key"].(map[string]any)["project"] == "p_late" {
+				found = true
+				checkBilling(t, "p_late", m, map[string]any{"gpu_hours": 1.0, "declared_gpu_hours": 1.0, "observed_gpu_hours": 1.0,
+					"billing_basis": "observed"})
+			}
+		}
+		if !found {
+			t.Fatalf("no p_late row: %s", r.stdout)
 		}
 	})
 }

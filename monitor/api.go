@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -60,10 +61,10 @@ const slotWait = 2 * time.Second
 
 // Store is what the API needs from the database.
 type Store interface {
-	Register(ctx context.Context, r *store.Registration) (created bool, err error)
-	Complete(ctx context.Context, c *store.Completion, body []byte, from store.Sender) (store.CompleteResult, error)
+	Register(ctx context.Context, r *wire.Registration, body []byte, from store.Sender) (created bool, err error)
+	Complete(ctx context.Context, c *wire.Completion, body []byte, from store.Sender) (store.CompleteResult, error)
 	Heartbeat(ctx context.Context, taskID string, at int64, scope *access.Scope) error
-	HeartbeatSampled(ctx context.Context, hb *store.Sampled, scope *access.Scope) error
+	HeartbeatSampled(ctx context.Context, hb *wire.Heartbeat, t int64, scope *access.Scope) error
 	Task(ctx context.Context, taskID, project string, scope *access.Scope) (*store.Task, error)
 	Tasks(ctx context.Context, f store.Filter, scope *access.Scope) ([]store.Task, string, error)
 	Ping(ctx context.Context) error

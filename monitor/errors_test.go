@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -21,7 +21,7 @@ func TestAnswersFromTypedErrors(t *testing.T) {
 			"token search has reached its bound of open tasks (--max-open-per-token; 3 open tasks and pending completions, the bound is 3): complete some, or wait until those not seen for --open-ttl no longer count"},
 		{"429 without tokens", tooManyOpen(store.Sender{}, tooMany),
 			"the monitor (no tokens file: one bound for all) has reached its bound of open tasks (--max-open-per-token; 3 open tasks and pending completions, the bound is 3): complete some, or wait until those not seen for --open-ttl no longer count"},
-		{"bad parameter", badParameter(second(report.ParseMonth("month", "11/2026"))),
+		{"bad parameter", badParameter(second(facts.ParseMonth("month", "11/2026"))),
 			`parameter month: "11/2026" is not YYYY-MM (a month such as 2026-11)`},
 		{"not a query error", badParameter(errors.New("something else")), "parameter something else"},
 	} {

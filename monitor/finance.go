@@ -11,8 +11,8 @@ import (
 	"net/http"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
 // mountFinance mounts finance's own pages and files beside the statements.
@@ -48,7 +48,7 @@ func (h *statements) focusExport(w http.ResponseWriter, r *http.Request, scope *
 		h.api.fail(w, http.StatusBadRequest, "parameter month: required (YYYY-MM)")
 		return
 	}
-	if _, err := report.ParseMonth("month", month); err != nil {
+	if _, err := facts.ParseMonth("month", month); err != nil {
 		h.api.fail(w, http.StatusBadRequest, "parameter "+err.Error())
 		return
 	}
@@ -58,7 +58,7 @@ func (h *statements) focusExport(w http.ResponseWriter, r *http.Request, scope *
 	case errors.Is(err, focus.ErrCurrency):
 		h.api.fail(w, http.StatusBadRequest, "the monitor's --prices: "+err.Error())
 		return
-	case errors.Is(err, report.ErrBadQuery):
+	case errors.Is(err, facts.ErrBadQuery):
 		h.api.fail(w, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:

@@ -12,7 +12,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -138,12 +138,12 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := a.cfg.Now()
-	var reg *store.Registration
-	sent, err := wire.DecodeRegistration(body)
+	reg, err := wire.DecodeRegistration(body)
 	if err == nil {
-		reg = store.RegistrationOf(sent, body)
-		a.logMIGShares(sent)
-		err = a.ahead(r, reg.Hostname, "start_time", &reg.StartTime, now)
+		a.logMIGShares(reg)
+		if reg.StartTime != nil { // required: DecodeRegistration refuses a body without
+			err = a.ahead(r, reg.Hostname, "start_time", reg.StartTime, now)
+		}
 	}
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
@@ -153,8 +153,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusForbidden, "this token may not register tasks of project "+reg.Project+" with owner "+reg.Owner)
 		return
 	}
-	reg.From = from
-	created, err := a.cfg.Store.Register(r.Context(), reg)
+	created, err := a.cfg.Store.Register(r.Context(), reg, body, from)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		a.fail(w, http.StatusConflict, "task "+reg.TaskID+" is already registered with a different body (the first is kept)")
@@ -206,10 +205,8 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	now := a.cfg.Now()
-	var c *store.Completion
-	sent, err := wire.DecodeCompletion(body)
+	c, err := wire.DecodeCompletion(body)
 	if err == nil {
-		c = store.CompletionOf(sent)
 		err = a.completionTimes(r, c, now)
 	}
 	if err != nil {
@@ -245,8 +242,9 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 // and start_time not more than 24 hours ahead (clamped when less), the end
 // not before the start nor later than start + duration + 1 h. The checks
 // against the registered start run in the store.
-func (a *API) completionTimes(r *http.Request, c *store.Completion, now time.Time) error {
-	if err := a.ahead(r, "", "end_time", &c.EndTime, now); err != nil {
+func (a *API) completionTimes(r *http.Request, c *wire.Completion, now time.Time) error {
+	// end_time and duration_seconds are required (wire.DecodeCompletion).
+	if err := a.ahead(r, "", "end_time", c.EndTime, now); err != nil {
 		return err
 	}
 	if c.StartTime == nil {
@@ -255,12 +253,12 @@ func (a *API) completionTimes(r *http.Request, c *store.Completion, now time.Tim
 	if err := a.ahead(r, "", "start_time", c.StartTime, now); err != nil {
 		return err
 	}
-	if c.EndTime < *c.StartTime {
-		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is before start_time %d", c.EndTime, *c.StartTime)}
+	if *c.EndTime < *c.StartTime {
+		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is before start_time %d", *c.EndTime, *c.StartTime)}
 	}
-	if float64(c.EndTime) > float64(*c.StartTime)+c.DurationSeconds+3600 {
+	if float64(*c.EndTime) > float64(*c.StartTime)+*c.DurationSeconds+3600 {
 		return &wire.FieldError{Path: "end_time", Rule: fmt.Sprintf("%d is later than start_time %d + duration_seconds %g + 1h",
-			c.EndTime, *c.StartTime, c.DurationSeconds)}
+			*c.EndTime, *c.StartTime, *c.DurationSeconds)}
 	}
 	return nil
 }
@@ -283,7 +281,7 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	id := hb.TaskID
 	if len(hb.GPUs) > 0 {
-		err = a.cfg.Store.HeartbeatSampled(r.Context(), store.SampledOf(hb, t), from.Scope)
+		err = a.cfg.Store.HeartbeatSampled(r.Context(), hb, t, from.Scope)
 	} else {
 		err = a.cfg.Store.Heartbeat(r.Context(), id, t, from.Scope)
 	}
@@ -340,7 +338,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, scope *access.Sc
 		dst **int64
 	}{{"from", &f.From}, {"to", &f.To}} {
 		if v := q.Get(p.key); v != "" {
-			t, err := report.ParseDate(p.key, v)
+			t, err := facts.ParseDate(p.key, v)
 			if err != nil {
 				a.fail(w, http.StatusBadRequest, badParameter(err))
 				return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
@@ -79,7 +80,7 @@ func (a *API) ledgerQuery(w http.ResponseWriter, r *http.Request, cfg LedgerConf
 	now := cfg.Now()
 	q := ledger.Query{By: by, Split: cfg.Split, Prices: cfg.Prices, Namespaces: cfg.Namespaces, Scope: scope, Retire: cfg.Retire, Now: now}
 	var err error
-	q.Window, err = report.WindowParams{From: p.Get("from"), To: p.Get("to"), Month: p.Get("month"),
+	q.Window, err = facts.WindowParams{From: p.Get("from"), To: p.Get("to"), Month: p.Get("month"),
 		FromName: "from", ToName: "to", MonthName: "month"}.Select(now)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
@@ -124,7 +125,7 @@ func (a *API) ledgerFailed(w http.ResponseWriter, r *http.Request, what string, 
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ledger.ErrBadQuery) || errors.Is(err, report.ErrBadQuery):
+	case errors.Is(err, ledger.ErrBadQuery) || errors.Is(err, facts.ErrBadQuery):
 		a.fail(w, http.StatusBadRequest, err.Error())
 	default:
 		a.storeFailed(w, r, what, err)

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -118,7 +118,7 @@ func (c *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 // computeMonth is the month's ledger by model as series (ok false: it
 // failed, logged).
 func (c *FleetCollector) computeMonth(ctx context.Context, now time.Time) ([]prometheus.Metric, bool) {
-	l, err := ledger.Compute(ctx, c.cfg.Source, ledger.Query{Window: report.Month(now), By: ledger.ByModel, Split: c.cfg.Split,
+	l, err := ledger.Compute(ctx, c.cfg.Source, ledger.Query{Window: facts.Month(now), By: ledger.ByModel, Split: c.cfg.Split,
 		Namespaces: c.cfg.Namespaces, Retire: c.cfg.Retire, Now: now})
 	if err != nil {
 		c.cfg.Log.Error("fleet month series: the ledger failed", "err", err)

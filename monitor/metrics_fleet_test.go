@@ -85,9 +85,9 @@ func TestFleetCollector(t *testing.T) {
 		st := &countingLedger{Store: storetest.Open(t, dsn)}
 		register := func(taskID, project, podUID string, start int64) {
 			t.Helper()
-			r := &store.Registration{TaskID: taskID, TaskName: "train", Project: project, Owner: "ann", StartTime: start,
-				K8sPodUID: podUID, Hostname: "h", Labels: map[string]string{}, Body: []byte(`{"task_id":"` + taskID + `"}`)}
-			if _, err := st.Register(ctx, r); err != nil {
+			r := &wire.Registration{TaskID: taskID, TaskName: "train", Project: project, Owner: "ann", StartTime: &start,
+				K8sPodUID: podUID, Hostname: "h", Labels: wire.Labels{}}
+			if _, err := st.Register(ctx, r, []byte(`{"task_id":"`+taskID+`"}`), store.Sender{}); err != nil {
 				t.Fatal(err)
 			}
 		}

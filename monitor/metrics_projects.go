@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
@@ -24,7 +25,7 @@ const ProjectsEvery = time.Minute
 // month's report is computed at most once per ProjectsEvery by each
 // replica; scrapes in between get the cached series.
 type ProjectCollector struct {
-	src     report.Source
+	src     facts.Source
 	prices  *report.Prices
 	budgets *report.Budgets
 	now     func() time.Time
@@ -41,7 +42,7 @@ type ProjectCollector struct {
 
 // NewProjectCollector returns the collector of src's month by project.
 // now is the clock (time.Now when nil).
-func NewProjectCollector(src report.Source, prices *report.Prices, budgets *report.Budgets, now func() time.Time, log *slog.Logger) *ProjectCollector {
+func NewProjectCollector(src facts.Source, prices *report.Prices, budgets *report.Budgets, now func() time.Time, log *slog.Logger) *ProjectCollector {
 	if now == nil {
 		now = time.Now
 	}
@@ -75,7 +76,7 @@ func (c *ProjectCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *ProjectCollector) compute(now time.Time) []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rep, err := report.Compute(ctx, c.src, report.Query{Window: report.Month(now), By: []string{"project"}, Prices: c.prices, Now: now,
+	rep, err := report.Compute(ctx, c.src, report.Query{Window: facts.Month(now), By: []string{"project"}, Prices: c.prices, Now: now,
 		Namespaces: c.Namespaces})
 	if err != nil {
 		c.log.Error("project month series: the report failed", "err", err)

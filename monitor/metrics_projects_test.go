@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
@@ -20,17 +21,17 @@ type countingSource struct {
 	lastFrom time.Time
 }
 
-func (c *countingSource) ReportSums(_ context.Context, w report.Window, _ []string, _ bool) (report.Sums, error) {
+func (c *countingSource) ReportSums(_ context.Context, w facts.Window, _ []string, _ bool) (facts.Sums, error) {
 	c.reports++
 	c.lastFrom = w.From
-	return report.Sums{
-		Tasks: []report.TaskSums{{Key: map[string]string{"project": "search", "owner": "ann"}, Tasks: 1, Open: 1}},
-		GPUs: []report.GPUSums{{Key: map[string]string{"project": "search", "owner": "ann", "model": "Tesla T4"},
+	return facts.Sums{
+		Tasks: []facts.TaskSums{{Key: map[string]string{"project": "search", "owner": "ann"}, Tasks: 1, Open: 1}},
+		GPUs: []facts.GPUSums{{Key: map[string]string{"project": "search", "owner": "ann", "model": "Tesla T4"},
 			InstanceSeconds: c.gpuSec, GPUSeconds: float64(c.gpuSec)}},
 	}, nil
 }
 
-func (c *countingSource) ReportMetric(context.Context, report.Window, []string, string) ([]report.MetricSums, error) {
+func (c *countingSource) ReportMetric(context.Context, facts.Window, []string, string) ([]facts.MetricSums, error) {
 	return nil, nil
 }
 

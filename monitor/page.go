@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -138,10 +139,10 @@ type pageData struct {
 // running tasks, and links to the CSV. No script, no external asset.
 func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
 	now := h.cfg.Now().UTC()
-	win := report.Month(now)
+	win := facts.Month(now)
 	if m := r.URL.Query().Get("month"); m != "" {
 		var err error
-		if win, err = report.ParseMonth("month", m); err != nil {
+		if win, err = facts.ParseMonth("month", m); err != nil {
 			h.api.fail(w, http.StatusBadRequest, badParameter(err))
 			return
 		}
@@ -149,7 +150,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	// metric (repeated) is not shown on the page itself: it is kept in the
 	// CSV and JSON links, so a link to the page can carry the metrics a
 	// team reads beside cost.
-	metrics, err := report.ParseMetrics(r.URL.Query()["metric"])
+	metrics, err := facts.ParseMetrics(r.URL.Query()["metric"])
 	if err != nil {
 		h.api.fail(w, http.StatusBadRequest, badParameter(err))
 		return
@@ -157,8 +158,8 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	// by=label:NAME adds a table of the month by that extra label.
 	var byLabel []string
 	if v := r.URL.Query().Get("by"); v != "" {
-		keys, err := report.ParseKeys(v)
-		_, isLabel := report.LabelName(v)
+		keys, err := facts.ParseKeys(v)
+		_, isLabel := facts.LabelName(v)
 		if err == nil && (len(keys) != 1 || !isLabel) {
 			err = fmt.Errorf("by: the page groups by one extra label, label:NAME (got %q)", v)
 		}
@@ -209,7 +210,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		d.EnergyPriced, d.CO2 = h.cfg.Prices.PricePerKWh != nil, h.cfg.Prices.CO2KgPerKWh != nil
 	}
 	if byLabel != nil {
-		d.Label = strings.TrimPrefix(byLabel[0], report.LabelPrefix)
+		d.Label = strings.TrimPrefix(byLabel[0], facts.LabelPrefix)
 		if d.ByLabel, err = report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: byLabel,
 			Prices: h.cfg.Prices, Now: now, Scope: reportScope(scope)}); err != nil {
 			h.api.storeFailed(w, r, "page report", err)

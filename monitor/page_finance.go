@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -19,7 +20,7 @@ type pageFinance struct {
 
 // finance is the page's finance part of the month win (nil without the
 // books).
-func (h *reports) finance(ctx context.Context, win report.Window, rep *report.Report) *pageFinance {
+func (h *reports) finance(ctx context.Context, win facts.Window, rep *report.Report) *pageFinance {
 	if h.cfg.Books == nil {
 		return nil
 	}

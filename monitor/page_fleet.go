@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/termtable"
 )
 
@@ -71,7 +71,7 @@ var fleetColors = []string{"#3b7dd8", "#e0a030", "#c0392b", "#9aa5b1", "#d5dbe1"
 // fleet computes the section for the window, or nil when the monitor has
 // no ledger or no node report counts in the window (the page is then as
 // without node reports).
-func (h *reports) fleet(ctx context.Context, win report.Window, scope *access.Scope, now time.Time) (*pageFleet, error) {
+func (h *reports) fleet(ctx context.Context, win facts.Window, scope *access.Scope, now time.Time) (*pageFleet, error) {
 	cfg := h.cfg.Fleet
 	if cfg == nil {
 		return nil, nil

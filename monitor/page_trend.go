@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -39,10 +40,10 @@ func amount(f report.Figures, priced bool) float64 {
 
 // monthReports computes the report by project of each of the n months
 // ending with win's.
-func (h *reports) monthReports(ctx context.Context, win report.Window, n int, now time.Time, scope func(p, o string) bool) ([]*report.Report, error) {
+func (h *reports) monthReports(ctx context.Context, win facts.Window, n int, now time.Time, scope func(p, o string) bool) ([]*report.Report, error) {
 	out := make([]*report.Report, n)
 	for i := range n {
-		w := report.Month(win.From.AddDate(0, i-n+1, 0))
+		w := facts.Month(win.From.AddDate(0, i-n+1, 0))
 		// A closed month's figures are its statement's (books).
 		// The inputs of the page's own month's report: without the
 		// namespace mapping a project billed only for undeclared use last

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -20,7 +21,7 @@ import (
 // store: the report's sums, the running tasks of a budget's forecast, the
 // open tasks and the idle ones.
 type ReportSource interface {
-	report.Source
+	facts.Source
 	report.Running
 	OpenTasks
 	Tasks(ctx context.Context, f store.Filter, scope *access.Scope) ([]store.Task, string, error)
@@ -112,7 +113,7 @@ func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, err
 	v := r.URL.Query()
 	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}
 	var err error
-	q.Window, err = report.WindowParams{From: v.Get("from"), To: v.Get("to"), Month: v.Get("month"),
+	q.Window, err = facts.WindowParams{From: v.Get("from"), To: v.Get("to"), Month: v.Get("month"),
 		FromName: "from", ToName: "to", MonthName: "month"}.Select(h.cfg.Now())
 	if err != nil {
 		return q, err
@@ -121,12 +122,12 @@ func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, err
 		q.By = []string{report.TaskKey}
 		return q, nil
 	}
-	by, err := report.ParseKeys(v.Get("by"))
+	by, err := facts.ParseKeys(v.Get("by"))
 	if err != nil {
 		return q, err
 	}
 	q.By = by
-	q.Metrics, err = report.ParseMetrics(v["metric"])
+	q.Metrics, err = facts.ParseMetrics(v["metric"])
 	return q, err
 }
 
@@ -150,7 +151,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		return
 	}
 	rep, err := h.compute(r.Context(), q, r.URL.Query().Get("live") == "1")
-	if errors.Is(err, report.ErrBadQuery) {
+	if errors.Is(err, facts.ErrBadQuery) {
 		h.api.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -192,7 +193,7 @@ func fileTime(t time.Time) string {
 // badParameter is the answer's text for a query parameter the report
 // package refused: "parameter " and its rule, which names it.
 func badParameter(err error) string {
-	if qe, ok := errors.AsType[*report.QueryError](err); ok {
+	if qe, ok := errors.AsType[*facts.QueryError](err); ok {
 		return "parameter " + qe.Rule
 	}
 	return "parameter " + err.Error()

@@ -12,8 +12,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -68,7 +68,7 @@ func (h *statements) reopen(w http.ResponseWriter, r *http.Request, by string) {
 	if !ok {
 		return
 	}
-	if _, err := report.ParseMonth("month", month); err != nil {
+	if _, err := facts.ParseMonth("month", month); err != nil {
 		h.api.fail(w, http.StatusBadRequest, "month: "+err.Error())
 		return
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -70,7 +71,7 @@ func mountStatementPage(a *API, h *statements) {
 // an open month (and for a project without figures in it).
 func (h *statements) statementPage(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
 	month, project := r.PathValue("month"), r.PathValue("project")
-	win, err := report.ParseMonth("month", month)
+	win, err := facts.ParseMonth("month", month)
 	if err != nil {
 		h.api.fail(w, http.StatusBadRequest, "month: "+err.Error())
 		return

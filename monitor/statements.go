@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -116,7 +117,7 @@ func (h *statements) close(w http.ResponseWriter, r *http.Request, by string) {
 	}
 	c, created, err := books.Close(r.Context(), h.cfg.Store, month, by, h.cfg.Inputs, h.cfg.Now())
 	switch {
-	case errors.Is(err, report.ErrBadQuery), errors.Is(err, books.ErrNotOver):
+	case errors.Is(err, facts.ErrBadQuery), errors.Is(err, books.ErrNotOver):
 		h.api.fail(w, http.StatusBadRequest, "month: "+err.Error())
 		return
 	case err != nil:

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
@@ -233,7 +233,7 @@ func TestBillingFromObservations(t *testing.T) {
 		}
 
 		// Every --by: the total is the sum of the rows.
-		for _, by := range report.Keys {
+		for _, by := range facts.Keys {
 			r := runMonitor(t, append(args, "--format", "json", "--by", by)...)
 			if r.code != 0 {
 				t.Fatalf("report --by %s: exit %d: %s", by, r.code, r.stderr)
@@ -372,7 +372,7 @@ func TestBillingMonthSeries(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		now := time.Now().UTC()
 		h := now.Unix()/3600*3600 - 3600
-		if h < report.Month(now).From.Unix() {
+		if h < facts.Month(now).From.Unix() {
 			t.Skip("the month began less than an hour ago: its last whole hour is last month's")
 		}
 		dir := t.TempDir()

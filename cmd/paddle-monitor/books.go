@@ -21,9 +21,9 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -82,7 +82,7 @@ var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entrie
 // state (ledger.Compute, as `paddle-monitor ledger --by state` prints it
 // in JSON), or null when no node report covers the month.
 func statementLedger(cfg monitor.LedgerConfig) books.Ledger {
-	return func(ctx context.Context, w report.Window) (json.RawMessage, error) {
+	return func(ctx context.Context, w facts.Window) (json.RawMessage, error) {
 		split := cfg.Split
 		if split == "" {
 			split = ledger.SplitEqual
@@ -144,7 +144,7 @@ func closeCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := report.ParseMonth("--month", *month); err != nil {
+	if _, err := facts.ParseMonth("--month", *month); err != nil {
 		return badQuery(err, "")
 	}
 	in, err := booksInputs(*pricesFile, *budgetsFile)
@@ -176,7 +176,7 @@ func closeCmd(args []string, stdout io.Writer) error {
 	}
 	by := *as
 	if *reopen {
-		if _, err := report.ParseMonth("--month", *month); err != nil {
+		if _, err := facts.ParseMonth("--month", *month); err != nil {
 			return badQuery(err, "")
 		}
 		c, err := st.ReopenMonthBecause(ctx, *month, by, *reason)

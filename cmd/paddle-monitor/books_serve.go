@@ -15,7 +15,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -141,7 +141,7 @@ func every(ctx context.Context, period time.Duration, f func()) {
 func autoClose(ctx context.Context, st *store.Store, in books.Inputs, after time.Duration, log *slog.Logger,
 	onClose func(ctx context.Context, month string, version int) error) {
 	now := time.Now().UTC()
-	m := report.Month(now.Add(-after)).From.AddDate(0, -1, 0)
+	m := facts.Month(now.Add(-after)).From.AddDate(0, -1, 0)
 	month := m.Format("2006-01")
 	all, err := st.Statements(ctx)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
@@ -126,7 +126,7 @@ func TestProjectMonthSeries(t *testing.T) {
 		// Two T4 (price 2) from T0 − 1 h to a heartbeat at T0: 7200
 		// GPU-seconds, 4 CNY. T0 is 10 minutes ago.
 		now := time.Now().UTC()
-		if now.Sub(report.Month(now).From) < 2*time.Hour {
+		if now.Sub(facts.Month(now).From) < 2*time.Hour {
 			t.Skip("the month began less than 2 hours ago: the task's hour would straddle two months")
 		}
 		T0 := now.Add(-10 * time.Minute).Unix()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -98,7 +99,7 @@ func exportCmd(args []string, stdout io.Writer) error {
 	if *month == "" {
 		return fmt.Errorf("%w: export focus: --month is required (YYYY-MM)", errUsage)
 	}
-	if _, err := report.ParseMonth("--month", *month); err != nil {
+	if _, err := facts.ParseMonth("--month", *month); err != nil {
 		return badQuery(err, "")
 	}
 	var c exportConfig
@@ -124,7 +125,7 @@ func exportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	b, err := focus.Bytes(ctx, cfg, st, *month, *format, nil)
-	if errors.Is(err, report.ErrBadQuery) {
+	if errors.Is(err, facts.ErrBadQuery) {
 		return badQuery(err, "")
 	}
 	if err != nil {

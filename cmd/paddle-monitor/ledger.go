@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -86,7 +87,7 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	if by != nil {
 		q.By = *by
 	}
-	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month, FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(q.Now)
+	q.Window, err = facts.WindowParams{From: *from, To: *to, Month: *month, FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(q.Now)
 	if err != nil {
 		return badQuery(err, "")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -56,7 +57,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	db, pricesFile, budgetsFile := &c.src.db, &c.src.prices, &c.src.budgets
 	q := report.Query{}
 	var err error
-	q.Window, err = report.WindowParams{From: *from, To: *to, Month: *month,
+	q.Window, err = facts.WindowParams{From: *from, To: *to, Month: *month,
 		FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(time.Now())
 	if err != nil {
 		return badQuery(err, "")
@@ -67,10 +68,10 @@ func reportCmd(args []string, stdout io.Writer) error {
 	}
 	if chargeback {
 		q.By = []string{report.TaskKey}
-	} else if q.By, err = report.ParseKeys(*by); err != nil {
+	} else if q.By, err = facts.ParseKeys(*by); err != nil {
 		return badQuery(err, "--")
 	}
-	if q.Metrics, err = report.ParseMetrics(*metrics); err != nil {
+	if q.Metrics, err = facts.ParseMetrics(*metrics); err != nil {
 		return badQuery(err, "--")
 	}
 	if err := checkFormat(*format, *wide, *columns); err != nil {
@@ -108,7 +109,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return report.WriteChargebackCSV(stdout, statement)
 	}
 	rep, err := books.Report(ctx, st, q, *live)
-	if errors.Is(err, report.ErrBadQuery) {
+	if errors.Is(err, facts.ErrBadQuery) {
 		return badQuery(err, "")
 	}
 	if err != nil {
@@ -142,10 +143,10 @@ var reportSettings = settings.Table[reportConfig]{Policy: settings.Refuse, Entri
 		func(e entry[reportConfig]) bool { return e.Flag != "namespace-projects" }))}
 
 // badQuery is a usage error of the report's query, as report says it (its
-// rule, naming the parameter after prefix) without report.ErrBadQuery's
+// rule, naming the parameter after prefix) without facts.ErrBadQuery's
 // own words.
 func badQuery(err error, prefix string) error {
-	if qe, ok := errors.AsType[*report.QueryError](err); ok {
+	if qe, ok := errors.AsType[*facts.QueryError](err); ok {
 		return fmt.Errorf("%w: %s%s", errUsage, prefix, qe.Rule)
 	}
 	return fmt.Errorf("%w: %s%w", errUsage, prefix, err)

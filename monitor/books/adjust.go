@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -17,7 +18,7 @@ import (
 // rules (report.Compute over that one task). Tasks whose part did not
 // change are left out; rows by project, tasks by task_id.
 func Adjust(month string, late []store.LateTask, prices *report.Prices) ([]report.Adjustment, error) {
-	w, err := report.ParseMonth("month", month)
+	w, err := facts.ParseMonth("month", month)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +102,7 @@ func countedEnd(start int64, end, lastSeen *int64) int64 {
 // part is one task's figures in window w when counted up to end, by the
 // report's rules (a task without a counted interval counts when it started
 // inside the window).
-func part(w report.Window, t store.LateTask, end int64, prices *report.Prices) (report.Figures, error) {
+func part(w facts.Window, t store.LateTask, end int64, prices *report.Prices) (report.Figures, error) {
 	f, tt := w.From.Unix(), w.To.Unix()
 	in := (t.Start >= f && t.Start < tt) || (end > f && t.Start < f)
 	if !in {
@@ -110,7 +111,7 @@ func part(w report.Window, t store.LateTask, end int64, prices *report.Prices) (
 	s0, e1 := max(t.Start, f), min(end, tt)
 	sec := max(e1-s0, 0)
 	key := map[string]string{"project": t.Project, "owner": t.Owner}
-	ts := report.TaskSums{Key: key, Tasks: 1, UnlistedGPUSeconds: t.GPUUnlisted * sec}
+	ts := facts.TaskSums{Key: key, Tasks: 1, UnlistedGPUSeconds: t.GPUUnlisted * sec}
 	if t.End != nil && end == *t.End {
 		ts.Completed = 1
 		if t.Failed {
@@ -119,10 +120,10 @@ func part(w report.Window, t store.LateTask, end int64, prices *report.Prices) (
 	} else {
 		ts.Open = 1
 	}
-	var gpus []report.GPUSums
+	var gpus []facts.GPUSums
 	for _, g := range t.GPUs {
 		k := map[string]string{"project": t.Project, "owner": t.Owner, "model": g.Model}
-		gs := report.GPUSums{Key: k, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: sec, GPUSeconds: g.Share * float64(sec)}
+		gs := facts.GPUSums{Key: k, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: sec, GPUSeconds: g.Share * float64(sec)}
 		if ts.Failed == 1 {
 			gs.FailedGPUSeconds = gs.GPUSeconds
 		}
@@ -135,16 +136,16 @@ func part(w report.Window, t store.LateTask, end int64, prices *report.Prices) (
 	return r.Total, nil
 }
 
-// oneTask is a report.Source of one task's sums.
+// oneTask is a facts.Source of one task's sums.
 type oneTask struct {
-	t    report.TaskSums
-	gpus []report.GPUSums
+	t    facts.TaskSums
+	gpus []facts.GPUSums
 }
 
-func (o oneTask) ReportSums(context.Context, report.Window, []string, bool) (report.Sums, error) {
-	return report.Sums{Tasks: []report.TaskSums{o.t}, GPUs: o.gpus}, nil
+func (o oneTask) ReportSums(context.Context, facts.Window, []string, bool) (facts.Sums, error) {
+	return facts.Sums{Tasks: []facts.TaskSums{o.t}, GPUs: o.gpus}, nil
 }
 
-func (o oneTask) ReportMetric(context.Context, report.Window, []string, string) ([]report.MetricSums, error) {
+func (o oneTask) ReportMetric(context.Context, facts.Window, []string, string) ([]facts.MetricSums, error) {
 	return nil, nil
 }

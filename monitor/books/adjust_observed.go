@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -35,8 +36,8 @@ type frozenRow struct {
 // report's own rules — and is added to pending's rows, one adjusted line
 // per owner with change observed_after_close. A month reaching days
 // retention trimmed has no live figures to compare and gets none.
-func observedAfterClose(ctx context.Context, st Store, src report.Source, e store.Closed, pending, carried []report.Adjustment, q report.Query) ([]report.Adjustment, error) {
-	w, err := report.ParseMonth("month", e.Month)
+func observedAfterClose(ctx context.Context, st Store, src facts.Source, e store.Closed, pending, carried []report.Adjustment, q report.Query) ([]report.Adjustment, error) {
+	w, err := facts.ParseMonth("month", e.Month)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func carriedOf(ctx context.Context, st Store, month string, later []store.Closed
 // lateData is every adjustment month w carries of the closed months just
 // before it (earlier, newest first): each one's late tasks (late) and what
 // node reports stored after its close changed.
-func lateData(ctx context.Context, st Store, src report.Source, earlier []store.Closed, late func(store.Closed) ([]store.LateTask, error), q report.Query) ([]report.Adjustment, error) {
+func lateData(ctx context.Context, st Store, src facts.Source, earlier []store.Closed, late func(store.Closed) ([]store.LateTask, error), q report.Query) ([]report.Adjustment, error) {
 	var out []report.Adjustment
 	for i, e := range earlier {
 		tasks, err := late(e)

@@ -32,13 +32,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // Store is what the books need of the store.
 type Store interface {
-	report.Source
+	facts.Source
 	Statement(ctx context.Context, month string) (*store.Closed, error)
 	Statements(ctx context.Context) ([]store.Closed, error)
 	CloseMonth(ctx context.Context, req store.CloseRequest, build store.Build, hash func([]byte) string) (*store.Closed, bool, error)
@@ -53,7 +54,7 @@ type Store interface {
 // Ledger returns the ledger's states of a window as JSON for a statement,
 // or nil when the monitor keeps no ledger. It is the statement's hook for
 // node reports: nil until the ledger exists.
-type Ledger func(ctx context.Context, w report.Window) (json.RawMessage, error)
+type Ledger func(ctx context.Context, w facts.Window) (json.RawMessage, error)
 
 // Inputs are what a statement is computed with.
 type Inputs struct {
@@ -108,8 +109,8 @@ var (
 )
 
 // TrimmedError is a report refused because its window reaches days
-// retention trimmed: a report.QueryError (ErrBadQuery) that is ErrTrimmed.
-type TrimmedError struct{ report.QueryError }
+// retention trimmed: a facts.QueryError (ErrBadQuery) that is ErrTrimmed.
+type TrimmedError struct{ facts.QueryError }
 
 func (e *TrimmedError) Unwrap() error        { return &e.QueryError }
 func (e *TrimmedError) Is(target error) bool { return target == ErrTrimmed }
@@ -145,7 +146,7 @@ func compactJSON(name string, b []byte) (json.RawMessage, error) {
 // it stores the statement and returns it, or the one in force with
 // created false.
 func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.Time) (c *store.Closed, created bool, err error) {
-	w, err := report.ParseMonth("month", month)
+	w, err := facts.ParseMonth("month", month)
 	if err != nil {
 		return nil, false, err
 	}
@@ -172,7 +173,7 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		return nil, false, err
 	}
 	req := store.CloseRequest{Month: month, Window: w, By: by, Earlier: earlier}
-	build := func(ctx context.Context, src report.Source, late map[string][]store.LateTask, closedAt time.Time, version int) (store.Built, error) {
+	build := func(ctx context.Context, src facts.Source, late map[string][]store.LateTask, closedAt time.Time, version int) (store.Built, error) {
 		var out store.Built
 		mark := &report.Closed{Month: month, Version: version, ClosedAt: closedAt}
 		s := Statement{Month: month, Version: version, From: w.From, To: w.To, ClosedAt: closedAt, ClosedBy: by,
@@ -233,7 +234,7 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 
 // closedBefore are the closed months whose late data goes into month w's
 // statement: the months just before it, back to the first open one.
-func closedBefore(ctx context.Context, st Store, w report.Window) ([]store.Closed, error) {
+func closedBefore(ctx context.Context, st Store, w facts.Window) ([]store.Closed, error) {
 	var out []store.Closed
 	m := w.From
 	for range 1200 {
@@ -252,7 +253,7 @@ func closedBefore(ctx context.Context, st Store, w report.Window) ([]store.Close
 
 // Reopen reopens a closed month (its statement is kept).
 func Reopen(ctx context.Context, st Store, month, by string) (*store.Closed, error) {
-	if _, err := report.ParseMonth("month", month); err != nil {
+	if _, err := facts.ParseMonth("month", month); err != nil {
 		return nil, err
 	}
 	return st.ReopenMonth(ctx, month, by)
@@ -299,7 +300,7 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 		return nil, err
 	}
 	if !trimmed.IsZero() && q.From.Before(trimmed) {
-		return nil, &TrimmedError{report.QueryError{Param: "from", Rule: fmt.Sprintf(
+		return nil, &TrimmedError{facts.QueryError{Param: "from", Rule: fmt.Sprintf(
 			"from %s: the window reaches days whose tasks were deleted by --retain (those that ended before %s); "+
 				"there, ask for a whole closed month by project, or by project and owner (its statement)",
 			q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339))}}

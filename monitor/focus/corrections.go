@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
@@ -31,7 +32,7 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 	}
 	var out []Row
 	for _, a := range rep.Adjustments {
-		of, err := report.ParseMonth("adjustment_of", a.AdjustmentOf)
+		of, err := facts.ParseMonth("adjustment_of", a.AdjustmentOf)
 		if err != nil {
 			return nil, err
 		}
@@ -62,10 +63,10 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 			r.ConsumedQuantity, r.PricingQuantity = &hours, &hours
 			r.PricingUnit = UnitGPUHours
 			r.SubAccountID, r.SubAccountName, r.owner = a.Project, a.Project, owner
-			r.BillingBasis = report.BasisDeclared
+			r.BillingBasis = facts.BasisDeclared
 			if len(s.changes) == 1 && s.changes[books.ReasonObservedAfterClose] {
 				// Node reports stored after the close: priced observed.
-				r.BillingBasis = report.BasisObserved
+				r.BillingBasis = facts.BasisObserved
 			}
 			r.Tags = map[string]string{}
 			if owner != "" {

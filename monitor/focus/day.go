@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
@@ -31,14 +32,14 @@ type partSource struct {
 	part part
 }
 
-func (p partSource) ReportSums(ctx context.Context, w report.Window, keys []string, scoped bool) (report.Sums, error) {
+func (p partSource) ReportSums(ctx context.Context, w facts.Window, keys []string, scoped bool) (facts.Sums, error) {
 	if p.part != declaredPart {
-		return report.Sums{}, nil
+		return facts.Sums{}, nil
 	}
 	return p.Source.ReportSums(ctx, w, keys, scoped)
 }
 
-func (p partSource) Observations(ctx context.Context, w report.Window) (*report.Observations, error) {
+func (p partSource) Observations(ctx context.Context, w facts.Window) (*facts.Observations, error) {
 	o, ok := p.Source.(report.Observer)
 	if !ok {
 		return nil, nil
@@ -47,7 +48,7 @@ func (p partSource) Observations(ctx context.Context, w report.Window) (*report.
 	if err != nil || obs == nil {
 		return obs, err
 	}
-	out := &report.Observations{Covered: obs.Covered}
+	out := &facts.Observations{Covered: obs.Covered}
 	switch p.part {
 	case declaredPart:
 		for _, t := range obs.Tasks {
@@ -68,7 +69,7 @@ func (p partSource) Observations(ctx context.Context, w report.Window) (*report.
 // gen is one export's computation.
 type gen struct {
 	cfg     Config
-	month   report.Window
+	month   facts.Window
 	scope   *access.Scope
 	version int
 }
@@ -90,7 +91,7 @@ type usage struct {
 }
 
 // day is one UTC day's rows.
-func (g *gen) day(ctx context.Context, w report.Window) ([]Row, error) {
+func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
 	q := report.Query{Window: w, By: rowKeys, Prices: g.cfg.Prices}
 	if g.scope != nil {
 		q.Scope = g.scope.Allows
@@ -113,9 +114,9 @@ func (g *gen) day(ctx context.Context, w report.Window) ([]Row, error) {
 		part         part
 		basis, state string
 	}{
-		{declaredPart, report.BasisDeclared, ledger.Unobserved},
-		{attributedPart, report.BasisObserved, ledger.Attributed},
-		{undeclaredPart, report.BasisObserved, ledger.Undeclared},
+		{declaredPart, facts.BasisDeclared, ledger.Unobserved},
+		{attributedPart, facts.BasisObserved, ledger.Attributed},
+		{undeclaredPart, facts.BasisObserved, ledger.Undeclared},
 	} {
 		rep, err := report.Compute(ctx, partSource{g.cfg.Source, p.part}, q)
 		if err != nil {
@@ -193,7 +194,7 @@ func baseModel(key string) string {
 }
 
 // usageRow is a task part's row.
-func (g *gen) usageRow(w report.Window, u *usage, basis, state string, sh *sharing) Row {
+func (g *gen) usageRow(w facts.Window, u *usage, basis, state string, sh *sharing) Row {
 	model := u.model
 	if p := sh.profile(); p != "" {
 		model += " " + p
@@ -222,7 +223,7 @@ func (g *gen) usageRow(w report.Window, u *usage, basis, state string, sh *shari
 		switch {
 		case sh.mig:
 			r.SplitRule = "mig-slices"
-		case sh.shared && basis == report.BasisObserved:
+		case sh.shared && basis == facts.BasisObserved:
 			r.SplitRule = g.cfg.Split
 		}
 		r.AllocatedShare = sh.share()
@@ -231,7 +232,7 @@ func (g *gen) usageRow(w report.Window, u *usage, basis, state string, sh *shari
 }
 
 // base is a row's columns common to every row of the day w and model.
-func (g *gen) base(w report.Window, model string) Row {
+func (g *gen) base(w facts.Window, model string) Row {
 	r := Row{BillingCurrency: g.cfg.Prices.Currency, BillingPeriodStart: g.month.From, BillingPeriodEnd: g.month.To,
 		ChargePeriodStart: w.From, ChargePeriodEnd: w.To, ChargeCategory: "Usage", ConsumedUnit: UnitGPUHours, SkuID: model}
 	if g.version > 0 {
@@ -283,7 +284,7 @@ func (g *gen) price(r *Row, model string, hours, cost float64) {
 // the platform's sub-account; the unobserved ones less what the declared
 // part billed for the same model (x_DeclaredOffsetGpuHours), never below
 // zero.
-func (g *gen) platform(ctx context.Context, w report.Window, declaredCost, declaredHours map[string]float64) ([]Row, error) {
+func (g *gen) platform(ctx context.Context, w facts.Window, declaredCost, declaredHours map[string]float64) ([]Row, error) {
 	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
 		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire})
 	if err != nil {
@@ -344,7 +345,7 @@ func (g *gen) platform(ctx context.Context, w report.Window, declaredCost, decla
 // was on GPUs the ledger counts as unobserved, and the platform's
 // unobserved rows leave it out; elsewhere (a node without reports) it is
 // on no GPU of the ledger.
-func (g *gen) onLedger(ctx context.Context, w report.Window) (func(string) bool, error) {
+func (g *gen) onLedger(ctx context.Context, w facts.Window) (func(string) bool, error) {
 	if g.cfg.Ledger == nil || g.scope != nil {
 		return func(string) bool { return false }, nil
 	}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
@@ -80,7 +81,7 @@ func (s Settings) WithDefaults() Settings {
 
 // Source is what an export reads (a *store.Store).
 type Source interface {
-	report.Source
+	facts.Source
 	report.TaskLister
 }
 
@@ -122,7 +123,7 @@ func CheckPrices(p *report.Prices) error {
 // Export is a month's rows.
 type Export struct {
 	Month   string
-	Window  report.Window
+	Window  facts.Window
 	Version int // the statement's version; 0 while the month is open
 	Rows    []Row
 }
@@ -130,7 +131,7 @@ type Export struct {
 // Generate computes month's export for scope (nil: everything, the
 // platform's rows too; a team's scope: its projects' rows only).
 func Generate(ctx context.Context, cfg Config, month string, scope *access.Scope) (*Export, error) {
-	w, err := report.ParseMonth("month", month)
+	w, err := facts.ParseMonth("month", month)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +154,7 @@ func Generate(ctx context.Context, cfg Config, month string, scope *access.Scope
 	}
 	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version}
 	for day := w.From; day.Before(w.To); day = day.AddDate(0, 0, 1) {
-		rows, err := g.day(ctx, report.Window{From: day, To: day.AddDate(0, 0, 1)})
+		rows, err := g.day(ctx, facts.Window{From: day, To: day.AddDate(0, 0, 1)})
 		if err != nil {
 			return nil, fmt.Errorf("focus: %s: %w", day.Format(time.DateOnly), err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
@@ -56,7 +57,7 @@ func TestCheckPrices(t *testing.T) {
 // and the platform's.
 func export() *Export {
 	day := time.Date(2026, 11, 10, 0, 0, 0, 0, time.UTC)
-	m := report.Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	m := facts.Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	q, p := 2.5, 4.0
 	row := func(project, owner string) Row {
 		return Row{BilledCost: 10, BillingCurrency: "EUR", BillingPeriodStart: m.From, BillingPeriodEnd: m.To,

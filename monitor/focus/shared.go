@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
@@ -60,12 +61,12 @@ func (g *gen) sharing(ctx context.Context, q report.Query) (map[string]*sharing,
 		if l.Namespace != "" {
 			continue
 		}
-		models := map[string][]report.TaskGPU{}
+		models := map[string][]facts.TaskGPU{}
 		for _, gpu := range l.GPUs {
 			models[gpu.Model] = append(models[gpu.Model], gpu)
 		}
 		if l.UnlistedGPUs > 0 {
-			models[""] = append(models[""], report.TaskGPU{Share: 1})
+			models[""] = append(models[""], facts.TaskGPU{Share: 1})
 		}
 		for _, m := range slices.Sorted(maps.Keys(models)) {
 			k := shareKey(l.Project, l.Owner, m)
@@ -81,7 +82,7 @@ func (g *gen) sharing(ctx context.Context, q report.Query) (map[string]*sharing,
 }
 
 // add counts one task's GPUs of the key in.
-func (s *sharing) add(labels map[string]string, gpus []report.TaskGPU) {
+func (s *sharing) add(labels map[string]string, gpus []facts.TaskGPU) {
 	mine := map[string]string{}
 	for k, v := range labels {
 		mine["paddle/label/"+strings.ToLower(k)] = v

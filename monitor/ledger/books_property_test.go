@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -81,14 +82,16 @@ func propFleet(t *testing.T, s *store.Store, rng *rand.Rand, i int, base int64) 
 			mine = append(mine, tk)
 		}
 		for _, tk := range mine {
-			r := &store.Registration{TaskID: tk.id, TaskName: "train", Project: tk.project, Owner: "ann", StartTime: tk.start,
-				K8sPodUID: tk.pod, K8sNode: node, Hostname: tk.id + "-0", GPUCount: 1, Labels: map[string]string{},
-				GPUs: []store.RegisteredGPU{{UUID: tk.uuid, Model: "NVIDIA H200", MemoryTotal: 1, Share: tk.share}}}
-			r.Body = []byte(fmt.Sprintf(`{"task_id":%q}`, tk.id))
-			if _, err := s.Register(ctx, r); err != nil {
+			start, count, share := tk.start, int64(1), tk.share
+			r := &wire.Registration{TaskID: tk.id, TaskName: "train", Project: tk.project, Owner: "ann", StartTime: &start,
+				K8sPodUID: tk.pod, K8sNode: node, Hostname: tk.id + "-0", GPUCount: &count, Labels: wire.Labels{},
+				GPUs: []wire.RegisteredGPU{{UUID: tk.uuid, Name: "NVIDIA H200", MemoryTotalBytes: 1, Share: &share}}}
+			body := []byte(fmt.Sprintf(`{"task_id":%q}`, tk.id))
+			if _, err := s.Register(ctx, r, body, store.Sender{}); err != nil {
 				t.Fatal(err)
 			}
-			c := &store.Completion{TaskID: tk.id, EndTime: tk.end, DurationSeconds: float64(tk.end - tk.start)}
+			end, duration, exit := tk.end, float64(tk.end-tk.start), int64(0)
+			c := &wire.Completion{TaskID: tk.id, EndTime: &end, DurationSeconds: &duration, ExitCode: &exit}
 			if _, err := s.Complete(ctx, c, []byte(fmt.Sprintf(`{"task_id":%q,"end_time":%d}`, tk.id, tk.end)), store.Sender{}); err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +176,7 @@ func TestBooksPropertyInstantRule(t *testing.T) {
 			base := t0 - int64(i+1)*86400
 			tasks, spans := propFleet(t, s, rng, i, base)
 			a := int64(rng.IntN(3))
-			w := report.Window{From: time.Unix(base+a*3600, 0).UTC(), To: time.Unix(base+(a+1+int64(rng.IntN(3)))*3600, 0).UTC()}
+			w := facts.Window{From: time.Unix(base+a*3600, 0).UTC(), To: time.Unix(base+(a+1+int64(rng.IntN(3)))*3600, 0).UTC()}
 			nsJSON := fmt.Sprintf(`{"ns-%d": "u%d"}`, i, i)
 			ns, err := ledger.ParseNamespaceProjects([]byte(nsJSON))
 			if err != nil {
@@ -239,7 +242,7 @@ func TestLedgerWindowSeconds(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := func(from, to int64) (*ledger.Ledger, error) {
-			return ledger.Compute(ctx, s, ledger.Query{Window: report.Window{From: time.Unix(from, 0), To: time.Unix(to, 0)},
+			return ledger.Compute(ctx, s, ledger.Query{Window: facts.Window{From: time.Unix(from, 0), To: time.Unix(to, 0)},
 				By: ledger.ByModel, Split: ledger.SplitEqual, Now: time.Unix(t0+7200, 0)})
 		}
 		l, err := q(t0+600, t0+600+70*60)

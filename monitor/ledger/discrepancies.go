@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
@@ -259,7 +259,7 @@ func sameSet(gpus []store.DeclaredGPU, seen map[string]bool) bool {
 // (store.ShareOverlaps: each claim from its task's start to the earlier of
 // its claim's end and its task's counted end), listed when scope sees one
 // of its tasks.
-func overcommits(ctx context.Context, src Source, w report.Window, scope *access.Scope) ([]Overcommit, error) {
+func overcommits(ctx context.Context, src Source, w facts.Window, scope *access.Scope) ([]Overcommit, error) {
 	overlaps, err := src.ShareOverlaps(ctx, w)
 	if err != nil {
 		return nil, err

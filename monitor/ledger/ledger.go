@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -62,12 +63,12 @@ type Source interface {
 	LedgerTies(ctx context.Context, users []store.UserHour) (map[string][]store.Tie, error)
 	LedgerUserHours(ctx context.Context, from, to int64, u *store.UserHour) ([]store.UserHour, error)
 	DeclaredTasks(ctx context.Context, from, to int64) ([]store.DeclaredTask, error)
-	ShareOverlaps(ctx context.Context, w report.Window) ([]store.ShareOverlap, error)
+	ShareOverlaps(ctx context.Context, w facts.Window) ([]store.ShareOverlap, error)
 }
 
 // Query says which ledger to compute.
 type Query struct {
-	Window report.Window
+	Window facts.Window
 	By     string
 	Split  string
 	Prices *report.Prices

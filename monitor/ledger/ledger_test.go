@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -32,11 +33,12 @@ func ptr[T any](v T) *T { return &v }
 func randomFleet(t *testing.T, s *store.Store, rng *rand.Rand) int {
 	t.Helper()
 	for i := range 6 {
-		r := &store.Registration{TaskID: fmt.Sprintf("task-%d", i), TaskName: "train", Project: fmt.Sprintf("proj_%d", i%3),
-			Owner: "ann", StartTime: t0 + int64(i)*1800, K8sPodUID: fmt.Sprintf("pod-%d", i), Hostname: "h", GPUCount: 0,
-			Labels: map[string]string{}}
-		r.Body = []byte(fmt.Sprintf(`{"task_id":%q}`, r.TaskID))
-		if _, err := s.Register(ctx, r); err != nil {
+		start, count := t0+int64(i)*1800, int64(0)
+		r := &wire.Registration{TaskID: fmt.Sprintf("task-%d", i), TaskName: "train", Project: fmt.Sprintf("proj_%d", i%3),
+			Owner: "ann", StartTime: &start, K8sPodUID: fmt.Sprintf("pod-%d", i), Hostname: "h", GPUCount: &count,
+			Labels: wire.Labels{}}
+		body := []byte(fmt.Sprintf(`{"task_id":%q}`, r.TaskID))
+		if _, err := s.Register(ctx, r, body, store.Sender{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,7 +178,7 @@ func TestLedgerIdentityRandom(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := report.Window{From: time.Unix(t0-3600, 0), To: time.Unix(t0+8*3600, 0)}
+				w := facts.Window{From: time.Unix(t0-3600, 0), To: time.Unix(t0+8*3600, 0)}
 				var totals []ledger.Figures
 				for _, split := range []string{ledger.SplitEqual, ledger.SplitUtil} {
 					for _, by := range []string{ledger.ByNode, ledger.ByModel, ledger.ByProject, ledger.ByNamespace, ledger.ByState} {
@@ -275,7 +277,7 @@ func TestLedgerMonthRawEqualsRollups(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := storetest.Open(t, dsn)
 		rng := rand.New(rand.NewPCG(11, 12))
-		month := report.Month(time.Unix(t0, 0))
+		month := facts.Month(time.Unix(t0, 0))
 		from, to := month.From.Unix(), month.To.Unix()
 		for n := range 2 {
 			node := fmt.Sprintf("month-node-%d", n)

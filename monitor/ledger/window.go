@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // rawKeeper is a Source that says whether its raw reports answer a
@@ -18,7 +18,7 @@ type rawKeeper interface {
 // it needs are kept (--raw-retention); past that, where node reports
 // covered it, it is refused naming --raw-retention; a window over no node
 // reports is answered (MONITOR.md section 20.8).
-func rawFor(ctx context.Context, src Source, w report.Window) (bool, error) {
+func rawFor(ctx context.Context, src Source, w facts.Window) (bool, error) {
 	from, to := w.From.Unix(), w.To.Unix()
 	if from%3600 == 0 && to%3600 == 0 {
 		return false, nil

@@ -3,35 +3,37 @@ package report
 import (
 	"math"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // acc accumulates one row's sums before they become Figures.
 type acc struct {
-	t                         TaskSums
+	t                         facts.TaskSums
 	gpuSec, failedSec         float64
 	idleSec, idleOKSec, utilW float64
 	utilSec                   float64
 	cost, unpricedSec         float64
 	energyJ                   float64
 	energyGPUs                int64
-	metrics                   map[string]*MetricSums
+	metrics                   map[string]*facts.MetricSums
 	bill                      billing
 }
 
-func (a *acc) addMetric(name string, m MetricSums) {
+func (a *acc) addMetric(name string, m facts.MetricSums) {
 	if a.metrics == nil {
-		a.metrics = map[string]*MetricSums{}
+		a.metrics = map[string]*facts.MetricSums{}
 	}
 	s := a.metrics[name]
 	if s == nil {
-		s = &MetricSums{}
+		s = &facts.MetricSums{}
 		a.metrics[name] = s
 	}
 	s.Sum += m.Sum
 	s.Tasks += m.Tasks
 }
 
-func (a *acc) addTasks(t TaskSums) {
+func (a *acc) addTasks(t facts.TaskSums) {
 	a.t.Tasks += t.Tasks
 	a.t.Completed += t.Completed
 	a.t.Failed += t.Failed
@@ -48,7 +50,7 @@ func (a *acc) addTasks(t TaskSums) {
 // and cost. A MIG instance is priced per instance-hour by a key naming its
 // profile, else as its share of the GPU (price(model) × share × hours);
 // a whole GPU, shared or not, at price(model) × share × hours.
-func (a *acc) addGPUs(g GPUSums, p *Prices) {
+func (a *acc) addGPUs(g facts.GPUSums, p *Prices) {
 	a.gpuSec += g.GPUSeconds
 	a.failedSec += g.FailedGPUSeconds
 	a.idleSec += g.IdleGPUSeconds

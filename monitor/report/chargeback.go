@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // The chargeback statement (report --by task --format csv): one line per
@@ -22,43 +24,15 @@ import (
 // TaskKey is the grouping key of the chargeback statement.
 const TaskKey = "task"
 
-// TaskGPU is one GPU (or MIG instance) a task held.
-type TaskGPU struct {
-	Model, Profile string
-	MIG            bool
-	Share          float64
-	// EnergyJoules is what the completion reported (nil: none).
-	EnergyJoules *float64
-}
-
-// TaskUsage is a task as the statement counts it.
-type TaskUsage struct {
-	// ID is the store's key of the task (ObservedTask.ID); 0 on an
-	// undeclared line.
-	ID                           int64
-	TaskID, Name, Project, Owner string
-	Labels                       map[string]string
-	Start                        int64
-	End                          *int64 // nil: no completion
-	// Heartbeat says an open task has heartbeats (it is counted up to
-	// its last one).
-	Heartbeat bool
-	// Seconds are counted inside the window.
-	Seconds int64
-	GPUs    []TaskGPU
-	// UnlistedGPUs are counted without a model (device nodes).
-	UnlistedGPUs int64
-}
-
 // TaskLister lists the tasks of a window for the statement
 // (*store.Store implements it).
 type TaskLister interface {
-	ReportTasks(ctx context.Context, w Window) ([]TaskUsage, error)
+	ReportTasks(ctx context.Context, w facts.Window) ([]facts.TaskUsage, error)
 }
 
 // StatementLine is one task's line.
 type StatementLine struct {
-	TaskUsage
+	facts.TaskUsage
 	GPUHours     float64
 	PricePerHour *float64 // nil without prices
 	Cost         *float64
@@ -73,7 +47,7 @@ type StatementLine struct {
 	// namespace whose use --namespace-projects charges to Project.
 	Namespace string
 	// Undeclared is that line's use, by GPU kind.
-	Undeclared []InstanceUse
+	Undeclared []facts.InstanceUse
 }
 
 // Statement is the chargeback statement of a window.
@@ -175,8 +149,8 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 // --namespace-projects charges to a project gets a line per namespace (no
 // task), so the lines still add up to the report's rows and total. Price
 // per hour on an observed or mixed line is its cost per billed GPU-hour.
-func billLines(st *Statement, obs *Observations, q Query) {
-	byID := map[int64]*ObservedTask{}
+func billLines(st *Statement, obs *facts.Observations, q Query) {
+	byID := map[int64]*facts.ObservedTask{}
 	for i := range obs.Tasks {
 		byID[obs.Tasks[i].ID] = &obs.Tasks[i]
 	}
@@ -184,19 +158,19 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		l := &st.Lines[i]
 		t, ok := byID[l.ID]
 		if !ok {
-			l.Basis = BasisDeclared
+			l.Basis = facts.BasisDeclared
 			continue
 		}
 		l.Basis = t.Basis()
 		var a acc
 		for _, g := range t.CoveredDeclared {
-			a.addGPUs(g.negated(), q.Prices)
+			a.addGPUs(negated(g), q.Prices)
 		}
 		if t.CoveredUnlistedSeconds > 0 {
 			a.addUnlistedSeconds(-t.CoveredUnlistedSeconds, 0, q.Prices)
 		}
 		for _, u := range t.Observed {
-			a.addGPUs(u.gpuSums(map[string]string{"model": u.Model}, t.Failed), q.Prices)
+			a.addGPUs(gpuSumsOf(u, map[string]string{"model": u.Model}, t.Failed), q.Prices)
 		}
 		// Rounded as the report's figures are (sums of floats differ in
 		// their last bits between stores).
@@ -228,8 +202,8 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		if !ok {
 			i = len(st.Lines)
 			byNS[u.Namespace] = i
-			st.Lines = append(st.Lines, StatementLine{TaskUsage: TaskUsage{Project: project,
-				Start: st.From.Unix()}, Basis: BasisObserved, Namespace: u.Namespace})
+			st.Lines = append(st.Lines, StatementLine{TaskUsage: facts.TaskUsage{Project: project,
+				Start: st.From.Unix()}, Basis: facts.BasisObserved, Namespace: u.Namespace})
 			if q.Prices != nil {
 				st.Lines[i].Cost = new(float64)
 			}
@@ -237,7 +211,7 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		l := &st.Lines[i]
 		l.Undeclared = append(l.Undeclared, u.Use)
 		var a acc
-		a.addGPUs(u.Use.gpuSums(map[string]string{"model": u.Use.Model}, false), q.Prices)
+		a.addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
 		l.GPUHours = round(l.GPUHours+a.gpuSec/3600, 1e6)
 		if l.Cost != nil {
 			*l.Cost = round(*l.Cost+a.cost/3600, 1e6)
@@ -266,7 +240,7 @@ func perHour(cost, hours float64) *float64 {
 // gpuPrice is the price of one hour of g as the report charges it: a MIG
 // instance by its profile's key when there is one, else price(model) ×
 // share.
-func gpuPrice(p *Prices, g TaskGPU) (float64, bool) {
+func gpuPrice(p *Prices, g facts.TaskGPU) (float64, bool) {
 	if p == nil {
 		return 0, false
 	}
@@ -305,7 +279,7 @@ func gpusText(l StatementLine) string {
 	return taskGPUsText(l.TaskUsage)
 }
 
-func taskGPUsText(t TaskUsage) string {
+func taskGPUsText(t facts.TaskUsage) string {
 	type kind struct {
 		name  string
 		share float64
@@ -351,7 +325,7 @@ func WriteChargebackCSV(w io.Writer, st *Statement) error {
 	cw := csvout.NewWriter(w)
 	head := []string{"task_id", "task_name", "project", "owner"}
 	for _, l := range st.Labels {
-		head = append(head, LabelPrefix+l)
+		head = append(head, facts.LabelPrefix+l)
 	}
 	head = append(head, "start", "end", "gpus", "gpu_hours")
 	priced := st.Currency != nil

@@ -32,9 +32,3 @@ type AdjustedTask struct {
 	GPUHours float64  `json:"gpu_hours"`
 	Cost     *float64 `json:"cost"`
 }
-
-// IsMonth reports whether the window is exactly one calendar month (UTC).
-func (w Window) IsMonth() bool {
-	m := Month(w.From)
-	return m.From.Equal(w.From) && m.To.Equal(w.To)
-}

@@ -6,10 +6,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // Compute asks src for the sums of q's window and assembles the report.
-func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
+func Compute(ctx context.Context, src facts.Source, q Query) (*Report, error) {
 	by, err := checkQuery(q)
 	if err != nil {
 		return nil, err
@@ -23,7 +25,7 @@ func Compute(ctx context.Context, src Source, q Query) (*Report, error) {
 	}
 	// Billing from observations: what the node reports observed replaces
 	// what the tasks declared for the parts they covered.
-	var obs *Observations
+	var obs *facts.Observations
 	if o, ok := src.(Observer); ok {
 		if obs, err = o.Observations(ctx, q.Window); err != nil {
 			return nil, fmt.Errorf("report: observations: %w", err)
@@ -57,11 +59,11 @@ func checkQuery(q Query) ([]string, error) {
 	if len(by) == 0 {
 		by = []string{"project"}
 	}
-	by, err := ParseKeys(strings.Join(by, ","))
+	by, err := facts.ParseKeys(strings.Join(by, ","))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ParseMetrics(q.Metrics); err != nil {
+	if _, err := facts.ParseMetrics(q.Metrics); err != nil {
 		return nil, err
 	}
 	return by, nil
@@ -97,7 +99,7 @@ func (rs *rowSet) row(key map[string]string) *acc {
 // With the key model a task counts in the row of each of its models;
 // the total counts it once, and GPU-hours come from sums that leave
 // model out.
-func (rs *rowSet) addSums(ctx context.Context, src Source, q Query, in func(map[string]string) bool) error {
+func (rs *rowSet) addSums(ctx context.Context, src facts.Source, q Query, in func(map[string]string) bool) error {
 	byModel := slices.Contains(rs.by, "model")
 	sums, err := src.ReportSums(ctx, q.Window, rs.by, q.Scope != nil)
 	if err != nil {
@@ -139,7 +141,7 @@ func (rs *rowSet) addSums(ctx context.Context, src Source, q Query, in func(map[
 
 // addMetrics adds q's metrics: rows by model take a task once per model,
 // the total once (from sums that leave model out).
-func (rs *rowSet) addMetrics(ctx context.Context, src Source, q Query, in func(map[string]string) bool) error {
+func (rs *rowSet) addMetrics(ctx context.Context, src facts.Source, q Query, in func(map[string]string) bool) error {
 	byModel := slices.Contains(rs.by, "model")
 	base := slices.DeleteFunc(slices.Clone(rs.by), func(k string) bool { return k == "model" })
 	for _, name := range q.Metrics {

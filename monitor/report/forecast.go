@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // ForecastSeen is how recently an open task must have been seen (start or
@@ -29,37 +31,15 @@ type BudgetFigures struct {
 	ForecastShare *float64 `json:"forecast_share"`
 }
 
-// RunningTask is an open task as a forecast counts it.
-type RunningTask struct {
-	// ID is the store's key of the task (an observed task forecasts at
-	// its observed rate: ObservedTask.ID).
-	ID             int64
-	Project, Owner string
-	// GPUCount is the registration's gpu_count; GPUs the listed ones
-	// (GPUs counted and not listed count whole, at the default price).
-	GPUCount int64
-	GPUs     []RunningGPU
-}
-
-// RunningGPU is one listed GPU of a running task.
-type RunningGPU struct {
-	Model string
-	// Share is the fraction of the GPU the task holds (1: whole).
-	Share float64
-	// MIG says the entry is a MIG instance, of Profile ("1g.18gb").
-	MIG     bool
-	Profile string
-}
-
 // Running is what a budget forecast needs from a store besides Source:
 // the open tasks seen (started or heartbeat) at or after seenSince.
 type Running interface {
-	RunningTasks(ctx context.Context, seenSince int64) ([]RunningTask, error)
+	RunningTasks(ctx context.Context, seenSince int64) ([]facts.RunningTask, error)
 }
 
-// rates returns a running task's GPU-seconds per second and cost per
+// runningRates returns a running task's GPU-seconds per second and cost per
 // second (nil prices: 0).
-func (t RunningTask) rates(p *Prices) (gpus, cost float64) {
+func runningRates(t facts.RunningTask, p *Prices) (gpus, cost float64) {
 	listed := 0.0
 	for _, g := range t.GPUs {
 		share := g.Share
@@ -85,8 +65,8 @@ func (t RunningTask) rates(p *Prices) (gpus, cost float64) {
 
 // addBudgets fills the rows' budgets of a report by project over one
 // calendar month.
-func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observations) error {
-	if q.Budgets == nil || !slices.Equal(r.By, []string{"project"}) || Month(r.From) != (Window{r.From, r.To}) {
+func addBudgets(ctx context.Context, src facts.Source, q Query, r *Report, obs *facts.Observations) error {
+	if q.Budgets == nil || !slices.Equal(r.By, []string{"project"}) || facts.Month(r.From) != (facts.Window{From: r.From, To: r.To}) {
 		return nil
 	}
 	now := q.Now
@@ -106,7 +86,7 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observ
 		if err != nil {
 			return fmt.Errorf("report: running tasks: %w", err)
 		}
-		observed := map[int64]*ObservedTask{}
+		observed := map[int64]*facts.ObservedTask{}
 		if obs != nil && obs.Covered {
 			for i := range obs.Tasks {
 				if t := &obs.Tasks[i]; t.ID != 0 {
@@ -118,9 +98,9 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observ
 			if q.Scope != nil && !q.Scope(t.Project, t.Owner) {
 				continue
 			}
-			g, c := t.rates(q.Prices)
+			g, c := runningRates(t, q.Prices)
 			if o := observed[t.ID]; o != nil && t.ID != 0 {
-				g, c = o.rates(q.Prices)
+				g, c = observedRates(o, q.Prices)
 			}
 			gpuRate[t.Project] += g
 			costRate[t.Project] += c
@@ -154,17 +134,17 @@ func addBudgets(ctx context.Context, src Source, q Query, r *Report, obs *Observ
 	return nil
 }
 
-// rates are an observed task's GPU-seconds per second and cost per second
+// observedRates are an observed task's GPU-seconds per second and cost per second
 // on the observed basis: its attributed GPU-seconds in the window over its
 // counted seconds there (its GPUs as observed so far), and their cost the
 // same way (nil prices: 0). No counted seconds: its declared rates' zero.
-func (t *ObservedTask) rates(p *Prices) (gpus, cost float64) {
+func observedRates(t *facts.ObservedTask, p *Prices) (gpus, cost float64) {
 	if t.CountedSeconds <= 0 {
 		return 0, 0
 	}
 	var a acc
 	for _, u := range t.Observed {
-		a.addGPUs(u.gpuSums(map[string]string{"model": u.Model}, false), p)
+		a.addGPUs(gpuSumsOf(u, map[string]string{"model": u.Model}, false), p)
 	}
 	return a.gpuSec / t.CountedSeconds, a.cost / t.CountedSeconds / 3600
 }

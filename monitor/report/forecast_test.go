@@ -5,16 +5,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // runningSource is a fakeSource that also lists running tasks.
 type runningSource struct {
 	fakeSource
-	running   []RunningTask
+	running   []facts.RunningTask
 	seenSince int64
 }
 
-func (r *runningSource) RunningTasks(_ context.Context, seenSince int64) ([]RunningTask, error) {
+func (r *runningSource) RunningTasks(_ context.Context, seenSince int64) ([]facts.RunningTask, error) {
 	r.seenSince = seenSince
 	return r.running, nil
 }
@@ -30,14 +32,14 @@ func TestForecastGPUHours(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)
-	src := &runningSource{fakeSource: fakeSource{tasks: []TaskSums{
+	src := &runningSource{fakeSource: fakeSource{tasks: []facts.TaskSums{
 		{Key: key("project", "nlp", "owner", "dan"), Tasks: 1, Open: 1, UnlistedGPUSeconds: 36000},
 		{Key: key("project", "free", "owner", "dan"), Tasks: 1, Open: 1, UnlistedGPUSeconds: 3600},
-	}}, running: []RunningTask{
-		{Project: "nlp", Owner: "dan", GPUCount: 2, GPUs: []RunningGPU{{Model: "Tesla T4", Share: 0.25}}},
+	}}, running: []facts.RunningTask{
+		{Project: "nlp", Owner: "dan", GPUCount: 2, GPUs: []facts.RunningGPU{{Model: "Tesla T4", Share: 0.25}}},
 		{Project: "nlp", Owner: "eve", GPUCount: 8}, // outside the scope
 	}}
-	r, err := Compute(context.Background(), src, Query{Window: Month(now), Budgets: budgets, Now: now,
+	r, err := Compute(context.Background(), src, Query{Window: facts.Month(now), Budgets: budgets, Now: now,
 		Scope: func(_, owner string) bool { return owner == "dan" }})
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +63,11 @@ func TestForecastGPUHours(t *testing.T) {
 	}
 
 	// A source that cannot list running tasks cannot forecast this month.
-	if _, err := Compute(context.Background(), &src.fakeSource, Query{Window: Month(now), Budgets: budgets, Now: now}); err == nil {
+	if _, err := Compute(context.Background(), &src.fakeSource, Query{Window: facts.Month(now), Budgets: budgets, Now: now}); err == nil {
 		t.Error("a forecast without the running tasks did not fail")
 	}
 	// Last month needs no running tasks: the forecast is what was used.
-	r, err = Compute(context.Background(), &src.fakeSource, Query{Window: Month(time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC)), Budgets: budgets, Now: now})
+	r, err = Compute(context.Background(), &src.fakeSource, Query{Window: facts.Month(time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC)), Budgets: budgets, Now: now})
 	if err != nil || r.Rows[0].Budget == nil || r.Rows[0].Budget.Forecast != r.Rows[0].Budget.Used {
 		t.Errorf("last month: %+v, %v", r, err)
 	}

@@ -4,15 +4,8 @@ import (
 	"context"
 	"maps"
 	"math"
-)
 
-// Billing bases (docs/cost.md, "Two bases"): what a task pays is what it
-// declared, what its node's reports observed, or both for parts of its
-// counted interval.
-const (
-	BasisDeclared = "declared"
-	BasisObserved = "observed"
-	BasisMixed    = "mixed"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // Observer is what billing from observations needs from a store besides
@@ -20,76 +13,14 @@ const (
 type Observer interface {
 	// Observations returns the window's observed use: by attributed task,
 	// and undeclared by namespace.
-	Observations(ctx context.Context, w Window) (*Observations, error)
+	Observations(ctx context.Context, w facts.Window) (*facts.Observations, error)
 }
 
-// Observations are the node reports' use in a report's window.
-type Observations struct {
-	// Covered says a node report covered some of the window: only then
-	// does a report show the billing columns (with no node reports, every
-	// report is what it was before them).
-	Covered bool
-	// Tasks are the tasks users of the reports were attributed to.
-	Tasks []ObservedTask
-	// Undeclared is the use of users tied to no task, by namespace (the
-	// report charges those a --namespace-projects file maps to a project).
-	Undeclared []UndeclaredUse
-}
-
-// InstanceUse is one user's (or task's) use of GPU instances of one kind
-// in the window: Seconds weighted as the ledger weighs them (a MIG
-// instance's by slices/total_slices), BusySeconds their busy part, and the
-// user's share of the instances' energy.
-type InstanceUse struct {
-	Model, Profile      string
-	MIG                 bool
-	Slices, TotalSlices int64
-	Seconds             float64
-	BusySeconds         float64
-	EnergyJoules        float64
-}
-
-// ObservedTask is one attributed task: its keys (every report key but
-// model, from its registration), its attributed use, and the declared
-// figures of the part of its counted interval in the window its node's
-// reports covered (which the observed use replaces).
-type ObservedTask struct {
-	// ID is the store's key of the task (RunningTask.ID).
-	ID     int64
-	Key    map[string]string
-	Failed bool
-	// CountedSeconds is its counted interval's length in the window;
-	// CoveredSeconds the part of it its node's reports covered.
-	CountedSeconds, CoveredSeconds float64
-	// CoveredDeclared are the declared GPU sums of the covered part (keyed
-	// with model); CoveredUnlistedSeconds the GPUs counted without being
-	// listed × the covered seconds.
-	CoveredDeclared        []GPUSums
-	CoveredUnlistedSeconds float64
-	Observed               []InstanceUse
-}
-
-// UndeclaredUse is a user's use tied to no task.
-type UndeclaredUse struct {
-	Namespace string
-	Use       InstanceUse
-}
-
-// Basis is the task's billing basis: observed when its node's reports
-// covered all of its counted interval in the window (or it has none),
-// mixed when they covered part of it.
-func (t *ObservedTask) Basis() string {
-	if t.CountedSeconds-t.CoveredSeconds > 0.5 {
-		return BasisMixed
-	}
-	return BasisObserved
-}
-
-// gpuSums are an instance use as the report's GPU sums: its weighted
+// gpuSumsOf are an instance use as the report's GPU sums: its weighted
 // seconds; idle the seconds not busy; a MIG instance's instance-seconds
 // its seconds × total_slices / slices (the hours a profile's price is per).
-func (u InstanceUse) gpuSums(key map[string]string, failed bool) GPUSums {
-	g := GPUSums{Key: key, MIG: u.MIG, Profile: u.Profile, GPUSeconds: u.Seconds,
+func gpuSumsOf(u facts.InstanceUse, key map[string]string, failed bool) facts.GPUSums {
+	g := facts.GPUSums{Key: key, MIG: u.MIG, Profile: u.Profile, GPUSeconds: u.Seconds,
 		IdleGPUSeconds: max(u.Seconds-u.BusySeconds, 0), EnergyJoules: u.EnergyJoules}
 	g.InstanceSeconds = int64(math.Round(u.Seconds))
 	if u.MIG && u.Slices > 0 && u.TotalSlices > 0 {
@@ -108,8 +39,8 @@ func (u InstanceUse) gpuSums(key map[string]string, failed bool) GPUSums {
 
 // negated are g's sums with the opposite sign (its energy GPUs, a count
 // of what reported, left out), to take a part away from a row.
-func (g GPUSums) negated() GPUSums {
-	return GPUSums{Key: g.Key, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: -g.InstanceSeconds,
+func negated(g facts.GPUSums) facts.GPUSums {
+	return facts.GPUSums{Key: g.Key, MIG: g.MIG, Profile: g.Profile, InstanceSeconds: -g.InstanceSeconds,
 		GPUSeconds: -g.GPUSeconds, FailedGPUSeconds: -g.FailedGPUSeconds, IdleGPUSeconds: -g.IdleGPUSeconds,
 		IdleOKGPUSeconds: -g.IdleOKGPUSeconds, UtilWeighted: -g.UtilWeighted, UtilSeconds: -g.UtilSeconds,
 		EnergyJoules: -g.EnergyJoules}
@@ -125,7 +56,7 @@ type billing struct {
 // figures of its covered part taken away and its attributed use added in
 // the row of its keys (by model, of the instances' model); undeclared use
 // a --namespace-projects maps to a project in rows of their own.
-func observe(obs *Observations, q Query, in func(map[string]string) bool,
+func observe(obs *facts.Observations, q Query, in func(map[string]string) bool,
 	row func(map[string]string) *acc, total *acc) {
 	for _, t := range obs.Tasks {
 		if !in(t.Key) {
@@ -138,14 +69,14 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 				return
 			}
 			seen[a] = true
-			if basis == BasisMixed {
+			if basis == facts.BasisMixed {
 				a.bill.mixedTasks++
 			} else {
 				a.bill.observedTasks++
 			}
 		}
 		for _, g := range t.CoveredDeclared {
-			n := g.negated()
+			n := negated(g)
 			a := row(g.Key)
 			a.addGPUs(n, q.Prices)
 			// A task attributed nothing on its covered node is on the
@@ -172,7 +103,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 		for _, u := range t.Observed {
 			key := maps.Clone(t.Key)
 			key["model"] = u.Model
-			g := u.gpuSums(key, t.Failed)
+			g := gpuSumsOf(u, key, t.Failed)
 			a := row(key)
 			a.addGPUs(g, q.Prices)
 			a.bill.observedSec += u.Seconds
@@ -191,7 +122,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 			continue
 		}
 		key := map[string]string{"project": project, "model": u.Use.Model}
-		g := u.Use.gpuSums(key, false)
+		g := gpuSumsOf(u.Use, key, false)
 		a := row(key)
 		a.addGPUs(g, q.Prices)
 		a.bill.undeclaredSec += u.Use.Seconds
@@ -209,11 +140,11 @@ func (a *acc) basis() string {
 	declared := b.mixedTasks > 0 || a.t.Tasks > b.observedTasks+b.mixedTasks
 	switch {
 	case !observed:
-		return BasisDeclared
+		return facts.BasisDeclared
 	case !declared:
-		return BasisObserved
+		return facts.BasisObserved
 	}
-	return BasisMixed
+	return facts.BasisMixed
 }
 
 // billingFigures sets f's billing columns from a.

@@ -8,15 +8,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // observingSource is a fakeSource that is also an Observer.
 type observingSource struct {
 	fakeSource
-	obs *Observations
+	obs *facts.Observations
 }
 
-func (o *observingSource) Observations(context.Context, Window) (*Observations, error) {
+func (o *observingSource) Observations(context.Context, facts.Window) (*facts.Observations, error) {
 	return o.obs, nil
 }
 
@@ -25,14 +27,14 @@ func (o *observingSource) Observations(context.Context, Window) (*Observations, 
 // covered part taken from their declared sums), undeclared use of a few
 // namespaces.
 func randomFleet(r *rand.Rand) *observingSource {
-	src := &observingSource{obs: &Observations{Covered: true}}
+	src := &observingSource{obs: &facts.Observations{Covered: true}}
 	projects, owners := []string{"a", "b", "c"}, []string{"x", "y"}
 	models := []string{"T4", "NVIDIA H200", ""}
 	for i := range 1 + r.IntN(12) {
 		k := key("project", projects[r.IntN(3)], "owner", owners[r.IntN(2)], "hostname", fmt.Sprint("h", r.IntN(3)))
 		sec := float64(r.IntN(36000))
 		failed := r.IntN(4) == 0
-		t := TaskSums{Key: k, Tasks: 1, Completed: 1}
+		t := facts.TaskSums{Key: k, Tasks: 1, Completed: 1}
 		if failed {
 			t.Failed = 1
 		}
@@ -40,7 +42,7 @@ func randomFleet(r *rand.Rand) *observingSource {
 		model := models[r.IntN(3)]
 		gk := key("project", k["project"], "owner", k["owner"], "hostname", k["hostname"], "model", model)
 		share := []float64{1, 0.5, 0.01}[r.IntN(3)]
-		g := GPUSums{Key: gk, InstanceSeconds: int64(sec), GPUSeconds: share * sec, IdleGPUSeconds: share * sec / 4}
+		g := facts.GPUSums{Key: gk, InstanceSeconds: int64(sec), GPUSeconds: share * sec, IdleGPUSeconds: share * sec / 4}
 		if failed {
 			g.FailedGPUSeconds = g.GPUSeconds
 		} else {
@@ -55,23 +57,23 @@ func randomFleet(r *rand.Rand) *observingSource {
 		if sec > 0 {
 			f = cov / sec
 		}
-		ot := ObservedTask{Key: k, Failed: failed, CountedSeconds: sec, CoveredSeconds: cov}
+		ot := facts.ObservedTask{Key: k, Failed: failed, CountedSeconds: sec, CoveredSeconds: cov}
 		if f > 0 {
 			d := g
 			d.InstanceSeconds = int64(math.Round(cov))
 			d.GPUSeconds, d.FailedGPUSeconds, d.IdleGPUSeconds, d.IdleOKGPUSeconds =
 				g.GPUSeconds*f, g.FailedGPUSeconds*f, g.IdleGPUSeconds*f, g.IdleOKGPUSeconds*f
-			ot.CoveredDeclared = []GPUSums{d}
+			ot.CoveredDeclared = []facts.GPUSums{d}
 		}
 		for range 1 + r.IntN(2) {
-			ot.Observed = append(ot.Observed, InstanceUse{Model: models[r.IntN(2)], Seconds: float64(r.IntN(36000)),
+			ot.Observed = append(ot.Observed, facts.InstanceUse{Model: models[r.IntN(2)], Seconds: float64(r.IntN(36000)),
 				BusySeconds: float64(r.IntN(100)), MIG: i%3 == 0, Profile: "1g.18gb", Slices: 1, TotalSlices: 7})
 		}
 		src.obs.Tasks = append(src.obs.Tasks, ot)
 	}
 	for range r.IntN(4) {
-		src.obs.Undeclared = append(src.obs.Undeclared, UndeclaredUse{Namespace: []string{"team-a", "team-b", "kube"}[r.IntN(3)],
-			Use: InstanceUse{Model: models[r.IntN(3)], Seconds: float64(r.IntN(36000))}})
+		src.obs.Undeclared = append(src.obs.Undeclared, facts.UndeclaredUse{Namespace: []string{"team-a", "team-b", "kube"}[r.IntN(3)],
+			Use: facts.InstanceUse{Model: models[r.IntN(3)], Seconds: float64(r.IntN(36000))}})
 	}
 	src.totalTasks = src.tasks
 	return src
@@ -130,27 +132,27 @@ func TestTotalIsSumOfRows(t *testing.T) {
 func TestBillingBasis(t *testing.T) {
 	k := key("project", "p", "owner", "o")
 	gk := key("project", "p", "owner", "o", "model", "T4")
-	declared := fakeSource{tasks: []TaskSums{{Key: k, Tasks: 2, Completed: 2}},
-		gpus: []GPUSums{{Key: gk, InstanceSeconds: 7200, GPUSeconds: 7200}}}
+	declared := fakeSource{tasks: []facts.TaskSums{{Key: k, Tasks: 2, Completed: 2}},
+		gpus: []facts.GPUSums{{Key: gk, InstanceSeconds: 7200, GPUSeconds: 7200}}}
 	cases := []struct {
 		name  string
-		obs   *Observations
+		obs   *facts.Observations
 		basis string
 		gpu   float64
 	}{
-		{"no reports", &Observations{}, "", 2},
-		{"covered elsewhere", &Observations{Covered: true}, BasisDeclared, 2},
-		{"one of two observed", &Observations{Covered: true, Tasks: []ObservedTask{{Key: k, CountedSeconds: 3600, CoveredSeconds: 3600,
-			CoveredDeclared: []GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
-			Observed:        []InstanceUse{{Model: "T4", Seconds: 1800}}}}}, BasisMixed, 1.5},
-		{"both observed", &Observations{Covered: true, Tasks: []ObservedTask{
-			{Key: k, CountedSeconds: 3600, CoveredSeconds: 3600, CoveredDeclared: []GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
-				Observed: []InstanceUse{{Model: "T4", Seconds: 7200}}},
-			{Key: k, CountedSeconds: 3600, CoveredSeconds: 3600, CoveredDeclared: []GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
-				Observed: []InstanceUse{{Model: "T4", Seconds: 3600}}}}}, BasisObserved, 3},
-		{"partly covered", &Observations{Covered: true, Tasks: []ObservedTask{
-			{Key: k, CountedSeconds: 7200, CoveredSeconds: 3600, CoveredDeclared: []GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
-				Observed: []InstanceUse{{Model: "T4", Seconds: 3600}}}}}, BasisMixed, 2},
+		{"no reports", &facts.Observations{}, "", 2},
+		{"covered elsewhere", &facts.Observations{Covered: true}, facts.BasisDeclared, 2},
+		{"one of two observed", &facts.Observations{Covered: true, Tasks: []facts.ObservedTask{{Key: k, CountedSeconds: 3600, CoveredSeconds: 3600,
+			CoveredDeclared: []facts.GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
+			Observed:        []facts.InstanceUse{{Model: "T4", Seconds: 1800}}}}}, facts.BasisMixed, 1.5},
+		{"both observed", &facts.Observations{Covered: true, Tasks: []facts.ObservedTask{
+			{Key: k, CountedSeconds: 3600, CoveredSeconds: 3600, CoveredDeclared: []facts.GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
+				Observed: []facts.InstanceUse{{Model: "T4", Seconds: 7200}}},
+			{Key: k, CountedSeconds: 3600, CoveredSeconds: 3600, CoveredDeclared: []facts.GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
+				Observed: []facts.InstanceUse{{Model: "T4", Seconds: 3600}}}}}, facts.BasisObserved, 3},
+		{"partly covered", &facts.Observations{Covered: true, Tasks: []facts.ObservedTask{
+			{Key: k, CountedSeconds: 7200, CoveredSeconds: 3600, CoveredDeclared: []facts.GPUSums{{Key: gk, InstanceSeconds: 3600, GPUSeconds: 3600}},
+				Observed: []facts.InstanceUse{{Model: "T4", Seconds: 3600}}}}}, facts.BasisMixed, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -176,10 +178,10 @@ func TestBillingBasis(t *testing.T) {
 // observingRunning is an observingSource that also lists running tasks.
 type observingRunning struct {
 	observingSource
-	running []RunningTask
+	running []facts.RunningTask
 }
 
-func (o *observingRunning) RunningTasks(context.Context, int64) ([]RunningTask, error) {
+func (o *observingRunning) RunningTasks(context.Context, int64) ([]facts.RunningTask, error) {
 	return o.running, nil
 }
 
@@ -195,13 +197,13 @@ func TestForecastObserved(t *testing.T) {
 	now := time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)
 	k := key("project", "nlp", "owner", "dan")
 	gk := key("project", "nlp", "owner", "dan", "model", "T4")
-	declared := GPUSums{Key: gk, InstanceSeconds: 36000, GPUSeconds: 360}
+	declared := facts.GPUSums{Key: gk, InstanceSeconds: 36000, GPUSeconds: 360}
 	src := &observingRunning{observingSource: observingSource{
-		fakeSource: fakeSource{tasks: []TaskSums{{Key: k, Tasks: 1, Open: 1}}, gpus: []GPUSums{declared}},
-		obs: &Observations{Covered: true, Tasks: []ObservedTask{{ID: 7, Key: k, CountedSeconds: 36000, CoveredSeconds: 36000,
-			CoveredDeclared: []GPUSums{declared}, Observed: []InstanceUse{{Model: "T4", Seconds: 36000}}}}}},
-		running: []RunningTask{{ID: 7, Project: "nlp", Owner: "dan", GPUCount: 1, GPUs: []RunningGPU{{Model: "T4", Share: 0.01}}}}}
-	r, err := Compute(context.Background(), src, Query{Window: Month(now), Budgets: budgets, Now: now})
+		fakeSource: fakeSource{tasks: []facts.TaskSums{{Key: k, Tasks: 1, Open: 1}}, gpus: []facts.GPUSums{declared}},
+		obs: &facts.Observations{Covered: true, Tasks: []facts.ObservedTask{{ID: 7, Key: k, CountedSeconds: 36000, CoveredSeconds: 36000,
+			CoveredDeclared: []facts.GPUSums{declared}, Observed: []facts.InstanceUse{{Model: "T4", Seconds: 36000}}}}}},
+		running: []facts.RunningTask{{ID: 7, Project: "nlp", Owner: "dan", GPUCount: 1, GPUs: []facts.RunningGPU{{Model: "T4", Share: 0.01}}}}}
+	r, err := Compute(context.Background(), src, Query{Window: facts.Month(now), Budgets: budgets, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

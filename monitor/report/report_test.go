@@ -15,107 +15,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 var update = flag.Bool("update", false, "rewrite the CSV and table golden files from the JSON ones")
-
-func TestParseKeys(t *testing.T) {
-	for _, c := range []struct {
-		in      string
-		want    string
-		wantErr string
-	}{
-		{"", "project", ""},
-		{"project", "project", ""},
-		{" owner , model ", "owner,model", ""},
-		{"project,owner,priority,env,pipeline,step,task_name,hostname,model", "project,owner,priority,env,pipeline,step,task_name,hostname,model", ""},
-		{"cost_center", "", `unknown key "cost_center"`},
-		{"project,,owner", "", "an empty key"},
-		{"project,project", "", `key "project" given twice`},
-		{"Project", "", `unknown key "Project"`},
-		{"label:Cost_Center,project", "label:cost_center,project", ""},
-		{"label:team.a-b", "label:team.a-b", ""},
-		{"label:cost_center,label:COST_CENTER", "", `key "label:cost_center" given twice`},
-		{"label:", "", `label key "label:": NAME must be`},
-		{"label:cost center", "", `label key "label:cost center": NAME must be`},
-		{"label:'x", "", `NAME must be`},
-		{"label:-x", "", `NAME must be`},
-	} {
-		got, err := ParseKeys(c.in)
-		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.Is(err, ErrBadQuery) {
-				t.Errorf("ParseKeys(%q) = %v, %v; want an ErrBadQuery saying %q", c.in, got, err, c.wantErr)
-			}
-			continue
-		}
-		if err != nil || strings.Join(got, ",") != c.want {
-			t.Errorf("ParseKeys(%q) = %v, %v; want %s", c.in, got, err, c.want)
-		}
-	}
-}
-
-func TestParseDate(t *testing.T) {
-	for _, c := range []struct {
-		in, want, wantErr string
-	}{
-		{"2026-11-01", "2026-11-01T00:00:00Z", ""},
-		{"2026-11-01T08:00:00+08:00", "2026-11-01T00:00:00Z", ""},
-		{"2026-11-01T00:00:00Z", "2026-11-01T00:00:00Z", ""},
-		{"2026-11", "2026-11-01T00:00:00Z", ""},
-		{"", "", "from is required"},
-		{"2026-13", "", `from "2026-13" is neither`},
-		{"2026-13-01", "", `from "2026-13-01" is neither`},
-		{"01/11/2026", "", "neither RFC 3339"},
-		{"2026-11-01 00:00:00", "", "neither RFC 3339"},
-	} {
-		got, err := ParseDate("from", c.in)
-		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.Is(err, ErrBadQuery) {
-				t.Errorf("ParseDate(%q) = %v, %v; want an error saying %q", c.in, got, err, c.wantErr)
-			}
-			continue
-		}
-		if err != nil || got.Format(time.RFC3339) != c.want || got.Location() != time.UTC {
-			t.Errorf("ParseDate(%q) = %v, %v; want %s UTC", c.in, got, err, c.want)
-		}
-	}
-	w := Window{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
-	if err := w.Check(); err == nil || !strings.Contains(err.Error(), "from (2026-12-01T00:00:00Z) must be before to") {
-		t.Errorf("an inverted window: %v", err)
-	}
-	if m := Month(time.Date(2026, 12, 31, 23, 59, 0, 0, time.FixedZone("x", -3600))); m.From.Format(time.DateOnly) != "2027-01-01" || m.To.Format(time.DateOnly) != "2027-02-01" {
-		t.Errorf("Month: %v", m)
-	}
-}
-
-func TestWindowParamsSelect(t *testing.T) {
-	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	for _, c := range []struct {
-		p             WindowParams
-		from, to, err string
-	}{
-		{WindowParams{}, "2026-12-01", "2027-01-01", ""},
-		{WindowParams{Month: "2025-02"}, "2025-02-01", "2025-03-01", ""},
-		{WindowParams{Month: "2025-02", From: "2025-01-15", To: "2025-01-16"}, "2025-01-15", "2025-01-16", ""},
-		{WindowParams{From: "2025-01", To: "2025-03"}, "2025-01-01", "2025-03-01", ""},
-		{WindowParams{From: "2025-01-15"}, "", "", "to is required with from"},
-		{WindowParams{To: "2025-01-15", Month: "2025-01"}, "", "", "from is required with to"},
-		{WindowParams{Month: "2025-1"}, "", "", `month: "2025-1" is not YYYY-MM`},
-		{WindowParams{From: "2025-02", To: "2025-01"}, "", "", "must be before to"},
-	} {
-		c.p.FromName, c.p.ToName, c.p.MonthName = "from", "to", "month"
-		w, err := c.p.Select(now)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, ErrBadQuery) {
-				t.Errorf("%+v: %v, %v; want an error saying %q", c.p, w, err, c.err)
-			}
-			continue
-		}
-		if err != nil || w.From.Format(time.DateOnly) != c.from || w.To.Format(time.DateOnly) != c.to {
-			t.Errorf("%+v: %v, %v; want [%s, %s)", c.p, w, err, c.from, c.to)
-		}
-	}
-}
 
 func TestPrices(t *testing.T) {
 	p, err := ParsePrices(strings.NewReader(`{"currency": "CNY", "default": 2.5, "models": {
@@ -191,25 +95,25 @@ func TestPrices(t *testing.T) {
 type fakeSource struct {
 	// tasks and gpus answer ReportSums; totalTasks is its Base (the sums
 	// without model) when the keys hold model.
-	tasks, totalTasks []TaskSums
-	gpus              []GPUSums
+	tasks, totalTasks []facts.TaskSums
+	gpus              []facts.GPUSums
 	asked             [][]string
 	// metrics and totalMetrics answer ReportMetric per metric, by the
 	// query's keys and by none (the total of a report by model).
-	metrics, totalMetrics map[string][]MetricSums
+	metrics, totalMetrics map[string][]facts.MetricSums
 	askedMetrics          []string
 }
 
-func (f *fakeSource) ReportSums(_ context.Context, _ Window, keys []string, _ bool) (Sums, error) {
+func (f *fakeSource) ReportSums(_ context.Context, _ facts.Window, keys []string, _ bool) (facts.Sums, error) {
 	f.asked = append(f.asked, keys)
-	sums := Sums{Tasks: f.tasks, GPUs: f.gpus}
+	sums := facts.Sums{Tasks: f.tasks, GPUs: f.gpus}
 	if slices.Contains(keys, "model") {
 		sums.Base = f.totalTasks
 	}
 	return sums, nil
 }
 
-func (f *fakeSource) ReportMetric(_ context.Context, _ Window, keys []string, metric string) ([]MetricSums, error) {
+func (f *fakeSource) ReportMetric(_ context.Context, _ facts.Window, keys []string, metric string) ([]facts.MetricSums, error) {
 	f.askedMetrics = append(f.askedMetrics, metric+":"+strings.Join(keys, ","))
 	if len(keys) == 0 {
 		return f.totalMetrics[metric], nil
@@ -225,19 +129,19 @@ func key(kv ...string) map[string]string {
 	return m
 }
 
-var nov = Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+var nov = facts.Window{From: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 
 // Rows merge the store's (project, owner) groups, the scope drops pairs
 // from rows and total alike, and equal GPU-hours order by key bytes.
 func TestComputeMergesScopesAndOrders(t *testing.T) {
 	src := &fakeSource{
-		tasks: []TaskSums{
+		tasks: []facts.TaskSums{
 			{Key: key("project", "b", "owner", "x"), Tasks: 1, Completed: 1},
 			{Key: key("project", "B", "owner", "y"), Tasks: 2, Open: 2},
 			{Key: key("project", "b", "owner", "y"), Tasks: 3, Completed: 3, Failed: 1},
 			{Key: key("project", "secret", "owner", "x"), Tasks: 9, UnlistedGPUSeconds: 999999},
 		},
-		gpus: []GPUSums{
+		gpus: []facts.GPUSums{
 			{Key: key("project", "b", "owner", "x", "model", "T4"), GPUSeconds: 3600, UtilWeighted: 3600 * 40, UtilSeconds: 3600},
 			{Key: key("project", "b", "owner", "y", "model", "T4"), GPUSeconds: 3600, FailedGPUSeconds: 3600, IdleGPUSeconds: 1800, UtilWeighted: 3600 * 80, UtilSeconds: 3600},
 			{Key: key("project", "B", "owner", "y", "model", "T4"), GPUSeconds: 7200, IdleGPUSeconds: 720, IdleOKGPUSeconds: 720},
@@ -274,15 +178,15 @@ func TestComputeMergesScopesAndOrders(t *testing.T) {
 func TestComputeByModelCountsTasksOnceInTotal(t *testing.T) {
 	price := 2.0
 	src := &fakeSource{
-		tasks: []TaskSums{
+		tasks: []facts.TaskSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), Tasks: 1, Completed: 1},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), Tasks: 1, Completed: 1},
 			{Key: key("project", "p", "owner", "o", "model", ""), Tasks: 1, Completed: 1},
 		},
 		// One task: 4 GPUs for an hour, two listed (T4 and A100), two
 		// counted from device nodes.
-		totalTasks: []TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, UnlistedGPUSeconds: 2 * 3600}},
-		gpus: []GPUSums{
+		totalTasks: []facts.TaskSums{{Key: key("project", "p", "owner", "o"), Tasks: 1, Completed: 1, UnlistedGPUSeconds: 2 * 3600}},
+		gpus: []facts.GPUSums{
 			{Key: key("project", "p", "owner", "o", "model", "T4"), GPUSeconds: 3600},
 			{Key: key("project", "p", "owner", "o", "model", "A100"), GPUSeconds: 3600},
 		},
@@ -310,44 +214,13 @@ func TestComputeRefusesBadQueries(t *testing.T) {
 	src := &fakeSource{}
 	for _, q := range []Query{
 		{},
-		{Window: Window{From: nov.To, To: nov.From}},
+		{Window: facts.Window{From: nov.To, To: nov.From}},
 		{Window: nov, By: []string{"gpu"}},
 		{Window: nov, Metrics: []string{"accuracy", "accuracy"}},
 		{Window: nov, Metrics: []string{"eval accuracy"}},
 	} {
-		if _, err := Compute(context.Background(), src, q); !errors.Is(err, ErrBadQuery) {
+		if _, err := Compute(context.Background(), src, q); !errors.Is(err, facts.ErrBadQuery) {
 			t.Errorf("Compute(%+v) = %v, want ErrBadQuery", q, err)
-		}
-	}
-}
-
-func TestParseMetrics(t *testing.T) {
-	long := strings.Repeat("m", 63)
-	for _, ok := range [][]string{nil, {"accuracy"}, {"eval.accuracy", "loss", "f1-score", "top_5", "0.5-iou", long}} {
-		if got, err := ParseMetrics(ok); err != nil || strings.Join(got, ",") != strings.Join(ok, ",") {
-			t.Errorf("ParseMetrics(%q) = %q, %v", ok, got, err)
-		}
-	}
-	many := make([]string, 65)
-	for i := range many {
-		many[i] = fmt.Sprintf("m%d", i)
-	}
-	for _, c := range []struct {
-		in      []string
-		wantErr string
-	}{
-		{[]string{""}, `metric "": a metric name is 1 to 63 letters, digits, '.', '_' or '-', beginning with a letter or digit`},
-		{[]string{long + "m"}, `metric "` + long + `m": a metric name is 1 to 63`},
-		{[]string{"eval accuracy"}, `metric "eval accuracy": a metric name`},
-		{[]string{"acc'); DROP TABLE tasks; --"}, `metric "acc'); DROP TABLE tasks; --": a metric name`},
-		{[]string{`a"b`}, `metric "a\"b": a metric name`},
-		{[]string{"$.x"}, `metric "$.x": a metric name`},
-		{[]string{".accuracy"}, `metric ".accuracy": a metric name`},
-		{[]string{"accuracy", "loss", "accuracy"}, `metric "accuracy" given twice`},
-		{many, "65 metrics asked for, at most 64"},
-	} {
-		if _, err := ParseMetrics(c.in); err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.Is(err, ErrBadQuery) {
-			t.Errorf("ParseMetrics(%q) = %v; want an ErrBadQuery saying %q", c.in, err, c.wantErr)
 		}
 	}
 }
@@ -358,18 +231,18 @@ func TestParseMetrics(t *testing.T) {
 // metric in has a null mean and 0 tasks.
 func TestComputeMetrics(t *testing.T) {
 	src := &fakeSource{
-		tasks: []TaskSums{
+		tasks: []facts.TaskSums{
 			{Key: key("project", "a", "owner", "x", "model", "T4"), Tasks: 2, Completed: 2},
 			{Key: key("project", "a", "owner", "x", "model", "A100"), Tasks: 1, Completed: 1},
 			{Key: key("project", "b", "owner", "y", "model", "A100"), Tasks: 1, Completed: 1},
 			{Key: key("project", "secret", "owner", "z", "model", "T4"), Tasks: 1, Completed: 1},
 		},
-		totalTasks: []TaskSums{
+		totalTasks: []facts.TaskSums{
 			{Key: key("project", "a", "owner", "x"), Tasks: 2, Completed: 2},
 			{Key: key("project", "b", "owner", "y"), Tasks: 1, Completed: 1},
 			{Key: key("project", "secret", "owner", "z"), Tasks: 1, Completed: 1},
 		},
-		metrics: map[string][]MetricSums{
+		metrics: map[string][]facts.MetricSums{
 			"accuracy": {
 				// task 1 (T4 and A100) reported 0.9, task 2 (T4) 0.8: T4
 				// holds both, A100 task 1 alone.
@@ -378,7 +251,7 @@ func TestComputeMetrics(t *testing.T) {
 				{Key: key("project", "secret", "owner", "z", "model", "T4"), Sum: 100, Tasks: 1},
 			},
 		},
-		totalMetrics: map[string][]MetricSums{
+		totalMetrics: map[string][]facts.MetricSums{
 			"accuracy": {
 				{Key: key("project", "a", "owner", "x"), Sum: 1.7, Tasks: 2},
 				{Key: key("project", "secret", "owner", "z"), Sum: 100, Tasks: 1},
@@ -456,7 +329,7 @@ func TestWriters(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Write(&out, &Report{}, "xml"); !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), `format "xml" is not one of table, csv, json`) {
+	if err := Write(&out, &Report{}, "xml"); !errors.Is(err, facts.ErrBadQuery) || !strings.Contains(err.Error(), `format "xml" is not one of table, csv, json`) {
 		t.Errorf("unknown format: %v", err)
 	}
 }
@@ -513,13 +386,13 @@ func FuzzParseKeys(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		keys, err := ParseKeys(in)
+		keys, err := facts.ParseKeys(in)
 		if err != nil {
 			return
 		}
 		seen := map[string]bool{}
 		for _, k := range keys {
-			if seen[k] || !strings.Contains(","+strings.Join(Keys, ",")+",", ","+k+",") {
+			if seen[k] || !strings.Contains(","+strings.Join(facts.Keys, ",")+",", ","+k+",") {
 				t.Fatalf("ParseKeys(%q) = %v", in, keys)
 			}
 			seen[k] = true
@@ -532,9 +405,9 @@ func FuzzParseDate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		got, err := ParseDate("from", in)
+		got, err := facts.ParseDate("from", in)
 		if err != nil {
-			if !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "from") {
+			if !errors.Is(err, facts.ErrBadQuery) || !strings.Contains(err.Error(), "from") {
 				t.Fatalf("ParseDate(%q): %v", in, err)
 			}
 			return

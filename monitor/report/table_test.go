@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 func f64(x float64) *float64 { return &x }
@@ -109,14 +111,14 @@ func TestTableColumnsErrors(t *testing.T) {
 		t.Errorf("known columns: %v", err)
 	}
 	err := CheckColumns(r, []string{"cost", "gpu_hour"})
-	qe, ok := errors.AsType[*QueryError](err)
-	if !ok || qe.Param != "columns" || !errors.Is(err, ErrBadQuery) ||
+	qe, ok := errors.AsType[*facts.QueryError](err)
+	if !ok || qe.Param != "columns" || !errors.Is(err, facts.ErrBadQuery) ||
 		!strings.Contains(err.Error(), `unknown column "gpu_hour": allowed: project, owner, tasks,`) ||
 		!strings.Contains(err.Error(), "budget_forecast_share") {
 		t.Errorf("unknown column: %v", err)
 	}
 	r.Currency = nil
-	if err := CheckColumns(r, []string{"cost"}); !errors.Is(err, ErrBadQuery) {
+	if err := CheckColumns(r, []string{"cost"}); !errors.Is(err, facts.ErrBadQuery) {
 		t.Errorf("cost without prices: %v", err)
 	}
 }

@@ -2,11 +2,11 @@ package store_test
 
 import (
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
@@ -29,9 +29,9 @@ func BenchmarkRegister(b *testing.B) {
 					i := n.Add(1)
 					node := i % 200
 					r := reg(fmt.Sprintf("bench-%d", i), "p", "o", start+i,
-						store.RegisteredGPU{Index: 0, UUID: fmt.Sprintf("GPU-%d-0", node), Model: "A100"},
-						store.RegisteredGPU{Index: 1, UUID: fmt.Sprintf("GPU-%d-1", node), Model: "A100"})
-					if _, err := s.Register(ctx, r); err != nil {
+						wire.RegisteredGPU{Index: ptrOf[int64](0), UUID: fmt.Sprintf("GPU-%d-0", node), Name: "A100"},
+						wire.RegisteredGPU{Index: ptrOf[int64](1), UUID: fmt.Sprintf("GPU-%d-1", node), Name: "A100"})
+					if _, err := register(s, r); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -50,7 +50,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			}
 			s := storetest.Open(b, dsn)
 			for i := range 100 {
-				if _, err := s.Register(ctx, reg(fmt.Sprintf("hb-%d", i), "p", "o", 1000)); err != nil {
+				if _, err := register(s, reg(fmt.Sprintf("hb-%d", i), "p", "o", 1000)); err != nil {
 					b.Fatal(err)
 				}
 			}

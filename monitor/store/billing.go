@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // Billing from observations (docs/cost.md, "Two bases"): the part of the
@@ -69,9 +69,9 @@ func billingUserTimesSQL(part string) string {
 // task (with the declared figures of the part of its counted interval its
 // node's reports covered), the undeclared use by namespace and whether any
 // node report covered the window at all.
-func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Observations, error) {
+func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observations, error) {
 	from, to := w.From.Unix(), w.To.Unix()
-	obs := &report.Observations{}
+	obs := &facts.Observations{}
 	// Every read clips at now (NODE.md 12.2): the part of a stored span
 	// after its report was received is provisional, and no use is billed
 	// past the monitor's clock.
@@ -106,7 +106,7 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 	// Tie each group; the attributed use goes to its task.
 	type taskUse struct {
 		nodes map[string]float64
-		use   []report.InstanceUse
+		use   []facts.InstanceUse
 	}
 	tasks := map[int64]*taskUse{}
 	// The ties of all the groups, one statement per tie rule (LedgerTies).
@@ -129,7 +129,7 @@ func (s *Store) Observations(ctx context.Context, w report.Window) (*report.Obse
 		for _, p := range parts {
 			t := latestTie(cands, p.maxLast)
 			if t == nil {
-				obs.Undeclared = append(obs.Undeclared, report.UndeclaredUse{Namespace: g.user.Namespace, Use: p.use})
+				obs.Undeclared = append(obs.Undeclared, facts.UndeclaredUse{Namespace: g.user.Namespace, Use: p.use})
 				continue
 			}
 			u := tasks[t.Key]
@@ -185,7 +185,7 @@ type billingGroup struct {
 	node, key        string
 	user             UserIdentity
 	minLast, maxLast int64
-	use              report.InstanceUse
+	use              facts.InstanceUse
 }
 
 // hourPart is the factor of a roll-up's sums for the window [from, to):
@@ -289,7 +289,7 @@ func (s *Store) billingUserTimes(ctx context.Context, g billingGroup) ([]billing
 // attributed most on, "" for its k8s_node or host name. any says some of
 // its interval was covered on some GPU.
 func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string, spans Spans,
-	holders map[string][]string) (*report.ObservedTask, bool, error) {
+	holders map[string][]string) (*facts.ObservedTask, bool, error) {
 	var k [9]string
 	var k8sNode string
 	var gpuCount, unlisted, start, failed int64
@@ -300,7 +300,7 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	if err != nil {
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
-	t := &report.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
+	t := &facts.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
 		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
 	if node == "" {
 		node = taskNode(k8sNode, k[8])
@@ -338,7 +338,7 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	defer rows.Close()
 	n := 0
 	if err := eachRow(rows, "billing", func() error {
-		g := report.GPUSums{Key: maps.Clone(t.Key)}
+		g := facts.GPUSums{Key: maps.Clone(t.Key)}
 		var model, uuid string
 		var mig, samples int64
 		var share float64
@@ -421,7 +421,7 @@ func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
 // coveredTasks are the tasks whose counted interval overlaps the window and
 // whose node (k8s_node, else host name) has spans in it (a task without
 // GPUs among them: it is on the observed basis there, paying nothing).
-func (s *Store) coveredTasks(ctx context.Context, w report.Window, spans Spans) ([]int64, error) {
+func (s *Store) coveredTasks(ctx context.Context, w facts.Window, spans Spans) ([]int64, error) {
 	q := "WITH " + strings.ReplaceAll(spanSQL, spanColumns, spanColumns+", tk.k8s_node AS k8s_node") + `
 SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 	rows, err := s.reportQuery(ctx, q, w, "")

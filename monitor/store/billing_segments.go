@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // segment is a part of an observation window read one way: whole hours
@@ -59,7 +59,7 @@ func (s *Store) segmentGroups(ctx context.Context, sg segment) ([]billingGroup, 
 	out := make([]billingGroup, 0, len(users))
 	for _, u := range users {
 		out = append(out, billingGroup{seg: sg, node: u.Node, key: u.User.Key(), user: u.User, minLast: u.LastTime, maxLast: u.LastTime,
-			use: report.InstanceUse{MIG: u.GPUInstanceID >= 0, Model: u.Model, Profile: u.Profile, Slices: u.Slices, TotalSlices: u.Total,
+			use: facts.InstanceUse{MIG: u.GPUInstanceID >= 0, Model: u.Model, Profile: u.Profile, Slices: u.Slices, TotalSlices: u.Total,
 				Seconds: u.Equal, BusySeconds: u.BusyEqual, EnergyJoules: u.Energy}})
 	}
 	return out, nil

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
@@ -94,7 +94,7 @@ func BenchmarkObservations(b *testing.B) {
 					b.Fatalf("%s: %v", q, err)
 				}
 			}
-			w := report.Window{From: time.Unix(hourT0, 0), To: time.Unix(hourT0+hours*3600, 0)}
+			w := facts.Window{From: time.Unix(hourT0, 0), To: time.Unix(hourT0+hours*3600, 0)}
 			b.ResetTimer()
 			for b.Loop() {
 				obs, err := s.Observations(ctx, w)

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"strconv"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestMigrateStatementsFromPrevious(t *testing.T) {
 		s := open(t, dsn) // now: 2026-11-15
 		// Open at the close, seen an hour after its start on Oct 31.
 		oct31 := time.Date(2026, 10, 31, 20, 0, 0, 0, time.UTC).Unix()
-		mustRegister(t, s, reg("open", "p", "o", oct31, store.RegisteredGPU{UUID: "GPU-o", Model: "Tesla T4"}))
+		mustRegister(t, s, reg("open", "p", "o", oct31, wire.RegisteredGPU{UUID: "GPU-o", Name: "Tesla T4"}))
 		if err := s.Heartbeat(ctx, "open", oct31+3600, nil); err != nil {
 			t.Fatal(err)
 		}

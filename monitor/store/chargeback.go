@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // ReportTasks implements report.TaskLister: every task whose counted
@@ -14,7 +14,7 @@ import (
 // (task_gpus' primary key (task_key, position)) and its labels (tasks'
 // primary key), oldest start first. The seconds are span's: counted inside
 // the window only.
-func (s *Store) ReportTasks(ctx context.Context, w report.Window) ([]report.TaskUsage, error) {
+func (s *Store) ReportTasks(ctx context.Context, w facts.Window) ([]facts.TaskUsage, error) {
 	q := "WITH " + spanSQL + `
 SELECT sp.id, sp.task_id, sp.task_name, sp.project, sp.owner, tl.labels, sp.start_time, sp.end_time, tl.last_seen,
   sp.sec, sp.gpu_unlisted, g.position, g.model, g.mig_profile,
@@ -26,7 +26,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 		return nil, err
 	}
 	defer rows.Close()
-	var out []report.TaskUsage
+	var out []facts.TaskUsage
 	var last int64 = -1
 	if err := eachRow(rows.Rows, "report tasks", func() error {
 		var id, start, sec, unlisted int64
@@ -41,7 +41,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 		}
 		if id != last {
 			last = id
-			t := report.TaskUsage{ID: id, TaskID: taskID, Name: name, Project: project, Owner: owner, Start: start,
+			t := facts.TaskUsage{ID: id, TaskID: taskID, Name: name, Project: project, Owner: owner, Start: start,
 				Seconds: sec, UnlistedGPUs: unlisted}
 			if end.Valid {
 				t.End = &end.Int64
@@ -54,7 +54,7 @@ ORDER BY sp.start_time, sp.task_id, sp.id, g.position`
 		}
 		if position.Valid {
 			t := &out[len(out)-1]
-			g := report.TaskGPU{Model: model.String, Profile: profile.String, MIG: mig.Int64 == 1, Share: share.Float64}
+			g := facts.TaskGPU{Model: model.String, Profile: profile.String, MIG: mig.Int64 == 1, Share: share.Float64}
 			if energy.Valid {
 				g.EnergyJoules = &energy.Float64
 			}

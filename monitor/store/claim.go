@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // claim applies "one GPU instance runs one task" for the new task's GPU at
@@ -23,14 +25,14 @@ import (
 // completed); otherwise both claims stand, and OpenTasks serves both until
 // the older one is not seen for the grace. A sender that sees every task
 // (nil scope) runs the two range statements alone.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int64, i int, uuid string, now int64, gi *int64, exclusive int64) error {
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *registering, key int64, i int, uuid string, now int64, gi *int64, exclusive int64) error {
 	c := claimArgs(gi, exclusive)
-	if r.From.Scope == nil {
-		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, append([]any{r.StartTime, uuid, r.StartTime, key}, c...)...); err != nil {
+	if r.from.Scope == nil {
+		if _, err := s.exec(ctx, tx, stmtEndOlderClaims, append([]any{r.start, uuid, r.start, key}, c...)...); err != nil {
 			return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 		}
 		var later sql.NullInt64
-		if err := s.queryRow(ctx, tx, stmtLaterClaim, append([]any{uuid, r.StartTime, key}, c...)...).Scan(&later); err != nil {
+		if err := s.queryRow(ctx, tx, stmtLaterClaim, append([]any{uuid, r.start, key}, c...)...).Scan(&later); err != nil {
 			return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 		}
 		if later.Valid {
@@ -50,10 +52,10 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 		if err := s.queryRow(ctx, tx, stmtClaimTask, k).Scan(&project, &owner, &seen, &ended); err != nil {
 			return false, fmt.Errorf("store: register %s: claims: %w", r.TaskID, err)
 		}
-		return r.From.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
+		return r.from.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
 	}
 	// Older claims: (task key, position).
-	older, err := s.pairs(ctx, tx, stmtOlderClaims, append([]any{uuid, r.StartTime, key}, c...)...)
+	older, err := s.pairs(ctx, tx, stmtOlderClaims, append([]any{uuid, r.start, key}, c...)...)
 	if err != nil {
 		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
 	}
@@ -63,13 +65,13 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *Registration, key int6
 			return err
 		}
 		if ok {
-			if _, err := s.exec(ctx, tx, stmtEndClaim, r.StartTime, c[0], c[1]); err != nil {
+			if _, err := s.exec(ctx, tx, stmtEndClaim, r.start, c[0], c[1]); err != nil {
 				return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
 			}
 		}
 	}
 	// Later claims: (task key, start_time).
-	later, err := s.pairs(ctx, tx, stmtLaterClaims, append([]any{uuid, r.StartTime, key}, c...)...)
+	later, err := s.pairs(ctx, tx, stmtLaterClaims, append([]any{uuid, r.start, key}, c...)...)
 	if err != nil {
 		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
 	}
@@ -106,14 +108,14 @@ func claimArgs(gi *int64, exclusive int64) []any {
 	return []any{g, exclusive, g, g, exclusive}
 }
 
-// share is the entry's share as the store keeps it: slices / total_slices
-// for MIG, else the registration's, else 1.
-func (g RegisteredGPU) share() float64 {
+// shareOf is a registered GPU's share as the store keeps it: slices /
+// total_slices for MIG, else the registration's share, else 1.
+func shareOf(g wire.RegisteredGPU) float64 {
 	if m := g.MIG; m != nil && m.Slices != nil && m.TotalSlices != nil && *m.TotalSlices > 0 && *m.Slices > 0 {
 		return float64(*m.Slices) / float64(*m.TotalSlices)
 	}
-	if g.Share > 0 {
-		return g.Share
+	if g.Share != nil && *g.Share > 0 {
+		return *g.Share
 	}
 	return 1
 }

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // CloseRequest says what CloseMonth closes and whose late data the new
 // statement takes in.
 type CloseRequest struct {
 	Month  string
-	Window report.Window
+	Window facts.Window
 	By     string
 	// Earlier are the closed months (with their statements in force)
 	// whose late data goes into this statement: the closed months just
@@ -31,7 +31,7 @@ type Built struct {
 // Build computes a statement under the close's lock: src reads the store
 // as the lock holds it, late has each earlier month's late tasks, closedAt
 // is the close's time and version its number.
-type Build func(ctx context.Context, src report.Source, late map[string][]LateTask, closedAt time.Time, version int) (Built, error)
+type Build func(ctx context.Context, src facts.Source, late map[string][]LateTask, closedAt time.Time, version int) (Built, error)
 
 // CloseMonth stores a new version of the month's statement, built by build
 // from one state of the store, unless one is in force: then it returns
@@ -132,7 +132,7 @@ type closeState struct {
 
 // gather reads what a close needs through q and builds the statement from
 // src; it returns the statement in force instead when there is one.
-func (s *Store) gather(ctx context.Context, q querier, src report.Source, req CloseRequest, build Build) (*closeState, *Closed, error) {
+func (s *Store) gather(ctx context.Context, q querier, src facts.Source, req CloseRequest, build Build) (*closeState, *Closed, error) {
 	if c, err := scanClosed(s.queryRow(ctx, q, stmtStatementInForce, req.Month)); err == nil {
 		return nil, c, nil
 	} else if !errors.Is(err, sql.ErrNoRows) {
@@ -148,7 +148,7 @@ func (s *Store) gather(ctx context.Context, q querier, src report.Source, req Cl
 	}
 	st.version = last + 1
 	for _, e := range req.Earlier {
-		w, err := report.ParseMonth("month", e.Month)
+		w, err := facts.ParseMonth("month", e.Month)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,7 +218,7 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, req CloseRequest, st *cl
 // and not seen past its end stay watched with their last_seen now; the
 // others are settled; the cut moves to cut.
 func (s *Store) settle(ctx context.Context, tx *sql.Tx, e Closed, late []LateTask, cut int64) error {
-	w, err := report.ParseMonth("month", e.Month)
+	w, err := facts.ParseMonth("month", e.Month)
 	if err != nil {
 		return err
 	}

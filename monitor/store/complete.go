@@ -7,19 +7,21 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 )
 
 // completionFits checks a completion's times against its task's start:
 // the end is not before the start, nor later than the start plus the
 // duration plus an hour (no real run reports that).
-func completionFits(c *Completion, start int64) error {
-	if c.EndTime < start {
-		return &BadCompletionError{"end_time", fmt.Sprintf("%d is before the task's start_time %d", c.EndTime, start)}
+func completionFits(c *wire.Completion, start int64) error {
+	end, duration := valueOf(c.EndTime), valueOf(c.DurationSeconds)
+	if end < start {
+		return &BadCompletionError{"end_time", fmt.Sprintf("%d is before the task's start_time %d", end, start)}
 	}
-	if float64(c.EndTime) > float64(start)+c.DurationSeconds+3600 {
+	if float64(end) > float64(start)+duration+3600 {
 		return &BadCompletionError{"end_time", fmt.Sprintf("%d is later than the task's start_time %d + duration_seconds %g + 1h",
-			c.EndTime, start, c.DurationSeconds)}
+			end, start, duration)}
 	}
 	return nil
 }
@@ -36,7 +38,8 @@ const (
 	Pending
 )
 
-// Complete stores a completion of the task under its task_id that the
+// Complete stores a completion (decoded and checked by
+// wire.DecodeCompletion, its times bounded by the API; body as sent) of the task under its task_id that the
 // sender sees. With none, the completion is kept as pending for the
 // sender's scope (one per task_id and scope) and joined by Register; with
 // several, the one whose start_time equals the completion's is completed,
@@ -44,7 +47,7 @@ const (
 // completed (or pending) task is ErrConflict; the first is kept. Times that
 // do not fit the task are a *BadCompletionError; a new pending completion
 // past the sender's bound is ErrTooManyOpen.
-func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, from Sender) (CompleteResult, error) {
+func (s *Store) Complete(ctx context.Context, c *wire.Completion, body []byte, from Sender) (CompleteResult, error) {
 	var result CompleteResult
 	err := s.write(ctx, "complete "+c.TaskID, c.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		var wrote bool
@@ -60,7 +63,7 @@ func (s *Store) Complete(ctx context.Context, c *Completion, body []byte, from S
 
 // completeTx is Complete's work inside a transaction; wrote tells whether
 // it wrote anything (not for the same completion again, nor an error).
-func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender) (_ CompleteResult, wrote bool, _ error) {
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, c *wire.Completion, body []byte, from Sender) (_ CompleteResult, wrote bool, _ error) {
 	same, err := s.visible(ctx, tx, c.TaskID, from.Scope)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
@@ -107,7 +110,7 @@ func scopeKey(scope *access.Scope) (string, error) {
 	return string(b), err
 }
 
-func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, body []byte, from Sender, now int64) (CompleteResult, bool, error) {
+func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *wire.Completion, body []byte, from Sender, now int64) (CompleteResult, bool, error) {
 	scopeJSON, err := scopeKey(from.Scope)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: complete %s: %w", c.TaskID, err)
@@ -134,12 +137,12 @@ func (s *Store) completePending(ctx context.Context, tx *sql.Tx, c *Completion, 
 // applyCompletion writes c onto its registered task (key) and its GPUs. A
 // GPU of the completion is matched by UUID, or by position when it has none
 // (GPUs counted from device nodes).
-func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *Completion, body []byte, receivedAt int64) error {
+func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *wire.Completion, body []byte, receivedAt int64) error {
 	var gatePassed *int64
 	var gateExpr, gateReason string
 	if c.Gate != nil {
 		p := int64(0)
-		if c.Gate.Passed {
+		if valueOf(c.Gate.Passed) {
 			p = 1
 		}
 		gatePassed, gateExpr, gateReason = &p, c.Gate.Expr, c.Gate.Reason
@@ -154,11 +157,11 @@ func (s *Store) applyCompletion(ctx context.Context, tx *sql.Tx, key int64, c *C
 		metrics = &m
 	}
 	if _, err := s.exec(ctx, tx, stmtCompleteTask,
-		c.EndTime, c.DurationSeconds, c.ExitCode, c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
+		valueOf(c.EndTime), valueOf(c.DurationSeconds), valueOf(c.ExitCode), c.Signal, gatePassed, gateExpr, gateReason, metrics, string(body), receivedAt,
 		key); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
-	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, c.EndTime, key); err != nil {
+	if _, err := s.exec(ctx, tx, stmtCompleteGPUs, valueOf(c.EndTime), key); err != nil {
 		return fmt.Errorf("store: complete %s: %w", c.TaskID, err)
 	}
 	for i, g := range c.GPUs {

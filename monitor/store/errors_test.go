@@ -24,7 +24,7 @@ func TestTooManyOpenError(t *testing.T) {
 		}
 		r := reg("o-2", "search", "ann", start)
 		r.From = from
-		_, err := s.Register(ctx, r)
+		_, err := register(s, r)
 		tm, ok := errors.AsType[*store.TooManyOpenError](err)
 		if !ok || !errors.Is(err, store.ErrTooManyOpen) {
 			t.Fatalf("third registration: %v, want a *TooManyOpenError that is ErrTooManyOpen", err)

@@ -10,42 +10,21 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 )
 
-// Sampled is a heartbeat that carries the last interval's GPU samples
-// (docs/contract.md, Supervise mode): what the monitor keeps to see idle GPUs while
-// they are idle.
-type Sampled struct {
-	TaskID string
-	// Time is the heartbeat's time (Unix seconds, the sender's clock,
-	// already bounded by the API).
-	Time int64
-	// Interval is interval_seconds rounded to the second; nil when the
-	// body had none.
-	Interval *int64
-	GPUs     []SampledGPU
-}
-
-// SampledGPU is one entry of a heartbeat's gpus: the GPU (uuid, and
-// mig_uuid for a MIG instance) and its samples over the interval.
-type SampledGPU struct {
-	UUID, MIGUUID string
-	Samples       int64
-	// UtilMean is the interval's mean utilisation (percent); nil without
-	// samples.
-	UtilMean *float64
-}
-
 // IdleBelow is the utilisation (percent) under which a sampled GPU counts
 // as idle.
 const IdleBelow = 1.0
 
-// HeartbeatSampled applies a heartbeat with gpus: it moves last_seen like
+// HeartbeatSampled applies a heartbeat with gpus (decoded and checked by
+// wire.DecodeHeartbeat) at time t (Unix seconds, the sender's clock,
+// already bounded by the API); its interval_seconds counts rounded to the
+// second. It it moves last_seen like
 // Heartbeat, and when it is newer than the newest heartbeat with gpus
 // stored so far, it sets the matched GPUs' latest utilisation and the
 // task's idle_since. Entries that match none of the task's GPUs (by uuid
 // and mig_uuid) are ignored; a heartbeat none of whose matched entries has
 // samples changes nothing but last_seen. A heartbeat is idle when every
 // matched entry with samples has util_mean below IdleBelow: idle_since is
-// then kept, or set to Time − Interval (Time without an interval) when the
+// then kept, or set to t − the interval (t without an interval) when the
 // task was not idle; a busy heartbeat clears it. When every task under the
 // id is completed, the newest one's last_seen moves, as Heartbeat does,
 // and nothing else. ErrNotFound as for Heartbeat.
@@ -54,7 +33,12 @@ const IdleBelow = 1.0
 // the batcher's group commit on SQLite. With several tasks under the id
 // within scope, each is updated, and the server's receipt time recorded
 // as when each was last seen.
-func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access.Scope) error {
+func (s *Store) HeartbeatSampled(ctx context.Context, hb *wire.Heartbeat, t int64, scope *access.Scope) error {
+	var interval *int64
+	if hb.IntervalSeconds != nil {
+		v := int64(math.Round(*hb.IntervalSeconds))
+		interval = &v
+	}
 	return s.write(ctx, "heartbeat "+hb.TaskID, hb.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		same, err := s.visible(ctx, tx, hb.TaskID, scope)
 		if err != nil {
@@ -64,8 +48,8 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 			return false, ErrNotFound
 		}
 		wrote := false
-		for _, t := range same {
-			w, err := s.heartbeatSampledTx(ctx, tx, hb, t.key)
+		for _, task := range same {
+			w, err := s.heartbeatSampledTx(ctx, tx, hb, t, interval, task.key)
 			if err != nil {
 				return false, err
 			}
@@ -73,7 +57,7 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 		}
 		if !wrote {
 			// All completed: the newest (visible lists the oldest first).
-			if _, err := s.exec(ctx, tx, stmtHeartbeatDone, hb.Time, hb.Time, same[len(same)-1].key); err != nil {
+			if _, err := s.exec(ctx, tx, stmtHeartbeatDone, t, t, same[len(same)-1].key); err != nil {
 				return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 			}
 		}
@@ -82,8 +66,9 @@ func (s *Store) HeartbeatSampled(ctx context.Context, hb *Sampled, scope *access
 }
 
 // heartbeatSampledTx is HeartbeatSampled's work on one task (key) in a
-// transaction; wrote tells whether it wrote anything.
-func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled, key int64) (wrote bool, _ error) {
+// transaction, at time t with the interval rounded to the second (nil:
+// none); wrote tells whether it wrote anything.
+func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *wire.Heartbeat, t int64, interval *int64, key int64) (wrote bool, _ error) {
 	var end, seen, idleSince, observed sql.NullInt64
 	if err := s.queryRow(ctx, tx, stmtSampledTask, key).Scan(&end, &seen, &idleSince, &observed); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
@@ -92,10 +77,10 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 		return false, nil // completed: no GPU data; HeartbeatSampled moves last_seen
 	}
 	now := s.now().Unix()
-	if _, err := s.exec(ctx, tx, stmtHeartbeat, hb.Time, hb.Time, now, now, key); err != nil {
+	if _, err := s.exec(ctx, tx, stmtHeartbeat, t, t, now, now, key); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
-	if seen.Valid && hb.Time <= seen.Int64 {
+	if seen.Valid && t <= seen.Int64 {
 		return true, nil // late or spooled: moves no GPU data back
 	}
 	positions, err := s.matchSampled(ctx, tx, hb, key)
@@ -105,7 +90,7 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 	sampled, idle := 0, true
 	for i, pos := range positions {
 		g := hb.GPUs[i]
-		if pos < 0 || g.Samples <= 0 || g.UtilMean == nil {
+		if pos < 0 || samplesOf(g) <= 0 || g.UtilMean == nil {
 			continue
 		}
 		sampled++
@@ -122,10 +107,10 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 			continue
 		}
 		var util *float64
-		if g.Samples > 0 {
+		if samplesOf(g) > 0 {
 			util = g.UtilMean
 		}
-		if _, err := s.exec(ctx, tx, stmtLatestSample, g.Samples, util, key, pos); err != nil {
+		if _, err := s.exec(ctx, tx, stmtLatestSample, samplesOf(g), util, key, pos); err != nil {
 			return false, fmt.Errorf("store: heartbeat %s: gpu %d: %w", hb.TaskID, i, err)
 		}
 	}
@@ -140,13 +125,13 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 	case idle && idleSince.Valid:
 		since = &idleSince.Int64
 	case idle:
-		v := hb.Time
-		if hb.Interval != nil {
-			v -= *hb.Interval
+		v := t
+		if interval != nil {
+			v -= *interval
 		}
 		since = &v
 	}
-	if _, err := s.exec(ctx, tx, stmtIdleState, hb.Time, hb.Interval, since, key); err != nil {
+	if _, err := s.exec(ctx, tx, stmtIdleState, t, interval, since, key); err != nil {
 		return false, fmt.Errorf("store: heartbeat %s: %w", hb.TaskID, err)
 	}
 	return true, nil
@@ -155,7 +140,7 @@ func (s *Store) heartbeatSampledTx(ctx context.Context, tx *sql.Tx, hb *Sampled,
 // matchSampled returns, for each of the heartbeat's entries, the position
 // of the task's GPU it names (-1: none). A GPU is matched once, by its
 // first entry.
-func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskKey int64) ([]int, error) {
+func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *wire.Heartbeat, taskKey int64) ([]int, error) {
 	type key struct{ uuid, mig string }
 	type gpu struct {
 		pos int
@@ -175,7 +160,7 @@ func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskK
 	}
 	out := make([]int, len(hb.GPUs))
 	for i, g := range hb.GPUs {
-		k := key{g.UUID, g.MIGUUID}
+		k := key{valueOf(g.UUID), g.MIGUUID}
 		pos, ok := byKey[k]
 		if !ok {
 			out[i] = -1
@@ -187,24 +172,14 @@ func (s *Store) matchSampled(ctx context.Context, tx *sql.Tx, hb *Sampled, taskK
 	return out, nil
 }
 
-// SampledOf is what the store keeps of a heartbeat with gpus (decoded and
-// checked by wire.DecodeHeartbeat) at time t: interval_seconds rounded to
-// the second.
-func SampledOf(w *wire.Heartbeat, t int64) *Sampled {
-	s := &Sampled{TaskID: w.TaskID, Time: t}
-	if w.IntervalSeconds != nil {
-		v := int64(math.Round(*w.IntervalSeconds))
-		s.Interval = &v
+// samplesOf is a heartbeat entry's samples (0 when absent).
+func samplesOf(g wire.HeartbeatGPU) int64 { return valueOf(g.Samples) }
+
+// valueOf is *p, or T's zero value for nil.
+func valueOf[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	for _, g := range w.GPUs {
-		e := SampledGPU{MIGUUID: g.MIGUUID, UtilMean: g.UtilMean}
-		if g.UUID != nil {
-			e.UUID = *g.UUID
-		}
-		if g.Samples != nil {
-			e.Samples = *g.Samples
-		}
-		s.GPUs = append(s.GPUs, e)
-	}
-	return s
+	return *p
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // LateTask is a task whose part of a closed month changed after the close:
@@ -40,14 +40,14 @@ const lateSlack = 600
 // force): what changed it since its statement, or since its late data last
 // went into a later statement.
 func (s *Store) LateTasks(ctx context.Context, c Closed) ([]LateTask, error) {
-	w, err := report.ParseMonth("month", c.Month)
+	w, err := facts.ParseMonth("month", c.Month)
 	if err != nil {
 		return nil, err
 	}
 	return s.lateTasks(ctx, s.r, c, w)
 }
 
-func (s *Store) lateTasks(ctx context.Context, q querier, c Closed, w report.Window) ([]LateTask, error) {
+func (s *Store) lateTasks(ctx context.Context, q querier, c Closed, w facts.Window) ([]LateTask, error) {
 	lag := c.ClosedAt.Unix() - w.To.Unix() - lateSlack
 	if lag < 0 {
 		lag = 0

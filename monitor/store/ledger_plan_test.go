@@ -54,21 +54,21 @@ func TestLedgerPlans(t *testing.T) {
 func TestLedgerTies(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := storetest.Open(t, dsn)
-		var regs []*store.Registration
-		add := func(id, owner string, start int64, set func(r *store.Registration)) {
+		var regs []*registration
+		add := func(id, owner string, start int64, set func(r *registration)) {
 			r := reg(id, "p", owner, start)
 			set(r)
 			regs = append(regs, r)
 		}
-		add("t-pod-a", "o", 100, func(r *store.Registration) { r.K8sPodUID = "uid-1" })
-		add("t-pod-b", "o", 50, func(r *store.Registration) { r.K8sPodUID = "uid-1" })
-		add("t-job", "o", 200, func(r *store.Registration) { r.SlurmJob, r.Hostname = "77", "n1" })
-		add("t-run", "o", 150, func(r *store.Registration) { r.Orchestrator, r.PipelineRun, r.Hostname = "slurm", "77", "n1" })
-		add("t-job-n2", "o", 120, func(r *store.Registration) { r.SlurmJob, r.K8sNode = "77", "n2" })
-		add("t-docker", "o", 300, func(r *store.Registration) { r.Hostname = "abcdef012345" })
-		add("t-docker2", "o", 310, func(r *store.Registration) { r.K8sNode = "n2" })
-		add("t-pod-n1", "o", 90, func(r *store.Registration) { r.K8sPodUID, r.K8sNode = "uid-3", "N1" })
-		add("t-pod-docker", "o", 320, func(r *store.Registration) { r.K8sPodUID, r.K8sNode = "uid-4", "n2" })
+		add("t-pod-a", "o", 100, func(r *registration) { r.K8sPodUID = "uid-1" })
+		add("t-pod-b", "o", 50, func(r *registration) { r.K8sPodUID = "uid-1" })
+		add("t-job", "o", 200, func(r *registration) { r.SlurmJob, r.Hostname = "77", "n1" })
+		add("t-run", "o", 150, func(r *registration) { r.Orchestrator, r.PipelineRun, r.Hostname = "slurm", "77", "n1" })
+		add("t-job-n2", "o", 120, func(r *registration) { r.SlurmJob, r.K8sNode = "77", "n2" })
+		add("t-docker", "o", 300, func(r *registration) { r.Hostname = "abcdef012345" })
+		add("t-docker2", "o", 310, func(r *registration) { r.K8sNode = "n2" })
+		add("t-pod-n1", "o", 90, func(r *registration) { r.K8sPodUID, r.K8sNode = "uid-3", "N1" })
+		add("t-pod-docker", "o", 320, func(r *registration) { r.K8sPodUID, r.K8sNode = "uid-4", "n2" })
 		for _, r := range regs {
 			mustRegister(t, s, r)
 		}

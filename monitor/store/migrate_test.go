@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
@@ -222,9 +224,9 @@ func TestMigrateIdleFromVersion3(t *testing.T) {
 			t.Fatalf("after the upgrade: %+v, %v", task, err)
 		}
 		zero := 0.0
-		interval := int64(60)
-		if err := again.HeartbeatSampled(ctx, &store.Sampled{TaskID: "a", Time: 1120, Interval: &interval,
-			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 6, UtilMean: &zero}}}, nil); err != nil {
+		interval := 60.0
+		if err := again.HeartbeatSampled(ctx, &wire.Heartbeat{TaskID: "a", IntervalSeconds: &interval,
+			GPUs: []wire.HeartbeatGPU{{UUID: ptrOf("GPU-a"), Samples: ptrOf[int64](6), UtilMean: &zero}}}, 1120, nil); err != nil {
 			t.Fatal(err)
 		}
 		if task, err = again.Task(ctx, "a", "", nil); err != nil || task.IdleSince == nil || *task.IdleSince != 1060 {
@@ -275,7 +277,7 @@ func TestMigrateClaimColumns(t *testing.T) {
 		if err := store.DBForTest(s).QueryRow("SELECT version FROM schema_version").Scan(&v); err != nil || v != store.SchemaVersion() {
 			t.Fatalf("schema version %d (%v), want %d", v, err, store.SchemaVersion())
 		}
-		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		g := wire.RegisteredGPU{UUID: "GPU-a", Name: "T4"}
 		mustRegister(t, s, reg("new", "p", "o", 2000, g))
 		mustRegister(t, s, reg("late", "p", "o", 800, g))
 		for _, want := range []struct {
@@ -330,13 +332,13 @@ func TestMigrateSharesFromVersion7(t *testing.T) {
 		if err != nil || task == nil || len(task.GPUs) != 2 || task.GPUs[0].Share != 1 || task.GPUs[1].Share != 1 || task.GPUs[0].MIG != nil {
 			t.Fatalf("after the upgrade: %+v, %v", task, err)
 		}
-		w := report.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
+		w := facts.Window{From: time.Unix(0, 0), To: time.Unix(100000, 0)}
 		rep, err := report.Compute(ctx, s, report.Query{Window: w})
 		if err != nil || rep.Total.GPUHours != 3 {
 			t.Fatalf("GPU-hours after the upgrade: %+v, %v; want 3 (2 listed + 1 device node, 1 h)", rep, err)
 		}
-		mustRegister(t, s, reg("open", "p", "o", 5000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4"}))
-		mustRegister(t, s, reg("next", "p", "o", 6000, store.RegisteredGPU{UUID: "GPU-x", Model: "Tesla T4", Share: 0.5}))
+		mustRegister(t, s, reg("open", "p", "o", 5000, wire.RegisteredGPU{UUID: "GPU-x", Name: "Tesla T4"}))
+		mustRegister(t, s, reg("next", "p", "o", 6000, wire.RegisteredGPU{UUID: "GPU-x", Name: "Tesla T4", Share: ptrOf(0.5)}))
 		if task, err = s.Task(ctx, "open", "", nil); err != nil || task.GPUs[0].ClaimEnded == nil || *task.GPUs[0].ClaimEnded != 6000 {
 			t.Fatalf("a shared task after a whole-GPU one on the upgraded schema: %+v, %v", task, err)
 		}
@@ -438,7 +440,7 @@ func TestMigrateTaskScopeFromVersion6(t *testing.T) {
 		}
 		// The claims still answer from task_gpus' copies: a newer task on
 		// GPU-1 ends open's claim, not done's.
-		mustRegister(t, s, reg("newer", "vision", "bob", 2600, store.RegisteredGPU{UUID: "GPU-1", Model: "Tesla T4"}))
+		mustRegister(t, s, reg("newer", "vision", "bob", 2600, wire.RegisteredGPU{UUID: "GPU-1", Name: "Tesla T4"}))
 		if o, _ := s.Task(ctx, "open", "", nil); o.GPUs[0].ClaimEnded == nil || *o.GPUs[0].ClaimEnded != 2600 {
 			t.Errorf("open's claim after a newer task: %v, want 2600", deref(o.GPUs[0].ClaimEnded))
 		}
@@ -452,12 +454,12 @@ func TestMigrateTaskScopeFromVersion6(t *testing.T) {
 		}
 		// One task_id, several projects: the new identity. The admin
 		// (nil scope) sees task open of vision: a different body is 409.
-		if _, err := s.Register(ctx, reg("open", "other", "bob", 4000)); !errors.Is(err, store.ErrConflict) {
+		if _, err := register(s, reg("open", "other", "bob", 4000)); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("admin registration of open in another project: %v, want ErrConflict", err)
 		}
 		r := reg("open", "other", "bob", 4000)
 		r.From.Scope = &access.Scope{Projects: []string{"other"}}
-		if created, err := s.Register(ctx, r); err != nil || !created {
+		if created, err := register(s, r); err != nil || !created {
 			t.Fatalf("task open in another scope after the upgrade: created=%v %v", created, err)
 		}
 	})
@@ -501,7 +503,7 @@ func TestMigrateCountedEndFromPrevious(t *testing.T) {
 		}
 		// The window [1 h, 11 h): "seen" counts 1 h → 10 h = 9 GPU-hours;
 		// "quiet" ended before it and is not in it.
-		w := report.Window{From: time.Unix(3600, 0), To: time.Unix(39600, 0)}
+		w := facts.Window{From: time.Unix(3600, 0), To: time.Unix(39600, 0)}
 		rep, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"project"}})
 		if err != nil || rep.Total.GPUHours != 9 || rep.Total.Tasks != 1 {
 			t.Fatalf("after the upgrade: %+v, %v; want 9 GPU-hours of 1 task", rep.Total, err)

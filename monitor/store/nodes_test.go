@@ -298,7 +298,7 @@ func TestUncovered(t *testing.T) {
 func TestObservedIdleness(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := storetest.Open(t, dsn)
-		r := reg("t-obs", "p", "o", hourT0-600, store.RegisteredGPU{UUID: "GPU-a", Model: "NVIDIA H200"})
+		r := reg("t-obs", "p", "o", hourT0-600, wire.RegisteredGPU{UUID: "GPU-a", Name: "NVIDIA H200"})
 		r.K8sPodUID = "pod-GPU-a"
 		mustRegister(t, s, r)
 		idleSince := func() *int64 {
@@ -326,8 +326,8 @@ func TestObservedIdleness(t *testing.T) {
 			t.Fatalf("idle_since after a second idle report: %v, want %d (kept)", got, hourT0)
 		}
 		// A busy heartbeat does not make the observed task busy.
-		if err := s.HeartbeatSampled(ctx, &store.Sampled{TaskID: "t-obs", Time: hourT0 + 130,
-			GPUs: []store.SampledGPU{{UUID: "GPU-a", Samples: 5, UtilMean: ptrOf(90.0)}}}, nil); err != nil {
+		if err := s.HeartbeatSampled(ctx, &wire.Heartbeat{TaskID: "t-obs",
+			GPUs: []wire.HeartbeatGPU{{UUID: ptrOf("GPU-a"), Samples: ptrOf[int64](5), UtilMean: ptrOf(90.0)}}}, hourT0+130, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := idleSince(); got == nil || *got != hourT0 {
@@ -355,7 +355,7 @@ func TestTieCandidates(t *testing.T) {
 		slurm.Orchestrator, slurm.PipelineRun, slurm.Hostname = "slurm", "4242", "n1"
 		docker := reg("t-docker", "p", "o", 300)
 		docker.Hostname = "abcdef012345"
-		for _, r := range []*store.Registration{pod, slurm, docker} {
+		for _, r := range []*registration{pod, slurm, docker} {
 			mustRegister(t, s, r)
 		}
 		for _, tc := range []struct {

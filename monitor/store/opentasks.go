@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // OpenTask is a task without a completion, as /metrics and the page show
@@ -154,10 +154,10 @@ func (s *Store) dropStaleClaims(tasks []OpenTask) {
 // RunningTasks returns the open tasks seen (started or heartbeat) at or
 // after seenSince with their listed GPUs, as a budget forecast counts
 // them (report.Running).
-func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.RunningTask, error) {
+func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]facts.RunningTask, error) {
 	tasks, err := queryRows(ctx, s.r, "running tasks", s.bind(`SELECT t.id, t.project, t.owner, t.gpu_count FROM tasks t
 		WHERE t.end_time IS NULL AND t.seen_at >= ? AND (t.start_time >= ? OR t.last_seen >= ?)
-		ORDER BY t.start_time, t.task_id, t.id`), func(rows *sql.Rows, t *report.RunningTask) error {
+		ORDER BY t.start_time, t.task_id, t.id`), func(rows *sql.Rows, t *facts.RunningTask) error {
 		return rows.Scan(&t.ID, &t.Project, &t.Owner, &t.GPUCount)
 	}, seenSince, seenSince, seenSince)
 	if err != nil {
@@ -179,7 +179,7 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]report.Run
 	defer grows.Close()
 	if err := eachRow(grows, "running tasks", func() error {
 		var id int64
-		var g report.RunningGPU
+		var g facts.RunningGPU
 		if err := grows.Scan(&id, &g.Model, &g.Share, &g.MIG, &g.Profile); err != nil {
 			return fmt.Errorf("GPUs: %w", err)
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sort"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // ShareOverlap is one instant at which the tasks claiming one GPU instance
@@ -61,7 +61,7 @@ ORDER BY a.uuid, a.gi, at, b.id`
 // up to more than 1, each with the tasks and their shares, by UUID, GPU
 // instance and time. A run of such instants lists each claim's start in
 // it once.
-func (s *Store) ShareOverlaps(ctx context.Context, w report.Window) ([]ShareOverlap, error) {
+func (s *Store) ShareOverlaps(ctx context.Context, w facts.Window) ([]ShareOverlap, error) {
 	rows, err := s.reportQuery(ctx, shareOverlapsSQL, w, "")
 	if err != nil {
 		return nil, err

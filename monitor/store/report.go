@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // The report's SQL. Both stores run the same statements (only the
@@ -68,17 +68,17 @@ const countedEnd = `CASE WHEN tk.end_time IS NULL THEN COALESCE(tk.last_seen, tk
            WHEN tk.last_seen > tk.end_time THEN tk.last_seen ELSE tk.end_time END`
 
 // spanOf is span with, for each label key of cols ("label:NAME",
-// report.LabelName), a column lbl_<i> (i its position in cols) holding
+// facts.LabelName), a column lbl_<i> (i its position in cols) holding
 // the task's label NAME, "" when it has none; and the expressions that
 // select cols from it (sp.<col>, sp.lbl_<i>). NAME follows the labels'
-// name rule (report.ParseKeys checked it: letters, digits, '.', '_', '-'),
+// name rule (facts.ParseKeys checked it: letters, digits, '.', '_', '-'),
 // so it is written into the statement as a literal; the labels column is
 // JSON the monitor wrote.
 func (s *Store) spanOf(cols []string) (span string, sel []string) {
 	extra := ""
 	sel = make([]string, len(cols))
 	for i, c := range cols {
-		name, ok := report.LabelName(c)
+		name, ok := facts.LabelName(c)
 		if !ok {
 			sel[i] = "sp." + c
 			continue
@@ -149,12 +149,12 @@ func (s *Store) taskGroups(keys []string) (cols, sel []string, with, from string
 // before the window waited in an earlier one).
 const queued = "sp.submit_time IS NOT NULL AND sp.start_time >= :f AND sp.start_time < :t"
 
-// ReportMetric implements report.Source: the sum and count of a completion
+// ReportMetric implements facts.Source: the sum and count of a completion
 // metric over the completed tasks whose end is inside the window and that
 // reported it as a number, grouped by keys, project and owner (by model,
 // a task counts under every model it has GPUs of).
-func (s *Store) ReportMetric(ctx context.Context, w report.Window, keys []string, metric string) ([]report.MetricSums, error) {
-	if _, err := report.ParseMetrics([]string{metric}); err != nil {
+func (s *Store) ReportMetric(ctx context.Context, w facts.Window, keys []string, metric string) ([]facts.MetricSums, error) {
+	if _, err := facts.ParseMetrics([]string{metric}); err != nil {
 		return nil, err
 	}
 	cols, sel, q, from, err := s.taskGroups(keys)
@@ -175,10 +175,10 @@ SELECT ` + list + `, SUM(v.x), COUNT(v.x) FROM (
   WHERE sp.completed = 1 AND sp.end_time >= :f AND sp.end_time < :t
 ) v
 GROUP BY ` + list
-	var out []report.MetricSums
+	var out []facts.MetricSums
 	err = s.scanReport(ctx, q, w, metric, len(cols), func(vals []string) ([]any, func()) {
 		var sum sql.NullFloat64
-		var m report.MetricSums
+		var m facts.MetricSums
 		return []any{&sum, &m.Tasks}, func() {
 			if m.Tasks > 0 {
 				m.Sum, m.Key = sum.Float64, keyMap(cols, vals)
@@ -195,7 +195,7 @@ GROUP BY ` + list
 func groupCols(keys []string, scoped, gpu bool) ([]string, error) {
 	var cols []string
 	for _, k := range keys {
-		if _, label := report.LabelName(k); !label && !slices.Contains(report.Keys, k) {
+		if _, label := facts.LabelName(k); !label && !slices.Contains(facts.Keys, k) {
 			return nil, fmt.Errorf("store: report key %q is not a column", k)
 		}
 		if !slices.Contains(cols, k) {
@@ -210,7 +210,7 @@ func groupCols(keys []string, scoped, gpu bool) ([]string, error) {
 	return cols, nil
 }
 
-// taskSumsSQL are the task-level sums (report.TaskSums) over the rows of
+// taskSumsSQL are the task-level sums (facts.TaskSums) over the rows of
 // sp, as a SELECT list. first is the column that says which rows stand
 // for their task ("" when every row is one task): rows by GPU count their
 // task once per model, on the task's first GPU of that model.
@@ -234,7 +234,7 @@ func taskSumsSQL(first string) string {
   CAST(MAX(CASE WHEN ` + and + queued + ` THEN sp.start_time - sp.submit_time END) AS BIGINT)`
 }
 
-// gpuSumsSQL are the GPU sums (report.GPUSums) over the GPU rows of sp (the span's
+// gpuSumsSQL are the GPU sums (facts.GPUSums) over the GPU rows of sp (the span's
 // columns and the GPU's, g the prefix of the GPU's), as a SELECT list.
 func gpuSumsSQL(g string) string {
 	return `CAST(SUM(sp.sec) AS BIGINT),
@@ -254,7 +254,7 @@ func gpuSumsSQL(g string) string {
 
 // taskScan returns the scan destinations of taskSumsSQL's columns into t;
 // done completes t once the row is scanned.
-func taskScan(t *report.TaskSums) (dest []any, done func()) {
+func taskScan(t *facts.TaskSums) (dest []any, done func()) {
 	var actual sql.NullFloat64
 	var longest sql.NullInt64
 	return []any{&t.Tasks, &t.Completed, &t.Failed, &t.GateFailed, &t.Open, &t.EstSeconds, &actual,
@@ -263,7 +263,7 @@ func taskScan(t *report.TaskSums) (dest []any, done func()) {
 }
 
 // gpuScan is taskScan for gpuSumsSQL's columns (MIG and Profile first).
-func gpuScan(g *report.GPUSums) (dest []any, done func()) {
+func gpuScan(g *facts.GPUSums) (dest []any, done func()) {
 	var mig int64
 	var gpuSec, failedSec, idle, idleOK, util, utilSec, energy sql.NullFloat64
 	return []any{&mig, &g.Profile, &g.InstanceSeconds, &gpuSec, &failedSec, &idle, &idleOK, &util, &utilSec,
@@ -285,7 +285,7 @@ func gpuScan(g *report.GPUSums) (dest []any, done func()) {
 const unlistedOnly = `(sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id)))
     AND NOT EXISTS (SELECT 1 FROM task_gpus g WHERE g.task_key = sp.id AND g.model = '')`
 
-// ReportSums implements report.Source, grouped by the keys alone when
+// ReportSums implements facts.Source, grouped by the keys alone when
 // scoped is false. Without the key model it is two passes over the
 // window's tasks: the task sums (taskSums) and the GPU sums (gpuSums).
 // With model it is two passes too, where separate statements for the
@@ -299,8 +299,8 @@ const unlistedOnly = `(sp.gpu_unlisted > 0 OR (sp.gpu_count = 0 AND NOT EXISTS (
 //     task_gpus' primary key (task_key, position)) that sums the GPUs and,
 //     on each task's first GPU of a model (no earlier position with that
 //     model: a lookup on the same primary key), the task once per model.
-func (s *Store) ReportSums(ctx context.Context, w report.Window, keys []string, scoped bool) (report.Sums, error) {
-	var sums report.Sums
+func (s *Store) ReportSums(ctx context.Context, w facts.Window, keys []string, scoped bool) (facts.Sums, error) {
+	var sums facts.Sums
 	cols, err := groupCols(keys, scoped, false)
 	if err != nil {
 		return sums, err
@@ -331,7 +331,7 @@ func (s *Store) ReportSums(ctx context.Context, w report.Window, keys []string, 
 
 // taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
-func (s *Store) taskSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, error) {
+func (s *Store) taskSums(ctx context.Context, w facts.Window, cols []string) ([]facts.TaskSums, error) {
 	span, sel := s.spanOf(cols)
 	q := "WITH " + span + `
 SELECT ` + strings.Join(append(sel, taskSumsSQL("")), ", ") + `
@@ -340,9 +340,9 @@ FROM span sp`
 		q += `
 GROUP BY ` + strings.Join(sel, ", ")
 	}
-	var out []report.TaskSums
+	var out []facts.TaskSums
 	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
-		out = append(out, report.TaskSums{})
+		out = append(out, facts.TaskSums{})
 		t := &out[len(out)-1]
 		dest, done := taskScan(t)
 		return dest, func() { done(); t.Key = keyMap(cols, vals) }
@@ -356,7 +356,7 @@ GROUP BY ` + strings.Join(sel, ", ")
 // proportion to the part of its counted interval inside it (all of it for
 // a task that lasted no time). Span's indexes, then task_gpus' primary
 // key (task_key, position).
-func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]report.GPUSums, error) {
+func (s *Store) gpuSums(ctx context.Context, w facts.Window, cols []string) ([]facts.GPUSums, error) {
 	span, sel := s.spanOf(cols)
 	for i, c := range cols {
 		if c == "model" {
@@ -368,9 +368,9 @@ func (s *Store) gpuSums(ctx context.Context, w report.Window, cols []string) ([]
 SELECT ` + list + `, ` + gpuSumsSQL("g.") + `
 FROM span sp JOIN task_gpus g ON g.task_key = sp.id
 GROUP BY ` + list
-	var out []report.GPUSums
+	var out []facts.GPUSums
 	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
-		out = append(out, report.GPUSums{})
+		out = append(out, facts.GPUSums{})
 		g := &out[len(out)-1]
 		dest, done := gpuScan(g)
 		return dest, func() { done(); g.Key = keyMap(cols, vals) }
@@ -383,7 +383,7 @@ GROUP BY ` + list
 // those of unlistedOnly, keyed with the empty model, the task sums of
 // that row. One pass over span (its three indexes); unlistedOnly's
 // lookups on task_gpus' primary key.
-func (s *Store) baseSums(ctx context.Context, w report.Window, cols []string) (base, empty []report.TaskSums, err error) {
+func (s *Store) baseSums(ctx context.Context, w facts.Window, cols []string) (base, empty []facts.TaskSums, err error) {
 	span, sel := s.spanOf(cols)
 	list := strings.Join(append(sel, "sp.unlisted_only"), ", ")
 	q := "WITH " + span + `
@@ -392,7 +392,7 @@ FROM (SELECT sp.*, CASE WHEN ` + unlistedOnly + ` THEN 1 ELSE 0 END AS unlisted_
 GROUP BY ` + list
 	var only []int64
 	err = s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
-		base = append(base, report.TaskSums{})
+		base = append(base, facts.TaskSums{})
 		only = append(only, 0)
 		t := &base[len(base)-1]
 		dest, done := taskScan(t)
@@ -417,7 +417,7 @@ GROUP BY ` + list
 // join (span's indexes, then task_gpus' primary key (task_key, position));
 // a task counts once per model, on its first GPU of that model (the
 // NOT EXISTS of an earlier position with the model, on the same key).
-func (s *Store) modelSums(ctx context.Context, w report.Window, cols []string) ([]report.TaskSums, []report.GPUSums, error) {
+func (s *Store) modelSums(ctx context.Context, w facts.Window, cols []string) ([]facts.TaskSums, []facts.GPUSums, error) {
 	span, sel := s.spanOf(cols)
 	list := strings.Join(append(sel, "CASE WHEN sp.gpu_instance_id IS NULL THEN 0 ELSE 1 END", "sp.mig_profile"), ", ")
 	q := "WITH " + span + `
@@ -430,10 +430,10 @@ FROM (
   FROM span sp JOIN task_gpus g ON g.task_key = sp.id ` + s.dialect.fence() + `
 ) sp
 GROUP BY ` + list
-	var tasks []report.TaskSums
-	var gpus []report.GPUSums
+	var tasks []facts.TaskSums
+	var gpus []facts.GPUSums
 	err := s.scanReport(ctx, q, w, "", len(cols), func(vals []string) ([]any, func()) {
-		tasks, gpus = append(tasks, report.TaskSums{}), append(gpus, report.GPUSums{})
+		tasks, gpus = append(tasks, facts.TaskSums{}), append(gpus, facts.GPUSums{})
 		t, g := &tasks[len(tasks)-1], &gpus[len(gpus)-1]
 		gdest, gdone := gpuScan(g)
 		tdest, tdone := taskScan(t)

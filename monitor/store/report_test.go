@@ -7,11 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
@@ -39,11 +41,11 @@ type fixtureEvent struct {
 		SubmitTime  *int64 `json:"submit_time"`
 		DurationEst *int64 `json:"duration_est"`
 		GPUs        []struct {
-			Index int64      `json:"index"`
-			UUID  string     `json:"uuid"`
-			Name  string     `json:"name"`
-			Share float64    `json:"share"`
-			MIG   *store.MIG `json:"mig"`
+			Index int64     `json:"index"`
+			UUID  string    `json:"uuid"`
+			Name  string    `json:"name"`
+			Share float64   `json:"share"`
+			MIG   *wire.MIG `json:"mig"`
 		} `json:"gpus"`
 	} `json:"register"`
 	Complete  json.RawMessage `json:"complete"`
@@ -83,17 +85,17 @@ func loadFixtureFile(t testing.TB, s *store.Store, name string) {
 		case e.Register != nil:
 			r := e.Register
 			body, _ := json.Marshal(r)
-			reg := &store.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
+			reg := &registration{Registration: &wire.Registration{TaskID: r.TaskID, TaskName: r.TaskName, Project: r.Project, Owner: r.Owner,
 				Priority: r.Priority, Env: r.Env, Pipeline: r.Pipeline, Step: r.Step, Hostname: r.Hostname,
-				StartTime: r.StartTime, SubmitTime: r.SubmitTime, GPUCount: r.GPUCount, DurationEst: r.DurationEst, Body: body}
+				StartTime: &r.StartTime, SubmitTime: r.SubmitTime, GPUCount: &r.GPUCount, DurationEst: r.DurationEst}, Body: body}
 			for _, g := range r.GPUs {
-				reg.GPUs = append(reg.GPUs, store.RegisteredGPU{Index: g.Index, UUID: g.UUID, Model: g.Name, Share: g.Share, MIG: g.MIG})
+				reg.GPUs = append(reg.GPUs, wire.RegisteredGPU{Index: ptrOf[int64](g.Index), UUID: g.UUID, Name: g.Name, Share: ptrOf(g.Share), MIG: g.MIG})
 			}
-			if _, err := s.Register(ctx, reg); err != nil {
+			if _, err := register(s, reg); err != nil {
 				t.Fatalf("register %s: %v", r.TaskID, err)
 			}
 		case e.Complete != nil:
-			var c store.Completion
+			var c wire.Completion
 			if err := json.Unmarshal(e.Complete, &c); err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +110,7 @@ func loadFixtureFile(t testing.TB, s *store.Store, name string) {
 	}
 }
 
-var november = report.Window{
+var november = facts.Window{
 	From: time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC),
 	To:   time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
 }
@@ -156,7 +158,7 @@ func TestReportFixture(t *testing.T) {
 	})
 }
 
-var december = report.Window{
+var december = facts.Window{
 	From: time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC),
 	To:   time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 }
@@ -211,7 +213,7 @@ func TestReportMetricKeys(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, bad := range []string{`accuracy"`, "accuracy') OR 1=1 --", "$.accuracy", "", "a b"} {
-			if _, err := s.ReportMetric(ctx, november, []string{"project"}, bad); !errors.Is(err, report.ErrBadQuery) {
+			if _, err := s.ReportMetric(ctx, november, []string{"project"}, bad); !errors.Is(err, facts.ErrBadQuery) {
 				t.Errorf("ReportMetric(%q) = %v, want ErrBadQuery", bad, err)
 			}
 		}
@@ -282,8 +284,8 @@ func TestReportBudgets(t *testing.T) {
 		// Budgets are for reports by project over one calendar month only.
 		for _, q := range []report.Query{
 			{Window: november, By: []string{"owner"}},
-			{Window: report.Window{From: november.From, To: november.To.Add(-time.Hour)}},
-			{Window: report.Window{From: november.From.AddDate(0, -1, 0), To: november.To}},
+			{Window: facts.Window{From: november.From, To: november.To.Add(-time.Hour)}},
+			{Window: facts.Window{From: november.From.AddDate(0, -1, 0), To: november.To}},
 		} {
 			q.Prices, q.Budgets = prices, budgets
 			r, err := report.Compute(context.Background(), s, q)
@@ -334,7 +336,7 @@ func TestReportQueueWaitByPriority(t *testing.T) {
 		if err := s.Heartbeat(ctx, "h3", 1500, nil); err != nil {
 			t.Fatal(err)
 		}
-		w := report.Window{From: time.Unix(1000, 0), To: time.Unix(5000, 0)}
+		w := facts.Window{From: time.Unix(1000, 0), To: time.Unix(5000, 0)}
 		r, err := report.Compute(ctx, s, report.Query{Window: w, By: []string{"priority"}})
 		if err != nil {
 			t.Fatal(err)
@@ -367,7 +369,7 @@ func TestReportQueueWaitByPriority(t *testing.T) {
 func TestReportSumsEqualsSeparateQueries(t *testing.T) {
 	for _, fx := range []struct {
 		file, prices string
-		w            report.Window
+		w            facts.Window
 	}{
 		{"fixture.json", "prices.json", november},
 		{"fixture-mig.json", "prices-mig.json", december},
@@ -381,12 +383,12 @@ func TestReportSumsEqualsSeparateQueries(t *testing.T) {
 				s := storetest.Open(t, dsn)
 				loadFixtureFile(t, s, fx.file)
 				bys := [][]string{{"model", "project"}, {"owner", "model"}, {"project", "owner"}}
-				for _, k := range report.Keys {
+				for _, k := range facts.Keys {
 					bys = append(bys, []string{k})
 				}
 				all := func(string, string) bool { return true }
 				some := func(project, _ string) bool { return project < "m" }
-				run := func(src report.Source, by []string, scope func(string, string) bool) string {
+				run := func(src facts.Source, by []string, scope func(string, string) bool) string {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					r, err := report.Compute(ctx, src, report.Query{Window: fx.w, By: by, Prices: prices, Scope: scope})

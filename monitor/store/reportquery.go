@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // keyMap is a group's key: the values of its key columns by name.
@@ -22,7 +22,7 @@ func keyMap(cols, vals []string) map[string]string {
 // reportQuery binds the window to every :f and :t of q, and metric to
 // every :k, in order, and runs it on the read pool (on PostgreSQL in a
 // read-only transaction with Dialect.readSettings).
-func (s *Store) reportQuery(ctx context.Context, q string, w report.Window, metric string) (*reportRows, error) {
+func (s *Store) reportQuery(ctx context.Context, q string, w facts.Window, metric string) (*reportRows, error) {
 	var b strings.Builder
 	var args []any
 	for {
@@ -99,7 +99,7 @@ func prefixed(p string, cols []string) []string {
 // first n columns are the group's key values, the rest go to the
 // destinations row returns (it is called once per row, with the values the
 // key columns will hold once the row is scanned; done runs then).
-func (s *Store) scanReport(ctx context.Context, q string, w report.Window, metric string, n int,
+func (s *Store) scanReport(ctx context.Context, q string, w facts.Window, metric string, n int,
 	row func(vals []string) (dest []any, done func())) error {
 	rows, err := s.reportQuery(ctx, q, w, metric)
 	if err != nil {

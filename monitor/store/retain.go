@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 var (
@@ -92,7 +92,7 @@ func (s *Store) TrimCutoff(ctx context.Context, before time.Time) (time.Time, er
 	if !oldest.Valid || oldest.Int64 >= before.Unix() {
 		return time.Time{}, nil
 	}
-	m := report.Month(time.Unix(oldest.Int64, 0).UTC())
+	m := facts.Month(time.Unix(oldest.Int64, 0).UTC())
 	for m.From.Before(before) {
 		c, err := s.Statement(ctx, m.From.Format("2006-01"))
 		if err != nil {
@@ -101,7 +101,7 @@ func (s *Store) TrimCutoff(ctx context.Context, before time.Time) (time.Time, er
 		if c == nil {
 			return m.From, nil
 		}
-		m = report.Month(m.To)
+		m = facts.Month(m.To)
 	}
 	return before, nil
 }

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 var stmtOldestNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours",
@@ -29,7 +29,7 @@ func (s *Store) HourlyCutoff(ctx context.Context, before time.Time) (time.Time, 
 	if !oldest.Valid || oldest.Int64 >= before.Unix() {
 		return time.Time{}, nil
 	}
-	for m := report.Month(time.Unix(oldest.Int64, 0).UTC()); m.From.Before(before); m = report.Month(m.To) {
+	for m := facts.Month(time.Unix(oldest.Int64, 0).UTC()); m.From.Before(before); m = facts.Month(m.To) {
 		c, err := s.Statement(ctx, m.From.Format("2006-01"))
 		if err != nil {
 			return time.Time{}, err

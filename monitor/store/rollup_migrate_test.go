@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"reflect"
 	"testing"
 	"time"
@@ -61,8 +62,8 @@ func TestRollupRetainFacts(t *testing.T) {
 		oct := time.Date(2026, 10, 31, 20, 0, 0, 0, time.UTC).Unix()
 		nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Unix()
 		dec := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Unix()
-		mustRegister(t, s, reg("t1", "p", "o", oct, store.RegisteredGPU{UUID: "GPU-a", Model: "NVIDIA H200"}))
-		if _, err := s.Complete(ctx, &store.Completion{TaskID: "t1", EndTime: oct + 3600, DurationSeconds: 3600},
+		mustRegister(t, s, reg("t1", "p", "o", oct, wire.RegisteredGPU{UUID: "GPU-a", Name: "NVIDIA H200"}))
+		if _, err := s.Complete(ctx, &wire.Completion{TaskID: "t1", EndTime: ptrOf(oct + 3600), DurationSeconds: ptrOf(3600.0), ExitCode: ptrOf[int64](0)},
 			[]byte(`{"task_id":"t1"}`), store.Sender{}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 // SeparateQueriesForTest is the store as the oracle of ReportSums: the
@@ -18,12 +18,12 @@ import (
 // gpuSums, and, by model, the task sums without model from the task
 // statement again. Its groups always hold project and owner (scoped or
 // not): the report adds up the groups that share a row.
-func SeparateQueriesForTest(s *Store) report.Source { return separateQueries{s} }
+func SeparateQueriesForTest(s *Store) facts.Source { return separateQueries{s} }
 
 type separateQueries struct{ s *Store }
 
-func (q separateQueries) ReportSums(ctx context.Context, w report.Window, keys []string, _ bool) (report.Sums, error) {
-	var sums report.Sums
+func (q separateQueries) ReportSums(ctx context.Context, w facts.Window, keys []string, _ bool) (facts.Sums, error) {
+	var sums facts.Sums
 	var err error
 	if sums.Tasks, err = q.tasks(ctx, w, keys); err != nil {
 		return sums, err
@@ -42,14 +42,14 @@ func (q separateQueries) ReportSums(ctx context.Context, w report.Window, keys [
 	return sums, err
 }
 
-func (q separateQueries) ReportMetric(ctx context.Context, w report.Window, keys []string, metric string) ([]report.MetricSums, error) {
+func (q separateQueries) ReportMetric(ctx context.Context, w facts.Window, keys []string, metric string) ([]facts.MetricSums, error) {
 	return q.s.ReportMetric(ctx, w, keys, metric)
 }
 
 // tasks are the task-level sums grouped by keys, project and owner, in a
 // statement of their own (not taskSumsSQL's, so that the oracle does not
 // share the sums it checks).
-func (q separateQueries) tasks(ctx context.Context, w report.Window, keys []string) ([]report.TaskSums, error) {
+func (q separateQueries) tasks(ctx context.Context, w facts.Window, keys []string) ([]facts.TaskSums, error) {
 	cols, sel, stmt, from, err := q.s.taskGroups(keys)
 	if err != nil {
 		return nil, err
@@ -75,10 +75,10 @@ GROUP BY ` + list
 		return nil, err
 	}
 	defer rows.Close()
-	var out []report.TaskSums
+	var out []facts.TaskSums
 	for rows.Next() {
 		vals := make([]string, len(cols))
-		var t report.TaskSums
+		var t facts.TaskSums
 		dest := make([]any, 0, len(cols)+12)
 		for i := range vals {
 			dest = append(dest, &vals[i])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"sync"
 	"testing"
 	"time"
@@ -23,30 +24,43 @@ func open(t *testing.T, dsn string) *store.Store {
 	return storetest.OpenWith(t, dsn, store.Options{Now: fixedNow})
 }
 
+// registration is a registration as the API passes it to the store: the
+// decoded body, the body as sent and its sender.
+type registration struct {
+	*wire.Registration
+	Body []byte
+	From store.Sender
+}
+
+// register stores r in s.
+func register(s *store.Store, r *registration) (bool, error) {
+	return s.Register(ctx, r.Registration, r.Body, r.From)
+}
+
 // reg builds a registration whose Body is its JSON, as the API would pass it.
-func reg(id, project, owner string, start int64, gpus ...store.RegisteredGPU) *store.Registration {
-	r := &store.Registration{TaskID: id, TaskName: "train", Project: project, Owner: owner, StartTime: start,
-		GPUCount: int64(len(gpus)), GPUs: gpus, Labels: map[string]string{"team": "a"}}
+func reg(id, project, owner string, start int64, gpus ...wire.RegisteredGPU) *registration {
+	r := &registration{Registration: &wire.Registration{TaskID: id, TaskName: "train", Project: project, Owner: owner, StartTime: &start,
+		GPUs: gpus, Labels: wire.Labels{"team": "a"}}}
 	r.Body = []byte(fmt.Sprintf(`{"task_id":%q,"project":%q,"owner":%q,"start_time":%d}`, id, project, owner, start))
 	return r
 }
 
-func completion(id string, exit int64, end int64, gpus ...store.GPUUsage) (*store.Completion, []byte) {
-	c := &store.Completion{TaskID: id, EndTime: end, DurationSeconds: 100.5, ExitCode: exit, GPUs: gpus}
+func completion(id string, exit int64, end int64, gpus ...wire.GPUUsage) (*wire.Completion, []byte) {
+	c := &wire.Completion{TaskID: id, EndTime: &end, DurationSeconds: ptrOf(100.5), ExitCode: &exit, GPUs: gpus}
 	b, _ := json.Marshal(c)
 	return c, b
 }
 
 func f64(v float64) *float64 { return &v }
 
-func mustRegister(t *testing.T, s *store.Store, r *store.Registration) {
+func mustRegister(t *testing.T, s *store.Store, r *registration) {
 	t.Helper()
-	if _, err := s.Register(ctx, r); err != nil {
+	if _, err := register(s, r); err != nil {
 		t.Fatalf("register %s: %v", r.TaskID, err)
 	}
 }
 
-func mustComplete(t *testing.T, s *store.Store, c *store.Completion, body []byte) {
+func mustComplete(t *testing.T, s *store.Store, c *wire.Completion, body []byte) {
 	t.Helper()
 	if _, err := s.Complete(ctx, c, body, store.Sender{}); err != nil {
 		t.Fatalf("complete %s: %v", c.TaskID, err)
@@ -57,18 +71,18 @@ func TestRegisterIdempotency(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)
 		r := reg("t1", "search", "ann", 1000)
-		created, err := s.Register(ctx, r)
+		created, err := register(s, r)
 		if err != nil || !created {
 			t.Fatalf("first: created=%v err=%v", created, err)
 		}
 		same := *r
 		same.Body = []byte(`{ "start_time": 1000, "owner":"ann", "project":"search", "task_id":"t1" }`)
-		created, err = s.Register(ctx, &same)
+		created, err = register(s, &same)
 		if err != nil || created {
 			t.Fatalf("same JSON value again: created=%v err=%v, want false nil", created, err)
 		}
 		other := reg("t1", "admin", "ann", 1000)
-		if _, err := s.Register(ctx, other); !errors.Is(err, store.ErrConflict) {
+		if _, err := register(s, other); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("different body: %v, want ErrConflict", err)
 		}
 		got, err := s.Task(ctx, "t1", "", nil)
@@ -87,9 +101,9 @@ func TestRegisterIdempotency(t *testing.T) {
 func TestCompleteAndPending(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)
-		gpu := store.RegisteredGPU{Index: 0, UUID: "GPU-a", Model: "Tesla T4", MemoryTotal: 16 << 30}
+		gpu := wire.RegisteredGPU{Index: ptrOf[int64](0), UUID: "GPU-a", Name: "Tesla T4", MemoryTotalBytes: 16 << 30}
 		mustRegister(t, s, reg("t1", "search", "ann", 1000, gpu))
-		c, body := completion("t1", 0, 1200, store.GPUUsage{UUID: "GPU-a", Samples: 10, UtilMean: f64(50), IdleShare: f64(0.25)})
+		c, body := completion("t1", 0, 1200, wire.GPUUsage{UUID: "GPU-a", Samples: 10, UtilMean: f64(50), IdleShare: f64(0.25)})
 		if res, err := s.Complete(ctx, c, body, store.Sender{}); err != nil || res != store.Completed {
 			t.Fatalf("complete: %v %v", res, err)
 		}
@@ -150,7 +164,8 @@ func TestGateFailed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)
 		mustRegister(t, s, reg("t1", "p", "o", 1000))
-		c := &store.Completion{TaskID: "t1", EndTime: 1100, DurationSeconds: 100, Gate: &store.Gate{Expr: "acc>=0.95", Passed: false, Reason: "acc=0.9"},
+		c := &wire.Completion{TaskID: "t1", EndTime: ptrOf[int64](1100), DurationSeconds: ptrOf(100.0), ExitCode: ptrOf[int64](0),
+			Gate:    &wire.Gate{Expr: "acc>=0.95", Passed: ptrOf(false), Reason: "acc=0.9"},
 			Metrics: map[string]float64{"acc": 0.9}}
 		b, _ := json.Marshal(c)
 		mustComplete(t, s, c, b)
@@ -300,7 +315,7 @@ func TestTasksFiltersPagesScope(t *testing.T) {
 func TestGPUClaims(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)
-		g := func(uuid string) store.RegisteredGPU { return store.RegisteredGPU{UUID: uuid, Model: "T4"} }
+		g := func(uuid string) wire.RegisteredGPU { return wire.RegisteredGPU{UUID: uuid, Name: "T4"} }
 		mustRegister(t, s, reg("old", "p", "o", 1000, g("GPU-a"), g("GPU-b")))
 		mustRegister(t, s, reg("new", "p", "o", 2000, g("GPU-a")))
 		// A registration that comes late from a spool: started before "new".
@@ -344,7 +359,7 @@ func TestConcurrentRegistrations(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var r *store.Registration
+				var r *registration
 				switch {
 				case i%3 == 0:
 					r = reg("same", "p", "o", 1000) // 20 times the same
@@ -353,7 +368,7 @@ func TestConcurrentRegistrations(t *testing.T) {
 				default:
 					r = reg(fmt.Sprintf("t%02d", i), "p", "o", int64(i))
 				}
-				results[i].created, results[i].err = s.Register(ctx, r)
+				results[i].created, results[i].err = register(s, r)
 			}()
 		}
 		wg.Wait()
@@ -397,7 +412,7 @@ func TestConcurrentRegistrations(t *testing.T) {
 func TestGPUClaimOfCompletedTask(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn)
-		g := store.RegisteredGPU{UUID: "GPU-a", Model: "T4"}
+		g := wire.RegisteredGPU{UUID: "GPU-a", Name: "T4"}
 		mustRegister(t, s, reg("done", "p", "o", 1000, g))
 		done, doneBody := completion("done", 0, 1500)
 		mustComplete(t, s, done, doneBody)

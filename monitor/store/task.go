@@ -42,60 +42,6 @@ type Sender struct {
 	Unbounded bool
 }
 
-// Registration is what POST /v1/task/register stores: the fields the
-// monitor queries on, and the body as sent.
-type Registration struct {
-	TaskID       string
-	TaskName     string
-	Project      string
-	Owner        string
-	Priority     string
-	Env          string
-	Pipeline     string
-	PipelineRun  string
-	Step         string
-	Orchestrator string
-	K8sNamespace string
-	K8sPod       string
-	K8sNode      string
-	K8sPodUID    string
-	K8sJobIndex  *int64
-	// SlurmJob is the registration's slurm_job (SLURM_JOB_ID): the node
-	// agent's observations of a Slurm job are tied to the task by it.
-	SlurmJob  string
-	Hostname  string
-	StartTime int64
-	// SubmitTime is when the task was submitted (PADDLE_SUBMIT_TIME), nil
-	// when the registration has none; never after StartTime.
-	SubmitTime  *int64
-	GPUCount    int64
-	DurationEst *int64
-	Labels      map[string]string
-	GPUs        []RegisteredGPU
-	// Body is the request body as received; a later registration of the
-	// same task_id is "the same" when its body is the same JSON value.
-	Body []byte
-	// From is the sender: the tasks its scope sees under TaskID decide
-	// between new, the same and a conflict, and which older claims on a
-	// GPU this registration may end.
-	From Sender
-}
-
-// RegisteredGPU is one entry of a registration's gpus list. For a MIG
-// instance UUID and Model are the parent GPU's (dcgm-exporter labels MIG
-// series with the parent's UUID) and MIG says which instance.
-type RegisteredGPU struct {
-	Index       int64
-	UUID        string
-	Model       string
-	MemoryTotal int64
-	// Share is the fraction of the physical GPU the task holds, in (0, 1]:
-	// slices / total_slices for MIG (whatever the registration's share
-	// says), else the registration's share, else 1.
-	Share float64
-	MIG   *MIG
-}
-
 // MIG identifies a MIG instance of its parent GPU, as the entrypoint's
 // probe reports it (nvidia-smi's names).
 type MIG struct {
@@ -111,7 +57,7 @@ type MIG struct {
 // instance: a whole GPU at share 1, or a MIG instance at (at least) its
 // slices' share of the parent. Only such a claim ends older claims on the
 // same instance whatever their share.
-func wholeInstance(share float64, m *MIG) bool {
+func wholeInstance(share float64, m *wire.MIG) bool {
 	const eps = 1e-9
 	if m == nil || m.Slices == nil || m.TotalSlices == nil || *m.TotalSlices <= 0 {
 		return share >= 1-eps
@@ -119,45 +65,11 @@ func wholeInstance(share float64, m *MIG) bool {
 	return share >= float64(*m.Slices)/float64(*m.TotalSlices)-eps
 }
 
-// Completion is the body of POST /v1/task/complete (the fields the monitor
-// keeps), in its wire shape: a completion waiting for its registration is
-// kept as its body and decoded again when the registration comes.
-type Completion struct {
-	TaskID string `json:"task_id"`
-	// StartTime picks the task among several the sender sees under
-	// TaskID; nil when the body has none.
-	StartTime       *int64             `json:"start_time"`
-	EndTime         int64              `json:"end_time"`
-	DurationSeconds float64            `json:"duration_seconds"`
-	ExitCode        int64              `json:"exit_code"`
-	Signal          string             `json:"signal"`
-	Gate            *Gate              `json:"gate"`
-	Metrics         map[string]float64 `json:"metrics"`
-	GPUs            []GPUUsage         `json:"gpus"`
-}
-
 // Gate is the quality gate's verdict.
 type Gate struct {
 	Expr   string `json:"expr"`
 	Passed bool   `json:"passed"`
 	Reason string `json:"reason"`
-}
-
-// GPUUsage is the completion's summary of one GPU's samples. A MIG entry
-// has the parent's UUID and the instance's MIGUUID.
-type GPUUsage struct {
-	UUID                string   `json:"uuid"`
-	MIGUUID             string   `json:"mig_uuid"`
-	Samples             int64    `json:"samples"`
-	UtilMean            *float64 `json:"util_mean"`
-	UtilP95             *float64 `json:"util_p95"`
-	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
-	IdleShare           *float64 `json:"idle_share"`
-	// EnergyJoules is the GPU's energy over the task (null when the GPU
-	// could not tell); EnergyEstimated is true when it is the parent's
-	// energy × share (MIG and shared GPUs).
-	EnergyJoules    *float64 `json:"energy_joules"`
-	EnergyEstimated *bool    `json:"energy_estimated"`
 }
 
 // Task is one stored task as the API shows it.
@@ -272,71 +184,4 @@ func decodeAny(b []byte) (any, error) {
 	var v any
 	err := d.Decode(&v)
 	return v, err
-}
-
-// RegistrationOf is what the store keeps of a registration the monitor
-// decoded and checked (wire.DecodeRegistration), with its body as sent.
-// A GPU without an index is at its position; without a share, its share
-// is the store's default (Register sets it).
-func RegistrationOf(w *wire.Registration, body []byte) *Registration {
-	r := &Registration{
-		TaskID: w.TaskID, TaskName: w.TaskName, Project: w.Project, Owner: w.Owner,
-		Priority: w.Priority, Env: w.Env, Pipeline: w.Pipeline, PipelineRun: w.PipelineRun, Step: w.Step,
-		Orchestrator: w.Orchestrator, K8sNamespace: w.K8sNamespace, K8sPod: w.K8sPod, K8sNode: w.K8sNode,
-		K8sPodUID: w.K8sPodUID, K8sJobIndex: w.K8sJobIndex, SlurmJob: w.SlurmJob, Hostname: w.Hostname, SubmitTime: w.SubmitTime,
-		GPUCount: w.Count(), DurationEst: w.DurationEst, Labels: map[string]string(w.Labels), Body: body,
-	}
-	if w.StartTime != nil {
-		r.StartTime = *w.StartTime
-	}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	for i, g := range w.GPUs {
-		gpu := RegisteredGPU{Index: int64(i), UUID: g.UUID, Model: g.Name, MemoryTotal: g.MemoryTotalBytes}
-		if g.Index != nil {
-			gpu.Index = *g.Index
-		}
-		if g.Share != nil {
-			gpu.Share = *g.Share
-		}
-		if m := g.MIG; m != nil {
-			gpu.MIG = &MIG{UUID: m.UUID, ComputeInstanceID: m.ComputeInstanceID, Profile: m.Profile,
-				Slices: m.Slices, TotalSlices: m.TotalSlices}
-			if m.GPUInstanceID != nil {
-				gpu.MIG.GPUInstanceID = *m.GPUInstanceID
-			}
-			if m.Slices != nil && m.TotalSlices != nil && *m.Slices > 0 && *m.TotalSlices >= *m.Slices {
-				// A MIG entry holds its slices' share, whatever its
-				// share says (docs/contract.md).
-				gpu.Share = m.Share()
-			}
-		}
-		r.GPUs = append(r.GPUs, gpu)
-	}
-	return r
-}
-
-// CompletionOf is what the store keeps of a completion body (decoded by
-// the monitor, or again by the store when its registration comes).
-func CompletionOf(w *wire.Completion) *Completion {
-	c := &Completion{TaskID: w.TaskID, StartTime: w.StartTime, Signal: w.Signal, Metrics: w.Metrics}
-	if w.EndTime != nil {
-		c.EndTime = *w.EndTime
-	}
-	if w.DurationSeconds != nil {
-		c.DurationSeconds = *w.DurationSeconds
-	}
-	if w.ExitCode != nil {
-		c.ExitCode = *w.ExitCode
-	}
-	if g := w.Gate; g != nil {
-		c.Gate = &Gate{Expr: g.Expr, Reason: g.Reason, Passed: g.Passed != nil && *g.Passed}
-	}
-	for _, g := range w.GPUs {
-		c.GPUs = append(c.GPUs, GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Samples: g.Samples, UtilMean: g.UtilMean,
-			UtilP95: g.UtilP95, MemoryUsedPeakBytes: g.MemoryUsedPeakBytes, IdleShare: g.IdleShare,
-			EnergyJoules: g.EnergyJoules, EnergyEstimated: g.EnergyEstimated})
-	}
-	return c
 }

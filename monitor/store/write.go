@@ -53,14 +53,29 @@ func (s *Store) visible(ctx context.Context, q querier, taskID string, scope *ac
 	return out, nil
 }
 
-// Register stores a registration. created is true when the task is new to
+// registering is a registration being stored: the decoded body, the body
+// as sent (a later registration of the same task_id is "the same" when its
+// body is the same JSON value), the sender (the tasks its scope sees under
+// the task_id decide between new, the same and a conflict, and which older
+// claims on a GPU this registration may end) and its start_time.
+type registering struct {
+	*wire.Registration
+	body  []byte
+	from  Sender
+	start int64
+}
+
+// Register stores a registration (decoded and checked by
+// wire.DecodeRegistration), with its body as sent and its sender. A GPU
+// without an index is at its position; its share is shareOf's. created is true when the task is new to
 // the sender: no task under its task_id is within the sender's scope. When
 // the sender sees tasks under it, a registration whose body is the same JSON
 // value as one of theirs returns false and nil, else ErrConflict, leaving
 // the stored ones as they were. A new task past the sender's bound of open
 // tasks is ErrTooManyOpen. The earliest completion waiting for this task_id
 // whose sender's scope covers the registration is joined.
-func (s *Store) Register(ctx context.Context, r *Registration) (created bool, err error) {
+func (s *Store) Register(ctx context.Context, w *wire.Registration, body []byte, from Sender) (created bool, err error) {
+	r := &registering{Registration: w, body: body, from: from, start: valueOf(w.StartTime)}
 	err = s.write(ctx, "register "+r.TaskID, r.TaskID, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		created, err = s.registerTx(ctx, tx, r)
 		return created, err
@@ -96,13 +111,13 @@ func (s *Store) write(ctx context.Context, what, taskID string, single bool, op 
 
 // registerTx is Register's work inside a transaction; it writes nothing
 // unless it returns created.
-func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (created bool, err error) {
-	same, err := s.visible(ctx, tx, r.TaskID, r.From.Scope)
+func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *registering) (created bool, err error) {
+	same, err := s.visible(ctx, tx, r.TaskID, r.from.Scope)
 	if err != nil {
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for _, t := range same {
-		if sameJSON([]byte(t.registration), r.Body) {
+		if sameJSON([]byte(t.registration), r.body) {
 			return false, nil
 		}
 	}
@@ -110,7 +125,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, ErrConflict
 	}
 	now := s.now().Unix()
-	if err := s.checkOpenBound(ctx, tx, r.From, now); err != nil {
+	if err := s.checkOpenBound(ctx, tx, r.from, now); err != nil {
 		return false, err
 	}
 	labels, err := json.Marshal(nonNil(r.Labels))
@@ -124,7 +139,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 	err = s.queryRow(ctx, tx, stmtInsertTask,
 		r.TaskID, r.TaskName, r.Project, r.Owner, r.Priority, r.Env,
 		r.Pipeline, r.PipelineRun, r.Step, r.Orchestrator, r.K8sNamespace, r.K8sPod, r.K8sNode, r.K8sPodUID, r.K8sJobIndex, r.SlurmJob,
-		r.Hostname, r.StartTime, r.GPUCount, max(r.GPUCount-int64(len(r.GPUs)), 0), r.DurationEst, string(labels), string(r.Body), now, r.SubmitTime, r.From.Token, now).Scan(&key)
+		r.Hostname, r.start, r.Count(), max(r.Count()-int64(len(r.GPUs)), 0), r.DurationEst, string(labels), string(r.body), now, r.SubmitTime, r.from.Token, now).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ErrConflict
 	}
@@ -135,7 +150,7 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		return false, fmt.Errorf("store: register %s: %w", r.TaskID, err)
 	}
 	for i, g := range r.GPUs {
-		share := g.share()
+		share := shareOf(g)
 		exclusive := int64(0)
 		if wholeInstance(share, g.MIG) {
 			exclusive = 1
@@ -144,9 +159,14 @@ func (s *Store) registerTx(ctx context.Context, tx *sql.Tx, r *Registration) (cr
 		var gi, ci, slices, total *int64
 		if m := g.MIG; m != nil {
 			migUUID, profile = m.UUID, m.Profile
-			gi, ci, slices, total = &m.GPUInstanceID, m.ComputeInstanceID, m.Slices, m.TotalSlices
+			instance := valueOf(m.GPUInstanceID)
+			gi, ci, slices, total = &instance, m.ComputeInstanceID, m.Slices, m.TotalSlices
 		}
-		if _, err := s.exec(ctx, tx, stmtInsertGPU, key, i, g.Index, g.UUID, g.Model, g.MemoryTotal, r.StartTime,
+		index := int64(i)
+		if g.Index != nil {
+			index = *g.Index
+		}
+		if _, err := s.exec(ctx, tx, stmtInsertGPU, key, i, index, g.UUID, g.Name, g.MemoryTotalBytes, r.start,
 			share, exclusive, migUUID, gi, ci, profile, slices, total); err != nil {
 			return false, fmt.Errorf("store: register %s: gpu %d: %w", r.TaskID, i, err)
 		}
@@ -190,7 +210,7 @@ func (s *Store) checkOpenBound(ctx context.Context, tx *sql.Tx, from Sender, now
 // registration from a sender whose scope covers it. Those of other scopes
 // stay where they are: never joined, never lost. One whose times do not fit
 // the registration is not joined either, and is logged.
-func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, key int64) error {
+func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *registering, key int64) error {
 	rows, err := s.query(ctx, tx, stmtPendingCompletions, r.TaskID)
 	if err != nil {
 		return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
@@ -227,16 +247,16 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *Registration, ke
 		// must still be stored, and the completion stays where it is.
 		return nil
 	}
-	c := *CompletionOf(&w)
 	// The completion's end was clamped to its receipt when it came (a
 	// skewed clock); the body keeps what was sent.
-	c.EndTime = min(c.EndTime, received)
-	if err := completionFits(&c, r.StartTime); err != nil {
+	end := min(valueOf(w.EndTime), received)
+	w.EndTime = &end
+	if err := completionFits(&w, r.start); err != nil {
 		s.log.Warn("a pending completion does not fit its registration: not joined", "task_id", r.TaskID,
 			"project", r.Project, "owner", r.Owner, "err", err.Error())
 		return nil
 	}
-	if err := s.applyCompletion(ctx, tx, key, &c, []byte(body), received); err != nil {
+	if err := s.applyCompletion(ctx, tx, key, &w, []byte(body), received); err != nil {
 		return err
 	}
 	_, err = s.exec(ctx, tx, stmtDeletePending, r.TaskID, scopeJSON)

@@ -16,10 +16,9 @@ const module = "github.com/paddle-entrypoint/paddle-entrypoint"
 
 // storeRuleEnforced turns on the rule that the store sits below the
 // calculations (monitor/store imports neither monitor/report nor
-// monitor/ledger). The store's row types still come from report while the
-// store rework is under way on another branch; the lead flips this to true
-// when that branch is merged.
-const storeRuleEnforced = false
+// monitor/ledger). On since the row types the store fills moved to
+// monitor/facts.
+const storeRuleEnforced = true
 
 // layerRule is one line of the layering: no package of the wing From
 // imports, directly or through any other package, a package of To.

@@ -1,4 +1,4 @@
-package report
+package facts
 
 import (
 	"slices"

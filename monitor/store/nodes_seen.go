@@ -7,7 +7,12 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
-func init() { nodeStatements["attributed seen"] = stmtAttributedSeen }
+// The tasks' statements are plan-checked with the write path's, over a
+// store of tasks (TestWritePlans).
+func init() {
+	writeStatements["attributed seen"] = stmtAttributedSeen
+	writeStatements["observed idle"] = stmtObservedIdle
+}
 
 // stmtAttributedSeen moves a task's last_seen to the last instant a node
 // report attributed to it (MONITOR.md 20.3), completed or not: its counted

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,30 +26,37 @@ func oldSchema(t *testing.T, db *sql.DB) {
 		t.Fatalf("migrations: %v %v", files, err)
 	}
 	sort.Strings(files)
-	for _, f := range files[:17] {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(string(b)); err != nil {
-			t.Fatalf("%s: %v", f, err)
+	apply := func(files []string) {
+		t.Helper()
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(string(b)); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
 		}
 	}
+	// Up to 16, the rows, then 17 (which keeps their day and month facts).
+	apply(files[:16])
 	jan := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Unix()
 	for _, q := range []string{
-		"CREATE TABLE schema_version (version INTEGER NOT NULL)",
-		"INSERT INTO schema_version (version) VALUES (17)",
 		`INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, body, received_at)
 			VALUES ('old-node', $1::bigint + 3600, 3600, $1::bigint, $1::bigint + 3600, '{}', 1)`,
-		`INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s) VALUES ($1::bigint, 'old-node', 'GPU-old', 'NVIDIA H200', 3600)`,
-		`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, last_time, equal_s)
-			VALUES ($1::bigint, 'old-node', 'GPU-old', -1, 'u', $1::bigint + 3600, 3600)`,
+		`INSERT INTO node_gpus (node, uuid, first_start, last_end, ended_at, model) VALUES ('old-node', 'GPU-old', $1::bigint, $1::bigint + 3600, $1::bigint + 3600, 'NVIDIA H200')`,
+		`INSERT INTO node_spans (node, uuid, span_start, span_end) VALUES ('old-node', '', $1::bigint, $1::bigint + 3600), ('old-node', 'GPU-old', $1::bigint, $1::bigint + 3600)`,
+		`INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s) VALUES ($1::bigint, 'old-node', 'GPU-old', 'NVIDIA H200', 3600, 1800)`,
+		`INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, last_time, equal_s, util_s)
+			VALUES ($1::bigint, 'old-node', 'GPU-old', -1, 'u', 'NVIDIA H200', $1::bigint + 3600, 1800, 1800)`,
 	} {
-		var args []any
-		if strings.Contains(q, "$1") {
-			args = []any{jan}
+		if _, err := db.Exec(q, jan); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
-		if _, err := db.Exec(q, args...); err != nil {
+	}
+	apply(files[16:17])
+	for _, q := range []string{"CREATE TABLE schema_version (version INTEGER NOT NULL)", "INSERT INTO schema_version (version) VALUES (17)"} {
+		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -75,7 +83,8 @@ func tableDigests(t *testing.T, db *sql.DB) map[string]string {
 // `migrate --partition`; the node reports it then stores are the ledger
 // fleet's. `paddle-monitor migrate --partition` moves the three tables to
 // partitions: every row survives (each table's count and digest), the
-// ledger's answers (`ledger --month`, and the fleet's window as JSON) are
+// ledger's answers (`ledger --month 2026-01`, the old node's, and the
+// fleet's window in each format) are
 // byte-identical, serve no longer warns, and a second run changes nothing.
 // On SQLite, --partition is a usage error.
 func TestMigratePartition(t *testing.T) {
@@ -105,15 +114,17 @@ func TestMigratePartition(t *testing.T) {
 		ledgerFleet(t, s, h)
 		s.Stop()
 		from, to := time.Unix(h, 0).UTC().Format(time.RFC3339), time.Unix(h+7200, 0).UTC().Format(time.RFC3339)
-		month := time.Unix(h, 0).UTC().Format("2006-01")
 		answers := func() []string {
 			t.Helper()
 			var out []string
 			for _, args := range [][]string{
-				{"ledger", "--month", month},
-				{"ledger", "--month", month, "--by", "project", "--format", "csv"},
+				// The current month's capacity grows with the clock: the
+				// fleet's window, and January (the old node's hours).
+				{"ledger", "--from", from, "--to", to},
+				{"ledger", "--from", from, "--to", to, "--by", "project", "--format", "csv"},
 				{"ledger", "--from", from, "--to", to, "--format", "json"},
-				{"ledger", "--month", "2026-01", "--format", "json"},
+				{"ledger", "--month", "2026-01"},
+				{"ledger", "--month", "2026-01", "--by", "model", "--format", "json"},
 			} {
 				r := runMonitor(t, append(args, "--db", dsn, "--prices", prices, "--namespace-projects", ns)...)
 				if r.code != 0 {
@@ -124,6 +135,14 @@ func TestMigratePartition(t *testing.T) {
 			return out
 		}
 		rowsBefore, before := tableDigests(t, db), answers()
+		if !strings.Contains(before[3], "old-node") {
+			t.Errorf("January's ledger shows no old node:\n%s", before[3])
+		}
+		var window map[string]any
+		if err := json.Unmarshal([]byte(before[2]), &window); err != nil {
+			t.Fatal(err)
+		}
+		checkFigures(t, "the fleet's window", window["total"].(map[string]any), ledgerByHand)
 		if strings.HasPrefix(rowsBefore["node_user_hours"], "1 rows") {
 			t.Fatalf("no hours stored: %v", rowsBefore)
 		}

@@ -213,7 +213,7 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 }
 
 var (
-	nodeSQLiteScan   = regexp.MustCompile(`\bSCAN (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours|node_spans)\b|LIST SUBQUERY`)
+	nodeSQLiteScan = regexp.MustCompile(`\bSCAN (node_reports|node_gpus|nodes|node_gpu_hours|node_user_hours|node_spans)\b|LIST SUBQUERY`)
 	// A partition of a partitioned table (node_reports_p20261201) is
 	// the table; the default partition, which holds only the rows of a
 	// bucket without its partition, may be read whole.

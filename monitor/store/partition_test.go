@@ -1,9 +1,7 @@
 package store_test
 
 import (
-	"context"
 	"database/sql"
-	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
@@ -200,5 +199,53 @@ func TestPartitionRetention(t *testing.T) {
 	})
 }
 
-var _ = fmt.Sprint
-var _ = context.Background
+// TestPartitionHourlyRetention: hours stored before their month's
+// partition existed (the default partition's) move into it when it is
+// made; --hourly-retention then drops October's partitions of both hourly
+// tables whole once October is closed: 48 hours × (2 GPUs + 2 users)
+// rows, by hand, and November's partition keeps its rows.
+func TestPartitionHourlyRetention(t *testing.T) {
+	postgresOnly(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn) // the clock: 15 November 2026
+		db := store.DBForTest(s)
+		oct := time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC).Unix()
+		nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Unix()
+		for at := oct + 1800; at <= nov+2*86400; at += 1800 {
+			if _, err := s.StoreNodeReport(ctx, wholeReport("n1", at, 1800, "GPU-a", "GPU-b"), store.DefaultNodeRetire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count := func(table string) (n int64) {
+			t.Helper()
+			if err := db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if a, b := count("node_gpu_hours_default"), count("node_user_hours_default"); a != 48*2 || b != 48*2 {
+			t.Fatalf("October's hours in the default partitions: %d and %d, want 96 each", a, b)
+		}
+		if err := s.CreatePartitions(ctx, time.Unix(oct, 0), time.Unix(oct, 0), time.Unix(oct, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if a, b, c := count("node_gpu_hours_default"), count("node_gpu_hours_p202610"), count("node_user_hours_p202610"); a != 0 || b != 96 || c != 96 {
+			t.Fatalf("after making October's partitions: %d in the default, %d and %d in October's (want 0, 96, 96)", a, b, c)
+		}
+		before := count("node_gpu_hours_p202611")
+		if _, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{}, fixedNow()); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.TrimHourly(ctx, time.Unix(nov+86400, 0))
+		if err != nil || n != 48*4 {
+			t.Fatalf("trimmed %d rows (%v), want %d", n, err, 48*4)
+		}
+		for _, table := range []string{"node_gpu_hours", "node_user_hours"} {
+			if got := strings.Join(partitions(t, db, table), " "); got != table+"_default "+table+"_p202611 "+table+"_p202612" {
+				t.Errorf("%s's partitions after the trim: %s", table, got)
+			}
+		}
+		if after := count("node_gpu_hours_p202611"); after != before || after != 2*48 {
+			t.Errorf("November's GPU hours: %d before, %d after, want %d", before, after, 2*(48+1))
+		}
+	})
+}

@@ -69,8 +69,7 @@ func (s *Store) CreatePartitions(ctx context.Context, rawFrom, rawTo, hoursTo ti
 // writers of other partitions go on).
 func (s *Store) createPartition(ctx context.Context, pt partTable, start int64) error {
 	name := pt.name(start)
-	var exists bool
-	if err := s.w.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil || exists {
+	if exists, err := relationExists(ctx, s.w, name); err != nil || exists {
 		return err
 	}
 	_, end := pt.bucket(start)
@@ -88,7 +87,7 @@ func (s *Store) createPartition(ctx context.Context, pt partTable, start int64) 
 		}
 	}
 	// Another replica may have made it while this one waited.
-	if err := tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil || exists {
+	if exists, err := relationExists(ctx, tx, name); err != nil || exists {
 		return err
 	}
 	for _, st := range []string{
@@ -182,8 +181,7 @@ func (s *Store) dropPartition(ctx context.Context, pt partTable, name string) (i
 			return 0, fmt.Errorf("store: dropping partition %s: %w", name, err)
 		}
 	}
-	var exists bool
-	if err := tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil || !exists {
+	if exists, err := relationExists(ctx, tx, name); err != nil || !exists {
 		return 0, err // another replica dropped it
 	}
 	var n int64
@@ -202,4 +200,18 @@ func (s *Store) dropPartition(ctx context.Context, pt partTable, name string) (i
 		return 0, fmt.Errorf("store: dropping partition %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// relationExists reads pg_class itself, in the statement's snapshot:
+// to_regclass answers from the backend's catalogue cache, which an
+// advisory lock does not refresh, so it may miss a partition another
+// replica made while this one waited for the lock.
+func relationExists(ctx context.Context, q queryer, name string) (bool, error) {
+	var exists bool
+	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = $1
+		AND relnamespace = current_schema()::regnamespace)`, name).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("store: partition %s: %w", name, err)
+	}
+	return exists, nil
 }

@@ -133,6 +133,7 @@ func TestPartitionPruning(t *testing.T) {
 				got = append(got, n)
 			}
 			sort.Strings(got)
+			t.Logf("%s:\n%s", c.table, plan)
 			if len(got) != 1 || got[0] != c.only {
 				t.Errorf("%s: scans %v, want %s only:\n%s\n%s", c.table, got, c.only, c.sql, plan)
 			}

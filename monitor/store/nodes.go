@@ -409,9 +409,7 @@ func (s *Store) RetireNode(ctx context.Context, node string, at int64) (int64, e
 // whole, and deletes the rest only in the day straddling before and in
 // the default partition.
 func (s *Store) PruneNodeReports(ctx context.Context, before int64) (int64, error) {
-	if err := s.EnsurePartitions(ctx, s.now()); err != nil {
-		return 0, err
-	}
+	s.ensurePartitions(ctx)
 	dropped, _, err := s.dropPartitions(ctx, "node_reports", before)
 	if err != nil {
 		return dropped, err

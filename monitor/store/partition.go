@@ -16,7 +16,9 @@ package store
 //     next), idempotently: each creation takes an advisory lock and checks
 //     the catalogue again, so replicas sharing a database never race. A
 //     partition created for a bucket whose rows already sit in the default
-//     partition takes them along (moved in the same transaction).
+//     partition takes them along (moved in the same transaction). A
+//     partition not made (its lock not had within 5 s) is logged and made
+//     at the next round; meanwhile its rows go to the default partition.
 //   - Retention drops whole partitions older than its cut (DETACH, then
 //     DROP), and deletes rows only in the partition straddling the cut and
 //     in the default partition, as before.

@@ -262,5 +262,15 @@ func (s *Store) openPartitions(ctx context.Context) error {
 			"run `paddle-monitor migrate --partition` with the monitors stopped (docs/monitor.md, \"Partitions on PostgreSQL\")",
 			"tables", strings.Join(left, ","))
 	}
-	return s.EnsurePartitions(ctx, s.now())
+	s.ensurePartitions(ctx)
+	return nil
+}
+
+// ensurePartitions is EnsurePartitions at now, whose failure (a lock
+// not had within its timeout) is logged, not returned: until the next
+// round the rows of a missing partition go to the default one.
+func (s *Store) ensurePartitions(ctx context.Context) {
+	if err := s.EnsurePartitions(ctx, s.now()); err != nil {
+		s.log.Warn("store: making partitions ahead failed; tried again at the next round", "err", err)
+	}
 }

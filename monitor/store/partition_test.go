@@ -250,3 +250,45 @@ func TestPartitionHourlyRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestPartitionTrim: --retain with October closed drops October's hourly
+// partitions whole (48 hours × 4 rows, by hand) with October's covered
+// spans, and keeps November's hours and spans.
+func TestPartitionTrim(t *testing.T) {
+	postgresOnly(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn) // the clock: 15 November 2026
+		db := store.DBForTest(s)
+		oct := time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC).Unix()
+		nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Unix()
+		if err := s.CreatePartitions(ctx, time.Unix(oct, 0), time.Unix(oct, 0), time.Unix(oct, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Register(ctx, reg("t1", "p", "o", oct+100)); err != nil {
+			t.Fatal(err)
+		}
+		for at := oct + 1800; at <= nov+2*86400; at += 1800 {
+			if _, err := s.StoreNodeReport(ctx, wholeReport("n1", at, 1800, "GPU-a", "GPU-b"), store.DefaultNodeRetire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{}, fixedNow()); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Trim(ctx, time.Unix(nov+86400, 0), 100)
+		if err != nil || res.Cutoff.Unix() != nov || res.NodeHours != 48*4 {
+			t.Fatalf("trim: %+v (%v), want the cutoff at 1 November and %d node hours", res, err, 48*4)
+		}
+		for _, table := range []string{"node_gpu_hours", "node_user_hours"} {
+			if got := strings.Join(partitions(t, db, table), " "); got != table+"_default "+table+"_p202611 "+table+"_p202612" {
+				t.Errorf("%s's partitions after the trim: %s", table, got)
+			}
+		}
+		var old, kept int64
+		if err := db.QueryRow("SELECT count(*) FILTER (WHERE span_end <= $1), count(*) FILTER (WHERE span_end > $1) FROM node_spans", nov).Scan(&old, &kept); err != nil {
+			t.Fatal(err)
+		}
+		if old != 0 || kept == 0 {
+			t.Errorf("spans after the trim: %d ending by 1 November (want 0), %d after (want some)", old, kept)
+		}
+	})
+}

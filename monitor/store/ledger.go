@@ -36,9 +36,12 @@ const (
 	qLedgerLives = `SELECT node, uuid, model, first_start, last_end, ended_at FROM node_gpus
 		WHERE last_end > ? AND first_start < ? ORDER BY node, uuid, first_start`
 	// qLedgerRaw: node_reports_time: the raw reports whose span may reach
-	// into the window (a span ends at or before its report's time).
+	// into the window (a span ends at or before its report's time, and
+	// starts at most wire.MaxNodeInterval before it: the bound on time
+	// lets PostgreSQL read only the partitions of the window's days and
+	// the day after).
 	qLedgerRaw = `SELECT node, time, span_start, span_end, body FROM node_reports
-		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
+		WHERE time > ? AND time < ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
 )
 
 // LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
@@ -159,7 +162,7 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 // orders. A report's figures are spread evenly over its span, so the part
 // of a span inside the window counts in proportion.
 func (s *Store) rawRollup(ctx context.Context, from, to int64) ([]GPUHour, []UserHour, error) {
-	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerRaw), from, to)
+	rows, err := s.r.QueryContext(ctx, s.bind(qLedgerRaw), from, to+wire.MaxNodeInterval, to)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: ledger: %w", err)
 	}

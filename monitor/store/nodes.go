@@ -401,11 +401,21 @@ func (s *Store) RetireNode(ctx context.Context, node string, at int64) (int64, e
 }
 
 // PruneNodeReports deletes the raw reports older than before (the
-// roll-ups stay); it returns how many it deleted.
+// roll-ups stay); it returns how many it deleted. On a partitioned
+// PostgreSQL store it first creates the partitions ahead (it is the
+// monitor's maintenance loop), then drops the days ending by before
+// whole, and deletes the rest only in the day straddling before and in
+// the default partition.
 func (s *Store) PruneNodeReports(ctx context.Context, before int64) (int64, error) {
+	s.ensurePartitions(ctx)
+	dropped, _, err := s.dropPartitions(ctx, "node_reports", before)
+	if err != nil {
+		return dropped, err
+	}
 	res, err := s.exec(ctx, s.w, stmtPruneNodeReports, before)
 	if err != nil {
-		return 0, fmt.Errorf("store: pruning node reports: %w", err)
+		return dropped, fmt.Errorf("store: pruning node reports: %w", err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	return dropped + n, err
 }

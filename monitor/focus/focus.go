@@ -151,7 +151,7 @@ func Generate(ctx context.Context, cfg Config, month string, scope *access.Scope
 			out.Version = c.Version
 		}
 	}
-	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version}
+	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version, now: time.Now()}
 	for day := w.From; day.Before(w.To); day = day.AddDate(0, 0, 1) {
 		rows, err := g.day(ctx, report.Window{From: day, To: day.AddDate(0, 0, 1)})
 		if err != nil {

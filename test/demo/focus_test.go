@@ -183,8 +183,10 @@ func TestDemoFocusReconciles(t *testing.T) {
 	// A task declaring demo-node's three GPUs from elsewhere for 20 s
 	// after the agent stopped: 60 GPU-seconds the ledger counts
 	// unobserved (its capacity runs to the clock), 0.2 billed as declared
-	// and absorbed by the platform's unobserved row.
-	from := time.Now().Unix() + 1
+	// and absorbed by the platform's unobserved row. It is registered
+	// once the 20 s are past (the monitor counts no end after its clock).
+	from := time.Now().Unix()
+	time.Sleep(time.Until(time.Unix(from+21, 0)))
 	var gpus []string
 	for i, u := range demoGPUs {
 		gpus = append(gpus, fmt.Sprintf(`{"index":%d,"uuid":%q,"name":"NVIDIA A100-SXM4-80GB","memory_total_bytes":1,"share":1}`, i, u))
@@ -193,7 +195,6 @@ func TestDemoFocusReconciles(t *testing.T) {
 		"owner":"carol@example.com","start_time":%d,"hostname":"elsewhere","labels":{},"gpu_count":3,"gpus":[%s]}`, from, strings.Join(gpus, ",")))
 	call("POST", "/v1/task/complete", fmt.Sprintf(`{"schema_version":1,"task_id":"late-probe","start_time":%d,"end_time":%d,
 		"duration_seconds":20,"exit_code":0,"gpu_count":3}`, from, from+20))
-	time.Sleep(time.Until(time.Unix(from+22, 0)))
 
 	month := time.Unix(from, 0).UTC().Format("2006-01")
 	monitor := filepath.Join(root, "bin", "paddle-monitor")

@@ -166,6 +166,9 @@ func (g *gen) declaredUses(ctx context.Context, w report.Window, holders map[str
 		}
 		s0 := max(t.Start, from)
 		for i, gpu := range t.GPUs {
+			if l.uuids[i] == "" {
+				continue // no UUID: outside the ledger
+			}
 			k, ok := holderOf(holders[l.uuids[i]], l.node)
 			if !ok {
 				continue

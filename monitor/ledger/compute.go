@@ -99,22 +99,24 @@ func loadData(ctx context.Context, src Source, raw bool, from, cut, retire int64
 // ledger without Now reads to, as the report does.
 type clock interface{ Now() time.Time }
 
-// gk names one GPU of one node.
-type gk struct{ node, uuid string }
+// GPU names one GPU of one node.
+type GPU struct{ Node, UUID string }
 
-// addGPUs counts capacity, unallocated and what the reports did not
-// cover, per (node, GPU); only an administrator sees them.
-func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, cut, retire int64) {
-	// A GPU's capacity is the union of its lives' spans (a node that came
-	// back may have filled a gap of an ended life) within the window.
-	spans := map[gk][][2]int64{}
-	model := map[gk]string{}
+// Capacity is each GPU's capacity in [from, cut) as the ledger counts it,
+// the union of its lives' spans (a node that came back may have filled a
+// gap of an ended life), each ended by --node-retire after its last
+// report (retire) and by its end, as sorted disjoint intervals; and each
+// GPU's model. cut is the window's end or now, whichever is earlier:
+// capacity never runs past now. The FOCUS export's declared offset reads
+// the same spans (monitor/focus).
+func Capacity(d *store.LedgerData, from, cut, retire int64) (map[GPU][][2]int64, map[GPU]string) {
+	spans, model := map[GPU][][2]int64{}, map[GPU]string{}
 	for _, life := range d.Lives {
 		end := min(cut, life.LastEnd+retire)
 		if life.EndedAt != nil {
 			end = min(end, *life.EndedAt)
 		}
-		k := gk{life.Node, life.UUID}
+		k := GPU{life.Node, life.UUID}
 		if start := max(life.FirstStart, from); end > start {
 			spans[k] = append(spans[k], [2]int64{start, end})
 		}
@@ -122,13 +124,27 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 			model[k] = life.Model
 		}
 	}
-	capacity := map[gk]float64{}
-	for k, list := range spans {
-		capacity[k] = float64(unionLength(list))
+	for k, l := range spans {
+		spans[k] = union(l)
 	}
-	observed := map[gk]float64{}
+	return spans, model
+}
+
+// addGPUs counts capacity, unallocated and what the reports did not
+// cover, per (node, GPU); only an administrator sees them.
+func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, cut, retire int64) {
+	spans, model := Capacity(d, from, cut, retire)
+	capacity := map[GPU]float64{}
+	for k, list := range spans {
+		var n int64
+		for _, sp := range list {
+			n += sp[1] - sp[0]
+		}
+		capacity[k] = float64(n)
+	}
+	observed := map[GPU]float64{}
 	for _, g := range d.GPUs {
-		k := gk{g.Node, g.UUID}
+		k := GPU{g.Node, g.UUID}
 		observed[k] += g.Observed
 		l.covered[g.Node] = true
 		if model[k] == "" {
@@ -147,7 +163,7 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 		c := capacity[k] / 3600
 		un := (capacity[k] - observed[k]) / 3600
 		price, ok := gpuPrice(q.Prices, model[k])
-		key := keyOf(q.By, k.node, model[k], "", "", Unobserved)
+		key := keyOf(q.By, k.Node, model[k], "", "", Unobserved)
 		a.add(key, 4, un, un*price, ok)
 		for _, f := range []*Figures{a.row(key), &a.total} {
 			if f.Capacity == nil {
@@ -160,8 +176,8 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 
 // gpuKeys are the GPUs with a capacity or an observation, by node then
 // UUID, so that the sums are added in the same order on every run.
-func gpuKeys(capacity, observed map[gk]float64) []gk {
-	keys := make([]gk, 0, len(capacity))
+func gpuKeys(capacity, observed map[GPU]float64) []GPU {
+	keys := make([]GPU, 0, len(capacity))
 	for k := range capacity {
 		keys = append(keys, k)
 	}
@@ -171,10 +187,10 @@ func gpuKeys(capacity, observed map[gk]float64) []gk {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].node != keys[j].node {
-			return keys[i].node < keys[j].node
+		if keys[i].Node != keys[j].Node {
+			return keys[i].Node < keys[j].Node
 		}
-		return keys[i].uuid < keys[j].uuid
+		return keys[i].UUID < keys[j].UUID
 	})
 	return keys
 }

@@ -39,7 +39,6 @@ type coverer interface {
 // offset is what one ledger model's unobserved row absorbs on a day.
 type offset struct{ hours, cost float64 }
 
-
 // declaredUse is one declared GPU of a task over its counted interval in
 // the day: its share and its hourly price (the report's rule for the
 // entry, report.Prices.EntryPrice).

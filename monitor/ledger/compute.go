@@ -196,9 +196,10 @@ func gpuKeys(capacity, observed map[GPU]float64) []GPU {
 }
 
 // addUsers counts the users' parts, tied to registrations: the candidates
-// of every user read at once; a sum over hours whose ties differ (a
-// registration started between them) counted hour by hour. It returns
-// the use not attributed to a task, by state, project and user.
+// of every user read at once; a sum whose ties differ (a registration
+// started inside it) counted again one grain finer, down to its hours
+// (resolve). It returns the use not attributed to a task, by state,
+// project and user.
 func (a *acc) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *store.LedgerData, admin bool, from, to int64) (map[string]*UserUse, error) {
 	ties, err := src.LedgerTies(ctx, d.Users)
 	if err != nil {
@@ -208,25 +209,46 @@ func (a *acc) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *s
 	for i := range d.Users {
 		u := &d.Users[i]
 		ck := store.TieKey(u.Node, &u.User)
-		cands := ties[ck]
-		first := u.FirstTime
-		if first == 0 || first > u.LastTime {
-			first = u.LastTime
-		}
-		tie := latest(cands, u.LastTime)
-		if t0 := latest(cands, first); t0 == tie {
-			c.count(u, tie, ck)
-			continue
-		}
-		hours, err := src.LedgerUserHours(ctx, from, to, u)
-		if err != nil {
+		if err := c.resolve(ctx, src, u, ties[ck], ck, from, to); err != nil {
 			return nil, err
-		}
-		for j := range hours {
-			c.count(&hours[j], latest(cands, hours[j].LastTime), ck)
 		}
 	}
 	return c.users, nil
+}
+
+// resolve counts u under the registration its report times tie it to: a
+// row of one hour (no grain) by its last report time; a sum whose first
+// and last report times tie alike as a whole; else its finer rows, each
+// resolved in turn (a sum whose finer rows are no longer kept, as a
+// whole, by its last report time).
+func (c *userCounter) resolve(ctx context.Context, src Source, u *store.UserHour, cands []store.Tie, ck string, from, to int64) error {
+	tie := latest(cands, u.LastTime)
+	if u.Grain == "" {
+		c.count(u, tie, ck)
+		return nil
+	}
+	first := u.FirstTime
+	if first == 0 || first > u.LastTime {
+		first = u.LastTime
+	}
+	if latest(cands, first) == tie {
+		c.count(u, tie, ck)
+		return nil
+	}
+	rows, err := src.LedgerUserHours(ctx, from, to, u)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		c.count(u, tie, ck)
+		return nil
+	}
+	for j := range rows {
+		if err := c.resolve(ctx, src, &rows[j], cands, ck, from, to); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // userCounter counts one user's sums into the ledger.

@@ -44,41 +44,50 @@ const (
 		WHERE time > ? AND time < ? AND span_start < ? AND span_end > span_start ORDER BY node, time`
 )
 
-// LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
-// hours) summed over the window in SQL: one GPUHour per (node, GPU,
-// model), Hour its first hour, and one UserHour per (node, GPU instance,
-// user, model, profile, slices), FirstTime and LastTime the earliest and
-// the latest of its hours' last report times; retire is --node-retire.
+// LedgerData reads the lives and the roll-ups of [from, to) (whole hours)
+// summed in SQL, each part of the window at its grain (ledger_grains.go):
+// per part, one GPUHour per (node, GPU, model), Hour its first bucket, and
+// one UserHour per (node, GPU instance, user, model, profile, slices),
+// FirstTime and LastTime the earliest and the latest of its report times;
+// retire is --node-retire.
 func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
 	d := &LedgerData{}
 	var err error
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	if d.GPUs, err = stmtRows(ctx, s, s.r, "ledger", stmtLedgerGPUSums, func(rows *sql.Rows, g *GPUHour) error {
-		return rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy)
-	}, from, to); err != nil {
+	if d.GPUs, d.Users, err = s.ledgerSums(ctx, from, to); err != nil {
 		return nil, err
 	}
 	slices.SortStableFunc(d.GPUs, compareGPUHours)
-	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
-		return nil, err
-	}
+	slices.SortStableFunc(d.Users, compareUserHours)
 	return d, nil
 }
 
-// LedgerUserHours reads the hourly roll-ups of [from, to) of one user of
-// a GPU instance (u's node, UUID, instance, identity, model, profile and
-// slices), hour by hour: where a sum of LedgerData spans a change of the
-// registration its user is tied to.
+// LedgerUserHours reads one user of a GPU instance (u's node, UUID,
+// instance, identity, model, profile and slices) one grain finer than u,
+// bucket by bucket: where a sum of LedgerData (u.Grain over u.Span) spans
+// a change of the registration its user is tied to. A month's sum gives
+// its days, a day's or hours' sum its hours ([from, to) for a row of no
+// grain).
 func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour) ([]UserHour, error) {
-	all, err := s.userHours(ctx, stmtLedgerUserHours, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
+	st, grain := stmtLedgerUserHours, ""
+	if u.Grain != "" {
+		from, to = u.Span[0], u.Span[1]
+	}
+	if u.Grain == "month" {
+		st, grain = stmtLedgerUserDays, "day"
+	}
+	all, err := s.userHours(ctx, st, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
 	if err != nil {
 		return nil, err
 	}
 	out := all[:0]
 	for _, h := range all {
 		if h.Model == u.Model && h.Profile == u.Profile && h.Slices == u.Slices && h.Total == u.Total {
+			if grain != "" {
+				h.Grain, h.Span = grain, [2]int64{h.Hour, bucketEnd(grain, h.Hour)}
+			}
 			out = append(out, h)
 		}
 	}

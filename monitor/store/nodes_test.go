@@ -204,6 +204,18 @@ func loadNodeHours(t *testing.T, s *store.Store) {
 			SELECT 'node-' || (i %% %d), CASE WHEN (i / %d) %% %d = 0 THEN '' ELSE 'GPU-' || ((i %% %d) * %d + (i / %d) %% %d - 1) END,
 			%d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86000 FROM (`+series+`) x`,
 			nodes, nodes, gpus+1, nodes, gpus, nodes, gpus+1, hourT0, nodes*(gpus+1), hourT0, nodes*(gpus+1), nodes*(gpus+1)*hours/24-1),
+		// The day and month facts of those hours (the month's first
+		// second for all: the plans do not depend on it).
+		`INSERT INTO node_gpu_days (day, node, uuid, observed_s) SELECT hour - hour % 86400, node, uuid, SUM(observed_s)
+			FROM node_gpu_hours GROUP BY hour - hour % 86400, node, uuid`,
+		`INSERT INTO node_user_days (day, node, uuid, gpu_instance_id, user_key, first_time, last_time, equal_s)
+			SELECT hour - hour % 86400, node, uuid, gpu_instance_id, user_key, MIN(last_time), MAX(last_time), SUM(equal_s)
+			FROM node_user_hours GROUP BY hour - hour % 86400, node, uuid, gpu_instance_id, user_key`,
+		fmt.Sprintf(`INSERT INTO node_gpu_months (month, node, uuid, observed_s) SELECT %d, node, uuid, SUM(observed_s)
+			FROM node_gpu_hours GROUP BY node, uuid`, hourT0-hourT0%(86400*28)),
+		fmt.Sprintf(`INSERT INTO node_user_months (month, node, uuid, gpu_instance_id, user_key, first_time, last_time, equal_s)
+			SELECT %d, node, uuid, gpu_instance_id, user_key, MIN(last_time), MAX(last_time), SUM(equal_s)
+			FROM node_user_hours GROUP BY node, uuid, gpu_instance_id, user_key`, hourT0-hourT0%(86400*28)),
 		"ANALYZE",
 	} {
 		if _, err := db.Exec(q); err != nil {

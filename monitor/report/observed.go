@@ -41,6 +41,9 @@ type Observations struct {
 // instance's by slices/total_slices), BusySeconds their busy part, and the
 // user's share of the instances' energy.
 type InstanceUse struct {
+	// Node is the node whose reports observed the use (the report's key
+	// node of it, as the ledger keys it).
+	Node                string
 	Model, Profile      string
 	MIG                 bool
 	Slices, TotalSlices int64
@@ -172,6 +175,9 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 		for _, u := range t.Observed {
 			key := maps.Clone(t.Key)
 			key["model"] = u.Model
+			if u.Node != "" {
+				key["node"] = u.Node
+			}
 			g := u.gpuSums(key, t.Failed)
 			a := row(key)
 			a.addGPUs(g, q.Prices)
@@ -190,7 +196,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 		if !ok || (q.Scope != nil && !q.Scope(project, "")) {
 			continue
 		}
-		key := map[string]string{"project": project, "model": u.Use.Model}
+		key := map[string]string{"project": project, "model": u.Use.Model, "node": u.Use.Node}
 		g := u.Use.gpuSums(key, false)
 		a := row(key)
 		a.addGPUs(g, q.Prices)

@@ -198,6 +198,7 @@ func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billing
 	}
 	for i := range out {
 		g := &out[i]
+		g.use.Node = g.node
 		if id, ok := parseUserKey(g.key); ok {
 			g.user = id
 			continue
@@ -275,7 +276,8 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	t := &report.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
-		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
+		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8],
+		"node": taskNode(k8sNode, k[8])}, Failed: failed == 1}
 	if node == "" {
 		node = taskNode(k8sNode, k[8])
 	}

@@ -195,7 +195,7 @@ func billLines(st *Statement, obs *Observations, q Query) {
 		if t.CoveredUnlistedSeconds > 0 {
 			a.addUnlistedSeconds(-t.CoveredUnlistedSeconds, 0, q.Prices)
 		}
-		for _, u := range t.Observed {
+		for _, u := range t.BilledUse(q.Namespaces) {
 			a.addGPUs(u.gpuSums(map[string]string{"model": u.Model}, t.Failed), q.Prices)
 		}
 		// Rounded as the report's figures are (sums of floats differ in

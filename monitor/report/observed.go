@@ -70,6 +70,10 @@ type ObservedTask struct {
 	CoveredDeclared        []GPUSums
 	CoveredUnlistedSeconds float64
 	Observed               []InstanceUse
+	// Unattributed are the declared figures it pays where a GPU it
+	// declared had use nobody could be tied to (MONITOR.md 20.2), by that
+	// use's namespace; BilledUse says which the report bills.
+	Unattributed []UndeclaredUse
 }
 
 // UndeclaredUse is a user's use tied to no task.
@@ -172,7 +176,7 @@ func observe(obs *Observations, q Query, in func(map[string]string) bool,
 			key["model"] = ""
 			count(row(key))
 		}
-		for _, u := range t.Observed {
+		for _, u := range t.BilledUse(q.Namespaces) {
 			key := maps.Clone(t.Key)
 			key["model"] = u.Model
 			if u.Node != "" {

@@ -8,14 +8,16 @@ import (
 // discrepanciesCSV is billingFleet's discrepancies at 10 a GPU-hour, by
 // hand: ads_x's undeclared 10 GPU-h cost 100; t-short declared 1 s
 // (0.000278 h) and used 10 h: (0.000278 − 10) × 10 = −99.997, −100.00;
-// t-tiny (0.1 − 10) × 10 = −99; t-mixed (6 − 10) × 10 = −40; t-never's
+// t-tiny (0.1 − 10) × 10 = −99; t-mixed declared 6 h (60) and is billed
+// 11 (110: 10 observed, 0.5 × the 2 h no report covered): −50 (declared
+// cost − billed cost, MONITOR.md 20.22; before, − observed: −40); t-never's
 // declared hour, never observed, 10. By |money|, then GPU-hours: 100
 // (undeclared, 100 exactly) before 99.997.
 const discrepanciesCSV = `kind,task_id,project,owner,node,namespace,pod,declared_gpu_hours,observed_gpu_hours,gpu_hours,money_at_stake,differences
 undeclared,,ads_x,,gpu-node-1,team-b,p,,,10,100.00,
 task,t-short,p_short,ann@example.com,gpu-node-1,,,0.000278,10,-9.999722,-100.00,share or duration
 task,t-tiny,p_tiny,ann@example.com,gpu-node-1,,,0.1,10,-9.9,-99.00,share or duration
-task,t-mixed,p_mixed,ann@example.com,gpu-node-1,,,6,10,-4,-40.00,share or duration
+task,t-mixed,p_mixed,ann@example.com,gpu-node-1,,,6,10,-4,-50.00,share or duration
 task,t-never,p_never,ann@example.com,gpu-node-1,,,1,0,1,10.00,never observed
 `
 

@@ -76,4 +76,3 @@ func TestExcessShares(t *testing.T) {
 		t.Errorf("entries:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
-

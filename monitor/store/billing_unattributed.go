@@ -11,12 +11,17 @@ import (
 // The exception of MONITOR.md 20.2: on the observed basis a task pays what
 // was attributed to it, except that where a GPU it declared had use
 // nobody could be tied to at that instant it pays its declared figure for
-// it, up to that use. The node reports' roll-ups are hourly, so "that
-// instant" is the hour (and within it the seconds its node's reports
-// covered the task's GPU): in each hour, a task's claim on a GPU instance
-// is min(share × its covered seconds there, the untied use left there),
-// the tasks taking in the order of their store keys, so that two tasks
-// declaring one GPU never claim more than its untied use. The claims are
+// it, up to that use. The node reports' roll-ups are hourly: an hour's
+// row says how much an untied user used a GPU instance in the hour and
+// the time of the last report of it (last_time), not when inside the hour.
+// So a task claims an hour's untied use only where it is certain that use
+// was while the task ran: every second the node's reports covered the GPU
+// in [hour, last_time) is inside the task's counted interval. Its claim
+// is then min(share × its covered seconds in the hour, the untied use left
+// there), the tasks taking in the order of their store keys, so that two
+// tasks declaring one GPU never claim more than its untied use. (Untied
+// use in an hour the task shares with other covered time of the GPU is
+// not claimed: exact to the second would need the raw reports.) The claims are
 // by the namespace of the untied user (report.ObservedTask.Unattributed):
 // the report bills those no --namespace-projects maps (a mapped
 // namespace's use is undeclared, charged to its project, not claimed).
@@ -24,7 +29,7 @@ import (
 // billingUntiedHoursSQL: one untied user's use by hour and GPU instance,
 // node_user_hours' primary key's hour range (as billingUserTimesSQL).
 func billingUntiedHoursSQL(part string) string {
-	return `SELECT hour, uuid, gpu_instance_id, SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `)
+	return `SELECT hour, uuid, gpu_instance_id, MAX(last_time), SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `)
 		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
 		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
 		GROUP BY hour, uuid, gpu_instance_id`
@@ -42,6 +47,7 @@ type untiedKey struct {
 type untiedUse struct {
 	namespace string
 	use       report.InstanceUse // of the hour: Seconds, BusySeconds
+	last      int64              // the last report time of it in the hour
 	left      float64
 }
 
@@ -55,12 +61,12 @@ func (s *Store) untiedHours(ctx context.Context, h0, from, to int64, g billingGr
 		mig = 1
 	}
 	type row struct {
-		hour, instance int64
-		uuid           string
-		sec, busy      float64
+		hour, instance, last int64
+		uuid                 string
+		sec, busy            float64
 	}
 	rows, err := queryRows(ctx, s.r, "billing", s.bind(billingUntiedHoursSQL(hourPart(from, to))), func(rows *sql.Rows, r *row) error {
-		return rows.Scan(&r.hour, &r.uuid, &r.instance, &r.sec, &r.busy)
+		return rows.Scan(&r.hour, &r.uuid, &r.instance, &r.last, &r.sec, &r.busy)
 	}, h0, to, g.node, g.key, mig, g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices)
 	if err != nil {
 		return err
@@ -75,15 +81,15 @@ func (s *Store) untiedHours(ctx context.Context, h0, from, to int64, g billingGr
 		}
 		use := g.use
 		use.Seconds, use.BusySeconds, use.EnergyJoules = r.sec, r.busy, 0
-		u[k][r.hour] = append(u[k][r.hour], &untiedUse{namespace: g.user.Namespace, use: use, left: r.sec})
+		u[k][r.hour] = append(u[k][r.hour], &untiedUse{namespace: g.user.Namespace, use: use, last: r.last, left: r.sec})
 	}
 	return nil
 }
 
 // claim takes, for a task's declared GPU instance k at share over
-// [s0, e1), its declared figure out of the untied use of each hour, up to
-// what is left of it: the seconds its node's reports covered the GPU in
-// that hour (cover) × share. The claims come back by namespace, hours in
+// [s0, e1), its declared figure out of the untied use of each hour that
+// was certainly while it ran, up to what is left of it: the seconds its
+// node's reports covered the GPU in that hour (cover) × share. The claims come back by namespace, hours in
 // order.
 func (u untied) claim(k untiedKey, share float64, s0, e1 int64, cover []span) []report.UndeclaredUse {
 	hours := u[k]
@@ -99,6 +105,11 @@ func (u untied) claim(k untiedKey, share float64, s0, e1 int64, cover []span) []
 	for _, h := range keys {
 		want := share * float64(covered(cover, max(s0, h), min(e1, h+3600)))
 		for _, e := range hours[h] {
+			end := min(h+3600, e.last)
+			all := covered(cover, h, end)
+			if all == 0 || covered(cover, max(s0, h), min(e1, end)) < all {
+				continue // some of that use may be outside the task's time
+			}
 			take := min(want, e.left)
 			if take <= 0 {
 				continue

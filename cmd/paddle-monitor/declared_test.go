@@ -207,9 +207,9 @@ func TestDiscrepanciesOvercommitted(t *testing.T) {
 		}
 		var d struct {
 			Overcommitted []struct {
-				UUID          string  `json:"uuid"`
-				GPUInstanceID *int64  `json:"gpu_instance_id"`
-				Time          string  `json:"time"`
+				UUID          string   `json:"uuid"`
+				GPUInstanceID *int64   `json:"gpu_instance_id"`
+				Time          string   `json:"time"`
 				Share         float64  `json:"share"`
 				Excess        float64  `json:"excess_gpu_hours"`
 				Stake         *float64 `json:"money_at_stake"`

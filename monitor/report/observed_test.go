@@ -70,6 +70,12 @@ func randomFleet(r *rand.Rand) *observingSource {
 			ot.Observed = append(ot.Observed, InstanceUse{Node: fmt.Sprint("n", r.IntN(4)), Model: models[r.IntN(2)], Seconds: float64(r.IntN(36000)),
 				BusySeconds: float64(r.IntN(100)), MIG: i%3 == 0, Profile: "1g.18gb", Slices: 1, TotalSlices: 7})
 		}
+		if r.IntN(3) == 0 {
+			// A claim on use nobody could be tied to (MONITOR.md 20.2),
+			// billed unless its namespace is mapped.
+			ot.Unattributed = append(ot.Unattributed, UndeclaredUse{Namespace: []string{"", "team-a", "kube"}[r.IntN(3)],
+				Use: InstanceUse{Node: fmt.Sprint("n", r.IntN(3)), Model: models[r.IntN(2)], Seconds: float64(r.IntN(3600))}})
+		}
 		src.obs.Tasks = append(src.obs.Tasks, ot)
 	}
 	for range r.IntN(4) {

@@ -235,6 +235,13 @@ func TestDiscrepanciesOvercommitted(t *testing.T) {
 		if o.Excess != 0.25 || o.Stake == nil || *o.Stake != 2.5 {
 			t.Errorf("overcommitted GPU-s: excess %v GPU-hours, money at stake %v; want 0.25 and 2.50", o.Excess, o.Stake)
 		}
+		// The API's answer (checked against docs/openapi.yaml): the excess
+		// without prices, its money null.
+		a := s.do(t, get("/v1/discrepancies?from="+from+"&to="+to, ""))
+		expect(t, a, 200, "")
+		if !strings.Contains(string(a.Body), `"excess_gpu_hours":0.25,"money_at_stake":null`) {
+			t.Errorf("GET /v1/discrepancies: %s", a.Body)
+		}
 		c := runMonitor(t, "discrepancies", "--db", dsn, "--prices", prices, "--from", from, "--to", to, "--format", "csv")
 		if !strings.Contains(c.stdout, "\novercommitted,a b c,,,,,,,,0.25,2.50,GPU-s declared 1.25 of itself from "+at+"\n") {
 			t.Errorf("discrepancies --format csv:\n%s", c.stdout)

@@ -9,6 +9,7 @@ package main
 
 import (
 	"encoding/csv"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -152,6 +153,22 @@ func TestReportByNode(t *testing.T) {
 			if model == "NVIDIA H200" && (math.Abs(want[0]-(40+30.0/7)) > 1e-6 || want[1] != 10) {
 				t.Errorf("the ledger's NVIDIA H200: attributed %v, undeclared %v, want 44.285714 and 10", want[0], want[1])
 			}
+		}
+
+		// A node name is the node's whatever the case a registration
+		// spells it in (the monitor keeps node names lower-case): a task
+		// on k8s_node GPU-Node-2 (no reports) is the row gpu-node-2, its
+		// declared hour.
+		reg := fmt.Sprintf(`{"schema_version":1,"task_id":"t-case","task_name":"train","project":"p_case","owner":"ann@example.com",
+			"start_time":%d,"hostname":"t-case-0","k8s_pod_uid":"pod-case","k8s_node":"GPU-Node-2","labels":{},"gpu_count":1,"gpus":[%s]}`,
+			h, wholeGPU("GPU-z", 1))
+		expect(t, s.do(t, registerReq(reg, "a-secret")), 201, "")
+		done := fmt.Sprintf(`{"schema_version":1,"task_id":"t-case","start_time":%d,"end_time":%d,"duration_seconds":3600,"exit_code":0,"gpu_count":1}`,
+			h, h+3600)
+		expect(t, s.do(t, post("/v1/task/complete", done, "a-secret")), 200, "")
+		r = runMonitor(t, append(args, "--format", "json")...)
+		if g := rowsBy(t, decodeReport(t, r.stdout), "node")["gpu-node-2"]; g == nil || g["gpu_hours"] != 1.0 {
+			t.Errorf("the row of GPU-Node-2's task: %v\n%s", g, r.stdout)
 		}
 	})
 }

@@ -289,7 +289,7 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	}
 	t := &report.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
 		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8],
-		"node": taskNode(k8sNode, k[8])}, Failed: failed == 1}
+		"node": nodeKeyOf(k8sNode, k[8])}, Failed: failed == 1}
 	if node == "" {
 		node = taskNode(k8sNode, k[8])
 	}
@@ -387,6 +387,15 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 func taskNode(k8sNode, hostname string) string {
 	if k8sNode != "" {
 		return k8sNode
+	}
+	return hostname
+}
+
+// nodeKeyOf is the report key node of a task (nodeKey): its k8s_node
+// lower-cased, else its host name.
+func nodeKeyOf(k8sNode, hostname string) string {
+	if k8sNode != "" {
+		return strings.ToLower(k8sNode)
 	}
 	return hostname
 }

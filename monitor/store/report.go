@@ -106,9 +106,10 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
       ` + countedEnd + ` AS ce,
       CASE WHEN (` + countedEnd + `) < :t THEN ` + countedEnd + ` ELSE :t END AS e1`
 
-// nodeKey is the report key node of a task tk: its k8s_node, else its
-// host name (taskNode, the node the billing covers it by).
-const nodeKey = `CASE WHEN tk.k8s_node <> '' THEN tk.k8s_node ELSE tk.hostname END`
+// nodeKey is the report key node of a task tk: its k8s_node (lower-cased,
+// as the monitor keeps node names and ties pods: Kubernetes node names are
+// DNS names), else its host name (nodeKeyOf, the same in Go).
+const nodeKey = `CASE WHEN tk.k8s_node <> '' THEN LOWER(tk.k8s_node) ELSE tk.hostname END`
 
 // spanModels is span with a row per model each task has GPUs of (and the
 // column model): the listed GPUs' models, each once (the first GPU of a

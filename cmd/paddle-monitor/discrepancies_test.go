@@ -7,14 +7,16 @@ import (
 
 // discrepanciesCSV is billingFleet's discrepancies at 10 a GPU-hour, by
 // hand: ads_x's undeclared 10 GPU-h cost 100; t-tiny (0.1 − 10) × 10 =
-// −99; t-mixed (6 − 10) × 10 = −40; t-never's declared hour, never
+// −99; t-mixed declared 6 h (60) and is billed 11 (110: 10 observed, 0.5 ×
+// the 2 h no report covered): −50 (declared cost − billed cost, MONITOR.md
+// 20.22; before, − observed: −40); t-never's declared hour, never
 // observed, 10; by |money|. t-short, completed 1 s after its start but
 // attributed its GPU 10 h, declared those 10 h (its counted end is its
 // last attributed instant, MONITOR.md 20.3): no discrepancy.
 const discrepanciesCSV = `kind,task_id,project,owner,node,namespace,pod,declared_gpu_hours,observed_gpu_hours,gpu_hours,money_at_stake,differences
 undeclared,,ads_x,,gpu-node-1,team-b,p,,,10,100.00,
 task,t-tiny,p_tiny,ann@example.com,gpu-node-1,,,0.1,10,-9.9,-99.00,share or duration
-task,t-mixed,p_mixed,ann@example.com,gpu-node-1,,,6,10,-4,-40.00,share or duration
+task,t-mixed,p_mixed,ann@example.com,gpu-node-1,,,6,10,-4,-50.00,share or duration
 task,t-never,p_never,ann@example.com,gpu-node-1,,,1,0,1,10.00,never observed
 `
 

@@ -53,7 +53,7 @@ func (p partSource) Observations(ctx context.Context, w facts.Window) (*facts.Ob
 	switch p.part {
 	case declaredPart:
 		for _, t := range obs.Tasks {
-			t.Observed = nil
+			t.Observed, t.Unattributed = nil, nil
 			out.Tasks = append(out.Tasks, t)
 		}
 	case attributedPart:

@@ -40,7 +40,7 @@ const (
 		FROM tasks tk WHERE tk.id = ?`
 	// task_gpus' primary key (task_key, position).
 	qBillingTaskGPUs = `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
-		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`
+		util_mean, energy_joules, uuid, COALESCE(gpu_instance_id, -1) FROM task_gpus WHERE task_key = ? ORDER BY position`
 )
 
 // billingUsersSQL: node_user_hours' primary key (hour, node, uuid,
@@ -109,6 +109,9 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 		use   []facts.InstanceUse
 	}
 	tasks := map[int64]*taskUse{}
+	// The use nobody could be tied to, by GPU instance and hour (20.2's
+	// exception: billing_unattributed.go).
+	un := untied{}
 	// The ties of all the groups, one statement per tie rule (LedgerTies).
 	tieUsers := make([]UserHour, len(groups))
 	for i := range groups {
@@ -130,6 +133,13 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 			t := latestTie(cands, p.maxLast)
 			if t == nil {
 				obs.Undeclared = append(obs.Undeclared, facts.UndeclaredUse{Namespace: g.user.Namespace, Use: p.use})
+				// A group split by report time (some of it tied) is not
+				// claimed: only wholly untied users' use is.
+				if len(parts) == 1 {
+					if err := s.untiedHours(ctx, g.seg, g, un); err != nil {
+						return nil, err
+					}
+				}
 				continue
 			}
 			u := tasks[t.Key]
@@ -164,7 +174,7 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 				node = n
 			}
 		}
-		t, any, err := s.billedTask(ctx, id, from, to, node, spans, holders)
+		t, any, err := s.billedTask(ctx, id, from, to, node, spans, holders, un)
 		if err != nil {
 			return nil, err
 		}
@@ -217,6 +227,7 @@ func (s *Store) billingUsers(ctx context.Context, sg segment) ([]billingGroup, e
 	}
 	for i := range out {
 		g := &out[i]
+		g.use.Node = g.node
 		if id, ok := parseUserKey(g.key); ok {
 			g.user = id
 			continue
@@ -287,9 +298,11 @@ func (s *Store) billingUserTimes(ctx context.Context, g billingGroup) ([]billing
 // or counted without being listed by the node's own spans; a GPU another
 // node holds not at all (it stays declared). node is the node the task was
 // attributed most on, "" for its k8s_node or host name. any says some of
-// its interval was covered on some GPU.
+// its interval was covered on some GPU. Where a declared GPU its node
+// holds had untied use (un), the task claims its declared figure of it
+// (Unattributed, untied.claim).
 func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string, spans Spans,
-	holders map[string][]string) (*facts.ObservedTask, bool, error) {
+	holders map[string][]string, un untied) (*facts.ObservedTask, bool, error) {
 	var k [9]string
 	var k8sNode string
 	var gpuCount, unlisted, start, failed int64
@@ -301,7 +314,8 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	t := &facts.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
-		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
+		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8],
+		"node": nodeKeyOf(k8sNode, k[8])}, Failed: failed == 1}
 	if node == "" {
 		node = taskNode(k8sNode, k[8])
 	}
@@ -340,10 +354,10 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	if err := eachRow(rows, "billing", func() error {
 		g := facts.GPUSums{Key: maps.Clone(t.Key)}
 		var model, uuid string
-		var mig, samples int64
+		var mig, samples, instance int64
 		var share float64
 		var idle, util, energy sql.NullFloat64
-		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid); err != nil {
+		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid, &instance); err != nil {
 			return fmt.Errorf("task %d: %w", id, err)
 		}
 		n++
@@ -353,6 +367,9 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 			return nil
 		}
 		anyCovered = true
+		if uuid != "" && slices.Contains(holders[uuid], node) {
+			t.Unattributed = append(t.Unattributed, un.claim(untiedKey{node, uuid, instance}, share, s0, e1, own[uuid])...)
+		}
 		g.Key["model"], g.MIG = model, mig == 1
 		// The report's GPU sums (gpuSumsSQL) over the covered seconds.
 		g.InstanceSeconds = int64(math.Round(c))
@@ -396,6 +413,15 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 func taskNode(k8sNode, hostname string) string {
 	if k8sNode != "" {
 		return k8sNode
+	}
+	return hostname
+}
+
+// nodeKeyOf is the report key node of a task (nodeKey): its k8s_node
+// lower-cased, else its host name.
+func nodeKeyOf(k8sNode, hostname string) string {
+	if k8sNode != "" {
+		return strings.ToLower(k8sNode)
 	}
 	return hostname
 }

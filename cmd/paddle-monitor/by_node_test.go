@@ -35,9 +35,10 @@ var byNodeByHand = map[string]map[string]any{
 }
 
 // byNodeCSV is `report --by node --format csv`'s node, gpu_hours, cost
-// and billing columns.
+// and billing columns: gpu-node-1 declared billingByHand's 34.385714 less
+// p_decl's 3 on other-node.
 const byNodeCSV = `node,gpu_hours,cost,declared_gpu_hours,observed_gpu_hours,undeclared_gpu_hours,billing_basis
-gpu-node-1,55.285714,560,21.385992,44.285714,10,mixed
+gpu-node-1,55.285714,560,31.385714,44.285714,10,mixed
 other-node,3,30,3,0,0,declared
 `
 

@@ -101,7 +101,9 @@ func billingFleet(t *testing.T, s *server, h int64) {
 // namespace team-b charged to ads_x):
 //   - p_tiny declared 0.01 × 10 h = 0.1 but was observed whole for 10 h:
 //     billed 10 (100), observed; its GPU's 36 MJ are 10 kWh;
-//   - p_short declared 1 s (1/3600 h), observed 10 h: billed 10;
+//   - p_short completed 1 s after its start, observed 10 h: billed 10,
+//     declared 10 (its counted end is its last attributed instant,
+//     section 20.3);
 //   - p_exec observed 10 h, idle all along: billed 10, idle 10 (its
 //     declared 10 h: the report that tied it was the last it was seen);
 //   - p_mixed declared 0.5 × 12 h = 6; the reports covered 10 h of its
@@ -115,18 +117,18 @@ func billingFleet(t *testing.T, s *server, h int64) {
 //   - ads_x: 10 undeclared hours, a row of its own with no task.
 //
 // Total billed 10 + 10 + 10 + 11 + 30/7 + 0 + 3 + 10 = 58.285714 (590);
-// declared 0.1 + 1/3600 + 10 + 6 + 30/7 + 1 + 3 = 24.385992; observed
+// declared 0.1 + 10 + 10 + 6 + 30/7 + 1 + 3 = 34.385714; observed
 // 40 + 30/7 = 44.285714; undeclared 10.
 var billingByHand = map[string]map[string]any{
 	"p_tiny":  {"gpu_hours": 10.0, "cost": 100.0, "declared_gpu_hours": 0.1, "observed_gpu_hours": 10.0, "billing_basis": "observed", "energy_kwh": 10.0, "tasks": 1.0},
-	"p_short": {"gpu_hours": 10.0, "cost": 100.0, "declared_gpu_hours": 0.000278, "observed_gpu_hours": 10.0, "billing_basis": "observed", "idle_gpu_hours": 0.0},
+	"p_short": {"gpu_hours": 10.0, "cost": 100.0, "declared_gpu_hours": 10.0, "observed_gpu_hours": 10.0, "billing_basis": "observed", "idle_gpu_hours": 0.0},
 	"p_exec":  {"gpu_hours": 10.0, "cost": 100.0, "declared_gpu_hours": 10.0, "observed_gpu_hours": 10.0, "billing_basis": "observed", "idle_gpu_hours": 10.0, "open_tasks": 1.0},
 	"p_mixed": {"gpu_hours": 11.0, "cost": 110.0, "declared_gpu_hours": 6.0, "observed_gpu_hours": 10.0, "billing_basis": "mixed"},
 	"p_mig":   {"gpu_hours": 30.0 / 7, "cost": 50.0, "declared_gpu_hours": 30.0 / 7, "observed_gpu_hours": 30.0 / 7, "billing_basis": "observed"},
 	"p_never": {"gpu_hours": 0.0, "cost": 0.0, "declared_gpu_hours": 1.0, "observed_gpu_hours": 0.0, "billing_basis": "observed"},
 	"p_decl":  {"gpu_hours": 3.0, "cost": 30.0, "declared_gpu_hours": 3.0, "observed_gpu_hours": 0.0, "billing_basis": "declared"},
 	"ads_x":   {"gpu_hours": 10.0, "cost": 100.0, "undeclared_gpu_hours": 10.0, "observed_gpu_hours": 0.0, "billing_basis": "observed", "tasks": 0.0},
-	"":        {"gpu_hours": 58.285714, "cost": 590.0, "declared_gpu_hours": 24.385992, "observed_gpu_hours": 40 + 30.0/7, "undeclared_gpu_hours": 10.0, "billing_basis": "mixed", "tasks": 7.0},
+	"":        {"gpu_hours": 58.285714, "cost": 590.0, "declared_gpu_hours": 34.385714, "observed_gpu_hours": 40 + 30.0/7, "undeclared_gpu_hours": 10.0, "billing_basis": "mixed", "tasks": 7.0},
 }
 
 // checkBilling compares a row (or the total) with figures by hand: numbers
@@ -226,7 +228,7 @@ func TestBillingFromObservations(t *testing.T) {
 		// The table says the basis of the total under the table (hours
 		// with 3 significant digits, as the table writes them).
 		r = runMonitor(t, args...)
-		if !strings.Contains(r.stdout, "billed on the mixed basis: 24.4 GPU-hours declared, 44.3 observed (attributed), 10.0 undeclared charged to projects") {
+		if !strings.Contains(r.stdout, "billed on the mixed basis: 34.4 GPU-hours declared, 44.3 observed (attributed), 10.0 undeclared charged to projects") {
 			t.Errorf("table:\n%s", r.stdout)
 		}
 
@@ -286,7 +288,7 @@ const billingExampleCSV = `project,gpu_hours,cost,declared_gpu_hours,observed_gp
 p_mixed,11,110,6,10,0,mixed
 ads_x,10,100,0,0,10,observed
 p_exec,10,100,10,10,0,observed
-p_short,10,100,0.000278,10,0,observed
+p_short,10,100,10,10,0,observed
 p_tiny,10,100,0.1,10,0,observed
 p_mig,4.285714,50,4.285714,4.285714,0,observed
 p_decl,3,30,3,0,0,declared

@@ -102,6 +102,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = nodeCmd(args[1:], stdout)
 	case "ledger", "discrepancies":
 		err = ledgerCmd(args[0], args[1:], stdout)
+	case "migrate":
+		err = migrateCmd(args[1:], stdout)
 	case "version", "--version":
 		err = versionCmd(args[1:], stdout)
 	case "help", "--help", "-h":

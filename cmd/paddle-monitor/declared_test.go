@@ -199,16 +199,20 @@ func TestDiscrepanciesOvercommitted(t *testing.T) {
 			}
 		}
 		from, to := time.Unix(T, 0).UTC().Format(time.RFC3339), time.Unix(T+5*3600, 0).UTC().Format(time.RFC3339)
-		r := runMonitor(t, "discrepancies", "--db", dsn, "--from", from, "--to", to)
+		prices := filepath.Join(t.TempDir(), "prices.json")
+		writeFile(t, prices, `{"currency":"CNY","models":{"NVIDIA H200":10}}`)
+		r := runMonitor(t, "discrepancies", "--db", dsn, "--prices", prices, "--from", from, "--to", to)
 		if r.code != 0 {
 			t.Fatalf("discrepancies: exit %d\n%s", r.code, r.stderr)
 		}
 		var d struct {
 			Overcommitted []struct {
-				UUID          string  `json:"uuid"`
-				GPUInstanceID *int64  `json:"gpu_instance_id"`
-				Time          string  `json:"time"`
-				Share         float64 `json:"share"`
+				UUID          string   `json:"uuid"`
+				GPUInstanceID *int64   `json:"gpu_instance_id"`
+				Time          string   `json:"time"`
+				Share         float64  `json:"share"`
+				Excess        float64  `json:"excess_gpu_hours"`
+				Stake         *float64 `json:"money_at_stake"`
 				Tasks         []struct {
 					TaskID string `json:"task_id"`
 				} `json:"tasks"`
@@ -225,6 +229,22 @@ func TestDiscrepanciesOvercommitted(t *testing.T) {
 		if o.UUID != "GPU-s" || o.GPUInstanceID != nil || o.Time != at || o.Share != 1.25 || len(o.Tasks) != 3 ||
 			o.Tasks[0].TaskID != "a" || o.Tasks[1].TaskID != "b" || o.Tasks[2].TaskID != "c" {
 			t.Errorf("overcommitted: %+v; want GPU-s at %s, 1.25 of a, b and c", o, at)
+		}
+		// 0.25 of GPU-s declared above 1 for the hour c ran (MONITOR.md
+		// 20.22): 0.25 GPU-hours, 2.50 at 10 an hour.
+		if o.Excess != 0.25 || o.Stake == nil || *o.Stake != 2.5 {
+			t.Errorf("overcommitted GPU-s: excess %v GPU-hours, money at stake %v; want 0.25 and 2.50", o.Excess, o.Stake)
+		}
+		// The API's answer (checked against docs/openapi.yaml): the excess
+		// without prices, its money null.
+		a := s.do(t, get("/v1/discrepancies?from="+from+"&to="+to, ""))
+		expect(t, a, 200, "")
+		if !strings.Contains(string(a.Body), `"excess_gpu_hours":0.25,"money_at_stake":null`) {
+			t.Errorf("GET /v1/discrepancies: %s", a.Body)
+		}
+		c := runMonitor(t, "discrepancies", "--db", dsn, "--prices", prices, "--from", from, "--to", to, "--format", "csv")
+		if !strings.Contains(c.stdout, "\novercommitted,a b c,,,,,,,,0.25,2.50,GPU-s declared 1.25 of itself from "+at+"\n") {
+			t.Errorf("discrepancies --format csv:\n%s", c.stdout)
 		}
 	})
 }

@@ -6,16 +6,17 @@ import (
 )
 
 // discrepanciesCSV is billingFleet's discrepancies at 10 a GPU-hour, by
-// hand: ads_x's undeclared 10 GPU-h cost 100; t-short declared 1 s
-// (0.000278 h) and used 10 h: (0.000278 − 10) × 10 = −99.997, −100.00;
-// t-tiny (0.1 − 10) × 10 = −99; t-mixed (6 − 10) × 10 = −40; t-never's
-// declared hour, never observed, 10. By |money|, then GPU-hours: 100
-// (undeclared, 100 exactly) before 99.997.
+// hand: ads_x's undeclared 10 GPU-h cost 100; t-tiny (0.1 − 10) × 10 =
+// −99; t-mixed declared 6 h (60) and is billed 11 (110: 10 observed, 0.5 ×
+// the 2 h no report covered): −50 (declared cost − billed cost, MONITOR.md
+// 20.22; before, − observed: −40); t-never's declared hour, never
+// observed, 10; by |money|. t-short, completed 1 s after its start but
+// attributed its GPU 10 h, declared those 10 h (its counted end is its
+// last attributed instant, MONITOR.md 20.3): no discrepancy.
 const discrepanciesCSV = `kind,task_id,project,owner,node,namespace,pod,declared_gpu_hours,observed_gpu_hours,gpu_hours,money_at_stake,differences
 undeclared,,ads_x,,gpu-node-1,team-b,p,,,10,100.00,
-task,t-short,p_short,ann@example.com,gpu-node-1,,,0.000278,10,-9.999722,-100.00,share or duration
 task,t-tiny,p_tiny,ann@example.com,gpu-node-1,,,0.1,10,-9.9,-99.00,share or duration
-task,t-mixed,p_mixed,ann@example.com,gpu-node-1,,,6,10,-4,-40.00,share or duration
+task,t-mixed,p_mixed,ann@example.com,gpu-node-1,,,6,10,-4,-50.00,share or duration
 task,t-never,p_never,ann@example.com,gpu-node-1,,,1,0,1,10.00,never observed
 `
 
@@ -34,9 +35,9 @@ func checkDiscrepancyFormats(t *testing.T, s *server, dsn, prices, ns, from, to 
 	}
 	r = runMonitor(t, append(args, "--format", "table")...)
 	lines := strings.Split(r.stdout, "\n")
-	if r.code != 0 || len(lines) < 8 || !strings.HasPrefix(lines[0], "Discrepancies ") ||
+	if r.code != 0 || len(lines) < 7 || !strings.HasPrefix(lines[0], "Discrepancies ") ||
 		!strings.Contains(lines[3], "undeclared") || !strings.HasSuffix(lines[3], "100.00") ||
-		!strings.HasSuffix(lines[7], "10.00     never observed") {
+		!strings.HasSuffix(lines[6], "10.00     never observed") {
 		t.Errorf("discrepancies --format table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runMonitor(t, append(args, "--format", "pdf")...); r.code != 2 || !strings.Contains(r.stderr, "--format \"pdf\"") {

@@ -188,8 +188,8 @@ func checkFocus(t *testing.T, body, month string) []focusRow {
 		cs, ce := r.at(t, "ChargePeriodStart"), r.at(t, "ChargePeriodEnd")
 		correction := r["ChargeClass"] == "Correction"
 		if correction {
-			if !ce.After(cs) || ce.After(billing) {
-				t.Errorf("%s: a correction's charge period %s–%s is not its own, before the billing period", where, cs, ce)
+			if ce.Sub(cs) != 24*time.Hour || ce.After(billing) {
+				t.Errorf("%s: a correction's charge period %s–%s is not a day of its own, before the billing period", where, cs, ce)
 			}
 		} else if cs.Before(billing) || ce.After(billingEnd) || ce.Sub(cs) != 24*time.Hour {
 			t.Errorf("%s: charge period %s–%s is not a day inside the billing period", where, cs, ce)
@@ -356,8 +356,8 @@ func TestFocusExport(t *testing.T) {
 		if r := one("dup", find("search_dup", "unobserved", "declared", "NVIDIA H200")); r.num(t, "BilledCost") != 10 {
 			t.Errorf("search_dup's H200: %v", r)
 		}
-		// The adjustment: t-late's 2 T4-hours of October (4), a correction
-		// keeping October as its charge period.
+		// The adjustment: t-late's 2 T4-hours of October 20 (4), a
+		// correction keeping that day as its charge period (20.17).
 		var corr []focusRow
 		for _, r := range rows {
 			if r["ChargeClass"] == "Correction" {
@@ -365,7 +365,7 @@ func TestFocusExport(t *testing.T) {
 			}
 		}
 		if len(corr) != 1 || corr[0]["SubAccountId"] != "search_a" || corr[0].num(t, "BilledCost") != 4 ||
-			corr[0]["ChargePeriodStart"] != "2025-10-01T00:00:00Z" || corr[0]["ChargePeriodEnd"] != "2025-11-01T00:00:00Z" ||
+			corr[0]["ChargePeriodStart"] != "2025-10-20T00:00:00Z" || corr[0]["ChargePeriodEnd"] != "2025-10-21T00:00:00Z" ||
 			!strings.Contains(corr[0]["ChargeDescription"], "late_registration") {
 			t.Errorf("corrections: %v", corr)
 		}

@@ -38,7 +38,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
-	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME (an extra label); task alone, with --format csv or json: the chargeback statement, one line per task")
+	by := fs.String("by", "project", "grouping keys, comma-separated: project, owner, priority, env, pipeline, step, task_name, hostname, node (the node a task ran on; observed use: the node that reported it), model, label:NAME (an extra label); task alone, with --format csv or json: the chargeback statement, one line per task")
 	format := fs.String("format", "table", "table, csv or json")
 	live := fs.Bool("live", false, "recompute a closed month from the tasks instead of serving its statement (audit)")
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")

@@ -22,8 +22,10 @@ import (
 )
 
 // Keys are the grouping keys a report accepts, in the order the
-// documentation lists them.
-var Keys = []string{"project", "owner", "priority", "env", "pipeline", "step", "task_name", "hostname", "model"}
+// documentation lists them. node is the node a task ran on (its
+// k8s_node, else its host name; use observed by a node report, the node
+// that reported it, as the ledger keys it).
+var Keys = []string{"project", "owner", "priority", "env", "pipeline", "step", "task_name", "hostname", "node", "model"}
 
 // ErrBadQuery classifies every error about a report's parameters (dates,
 // keys, window), so that an HTTP handler can answer 400 for it. Each such

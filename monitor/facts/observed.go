@@ -27,6 +27,9 @@ type Observations struct {
 // instance's by slices/total_slices), BusySeconds their busy part, and the
 // user's share of the instances' energy.
 type InstanceUse struct {
+	// Node is the node whose reports observed the use (the report's key
+	// node of it, as the ledger keys it).
+	Node                string
 	Model, Profile      string
 	MIG                 bool
 	Slices, TotalSlices int64
@@ -53,6 +56,10 @@ type ObservedTask struct {
 	CoveredDeclared        []GPUSums
 	CoveredUnlistedSeconds float64
 	Observed               []InstanceUse
+	// Unattributed are the declared figures it pays where a GPU it
+	// declared had use nobody could be tied to (MONITOR.md 20.2), by that
+	// use's namespace; the report bills those no namespace mapping maps.
+	Unattributed []UndeclaredUse
 }
 
 // UndeclaredUse is a user's use tied to no task.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
@@ -52,7 +53,7 @@ func (p partSource) Observations(ctx context.Context, w facts.Window) (*facts.Ob
 	switch p.part {
 	case declaredPart:
 		for _, t := range obs.Tasks {
-			t.Observed = nil
+			t.Observed, t.Unattributed = nil, nil
 			out.Tasks = append(out.Tasks, t)
 		}
 	case attributedPart:
@@ -72,22 +73,21 @@ type gen struct {
 	month   facts.Window
 	scope   *access.Scope
 	version int
+	// now is the instant the ledger is computed at (its capacity ends at
+	// the clock): one for the whole export.
+	now time.Time
 }
 
 // rowKeys are the report's keys of the export's rows: pipeline too, for
 // the Tags (rows of one key and several pipelines are added up, without a
 // pipeline tag).
-// hostname too, for the declared part's offset (onLedger).
-var rowKeys = []string{"project", "owner", "model", "pipeline", "hostname"}
+var rowKeys = []string{"project", "owner", "model", "pipeline"}
 
 // usage is one (project, owner, model) of a part, over its pipelines.
 type usage struct {
 	project, owner, model string
 	pipelines             map[string]bool
 	hours, cost           float64
-	// ledgerHours and ledgerCost are the part of tasks on nodes the
-	// ledger knows that day (the rest is on GPUs no node report lists).
-	ledgerHours, ledgerCost float64
 }
 
 // day is one UTC day's rows.
@@ -103,13 +103,7 @@ func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	onLedger, err := g.onLedger(ctx, w)
-	if err != nil {
-		return nil, err
-	}
 	var rows []Row
-	declaredCost := map[string]float64{} // by model: what the declared part billed
-	declaredHours := map[string]float64{}
 	for _, p := range []struct {
 		part         part
 		basis, state string
@@ -122,22 +116,17 @@ func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, u := range merge(rep, onLedger) {
+		for _, u := range merge(rep) {
 			if u.hours == 0 && u.cost == 0 {
 				continue
 			}
-			r := g.usageRow(w, u, p.basis, p.state, shared[shareKey(u.project, u.owner, u.model)])
-			if p.part == declaredPart {
-				declaredCost[u.model] += u.ledgerCost
-				declaredHours[u.model] += u.ledgerHours
-			}
-			rows = append(rows, r)
+			rows = append(rows, g.usageRow(w, u, p.basis, p.state, shared[shareKey(u.project, u.owner, u.model)]))
 		}
 	}
 	if g.scope != nil || g.cfg.Ledger == nil {
 		return rows, nil
 	}
-	platform, err := g.platform(ctx, w, declaredCost, declaredHours)
+	platform, err := g.platform(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +138,7 @@ func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
 // declared GPUs by model and profile but its observed use (and the
 // covered part taken away) by model: rows are merged by the model alone,
 // and the profile comes back from the tasks' declarations (sharing).
-func merge(rep *report.Report, onLedger func(hostname string) bool) []*usage {
+func merge(rep *report.Report) []*usage {
 	by := map[string]*usage{}
 	for _, row := range rep.Rows {
 		k := row.Key
@@ -167,17 +156,12 @@ func merge(rep *report.Report, onLedger func(hostname string) bool) []*usage {
 			cost = *row.Cost
 		}
 		u.cost += cost
-		if onLedger(k["hostname"]) {
-			u.ledgerHours += row.GPUHours
-			u.ledgerCost += cost
-		}
 	}
 	ids := slices.Sorted(maps.Keys(by))
 	out := make([]*usage, 0, len(ids))
 	for _, id := range ids {
 		u := by[id]
 		u.hours, u.cost = round6(u.hours), round6(u.cost)
-		u.ledgerHours, u.ledgerCost = round6(u.ledgerHours), round6(u.ledgerCost)
 		out = append(out, u)
 	}
 	return out
@@ -281,27 +265,18 @@ func (g *gen) price(r *Row, model string, hours, cost float64) {
 
 // platform is the day's capacity nobody was billed for: the ledger's
 // unattributed, unallocated and unobserved GPU-hours by model, as rows of
-// the platform's sub-account; the unobserved ones less what the declared
-// part billed for the same model (x_DeclaredOffsetGpuHours), never below
-// zero.
-func (g *gen) platform(ctx context.Context, w facts.Window, declaredCost, declaredHours map[string]float64) ([]Row, error) {
+// the platform's sub-account; the unobserved ones less what tasks were
+// billed on the declared basis for the same GPUs and instants
+// (x_DeclaredOffsetGpuHours; offsets, offset.go), never below zero.
+func (g *gen) platform(ctx context.Context, w facts.Window) ([]Row, error) {
 	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
-		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire})
+		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire, Now: g.now})
 	if err != nil {
 		return nil, err
 	}
-	models := make([]string, 0, len(l.Rows))
-	for _, row := range l.Rows {
-		models = append(models, row.Key)
-	}
-	// The declared part's rows of each ledger model (a MIG row's key is
-	// its model and profile).
-	offCost, offHours := map[string]float64{}, map[string]float64{}
-	for m, c := range declaredCost {
-		if lm, ok := ledgerModel(models, m); ok {
-			offCost[lm] += c
-			offHours[lm] += declaredHours[m]
-		}
+	off, err := g.offsets(ctx, w, g.now)
+	if err != nil {
+		return nil, err
 	}
 	var out []Row
 	for _, row := range l.Rows {
@@ -315,11 +290,11 @@ func (g *gen) platform(ctx context.Context, w facts.Window, declaredCost, declar
 				cost = *c
 			}
 			var offset *float64
-			if state == ledger.Unobserved && offHours[row.Key] > 0 {
-				h := round6(min(hours, offHours[row.Key]))
+			if o := off[row.Key]; state == ledger.Unobserved && o.hours > 0 {
+				h := round6(min(hours, o.hours))
 				offset = &h
-				cost = max(0, cost-offCost[row.Key])
-				hours = max(0, hours-offHours[row.Key])
+				cost = max(0, cost-o.cost)
+				hours = max(0, hours-o.hours)
 			}
 			hours, cost = round6(hours), round6(cost)
 			if hours == 0 && cost == 0 && offset == nil {
@@ -337,58 +312,4 @@ func (g *gen) platform(ctx context.Context, w facts.Window, declaredCost, declar
 		}
 	}
 	return out, nil
-}
-
-// onLedger says, for the day w, whether a task's hostname is on a node the
-// ledger knows (its Kubernetes node, else the host itself, has capacity in
-// the ledger by node that day): what tasks there were billed as declared
-// was on GPUs the ledger counts as unobserved, and the platform's
-// unobserved rows leave it out; elsewhere (a node without reports) it is
-// on no GPU of the ledger.
-func (g *gen) onLedger(ctx context.Context, w facts.Window) (func(string) bool, error) {
-	if g.cfg.Ledger == nil || g.scope != nil {
-		return func(string) bool { return false }, nil
-	}
-	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByNode, Split: g.cfg.Split,
-		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire})
-	if err != nil {
-		return nil, err
-	}
-	nodes := map[string]bool{}
-	for _, row := range l.Rows {
-		if row.Capacity != nil && *row.Capacity > 0 {
-			nodes[strings.ToLower(row.Key)] = true
-		}
-	}
-	tasks, err := g.cfg.Ledger.DeclaredTasks(ctx, w.From.Unix(), w.To.Unix())
-	if err != nil {
-		return nil, err
-	}
-	hosts := map[string]bool{}
-	for _, t := range tasks {
-		node := t.K8sNode
-		if node == "" {
-			node = t.Hostname
-		}
-		if nodes[strings.ToLower(node)] {
-			hosts[t.Hostname] = true
-		}
-	}
-	return func(hostname string) bool { return hosts[hostname] }, nil
-}
-
-// ledgerModel is the ledger's model a report model key belongs to: itself,
-// else the longest ledger model it begins with followed by a space (a MIG
-// profile).
-func ledgerModel(models []string, key string) (string, bool) {
-	best, ok := "", false
-	for _, m := range models {
-		if m == key {
-			return m, true
-		}
-		if strings.HasPrefix(key, m+" ") && len(m) > len(best) {
-			best, ok = m, true
-		}
-	}
-	return best, ok
 }

@@ -7,21 +7,24 @@
 //     books for adjustments): report.Compute over one UTC day at a time,
 //     split by billing basis by handing it the store's observations in
 //     parts (declared, attributed, undeclared), and ledger.Compute by
-//     model for the platform's capacity nobody was billed for. This
-//     package adds up nothing the report does not, and prices nothing.
+//     model for the platform's capacity nobody was billed for. The
+//     projects' rows add up nothing the report does not; the platform's
+//     offset (offset.go) prices declared GPU-seconds by the report's rule
+//     for an entry (report.Prices.EntryPrice).
 //   - One row per (day, project, owner, model and profile, basis, ledger
 //     state); the platform's unattributed, unallocated and unobserved
 //     capacity are rows of its own sub-account, the unobserved ones less
-//     what tasks on the ledger's nodes were billed on the declared basis
-//     for the same model that day (never below zero), so that Σ
+//     what tasks were billed on the declared basis for the same GPUs and
+//     instants (GPU-second by GPU-second, never below zero), so that Σ
 //     BilledCost of the month's usage rows = the ledger's capacity cost +
-//     the declared-basis cost on nodes without reports (MONITOR.md 20.15,
-//     per day and model; docs/cost.md says where it is approximate).
+//     Σ over GPU-seconds of max(0, declared cost − unobserved cost), GPUs
+//     and instants outside the ledger counting with unobserved cost 0
+//     (MONITOR.md 20.15, exactly).
 //   - BilledCost = EffectiveCost = ListCost = ContractedCost =
 //     ListUnitPrice × PricingQuantity on every usage row (no discounts).
 //   - A closed month's late data of earlier months are rows with
-//     ChargeClass "Correction", keeping the month they correct as their
-//     charge period.
+//     ChargeClass "Correction", keeping the day of the month they correct
+//     as their charge period (20.17).
 //   - Rows come out in one order (day, sub-account, owner, SKU, basis,
 //     state), so the same inputs give the same bytes.
 package focus
@@ -152,7 +155,7 @@ func Generate(ctx context.Context, cfg Config, month string, scope *access.Scope
 			out.Version = c.Version
 		}
 	}
-	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version}
+	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version, now: time.Now()}
 	for day := w.From; day.Before(w.To); day = day.AddDate(0, 0, 1) {
 		rows, err := g.day(ctx, facts.Window{From: day, To: day.AddDate(0, 0, 1)})
 		if err != nil {

@@ -142,16 +142,3 @@ func TestGzipIsDeterministic(t *testing.T) {
 		t.Errorf("the gzip stream is not the CSV, or carries a name or time")
 	}
 }
-
-func TestLedgerModel(t *testing.T) {
-	models := []string{"NVIDIA H200", "NVIDIA H200 NVL", "Tesla T4"}
-	for _, c := range []struct{ key, want string }{
-		{"NVIDIA H200", "NVIDIA H200"}, {"NVIDIA H200 3g.71gb", "NVIDIA H200"}, {"NVIDIA H200 NVL 1g.18gb", "NVIDIA H200 NVL"},
-		{"Tesla T4", "Tesla T4"}, {"A100", ""}, {"", ""},
-	} {
-		got, ok := ledgerModel(models, c.key)
-		if got != c.want || ok != (c.want != "") {
-			t.Errorf("ledgerModel(%q) = %q %v, want %q", c.key, got, ok, c.want)
-		}
-	}
-}

@@ -17,11 +17,12 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	}
 	from, to := q.Window.From.Unix(), q.Window.To.Unix()
 	retire := int64(q.Retire / time.Second)
-	load := src.LedgerData
-	if q.Raw {
-		load = src.LedgerDataRaw
-	}
-	d, err := load(ctx, from, to, retire)
+	// Every read clips at now (NODE.md 12.2): a stored span after its
+	// receipt is provisional, and no capacity or state runs past the
+	// clock. The whole hours come from the roll-ups, the rest of the hour
+	// now is in from the raw reports.
+	cut := min(to, q.Now.Unix())
+	d, rolledTo, err := loadData(ctx, src, q.Raw, from, cut, retire)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +33,8 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	}
 	a := &acc{rows: map[string]*Figures{}, prices: q.Prices}
 	admin := q.Scope == nil
-	a.addGPUs(l, q, d, admin, from, to, retire)
-	users, err := a.addUsers(ctx, src, l, q, d, admin, from, to)
+	a.addGPUs(l, q, d, admin, from, cut, retire)
+	users, err := a.addUsers(ctx, src, l, q, d, admin, from, rolledTo)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +54,9 @@ func settle(ctx context.Context, src Source, q Query) (Query, error) {
 	}
 	if q.Now.IsZero() {
 		q.Now = time.Now()
+		if c, ok := src.(clock); ok {
+			q.Now = c.Now()
+		}
 	}
 	if !q.Raw {
 		raw, err := rawFor(ctx, src, q.Window)
@@ -64,22 +68,55 @@ func settle(ctx context.Context, src Source, q Query) (Query, error) {
 	return q, nil
 }
 
-// gk names one GPU of one node.
-type gk struct{ node, uuid string }
+// loadData reads the ledger's data of [from, cut): from the raw reports
+// when raw, else the whole hours from the roll-ups and the part of an hour
+// at cut from the raw reports (the current hour, when cut is now).
+// rolledTo is where the roll-ups' part ends.
+func loadData(ctx context.Context, src Source, raw bool, from, cut, retire int64) (d *store.LedgerData, rolledTo int64, err error) {
+	switch {
+	case cut <= from:
+		return &store.LedgerData{}, from, nil
+	case raw:
+		d, err = src.LedgerDataRaw(ctx, from, cut, retire)
+		return d, from, err
+	}
+	rolledTo = max(from, cut-cut%3600)
+	if d, err = src.LedgerData(ctx, from, rolledTo, retire); err != nil || rolledTo == cut {
+		return d, rolledTo, err
+	}
+	tail, err := src.LedgerDataRaw(ctx, rolledTo, cut, retire)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The lives read twice count once: capacity is their spans' union.
+	d.Lives = append(d.Lives, tail.Lives...)
+	d.GPUs = append(d.GPUs, tail.GPUs...)
+	d.Users = append(d.Users, tail.Users...)
+	return d, rolledTo, nil
+}
 
-// addGPUs counts capacity, unallocated and what the reports did not
-// cover, per (node, GPU); only an administrator sees them.
-func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, to, retire int64) {
-	// A GPU's capacity is the union of its lives' spans (a node that came
-	// back may have filled a gap of an ended life) within the window.
-	spans := map[gk][][2]int64{}
-	model := map[gk]string{}
+// clock is a Source with a clock of its own (the store's), which a
+// ledger without Now reads to, as the report does.
+type clock interface{ Now() time.Time }
+
+// GPU names one GPU of one node.
+type GPU struct{ Node, UUID string }
+
+// Capacity is each GPU's capacity in [from, cut) as the ledger counts it,
+// the union of its lives' spans (a node that came back may have filled a
+// gap of an ended life), each ended by --node-retire after its last
+// report (retire) and by its end, as sorted disjoint intervals; and each
+// GPU's model. cut is the window's end or now, whichever is earlier:
+// capacity never runs past now. The FOCUS export's declared offset reads
+// the same spans (monitor/focus).
+func Capacity(d *store.LedgerData, from, cut, retire int64) (map[GPU][][2]int64, map[GPU]string) {
+	spans, model := map[GPU][][2]int64{}, map[GPU]string{}
 	for _, life := range d.Lives {
-		end := min(to, life.LastEnd+retire, max(q.Now.Unix(), life.LastEnd))
+		end := min(cut, life.LastEnd+retire)
 		if life.EndedAt != nil {
 			end = min(end, *life.EndedAt)
 		}
-		k := gk{life.Node, life.UUID}
+		k := GPU{life.Node, life.UUID}
 		if start := max(life.FirstStart, from); end > start {
 			spans[k] = append(spans[k], [2]int64{start, end})
 		}
@@ -87,13 +124,27 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 			model[k] = life.Model
 		}
 	}
-	capacity := map[gk]float64{}
-	for k, list := range spans {
-		capacity[k] = float64(unionLength(list))
+	for k, l := range spans {
+		spans[k] = union(l)
 	}
-	observed := map[gk]float64{}
+	return spans, model
+}
+
+// addGPUs counts capacity, unallocated and what the reports did not
+// cover, per (node, GPU); only an administrator sees them.
+func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, cut, retire int64) {
+	spans, model := Capacity(d, from, cut, retire)
+	capacity := map[GPU]float64{}
+	for k, list := range spans {
+		var n int64
+		for _, sp := range list {
+			n += sp[1] - sp[0]
+		}
+		capacity[k] = float64(n)
+	}
+	observed := map[GPU]float64{}
 	for _, g := range d.GPUs {
-		k := gk{g.Node, g.UUID}
+		k := GPU{g.Node, g.UUID}
 		observed[k] += g.Observed
 		l.covered[g.Node] = true
 		if model[k] == "" {
@@ -112,7 +163,7 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 		c := capacity[k] / 3600
 		un := (capacity[k] - observed[k]) / 3600
 		price, ok := gpuPrice(q.Prices, model[k])
-		key := keyOf(q.By, k.node, model[k], "", "", Unobserved)
+		key := keyOf(q.By, k.Node, model[k], "", "", Unobserved)
 		a.add(key, 4, un, un*price, ok)
 		for _, f := range []*Figures{a.row(key), &a.total} {
 			if f.Capacity == nil {
@@ -125,8 +176,8 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 
 // gpuKeys are the GPUs with a capacity or an observation, by node then
 // UUID, so that the sums are added in the same order on every run.
-func gpuKeys(capacity, observed map[gk]float64) []gk {
-	keys := make([]gk, 0, len(capacity))
+func gpuKeys(capacity, observed map[GPU]float64) []GPU {
+	keys := make([]GPU, 0, len(capacity))
 	for k := range capacity {
 		keys = append(keys, k)
 	}
@@ -136,18 +187,19 @@ func gpuKeys(capacity, observed map[gk]float64) []gk {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].node != keys[j].node {
-			return keys[i].node < keys[j].node
+		if keys[i].Node != keys[j].Node {
+			return keys[i].Node < keys[j].Node
 		}
-		return keys[i].uuid < keys[j].uuid
+		return keys[i].UUID < keys[j].UUID
 	})
 	return keys
 }
 
 // addUsers counts the users' parts, tied to registrations: the candidates
-// of every user read at once; a sum over hours whose ties differ (a
-// registration started between them) counted hour by hour. It returns
-// the use not attributed to a task, by state, project and user.
+// of every user read at once; a sum whose ties differ (a registration
+// started inside it) counted again one grain finer, down to its hours
+// (resolve). It returns the use not attributed to a task, by state,
+// project and user.
 func (a *acc) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *store.LedgerData, admin bool, from, to int64) (map[string]*UserUse, error) {
 	ties, err := src.LedgerTies(ctx, d.Users)
 	if err != nil {
@@ -157,25 +209,46 @@ func (a *acc) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *s
 	for i := range d.Users {
 		u := &d.Users[i]
 		ck := store.TieKey(u.Node, &u.User)
-		cands := ties[ck]
-		first := u.FirstTime
-		if first == 0 || first > u.LastTime {
-			first = u.LastTime
-		}
-		tie := latest(cands, u.LastTime)
-		if t0 := latest(cands, first); t0 == tie {
-			c.count(u, tie, ck)
-			continue
-		}
-		hours, err := src.LedgerUserHours(ctx, from, to, u)
-		if err != nil {
+		if err := c.resolve(ctx, src, u, ties[ck], ck, from, to); err != nil {
 			return nil, err
-		}
-		for j := range hours {
-			c.count(&hours[j], latest(cands, hours[j].LastTime), ck)
 		}
 	}
 	return c.users, nil
+}
+
+// resolve counts u under the registration its report times tie it to: a
+// row of one hour (no grain) by its last report time; a sum whose first
+// and last report times tie alike as a whole; else its finer rows, each
+// resolved in turn (a sum whose finer rows are no longer kept, as a
+// whole, by its last report time).
+func (c *userCounter) resolve(ctx context.Context, src Source, u *store.UserHour, cands []store.Tie, ck string, from, to int64) error {
+	tie := latest(cands, u.LastTime)
+	if u.Grain == "" {
+		c.count(u, tie, ck)
+		return nil
+	}
+	first := u.FirstTime
+	if first == 0 || first > u.LastTime {
+		first = u.LastTime
+	}
+	if latest(cands, first) == tie {
+		c.count(u, tie, ck)
+		return nil
+	}
+	rows, err := src.LedgerUserHours(ctx, from, to, u)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		c.count(u, tie, ck)
+		return nil
+	}
+	for j := range rows {
+		if err := c.resolve(ctx, src, &rows[j], cands, ck, from, to); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // userCounter counts one user's sums into the ledger.

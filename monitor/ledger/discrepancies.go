@@ -45,8 +45,8 @@ type TaskDiscrepancy struct {
 	Declared    float64  `json:"declared_gpu_hours"`
 	Observed    float64  `json:"observed_gpu_hours"`
 	Differences []string `json:"differences"`
-	// MoneyAtStake is the declared cost − the observed cost (the
-	// declared GPUs' price per GPU-hour; null without prices).
+	// MoneyAtStake is the declared cost − the billed cost (what the
+	// report bills the task; null without prices).
 	MoneyAtStake *float64 `json:"money_at_stake"`
 }
 
@@ -57,6 +57,11 @@ type Overcommit struct {
 	Time          time.Time  `json:"time"`
 	Share         float64    `json:"share"`
 	Tasks         []TaskName `json:"tasks"`
+	// ExcessGPUHours are the GPU-hours declared on the instance above 1
+	// over the window; MoneyAtStake their declared cost (null without a
+	// price).
+	ExcessGPUHours float64  `json:"excess_gpu_hours"`
+	MoneyAtStake   *float64 `json:"money_at_stake"`
 }
 
 // TaskName names a task.
@@ -110,6 +115,10 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 	d := &Discrepancies{From: q.Window.From.UTC(), To: q.Window.To.UTC(), Tasks: []TaskDiscrepancy{}, Overcommitted: []Overcommit{},
 		Untied: []UserFigures{}, Users: []UserFigures{}}
 	now := q.Now.Unix()
+	billed, err := billedCosts(ctx, src, q)
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range tasks {
 		if !scope.Allows(t.Project, t.Owner) {
 			continue
@@ -160,8 +169,12 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 		}
 		td := TaskDiscrepancy{TaskID: t.TaskID, Project: t.Project, Owner: t.Owner, Node: node,
 			Declared: round(declared), Observed: round(observed), Differences: diffs}
-		if priced && declared > 0 {
-			// At the declared GPUs' mean price per GPU-hour.
+		if b, ok := billed[t.Key]; priced && ok {
+			v := math.Round((cost-b)*100) / 100
+			td.MoneyAtStake = &v
+		} else if priced && declared > 0 {
+			// Without the report's bill: at the declared GPUs' mean price
+			// per GPU-hour, against what was observed.
 			v := math.Round((cost-observed*cost/declared)*100) / 100
 			td.MoneyAtStake = &v
 		}
@@ -182,6 +195,18 @@ func FindDiscrepancies(ctx context.Context, src Source, q Query) (*Discrepancies
 	if d.Overcommitted, err = overcommits(ctx, src, q.Window, scope); err != nil {
 		return nil, err
 	}
+	xs := excessShares(tasks, from, to, now, q.Prices)
+	for i := range d.Overcommitted {
+		d.Overcommitted[i].stakeOf(xs, q.Prices != nil)
+	}
+	// Sorted as the tasks: the money at stake, then the excess GPU-hours.
+	sort.SliceStable(d.Overcommitted, func(i, j int) bool {
+		a, b := d.Overcommitted[i], d.Overcommitted[j]
+		if ma, mb := money(a.MoneyAtStake), money(b.MoneyAtStake); ma != mb {
+			return ma > mb
+		}
+		return a.ExcessGPUHours > b.ExcessGPUHours
+	})
 	for _, u := range l.Users {
 		f := userFigures(u)
 		visible := scope == nil || (u.State == Undeclared && (&access.Scope{Projects: scope.Projects}).Allows(u.Project, ""))

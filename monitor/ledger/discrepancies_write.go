@@ -18,7 +18,7 @@ import (
 // declared (undeclared: charged to a project by namespace; unattributed:
 // nobody to charge), each with its money at stake.
 type Entry struct {
-	Kind         string // task, undeclared or unattributed
+	Kind         string // task, undeclared, unattributed or overcommitted
 	TaskID       string
 	Project      string
 	Owner        string
@@ -35,7 +35,7 @@ type Entry struct {
 // Entries are d's tasks and users in one list, by money at stake, then by
 // GPU-hours (MONITOR.md 20.22), the same order for the table and the CSV.
 func (d *Discrepancies) Entries() []Entry {
-	out := make([]Entry, 0, len(d.Tasks)+len(d.Users))
+	out := make([]Entry, 0, len(d.Tasks)+len(d.Users)+len(d.Overcommitted))
 	for _, t := range d.Tasks {
 		decl, obs := t.Declared, t.Observed
 		out = append(out, Entry{Kind: "task", TaskID: t.TaskID, Project: t.Project, Owner: t.Owner, Node: t.Node,
@@ -45,6 +45,19 @@ func (d *Discrepancies) Entries() []Entry {
 	for _, u := range d.Users {
 		out = append(out, Entry{Kind: u.State, Project: u.Project, Node: u.Node, Namespace: u.Namespace, Pod: u.Pod,
 			GPUHours: u.GPUHours, MoneyAtStake: u.MoneyAtStake})
+	}
+	for _, o := range d.Overcommitted {
+		ids := make([]string, len(o.Tasks))
+		for i, t := range o.Tasks {
+			ids[i] = t.TaskID
+		}
+		gpu := o.UUID
+		if o.GPUInstanceID != nil {
+			gpu += fmt.Sprintf(" instance %d", *o.GPUInstanceID)
+		}
+		out = append(out, Entry{Kind: "overcommitted", TaskID: strings.Join(ids, " "), GPUHours: o.ExcessGPUHours,
+			MoneyAtStake: o.MoneyAtStake, Differences: fmt.Sprintf("%s declared %s of itself from %s", gpu,
+				strconv.FormatFloat(o.Share, 'f', -1, 64), o.Time.UTC().Format(time.RFC3339))})
 	}
 	// Stable: each list is already in its order, ties keep it.
 	sort.SliceStable(out, func(i, j int) bool { return before(out[i], out[j]) })
@@ -113,9 +126,9 @@ func writeDiscrepanciesTable(w io.Writer, d *Discrepancies) error {
 		cols[i] = termtable.Column[Entry]{Name: name, Key: i == 0, Priority: i, Cell: func(e Entry) string { return e.cells()[i] }}
 	}
 	_, err := termtable.Write(w, cols, d.Entries(), termtable.Options{Wide: true})
-	if err == nil && (len(d.Overcommitted) > 0 || len(d.Untied) > 0 || len(d.GPUConflicts) > 0) {
-		_, err = fmt.Fprintf(w, "\nAlso: %d over-committed GPU instances, %d untied declarations, %d GPU conflicts (--format json lists them)\n",
-			len(d.Overcommitted), len(d.Untied), len(d.GPUConflicts))
+	if err == nil && (len(d.Untied) > 0 || len(d.GPUConflicts) > 0) {
+		_, err = fmt.Fprintf(w, "\nAlso: %d untied declarations, %d GPU conflicts (--format json lists them)\n",
+			len(d.Untied), len(d.GPUConflicts))
 	}
 	return err
 }

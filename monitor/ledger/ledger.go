@@ -13,10 +13,11 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
@@ -266,20 +267,19 @@ func latest(cands []store.Tie, at int64) *store.Tie {
 	return t
 }
 
-// unionLength is the length of the union of the spans [a, b).
-func unionLength(spans [][2]int64) int64 {
-	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
-	var n, end int64
-	first := true
-	for _, sp := range spans {
-		switch {
-		case first || sp[0] >= end:
-			n += sp[1] - sp[0]
-			end, first = sp[1], false
-		case sp[1] > end:
-			n += sp[1] - end
-			end = sp[1]
+// union sorts l and merges its overlapping and adjacent intervals.
+func union(l [][2]int64) [][2]int64 {
+	slices.SortFunc(l, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var out [][2]int64
+	for _, iv := range l {
+		if iv[1] <= iv[0] {
+			continue
 		}
+		if n := len(out); n > 0 && iv[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], iv[1])
+			continue
+		}
+		out = append(out, iv)
 	}
-	return n
+	return out
 }

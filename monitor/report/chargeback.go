@@ -169,7 +169,7 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 		if t.CoveredUnlistedSeconds > 0 {
 			a.addUnlistedSeconds(-t.CoveredUnlistedSeconds, 0, q.Prices)
 		}
-		for _, u := range t.Observed {
+		for _, u := range billedUse(t, q.Namespaces) {
 			a.addGPUs(gpuSumsOf(u, map[string]string{"model": u.Model}, t.Failed), q.Prices)
 		}
 		// Rounded as the report's figures are (sums of floats differ in

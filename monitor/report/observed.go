@@ -100,9 +100,12 @@ func observe(obs *facts.Observations, q Query, in func(map[string]string) bool,
 			key["model"] = ""
 			count(row(key))
 		}
-		for _, u := range t.Observed {
+		for _, u := range billedUse(&t, q.Namespaces) {
 			key := maps.Clone(t.Key)
 			key["model"] = u.Model
+			if u.Node != "" {
+				key["node"] = u.Node
+			}
 			g := gpuSumsOf(u, key, t.Failed)
 			a := row(key)
 			a.addGPUs(g, q.Prices)
@@ -121,7 +124,7 @@ func observe(obs *facts.Observations, q Query, in func(map[string]string) bool,
 		if !ok || (q.Scope != nil && !q.Scope(project, "")) {
 			continue
 		}
-		key := map[string]string{"project": project, "model": u.Use.Model}
+		key := map[string]string{"project": project, "model": u.Use.Model, "node": u.Use.Node}
 		g := gpuSumsOf(u.Use, key, false)
 		a := row(key)
 		a.addGPUs(g, q.Prices)

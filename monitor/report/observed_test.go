@@ -31,7 +31,8 @@ func randomFleet(r *rand.Rand) *observingSource {
 	projects, owners := []string{"a", "b", "c"}, []string{"x", "y"}
 	models := []string{"T4", "NVIDIA H200", ""}
 	for i := range 1 + r.IntN(12) {
-		k := key("project", projects[r.IntN(3)], "owner", owners[r.IntN(2)], "hostname", fmt.Sprint("h", r.IntN(3)))
+		k := key("project", projects[r.IntN(3)], "owner", owners[r.IntN(2)], "hostname", fmt.Sprint("h", r.IntN(3)),
+			"node", fmt.Sprint("n", r.IntN(3)))
 		sec := float64(r.IntN(36000))
 		failed := r.IntN(4) == 0
 		t := facts.TaskSums{Key: k, Tasks: 1, Completed: 1}
@@ -40,7 +41,7 @@ func randomFleet(r *rand.Rand) *observingSource {
 		}
 		src.tasks = append(src.tasks, t)
 		model := models[r.IntN(3)]
-		gk := key("project", k["project"], "owner", k["owner"], "hostname", k["hostname"], "model", model)
+		gk := key("project", k["project"], "owner", k["owner"], "hostname", k["hostname"], "node", k["node"], "model", model)
 		share := []float64{1, 0.5, 0.01}[r.IntN(3)]
 		g := facts.GPUSums{Key: gk, InstanceSeconds: int64(sec), GPUSeconds: share * sec, IdleGPUSeconds: share * sec / 4}
 		if failed {
@@ -66,14 +67,22 @@ func randomFleet(r *rand.Rand) *observingSource {
 			ot.CoveredDeclared = []facts.GPUSums{d}
 		}
 		for range 1 + r.IntN(2) {
-			ot.Observed = append(ot.Observed, facts.InstanceUse{Model: models[r.IntN(2)], Seconds: float64(r.IntN(36000)),
+			// Observed on the task's node, or on another one (the node
+			// that reported it is its row by node).
+			ot.Observed = append(ot.Observed, facts.InstanceUse{Node: fmt.Sprint("n", r.IntN(4)), Model: models[r.IntN(2)], Seconds: float64(r.IntN(36000)),
 				BusySeconds: float64(r.IntN(100)), MIG: i%3 == 0, Profile: "1g.18gb", Slices: 1, TotalSlices: 7})
+		}
+		if r.IntN(3) == 0 {
+			// A claim on use nobody could be tied to (MONITOR.md 20.2),
+			// billed unless its namespace is mapped.
+			ot.Unattributed = append(ot.Unattributed, facts.UndeclaredUse{Namespace: []string{"", "team-a", "kube"}[r.IntN(3)],
+				Use: facts.InstanceUse{Node: fmt.Sprint("n", r.IntN(3)), Model: models[r.IntN(2)], Seconds: float64(r.IntN(3600))}})
 		}
 		src.obs.Tasks = append(src.obs.Tasks, ot)
 	}
 	for range r.IntN(4) {
 		src.obs.Undeclared = append(src.obs.Undeclared, facts.UndeclaredUse{Namespace: []string{"team-a", "team-b", "kube"}[r.IntN(3)],
-			Use: facts.InstanceUse{Model: models[r.IntN(3)], Seconds: float64(r.IntN(36000))}})
+			Use: facts.InstanceUse{Node: fmt.Sprint("n", r.IntN(3)), Model: models[r.IntN(3)], Seconds: float64(r.IntN(36000))}})
 	}
 	src.totalTasks = src.tasks
 	return src
@@ -98,7 +107,7 @@ func TestTotalIsSumOfRows(t *testing.T) {
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		src := randomFleet(r)
-		for _, by := range [][]string{{"project"}, {"owner"}, {"hostname"}, {"project", "owner"}} {
+		for _, by := range [][]string{{"project"}, {"owner"}, {"hostname"}, {"node"}, {"project", "node"}, {"node", "model"}, {"project", "owner"}} {
 			rep, err := Compute(context.Background(), src, Query{Window: nov, By: by, Prices: prices, Namespaces: ns})
 			if err != nil {
 				t.Fatal(err)

@@ -19,7 +19,7 @@ func TestQueryError(t *testing.T) {
 		param, msg string
 	}{
 		{"unknown key", second(facts.ParseKeys("project,team")), "by",
-			`bad report query: by: unknown key "team" (allowed: project, owner, priority, env, pipeline, step, task_name, hostname, model, label:NAME)`},
+			`bad report query: by: unknown key "team" (allowed: project, owner, priority, env, pipeline, step, task_name, hostname, node, model, label:NAME)`},
 		{"metric twice", second(facts.ParseMetrics([]string{"loss", "loss"})), "metric", `bad report query: metric "loss" given twice`},
 		{"bad date", second(facts.ParseDate("--from", "yesterday")), "--from",
 			`bad report query: --from "yesterday" is neither RFC 3339 (2026-11-01T00:00:00Z), YYYY-MM-DD nor YYYY-MM`},

@@ -43,13 +43,16 @@ var (
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
 	// task_gpus' primary key (task_key, position).
 	stmtBillingTaskGPUs = &stmt{sql: `SELECT model, CASE WHEN gpu_instance_id IS NULL THEN 0 ELSE 1 END, mig_profile, share, COALESCE(samples, 0), idle_share,
-		util_mean, energy_joules, uuid FROM task_gpus WHERE task_key = ? ORDER BY position`,
+		util_mean, energy_joules, uuid, COALESCE(gpu_instance_id, -1) FROM task_gpus WHERE task_key = ? ORDER BY position`,
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
 	// billingUsers and billingUserTimes are templates: the window's first
 	// and last hours, when not whole, are written into them (hourPart).
 	stmtBillingUsers = &stmt{build: func(Dialect) string { return billingUsersSQL(hourPart(1796130000, 1796151600+1800)) },
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
 		example: []any{int64(1796130000), int64(1796151600 + 3600)}}
+	stmtBillingUntiedHours = &stmt{build: func(Dialect) string { return billingUntiedHoursSQL(hourPart(1796130000, 1796151600+1800)) },
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}
 	stmtBillingUserTimes = &stmt{build: func(Dialect) string { return billingUserTimesSQL(hourPart(1796130000, 1796151600+1800)) },
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
 		example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}
@@ -91,10 +94,16 @@ func billingUserTimesSQL(part string) string {
 // node report covered the window at all.
 func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observations, error) {
 	from, to := w.From.Unix(), w.To.Unix()
-	h0 := from - mod(from, 3600)
 	obs := &facts.Observations{}
+	// Every read clips at now (NODE.md 12.2): the part of a stored span
+	// after its report was received is provisional, and no use is billed
+	// past the monitor's clock.
+	cut := min(to, s.now().Unix())
+	if cut <= from {
+		return obs, nil
+	}
 	// The spans the nodes' reports covered, exact to the second.
-	spans, err := s.spansIn(ctx, from, to)
+	spans, err := s.spansIn(ctx, from, cut)
 	if err != nil {
 		return nil, err
 	}
@@ -105,9 +114,17 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	if err != nil {
 		return nil, err
 	}
-	groups, err := s.billingUsers(ctx, h0, from, to)
+	segs, err := s.segments(ctx, from, cut)
 	if err != nil {
 		return nil, err
+	}
+	var groups []billingGroup
+	for _, sg := range segs {
+		g, err := s.segmentGroups(ctx, sg)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, g...)
 	}
 	// Tie each group; the attributed use goes to its task.
 	type taskUse struct {
@@ -115,6 +132,9 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 		use   []facts.InstanceUse
 	}
 	tasks := map[int64]*taskUse{}
+	// The use nobody could be tied to, by GPU instance and hour (20.2's
+	// exception: billing_unattributed.go).
+	un := untied{}
 	// The ties of all the groups, one statement per tie rule (LedgerTies).
 	tieUsers := make([]UserHour, len(groups))
 	for i := range groups {
@@ -128,7 +148,7 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 		cands := ties[TieKey(g.node, &g.user)]
 		parts := []billingGroup{g}
 		if a, b := latestTie(cands, g.minLast), latestTie(cands, g.maxLast); a != b {
-			if parts, err = s.billingUserTimes(ctx, h0, from, to, g); err != nil {
+			if parts, err = s.billingUserTimes(ctx, g); err != nil {
 				return nil, err
 			}
 		}
@@ -136,6 +156,13 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 			t := latestTie(cands, p.maxLast)
 			if t == nil {
 				obs.Undeclared = append(obs.Undeclared, facts.UndeclaredUse{Namespace: g.user.Namespace, Use: p.use})
+				// A group split by report time (some of it tied) is not
+				// claimed: only wholly untied users' use is.
+				if len(parts) == 1 {
+					if err := s.untiedHours(ctx, g.seg, g, un); err != nil {
+						return nil, err
+					}
+				}
 				continue
 			}
 			u := tasks[t.Key]
@@ -170,7 +197,7 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 				node = n
 			}
 		}
-		t, any, err := s.billedTask(ctx, id, from, to, node, spans, holders)
+		t, any, err := s.billedTask(ctx, id, from, to, node, spans, holders, un)
 		if err != nil {
 			return nil, err
 		}
@@ -187,6 +214,7 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 // billingGroup is one (node, user, kind of instance) of the window's
 // roll-ups, summed.
 type billingGroup struct {
+	seg              segment // the part of the window it was read from
 	node, key        string
 	user             UserIdentity
 	minLast, maxLast int64
@@ -205,9 +233,13 @@ func hourPart(from, to int64) string {
 		to, to, from, from)
 }
 
-func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billingGroup, error) {
-	out, err := builtRows(ctx, s, s.r, "billing", stmtBillingUsers, billingUsersSQL(hourPart(from, to)), func(rows *sql.Rows, g *billingGroup) error {
+// billingUsers reads the roll-ups of segment sg (whole hours, or a part
+// of one hour in proportion) grouped by node and user.
+func (s *Store) billingUsers(ctx context.Context, sg segment) ([]billingGroup, error) {
+	h0, to := sg.from-mod(sg.from, 3600), sg.to
+	out, err := builtRows(ctx, s, s.r, "billing", stmtBillingUsers, billingUsersSQL(hourPart(sg.from, sg.to)), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
+		g.seg = sg
 		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
 			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
 		g.use.MIG = mig == 1
@@ -218,6 +250,7 @@ func (s *Store) billingUsers(ctx context.Context, h0, from, to int64) ([]billing
 	}
 	for i := range out {
 		g := &out[i]
+		g.use.Node = g.node
 		if id, ok := parseUserKey(g.key); ok {
 			g.user = id
 			continue
@@ -261,7 +294,14 @@ func parseUserKey(key string) (UserIdentity, bool) {
 	return id, true
 }
 
-func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g billingGroup) ([]billingGroup, error) {
+// billingUserTimes is group g summed again by report time, in its
+// segment (one part a report time; a group read from the raw reports is
+// one report time's already).
+func (s *Store) billingUserTimes(ctx context.Context, g billingGroup) ([]billingGroup, error) {
+	if g.seg.raw {
+		return []billingGroup{g}, nil
+	}
+	h0, from, to := g.seg.from-mod(g.seg.from, 3600), g.seg.from, g.seg.to
 	mig := 0
 	if g.use.MIG {
 		mig = 1
@@ -281,9 +321,11 @@ func (s *Store) billingUserTimes(ctx context.Context, h0, from, to int64, g bill
 // or counted without being listed by the node's own spans; a GPU another
 // node holds not at all (it stays declared). node is the node the task was
 // attributed most on, "" for its k8s_node or host name. any says some of
-// its interval was covered on some GPU.
+// its interval was covered on some GPU. Where a declared GPU its node
+// holds had untied use (un), the task claims its declared figure of it
+// (Unattributed, untied.claim).
 func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string, spans Spans,
-	holders map[string][]string) (*facts.ObservedTask, bool, error) {
+	holders map[string][]string, un untied) (*facts.ObservedTask, bool, error) {
 	var k [9]string
 	var k8sNode string
 	var gpuCount, unlisted, start, failed int64
@@ -295,7 +337,8 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
 	}
 	t := &facts.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
-		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8]}, Failed: failed == 1}
+		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8],
+		"node": nodeKeyOf(k8sNode, k[8])}, Failed: failed == 1}
 	if node == "" {
 		node = taskNode(k8sNode, k[8])
 	}
@@ -334,10 +377,10 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 	if err := eachRow(rows, "billing", func() error {
 		g := facts.GPUSums{Key: maps.Clone(t.Key)}
 		var model, uuid string
-		var mig, samples int64
+		var mig, samples, instance int64
 		var share float64
 		var idle, util, energy sql.NullFloat64
-		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid); err != nil {
+		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid, &instance); err != nil {
 			return fmt.Errorf("task %d: %w", id, err)
 		}
 		n++
@@ -347,6 +390,9 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 			return nil
 		}
 		anyCovered = true
+		if uuid != "" && slices.Contains(holders[uuid], node) {
+			t.Unattributed = append(t.Unattributed, un.claim(untiedKey{node, uuid, instance}, share, s0, e1, own[uuid])...)
+		}
 		g.Key["model"], g.MIG = model, mig == 1
 		// The report's GPU sums (gpuSumsSQL) over the covered seconds.
 		g.InstanceSeconds = int64(math.Round(c))
@@ -390,6 +436,15 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 func taskNode(k8sNode, hostname string) string {
 	if k8sNode != "" {
 		return k8sNode
+	}
+	return hostname
+}
+
+// nodeKeyOf is the report key node of a task (nodeKey): its k8s_node
+// lower-cased, else its host name.
+func nodeKeyOf(k8sNode, hostname string) string {
+	if k8sNode != "" {
+		return strings.ToLower(k8sNode)
 	}
 	return hostname
 }

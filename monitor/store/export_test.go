@@ -75,10 +75,7 @@ func VersionBeforeForTest(prefix string) int {
 // the test binary only.
 var stmtOracleForTest = &stmt{build: func(Dialect) string { return "SELECT 1" }, noPlan: "a test's oracle"}
 
-func init() {
-	stmtOracleForTest.name = "test: separate-queries oracle"
-	statements[stmtOracleForTest.name] = stmtOracleForTest
-}
+func init() { testStatements["test: separate-queries oracle"] = stmtOracleForTest }
 
 // Statement is a registered statement as the store runs it on one
 // dialect (a template's representative instance; placeholders bound),
@@ -96,7 +93,7 @@ type Statement struct {
 // dialect runs, by name.
 func StatementsForTest(s *Store) []Statement {
 	var out []Statement
-	for name, st := range statements {
+	for name, st := range registry() {
 		if (st.postgresOnly && s.dialect != Postgres) || (st.sqliteOnly && s.dialect != SQLite) || st == stmtOracleForTest {
 			continue
 		}

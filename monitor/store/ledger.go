@@ -40,49 +40,61 @@ var (
 		fullScan: "node_gpus in key order (a row per GPU life), not node_gpus_end's range", example: []any{int64(1796130000), int64(1796133600)}}
 	// ledgerRaw: node_reports_time: the raw reports whose span may reach
 	// into the window (a span ends at or before its report's time).
+	// The bound on time (the window's end plus wire.MaxNodeInterval: a
+	// span starts at most that long before its report) lets PostgreSQL
+	// read only the partitions of the window's days and the day after.
 	stmtLedgerRaw = &stmt{sql: `SELECT node, time, span_start, span_end, body FROM node_reports
-		WHERE time > ? AND span_start < ? AND span_end > span_start ORDER BY node, time`,
+		WHERE time > ? AND time < ? AND span_start < ? AND span_end > span_start ORDER BY node, time`,
 		// Both planners read node_reports in its key order (node, time:
 		// the ORDER BY), not node_reports_time's range: the raw reports
 		// kept (--raw-retention bounds them).
-		fullScan: "node_reports in key order (the raw reports kept), not node_reports_time's range", example: []any{int64(1796130000), int64(1796133600)}}
+		fullScan: "node_reports in key order (the raw reports kept), not node_reports_time's range", example: []any{int64(1796130000), int64(1796133600 + 3600), int64(1796133600)}}
 )
 
-// LedgerData reads the lives and the hourly roll-ups of [from, to) (whole
-// hours) summed over the window in SQL: one GPUHour per (node, GPU,
-// model), Hour its first hour, and one UserHour per (node, GPU instance,
-// user, model, profile, slices), FirstTime and LastTime the earliest and
-// the latest of its hours' last report times; retire is --node-retire.
+// LedgerData reads the lives and the roll-ups of [from, to) (whole hours)
+// summed in SQL, each part of the window at its grain (ledger_grains.go):
+// per part, one GPUHour per (node, GPU, model), Hour its first bucket, and
+// one UserHour per (node, GPU instance, user, model, profile, slices),
+// FirstTime and LastTime the earliest and the latest of its report times;
+// retire is --node-retire.
 func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
 	d := &LedgerData{}
 	var err error
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	if d.GPUs, err = stmtRows(ctx, s, s.r, "ledger", stmtLedgerGPUSums, func(rows *sql.Rows, g *GPUHour) error {
-		return rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy)
-	}, from, to); err != nil {
+	if d.GPUs, d.Users, err = s.ledgerSums(ctx, from, to); err != nil {
 		return nil, err
 	}
 	slices.SortStableFunc(d.GPUs, compareGPUHours)
-	if d.Users, err = s.userHours(ctx, stmtLedgerUserSums, from, to); err != nil {
-		return nil, err
-	}
+	slices.SortStableFunc(d.Users, compareUserHours)
 	return d, nil
 }
 
-// LedgerUserHours reads the hourly roll-ups of [from, to) of one user of
-// a GPU instance (u's node, UUID, instance, identity, model, profile and
-// slices), hour by hour: where a sum of LedgerData spans a change of the
-// registration its user is tied to.
+// LedgerUserHours reads one user of a GPU instance (u's node, UUID,
+// instance, identity, model, profile and slices) one grain finer than u,
+// bucket by bucket: where a sum of LedgerData (u.Grain over u.Span) spans
+// a change of the registration its user is tied to. A month's sum gives
+// its days, a day's or hours' sum its hours ([from, to) for a row of no
+// grain).
 func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour) ([]UserHour, error) {
-	all, err := s.userHours(ctx, stmtLedgerUserHours, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
+	st, grain := stmtLedgerUserHours, ""
+	if u.Grain != "" {
+		from, to = u.Span[0], u.Span[1]
+	}
+	if u.Grain == "month" {
+		st, grain = stmtLedgerUserDays, "day"
+	}
+	all, err := s.userHours(ctx, st, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
 	if err != nil {
 		return nil, err
 	}
 	out := all[:0]
 	for _, h := range all {
 		if h.Model == u.Model && h.Profile == u.Profile && h.Slices == u.Slices && h.Total == u.Total {
+			if grain != "" {
+				h.Grain, h.Span = grain, [2]int64{h.Hour, bucketEnd(grain, h.Hour)}
+			}
 			out = append(out, h)
 		}
 	}
@@ -154,9 +166,21 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	rows, err := s.query(ctx, s.r, stmtLedgerRaw, from, to)
+	if d.GPUs, d.Users, err = s.rawRollup(ctx, from, to); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// rawRollup rolls the raw reports' spans up again over [from, to), any
+// second: one GPUHour per (hour, node, GPU) and one UserHour per (hour,
+// node, GPU instance, user), FirstTime its LastTime, in LedgerData's
+// orders. A report's figures are spread evenly over its span, so the part
+// of a span inside the window counts in proportion.
+func (s *Store) rawRollup(ctx context.Context, from, to int64) ([]GPUHour, []UserHour, error) {
+	rows, err := s.query(ctx, s.r, stmtLedgerRaw, from, to+wire.MaxNodeInterval, to)
 	if err != nil {
-		return nil, fmt.Errorf("store: ledger: %w", err)
+		return nil, nil, fmt.Errorf("store: ledger: %w", err)
 	}
 	defer rows.Close()
 	type gk struct {
@@ -168,6 +192,8 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		gi  int64
 		key string
 	}
+	var gs []GPUHour
+	var us []UserHour
 	gi, ui := map[gk]int{}, map[uk]int{}
 	if err := eachRow(rows, "ledger", func() error {
 		var node, body string
@@ -179,26 +205,23 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 		if err := json.Unmarshal([]byte(body), &r.NodeReport); err != nil {
 			return fmt.Errorf("the stored report of %s at %d: %w", node, t, err)
 		}
-		// The part of the span inside the window (a window within
-		// --raw-retention may end anywhere in an hour: a report's figures
-		// are spread evenly over its span).
 		gpus, users := Rollup(&r.NodeReport, max(a, from), min(b, to))
 		for _, g := range gpus {
 			k := gk{g.Hour, g.Node, g.UUID}
 			if i, ok := gi[k]; ok {
-				d.GPUs[i].Observed += g.Observed
-				d.GPUs[i].Unallocated += g.Unallocated
-				d.GPUs[i].Energy += g.Energy
-				d.GPUs[i].Model = g.Model
+				gs[i].Observed += g.Observed
+				gs[i].Unallocated += g.Unallocated
+				gs[i].Energy += g.Energy
+				gs[i].Model = g.Model
 				continue
 			}
-			gi[k] = len(d.GPUs)
-			d.GPUs = append(d.GPUs, g)
+			gi[k] = len(gs)
+			gs = append(gs, g)
 		}
 		for _, u := range users {
 			k := uk{gk{u.Hour, u.Node, u.UUID}, u.GPUInstanceID, u.User.Key()}
 			if i, ok := ui[k]; ok {
-				x := &d.Users[i]
+				x := &us[i]
 				x.Equal += u.Equal
 				x.Util += u.Util
 				x.BusyEqual += u.BusyEqual
@@ -208,20 +231,20 @@ func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*Led
 				x.FirstTime = x.LastTime
 				continue
 			}
-			ui[k] = len(d.Users)
+			ui[k] = len(us)
 			u.FirstTime = u.LastTime
-			d.Users = append(d.Users, u)
+			us = append(us, u)
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// LedgerData's orders: gk and uk are unique in d, so the orders' later
+	// LedgerData's orders: gk and uk are unique here, so the orders' later
 	// fields (a GPU's model; a user's model, profile and slices) never
-	// decide here.
-	slices.SortStableFunc(d.GPUs, compareGPUHours)
-	slices.SortStableFunc(d.Users, compareUserHours)
-	return d, nil
+	// decide.
+	slices.SortStableFunc(gs, compareGPUHours)
+	slices.SortStableFunc(us, compareUserHours)
+	return gs, us, nil
 }
 
 type nodeReportBody struct{ NodeReport wire.NodeReport }

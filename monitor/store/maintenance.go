@@ -61,6 +61,7 @@ var readStatements = map[string]*stmt{
 	"billing task's GPUs":   stmtBillingTaskGPUs,
 	"billing users":         stmtBillingUsers,
 	"billing user times":    stmtBillingUserTimes,
+	"billing untied hours":  stmtBillingUntiedHours,
 	"GPU holders":           stmtGPUHolders,
 	"covered tasks":         stmtCoveredTasks,
 	"ledger lives":          stmtLedgerLives,

@@ -47,6 +47,12 @@ func SchemaVersion() int {
 // paddle-monitor: this one must not write to a schema it does not know.
 var ErrSchemaTooNew = errors.New("store: database schema is newer than this paddle-monitor")
 
+// postgresSteps are the steps whose work on PostgreSQL is Go's, run after
+// the step's file in its transaction: 18, the partitions (partition.go).
+var postgresSteps = map[int]func(ctx context.Context, tx *sql.Tx) error{
+	18: partitionEmptyTables,
+}
+
 // migrate applies the missing steps, each with its version bump in one
 // transaction. On PostgreSQL each transaction first takes an advisory lock,
 // so replicas starting together apply every step exactly once; on SQLite the
@@ -106,6 +112,11 @@ func (s *Store) migrateStep(ctx context.Context, v int, step string, latest int)
 	}
 	if _, err := tx.ExecContext(ctx, step); err != nil {
 		return false, fmt.Errorf("store: migration %d: %w", v, err)
+	}
+	if hook := postgresSteps[v]; hook != nil && s.dialect == Postgres {
+		if err := hook(ctx, tx); err != nil {
+			return false, fmt.Errorf("store: migration %d: %w", v, err)
+		}
 	}
 	if _, err := s.exec(ctx, tx, stmtSetSchemaVersion, v); err != nil {
 		return false, fmt.Errorf("store: migration %d: %w", v, err)

@@ -172,10 +172,8 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 	}
 	// The held GPUs' entries are left out of what follows.
 	counted := withoutGPUs(r, held)
-	if !last.Valid || r.Time > last.Int64 {
-		if err := s.observedIdleness(ctx, tx, counted); err != nil {
-			return false, err
-		}
+	if err := s.observedTasks(ctx, tx, counted, !last.Valid || r.Time > last.Int64, out.KeptStart, out.KeptEnd); err != nil {
+		return false, err
 	}
 	for _, c := range out.Conflicts {
 		if _, err := s.exec(ctx, tx, stmtUpsertConflict, c.Node, c.UUID, c.HeldBy, r.Time, r.Time,
@@ -403,61 +401,21 @@ func (s *Store) RetireNode(ctx context.Context, node string, at int64) (int64, e
 }
 
 // PruneNodeReports deletes the raw reports older than before (the
-// roll-ups stay); it returns how many it deleted.
+// roll-ups stay); it returns how many it deleted. On a partitioned
+// PostgreSQL store it first creates the partitions ahead (it is the
+// monitor's maintenance loop), then drops the days ending by before
+// whole, and deletes the rest only in the day straddling before and in
+// the default partition.
 func (s *Store) PruneNodeReports(ctx context.Context, before int64) (int64, error) {
+	s.ensurePartitions(ctx)
+	dropped, _, err := s.dropPartitions(ctx, "node_reports", before)
+	if err != nil {
+		return dropped, err
+	}
 	res, err := s.exec(ctx, s.w, stmtPruneNodeReports, before)
 	if err != nil {
-		return 0, fmt.Errorf("store: pruning node reports: %w", err)
+		return dropped, fmt.Errorf("store: pruning node reports: %w", err)
 	}
-	return res.RowsAffected()
-}
-
-// observedIdleness sets, from the node's latest report r, the idleness of
-// the open tasks its users are tied to (docs/cost.md, "The ledger"): a
-// task is idle when each of its tied users' busy_share was 0 (idle_since
-// kept, or set to the report's start), busy otherwise; it is marked as
-// observed (its heartbeats no longer change idle_since) and seen at the
-// report's time.
-func (s *Store) observedIdleness(ctx context.Context, tx *sql.Tx, r *wire.NodeReport) error {
-	idle := map[int64]bool{}
-	var order []int64
-	for _, in := range r.Instances {
-		if in.Samples <= 0 {
-			continue
-		}
-		for j := range in.Users {
-			u := &in.Users[j]
-			id := identityOf(u)
-			cands, err := s.tieCandidates(ctx, tx, r.Node, &id)
-			if err != nil {
-				return err
-			}
-			var tie *Tie
-			for i := range cands {
-				if cands[i].StartTime <= r.Time {
-					tie = &cands[i]
-				}
-			}
-			if tie == nil {
-				continue
-			}
-			was, seen := idle[tie.Key]
-			if !seen {
-				order = append(order, tie.Key)
-				was = true
-			}
-			idle[tie.Key] = was && u.BusyShare == 0
-		}
-	}
-	for _, key := range order {
-		flag := int64(0)
-		if idle[key] {
-			flag = 1
-		}
-		start := r.Time - r.IntervalSeconds
-		if _, err := s.exec(ctx, tx, stmtObservedIdle, flag, start, r.Time, r.Time, r.Time, key); err != nil {
-			return err
-		}
-	}
-	return nil
+	n, err := res.RowsAffected()
+	return dropped + n, err
 }

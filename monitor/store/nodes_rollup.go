@@ -55,8 +55,16 @@ type UserHour struct {
 	User          UserIdentity
 	LastTime      int64 // the latest report time of the hour
 	// FirstTime is LastTime's earliest value over the hours of a sum
-	// (store.LedgerData); LastTime for one hour.
-	FirstTime   int64
+	// (store.LedgerData), a day's or month's earliest report time; LastTime
+	// for one hour.
+	FirstTime int64
+	// Grain and Span: a sum of LedgerData read at grain ("hour", "day" or
+	// "month") over the part Span of the window, or one day's bucket
+	// ("day"), which LedgerUserHours splits into finer rows where its
+	// ties differ; "" for one hour's row (or a raw report's), which is
+	// tied by its LastTime.
+	Grain       string
+	Span        [2]int64
 	Equal, Util float64
 	BusyEqual   float64
 	BusyUtil    float64

@@ -139,6 +139,30 @@ func (s *Store) spansIn(ctx context.Context, from, to int64) (Spans, error) {
 	return out, nil
 }
 
+// CoveredSpans are the spans each node's reports covered in [from, to)
+// (spansIn): by node, then by GPU UUID ("" the node's own), each a sorted
+// union of disjoint [start, end) intervals clipped to the window. The
+// FOCUS export intersects them with declared tasks, GPU-second by
+// GPU-second (monitor/focus).
+func (s *Store) CoveredSpans(ctx context.Context, from, to int64) (map[string]map[string][][2]int64, error) {
+	spans, err := s.spansIn(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string][][2]int64, len(spans))
+	for node, byGPU := range spans {
+		out[node] = make(map[string][][2]int64, len(byGPU))
+		for uuid, l := range byGPU {
+			list := make([][2]int64, len(l))
+			for i, sp := range l {
+				list[i] = [2]int64{sp.start, sp.end}
+			}
+			out[node][uuid] = list
+		}
+	}
+	return out, nil
+}
+
 // union sorts l and merges its overlapping and adjacent spans (a store
 // migrated from hourly roll-ups, or clipped late reports, can hold
 // overlapping ones).

@@ -5,7 +5,7 @@ package store
 // with statistics, as TestWritePlans does for the tasks' write path.
 var (
 	stmtNodeReportStored = &stmt{sql: "SELECT body FROM node_reports WHERE node = ? AND time = ?",
-		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1)}}
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{"n", int64(1796133600)}}
 	// nodeSpans: the stored spans of the node that may overlap [a, b):
 	// those of reports whose time is after a (a span ends at or before its
 	// report's time), starting before b.
@@ -66,8 +66,11 @@ var (
 		postgresIndex: "node_user_hours_pkey",
 		example: []any{int64(0), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0), "", "", "", "", "", "", "", nil, "",
 			int64(0), "", "", "", int64(1), 1.5, 1.5, 0.5, 0.5, 0.0}}
+	// pruneNodeReports: on PostgreSQL the days before the cut are dropped
+	// first (partition_keep.go): this deletes in the day straddling it
+	// (the example's, in the plan tests' month) and the default partition.
 	stmtPruneNodeReports = &stmt{sql: "DELETE FROM node_reports WHERE time < ?",
-		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1)}}
+		sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time", example: []any{int64(1796133600)}}
 )
 
 // Ties of a report's users to registrations (ledger_ties.go, TieCandidates;

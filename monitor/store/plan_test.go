@@ -197,8 +197,9 @@ func checkPlans(t *testing.T, s *store.Store, stmts []store.WriteStatement) {
 				}
 				return
 			}
-			uses := regexp.MustCompile(`(Index Scan|Index Only Scan)( Backward)? using ` + st.Index + ` on |Bitmap Index Scan on ` +
-				st.Index + `\b|Conflict Arbiter Indexes: ` + st.Index + `\b`)
+			ix := indexFamily(t, db, s.Dialect(), st.Index)
+			uses := regexp.MustCompile(`(Index Scan|Index Only Scan)( Backward)? using ` + ix + ` on |Bitmap Index Scan on ` +
+				ix + `\b|Conflict Arbiter Indexes: ` + ix + `\b`)
 			if !uses.MatchString(text) {
 				t.Fatalf("does not use %s:\n%s\n%s", st.Index, st.SQL, text)
 			}

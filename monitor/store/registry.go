@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // The registry: every SQL statement the store runs is a *stmt of
@@ -18,8 +19,24 @@ import (
 // refuse an unregistered statement. A new statement goes into one of the
 // sets below (a set is what one path prepares or one older plan test
 // walks), or into otherStatements.
-var statements = register(writeStatements, nodeStatements, ledgerStatements, booksStatements,
-	otherStatements, readStatements, maintenanceStatements, reportStatements, factSumStatements())
+//
+// The registry is made at its first use (registry), after every init of
+// the package: some sets are completed by their files' init functions.
+var (
+	registryOnce sync.Once
+	statements   map[string]*stmt
+	// testStatements are registered by the package's tests only.
+	testStatements = map[string]*stmt{}
+)
+
+// registry returns the registry, making it at the first call.
+func registry() map[string]*stmt {
+	registryOnce.Do(func() {
+		statements = register(writeStatements, nodeStatements, ledgerStatements, booksStatements,
+			otherStatements, readStatements, maintenanceStatements, reportStatements, factSumStatements(), testStatements)
+	})
+	return statements
+}
 
 // otherStatements are the registered statements of no set of their own.
 var otherStatements = map[string]*stmt{
@@ -98,7 +115,10 @@ func register(sets ...map[string]*stmt) map[string]*stmt {
 // registered panics unless st is in the registry: a statement the plan
 // test does not know is never run.
 func registered(st *stmt) {
-	if st == nil || st.name == "" || statements[st.name] != st {
+	if st == nil {
+		panic("store: running a nil statement")
+	}
+	if reg := registry(); st.name == "" || reg[st.name] != st {
 		panic("store: running a statement that is not in the registry")
 	}
 }

@@ -96,6 +96,7 @@ func (s *Store) spanOf(cols []string) (span string, sel []string) {
 const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.priority, tk.env,
       tk.pipeline, tk.step, tk.hostname, tk.gpu_count, tk.gpu_unlisted, tk.duration_est, tk.duration_seconds, tk.end_time,
       tk.start_time, tk.submit_time,
+      ` + nodeKey + ` AS node,
       CASE WHEN tk.end_time IS NOT NULL THEN 1 ELSE 0 END AS completed,
       CASE WHEN tk.end_time IS NOT NULL AND (tk.exit_code <> 0 OR tk.gate_passed = 0) THEN 1 ELSE 0 END AS failed,
       CASE WHEN tk.end_time IS NOT NULL AND tk.gate_passed = 0 THEN 1 ELSE 0 END AS gate_failed,
@@ -104,6 +105,11 @@ const spanColumns = `tk.id, tk.task_id, tk.task_name, tk.project, tk.owner, tk.p
            THEN CASE WHEN tk.idle_since > ?1 THEN tk.idle_since ELSE ?1 END END AS i0,
       ` + countedEnd + ` AS ce,
       CASE WHEN (` + countedEnd + `) < ?2 THEN ` + countedEnd + ` ELSE ?2 END AS e1`
+
+// nodeKey is the report key node of a task tk: its k8s_node (lower-cased,
+// as the monitor keeps node names and ties pods: Kubernetes node names are
+// DNS names), else its host name (nodeKeyOf, the same in Go).
+const nodeKey = `CASE WHEN tk.k8s_node <> '' THEN LOWER(tk.k8s_node) ELSE tk.hostname END`
 
 // spanModels is span with a row per model each task has GPUs of (and the
 // column model): the listed GPUs' models, each once (the first GPU of a

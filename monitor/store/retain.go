@@ -171,6 +171,18 @@ func (s *Store) Trim(ctx context.Context, before time.Time, batch int) (TrimResu
 // cutoff, one hour a transaction (an hour holds a row per GPU and per GPU
 // instance and user).
 func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult) error {
+	// PostgreSQL: the months ending by the cutoff go whole (their spans
+	// with them), the rest an hour at a time below.
+	n, upTo, err := s.dropHourPartitions(ctx, cutoff)
+	if err != nil {
+		return fmt.Errorf("store: retention: %w", err)
+	}
+	res.NodeHours += n
+	if upTo > 0 {
+		if _, err := s.exec(ctx, s.w, stmtTrimSpans, int64(0), upTo); err != nil {
+			return fmt.Errorf("store: retention: node spans: %w", err)
+		}
+	}
 	from := int64(0)
 	for {
 		var h sql.NullInt64

@@ -49,7 +49,11 @@ func (s *Store) TrimHourly(ctx context.Context, before time.Time) (int64, error)
 	if err != nil || cutoff.IsZero() {
 		return 0, err
 	}
-	var n int64
+	// PostgreSQL: the months ending by the cutoff go whole.
+	n, _, err := s.dropHourPartitions(ctx, cutoff.Unix())
+	if err != nil {
+		return n, fmt.Errorf("store: hourly retention: %w", err)
+	}
 	for from := int64(0); ; {
 		var h sql.NullInt64
 		if err := s.queryRow(ctx, s.r, stmtNextNodeHour, from, cutoff.Unix()).Scan(&h); err != nil {
@@ -78,4 +82,19 @@ func (s *Store) TrimHourly(ctx context.Context, before time.Time) (int64, error)
 		n += k
 		from = h.Int64 + 1
 	}
+}
+
+// dropHourPartitions drops the partitions of both hourly tables whose
+// months end by cut (partition_keep.go): the rows they held, and the
+// latest end of a month dropped (0: none).
+func (s *Store) dropHourPartitions(ctx context.Context, cut int64) (rows, upTo int64, err error) {
+	for _, table := range []string{"node_gpu_hours", "node_user_hours"} {
+		n, end, err := s.dropPartitions(ctx, table, cut)
+		rows += n
+		upTo = max(upTo, end)
+		if err != nil {
+			return rows, upTo, err
+		}
+	}
+	return rows, upTo, nil
 }

@@ -121,6 +121,10 @@ func IsPostgresDSN(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
+// Now is the store's clock (Options.Now): the instant every read of node
+// facts clips at, so that the report and the ledger read to one instant.
+func (s *Store) Now() time.Time { return s.now() }
+
 // Open connects to dsn, checks that the database answers, and applies the
 // migrations it lacks.
 func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
@@ -193,6 +197,12 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if s.dialect == Postgres && opt.maxVersion == 0 {
+		if err := s.openPartitions(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	if s.dialect == SQLite {
 		// A database held at an older schema (upgrade tests) lacks
 		// columns the statements name: they then run unprepared.
@@ -241,3 +251,30 @@ func (s *Store) Close() error {
 
 // bind rewrites q's placeholders for the store's dialect (Dialect.bind).
 func (s *Store) bind(q string) string { return s.dialect.bind(q) }
+
+// openPartitions creates the partitions ahead of now, and warns about the
+// tables not partitioned (a store older than migration 18 with rows):
+// they keep working, retention deleting their rows, until migrate
+// --partition.
+func (s *Store) openPartitions(ctx context.Context) error {
+	left, err := s.Unpartitioned(ctx)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		s.log.Warn("store: tables not partitioned: retention deletes their rows instead of dropping partitions; "+
+			"run `paddle-monitor migrate --partition` with the monitors stopped (docs/monitor.md, \"Partitions on PostgreSQL\")",
+			"tables", strings.Join(left, ","))
+	}
+	s.ensurePartitions(ctx)
+	return nil
+}
+
+// ensurePartitions is EnsurePartitions at now, whose failure (a lock
+// not had within its timeout) is logged, not returned: until the next
+// round the rows of a missing partition go to the default one.
+func (s *Store) ensurePartitions(ctx context.Context) {
+	if err := s.EnsurePartitions(ctx, s.now()); err != nil {
+		s.log.Warn("store: making partitions ahead failed; tried again at the next round", "err", err)
+	}
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// The books at fleet size (MONITOR.md 18): a window's whole UTC months are
+// read from the month facts, the whole days left from the day facts and
+// the rest from the hourly rows, all kept by the write path in one
+// transaction (rollup_facts.go), so the three grains sum to the same
+// figures. A user's sum whose ties differ across it (a registration
+// started inside it) is read again one grain finer, down to the hours;
+// where the finer rows are no longer kept (--hourly-retention), the
+// coarser row is tied as a whole.
+
+// grainPart is a part of a window read at one grain.
+type grainPart struct {
+	grain    string
+	from, to int64
+}
+
+// grainParts cuts [from, to) (whole hours) into its whole months, then
+// whole days, then hours, in time order.
+func grainParts(from, to int64) []grainPart {
+	var out []grainPart
+	add := func(g string, a, b int64) {
+		if b > a {
+			out = append(out, grainPart{g, a, b})
+		}
+	}
+	days := func(a, b int64) {
+		d0, d1 := a+mod(-a, 86400), b-mod(b, 86400)
+		if d0 >= d1 {
+			add("hour", a, b)
+			return
+		}
+		add("hour", a, d0)
+		add("day", d0, d1)
+		add("hour", d1, b)
+	}
+	m0, m1 := monthOf(from), monthOf(to)
+	if m0 < from {
+		m0 = time.Unix(m0, 0).UTC().AddDate(0, 1, 0).Unix()
+	}
+	if m0 >= m1 {
+		days(from, to)
+		return out
+	}
+	days(from, m0)
+	add("month", m0, m1)
+	days(m1, to)
+	return out
+}
+
+// finer is the grain below g ("" below hours).
+func finer(g string) string {
+	switch g {
+	case "month":
+		return "day"
+	case "day":
+		return "hour"
+	}
+	return ""
+}
+
+// bucketLength is a bucket's length at grain g starting at t.
+func bucketEnd(g string, t int64) int64 {
+	switch g {
+	case "month":
+		return time.Unix(t, 0).UTC().AddDate(0, 1, 0).Unix()
+	case "day":
+		return t + 86400
+	}
+	return t + 3600
+}
+
+// The ledger's sums at the coarser grains: each table's primary key
+// (bucket first) serves the window.
+var ledgerGrainSums = func() map[string][2]*stmt {
+	out := map[string][2]*stmt{"hour": {stmtLedgerGPUSums, stmtLedgerUserSums}}
+	for _, g := range []string{"day", "month"} {
+		gt, ut := "node_gpu_"+g+"s", "node_user_"+g+"s"
+		out[g] = [2]*stmt{
+			{sql: `SELECT node, uuid, model, MIN(` + g + `), SUM(observed_s), SUM(unallocated_s), SUM(energy_j)
+				FROM ` + gt + ` WHERE ` + g + ` >= ? AND ` + g + ` < ? GROUP BY node, uuid, model`,
+				sqliteIndex: "sqlite_autoindex_" + gt + "_1", postgresIndex: gt + "_pkey", example: []any{int64(1796083200), int64(1796169600)}},
+			{sql: `SELECT MIN(` + g + `), ` + userSumColumns + `, MIN(first_time), MAX(last_time),
+				SUM(equal_s), SUM(util_s), SUM(busy_equal_s), SUM(busy_util_s), SUM(energy_j)
+				FROM ` + ut + ` WHERE ` + g + ` >= ? AND ` + g + ` < ? GROUP BY node, uuid, gpu_instance_id, user_key, model, profile, slices, total_slices`,
+				sqliteIndex: "sqlite_autoindex_" + ut + "_1", postgresIndex: ut + "_pkey", example: []any{int64(1796083200), int64(1796169600)}},
+		}
+	}
+	return out
+}()
+
+// stmtLedgerUserDays: one user's days (its month's finer rows); the day
+// facts' primary key.
+var stmtLedgerUserDays = &stmt{sql: `SELECT day, ` + userHourColumns + `, first_time, last_time,
+	equal_s, util_s, busy_equal_s, busy_util_s, energy_j
+	FROM node_user_days WHERE day >= ? AND day < ? AND node = ? AND uuid = ? AND gpu_instance_id = ? AND user_key = ?`,
+	sqliteIndex: "sqlite_autoindex_node_user_days_1", postgresIndex: "node_user_days_pkey",
+	example: []any{int64(1796083200), int64(1796169600), "n", "GPU-1", int64(-1), "k"}}
+
+func init() {
+	for g, sts := range ledgerGrainSums {
+		if g != "hour" {
+			nodeStatements["ledger GPU sums by "+g] = sts[0]
+			nodeStatements["ledger user sums by "+g] = sts[1]
+		}
+	}
+	nodeStatements["ledger user days"] = stmtLedgerUserDays
+}
+
+// ledgerSums reads the GPUs' and users' sums of [from, to) (whole hours),
+// each part at its grain.
+func (s *Store) ledgerSums(ctx context.Context, from, to int64) ([]GPUHour, []UserHour, error) {
+	var gpus []GPUHour
+	var users []UserHour
+	for _, p := range grainParts(from, to) {
+		sts := ledgerGrainSums[p.grain]
+		g, err := stmtRows(ctx, s, s.r, "ledger", sts[0], func(rows *sql.Rows, g *GPUHour) error {
+			return rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy)
+		}, p.from, p.to)
+		if err != nil {
+			return nil, nil, err
+		}
+		u, err := s.userHours(ctx, sts[1], p.from, p.to)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range u {
+			u[i].Grain, u[i].Span = p.grain, [2]int64{p.from, p.to}
+		}
+		gpus, users = append(gpus, g...), append(users, u...)
+	}
+	return gpus, users, nil
+}

@@ -68,7 +68,7 @@ func withoutGPUs(r *wire.NodeReport, held map[string]bool) *wire.NodeReport {
 // The provisional parts of stored spans (NODE.md 12.2; nodes.go).
 var (
 	stmtClipSpan = &stmt{sql: "UPDATE node_reports SET span_end = ? WHERE node = ? AND time = ?",
-		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{int64(1), "n", int64(1)}}
+		sqliteIndex: "sqlite_autoindex_node_reports_1", postgresIndex: "node_reports_pkey", example: []any{int64(1), "node-1", int64(1796133600)}}
 )
 
 // clipProvisional cuts, from each stored span whose provisional tail

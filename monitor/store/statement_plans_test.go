@@ -69,8 +69,10 @@ func TestStatementPlans(t *testing.T) {
 				uses := regexp.MustCompile(`(?m)USING (COVERING )?INDEX ` + regexp.QuoteMeta(st.Index) + `( |$)`)
 				if s.Dialect() == store.Postgres {
 					scans = []*regexp.Regexp{postgresScan, nodePostgresScan}
-					uses = regexp.MustCompile(`(Index Scan|Index Only Scan)( Backward)? using ` + regexp.QuoteMeta(st.Index) +
-						` on |Bitmap Index Scan on ` + regexp.QuoteMeta(st.Index) + `\b|Conflict Arbiter Indexes: ` + regexp.QuoteMeta(st.Index) + `\b`)
+					// A partitioned table's index is its partitions' (indexFamily).
+					ix := indexFamily(t, db, s.Dialect(), st.Index)
+					uses = regexp.MustCompile(`(Index Scan|Index Only Scan)( Backward)? using ` + ix +
+						` on |Bitmap Index Scan on ` + ix + `\b|Conflict Arbiter Indexes: ` + ix + `\b`)
 				}
 				for _, scan := range scans {
 					if scan.MatchString(text) {

@@ -43,15 +43,20 @@ const (
 		util_mean, energy_joules, uuid, COALESCE(gpu_instance_id, -1) FROM task_gpus WHERE task_key = ? ORDER BY position`
 )
 
-// billingUsersSQL: node_user_hours' primary key (hour, node, uuid,
-// gpu_instance_id, user_key): the window's hours are a range of its first
-// column. A window's first and last hours, when they are not whole, count
-// in proportion to the part of them inside it (part: hourPart).
-func billingUsersSQL(part string) string {
+// billingUsersSQL: the roll-up table of grain's primary key (bucket,
+// node, uuid, gpu_instance_id, user_key): the window's buckets are a range
+// of its first column. A window's first and last hours, when they are not
+// whole, count in proportion to the part of them inside it (part:
+// hourPart). An hour's earliest report time is its last one.
+func billingUsersSQL(grain, part string) string {
+	first := "first_time"
+	if grain == "hour" {
+		first = "last_time"
+	}
 	return `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
-		MIN(last_time), MAX(last_time),
+		MIN(` + first + `), MAX(last_time),
 		SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
-		FROM node_user_hours WHERE hour >= ? AND hour < ?
+		FROM node_user_` + grain + `s WHERE ` + grain + ` >= ? AND ` + grain + ` < ?
 		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
 }
 
@@ -63,6 +68,20 @@ func billingUserTimesSQL(part string) string {
 		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
 		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
 		GROUP BY last_time`
+}
+
+// billingBucketsSQL: one group of billingUsers at grain by bucket (a day's
+// or a month's group whose ties differ, read again a grain finer): the
+// primary key's bucket range.
+func billingBucketsSQL(grain string) string {
+	first := "first_time"
+	if grain == "hour" {
+		first = "last_time"
+	}
+	return `SELECT ` + grain + `, MIN(` + first + `), MAX(last_time), SUM(equal_s), SUM(busy_equal_s), SUM(energy_j)
+		FROM node_user_` + grain + `s WHERE ` + grain + ` >= ? AND ` + grain + ` < ? AND node = ? AND user_key = ?
+		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
+		GROUP BY ` + grain
 }
 
 // Observations implements report.Observer: the window's attributed use by
@@ -123,11 +142,9 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	}
 	for _, g := range groups {
 		cands := ties[TieKey(g.node, &g.user)]
-		parts := []billingGroup{g}
-		if a, b := latestTie(cands, g.minLast), latestTie(cands, g.maxLast); a != b {
-			if parts, err = s.billingUserTimes(ctx, g); err != nil {
-				return nil, err
-			}
+		parts, err := s.resolveGroup(ctx, g, cands)
+		if err != nil {
+			return nil, err
 		}
 		for _, p := range parts {
 			t := latestTie(cands, p.maxLast)
@@ -214,7 +231,11 @@ func hourPart(from, to int64) string {
 // of one hour in proportion) grouped by node and user.
 func (s *Store) billingUsers(ctx context.Context, sg segment) ([]billingGroup, error) {
 	h0, to := sg.from-mod(sg.from, 3600), sg.to
-	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(hourPart(sg.from, sg.to))), func(rows *sql.Rows, g *billingGroup) error {
+	part := ""
+	if sg.grain == "hour" {
+		part = hourPart(sg.from, sg.to)
+	}
+	out, err := queryRows(ctx, s.r, "billing", s.bind(billingUsersSQL(sg.grain, part)), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
 		g.seg = sg
 		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,

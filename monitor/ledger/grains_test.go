@@ -9,6 +9,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
@@ -26,7 +27,7 @@ import (
 func TestLedgerGrainsRetie(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := storetest.Open(t, dsn)
-		month := facts.Month(time.Unix(t0, 0))
+		month := facts.Month(time.Unix(t0-40*86400, 0)) // in the past: the report reads to now
 		from, to := month.From.Unix()-2*86400-3*3600, month.To.Unix()+86400+5*3600
 		pbStart := month.From.Unix() + 10*86400 + 5*3600 + 1800
 		for _, r := range []struct {
@@ -76,5 +77,18 @@ func TestLedgerGrainsRetie(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameLedger(t, "the window from the raw reports", raw, l)
+
+		// The report bills the same, from the same grains (the tasks run
+		// on: every instant of theirs was covered, the observed basis).
+		rep, err := report.Compute(ctx, s, report.Query{Window: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bill := map[string]float64{"pa": 296, "pb": total - 296}
+		for _, row := range rep.Rows {
+			if w, ok := bill[row.Key["project"]]; !ok || math.Abs(row.GPUHours-w) > 1e-6 || row.BillingBasis != "observed" {
+				t.Errorf("the report's %s: %v GPU-hours (%s), want %v observed", row.Key["project"], row.GPUHours, row.BillingBasis, w)
+			}
+		}
 	})
 }

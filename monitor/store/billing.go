@@ -47,9 +47,6 @@ var (
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
 	// billingUsers and billingUserTimes are templates: the window's first
 	// and last hours, when not whole, are written into them (hourPart).
-	stmtBillingUsers = &stmt{build: func(Dialect) string { return billingUsersSQL(hourPart(1796130000, 1796151600+1800)) },
-		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
-		example: []any{int64(1796130000), int64(1796151600 + 3600)}}
 	stmtBillingUntiedHours = &stmt{build: func(Dialect) string { return billingUntiedHoursSQL(hourPart(1796130000, 1796151600+1800)) },
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
 		example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}
@@ -66,15 +63,42 @@ var (
 		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705800000), int64(1705900000)}}
 )
 
-// billingUsersSQL: node_user_hours' primary key (hour, node, uuid,
-// gpu_instance_id, user_key): the window's hours are a range of its first
-// column. A window's first and last hours, when they are not whole, count
-// in proportion to the part of them inside it (part: hourPart).
-func billingUsersSQL(part string) string {
+// billingUsersByGrain and billingBucketsByGrain are the templates of
+// billingUsersSQL and billingBucketsSQL at each grain, each served by its
+// table's primary key (the hours' instance with a part of an hour, as a
+// window that is not whole hours reads it).
+var billingUsersByGrain, billingBucketsByGrain = func() (users, buckets map[string]*stmt) {
+	users, buckets = map[string]*stmt{}, map[string]*stmt{}
+	for _, g := range Grains {
+		table := "node_user_" + g + "s"
+		part := ""
+		if g == "hour" {
+			part = hourPart(1796130000, 1796151600+1800)
+		}
+		users[g] = &stmt{build: func(Dialect) string { return billingUsersSQL(g, part) },
+			sqliteIndex: "sqlite_autoindex_" + table + "_1", postgresIndex: table + "_pkey",
+			example: []any{int64(1796130000), int64(1796151600 + 3600)}}
+		buckets[g] = &stmt{build: func(Dialect) string { return billingBucketsSQL(g) },
+			sqliteIndex: "sqlite_autoindex_" + table + "_1", postgresIndex: table + "_pkey",
+			example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}
+	}
+	return users, buckets
+}()
+
+// billingUsersSQL: the roll-up table of grain's primary key (bucket,
+// node, uuid, gpu_instance_id, user_key): the window's buckets are a range
+// of its first column. A window's first and last hours, when they are not
+// whole, count in proportion to the part of them inside it (part:
+// hourPart). An hour's earliest report time is its last one.
+func billingUsersSQL(grain, part string) string {
+	first := "first_time"
+	if grain == "hour" {
+		first = "last_time"
+	}
 	return `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
-		MIN(last_time), MAX(last_time),
+		MIN(` + first + `), MAX(last_time),
 		SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
-		FROM node_user_hours WHERE hour >= ? AND hour < ?
+		FROM node_user_` + grain + `s WHERE ` + grain + ` >= ? AND ` + grain + ` < ?
 		GROUP BY node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices`
 }
 
@@ -86,6 +110,20 @@ func billingUserTimesSQL(part string) string {
 		FROM node_user_hours WHERE hour >= ? AND hour < ? AND node = ? AND user_key = ?
 		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
 		GROUP BY last_time`
+}
+
+// billingBucketsSQL: one group of billingUsers at grain by bucket (a day's
+// or a month's group whose ties differ, read again a grain finer): the
+// primary key's bucket range.
+func billingBucketsSQL(grain string) string {
+	first := "first_time"
+	if grain == "hour" {
+		first = "last_time"
+	}
+	return `SELECT ` + grain + `, MIN(` + first + `), MAX(last_time), SUM(equal_s), SUM(busy_equal_s), SUM(energy_j)
+		FROM node_user_` + grain + `s WHERE ` + grain + ` >= ? AND ` + grain + ` < ? AND node = ? AND user_key = ?
+		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?
+		GROUP BY ` + grain
 }
 
 // Observations implements report.Observer: the window's attributed use by
@@ -146,11 +184,9 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	}
 	for _, g := range groups {
 		cands := ties[TieKey(g.node, &g.user)]
-		parts := []billingGroup{g}
-		if a, b := latestTie(cands, g.minLast), latestTie(cands, g.maxLast); a != b {
-			if parts, err = s.billingUserTimes(ctx, g); err != nil {
-				return nil, err
-			}
+		parts, err := s.resolveGroup(ctx, g, cands)
+		if err != nil {
+			return nil, err
 		}
 		for _, p := range parts {
 			t := latestTie(cands, p.maxLast)
@@ -237,7 +273,11 @@ func hourPart(from, to int64) string {
 // of one hour in proportion) grouped by node and user.
 func (s *Store) billingUsers(ctx context.Context, sg segment) ([]billingGroup, error) {
 	h0, to := sg.from-mod(sg.from, 3600), sg.to
-	out, err := builtRows(ctx, s, s.r, "billing", stmtBillingUsers, billingUsersSQL(hourPart(sg.from, sg.to)), func(rows *sql.Rows, g *billingGroup) error {
+	part := ""
+	if sg.grain == "hour" {
+		part = hourPart(sg.from, sg.to)
+	}
+	out, err := builtRows(ctx, s, s.r, "billing", billingUsersByGrain[sg.grain], billingUsersSQL(sg.grain, part), func(rows *sql.Rows, g *billingGroup) error {
 		var mig int64
 		g.seg = sg
 		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,

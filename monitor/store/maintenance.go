@@ -43,6 +43,15 @@ var maintenanceStatements = map[string]*stmt{
 	"close month: commit":      stmtCommit,
 }
 
+func init() {
+	for _, g := range Grains {
+		if g != "hour" {
+			readStatements["billing users ("+g+")"] = billingUsersByGrain[g]
+		}
+		readStatements["billing buckets ("+g+")"] = billingBucketsByGrain[g]
+	}
+}
+
 // readStatements are the reads of no set of their own: tasks and open
 // tasks (read.go, opentasks.go), billing (billing.go), the ledger's
 // lives, raw reports and declared tasks, the spans, the serving inputs.
@@ -59,7 +68,7 @@ var readStatements = map[string]*stmt{
 	"billing identity":      stmtBillingIdentity,
 	"billing task":          stmtBillingTask,
 	"billing task's GPUs":   stmtBillingTaskGPUs,
-	"billing users":         stmtBillingUsers,
+	"billing users (hour)":  billingUsersByGrain["hour"],
 	"billing user times":    stmtBillingUserTimes,
 	"billing untied hours":  stmtBillingUntiedHours,
 	"GPU holders":           stmtGPUHolders,

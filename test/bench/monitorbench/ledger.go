@@ -111,6 +111,25 @@ func loadLedgerMonth(dsn string, gpus int) (hourRows, tasks int, err error) {
 			%d + 86400 * (i / %d), %d + 86400 * (i / %d), '{}', %d + 86400 * (i / %d) + 86400, 86400, 0 FROM {series}`,
 			gpus/2, gpus/2, gpus/2, h0, gpus/2, h0, gpus/2, h0, gpus/2, h0, gpus/2, h0, gpus/2), gpus / 2 * days},
 	}
+	// The day and month facts of those hours, as the node-report write
+	// path keeps them beside the hours (June is one month).
+	for _, g := range []struct{ grain, bucket, group string }{{"day", "hour - hour % 86400", "hour - hour % 86400, "},
+		{"month", fmt.Sprint(h0), ""}} {
+		stmts = append(stmts, struct {
+			q string
+			n int
+		}{fmt.Sprintf(`INSERT INTO node_gpu_%[1]ss (%[1]s, node, uuid, model, observed_s, unallocated_s, energy_j)
+			SELECT %[2]s, node, uuid, MAX(model), SUM(observed_s), SUM(unallocated_s), SUM(energy_j)
+			FROM node_gpu_hours GROUP BY %[3]snode, uuid`, g.grain, g.bucket, g.group), 0}, struct {
+			q string
+			n int
+		}{fmt.Sprintf(`INSERT INTO node_user_%[1]ss (%[1]s, node, uuid, gpu_instance_id, user_key, model, runtime, container_id,
+			pod_uid, namespace, pod, container, declared, first_time, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
+			SELECT %[2]s, node, uuid, gpu_instance_id, user_key, MAX(model), MAX(runtime), MAX(container_id), MAX(pod_uid),
+			MAX(namespace), MAX(pod), MAX(container), MAX(declared), MIN(last_time), MAX(last_time), SUM(equal_s), SUM(util_s),
+			SUM(busy_equal_s), SUM(busy_util_s), SUM(energy_j)
+			FROM node_user_hours GROUP BY %[3]snode, uuid, gpu_instance_id, user_key`, g.grain, g.bucket, g.group), 0})
+	}
 	for _, s := range stmts {
 		if err := r.exec(s.q, s.n); err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", strings.Fields(s.q)[2], err)

@@ -103,6 +103,14 @@ func loadLedgerMonth(dsn string, gpus int) (hourRows, tasks int, err error) {
 			h0, gpus, node, uuid, userKeyUndeclared(cid, podUID, ns), cid, podUID, ns, h0, gpus), gpus * hours},
 		{fmt.Sprintf(`INSERT INTO node_gpus (node, uuid, first_start, last_end, model) SELECT %s, %s, %d, %d, 'NVIDIA H200' FROM {series}`,
 			node, uuid, h0, h0+int64(hours)*3600), gpus},
+		// The spans the reports covered, cut at days as the write path
+		// cuts them: i over (day, GPU), and (day, node) for the node's own.
+		{fmt.Sprintf(`INSERT INTO node_spans (node, uuid, span_start, span_end)
+			SELECT %s, %s, %d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86400 FROM {series}`, node, uuid, h0, gpus, h0, gpus),
+			gpus * days},
+		{fmt.Sprintf(`INSERT INTO node_spans (node, uuid, span_start, span_end)
+			SELECT 'led-' || (i %% %d), '', %d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86400 FROM {series}`,
+			gpus/8, h0, gpus/8, h0, gpus/8), gpus / 8 * days},
 		// i over (day, even GPU): the registered pods.
 		{fmt.Sprintf(`INSERT INTO tasks (id, task_id, task_name, project, owner, hostname, k8s_node, k8s_pod_uid, start_time, end_time,
 			gpu_count, registration, registered_at, seen_at, completion, completed_at, duration_seconds, exit_code)

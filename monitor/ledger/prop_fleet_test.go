@@ -50,11 +50,13 @@ type propTask struct {
 	start, end                                 int64
 }
 
-// propSpan is a report's span and the GPUs it observed.
+// propSpan is a report's span, the GPUs it observed and every GPU of its
+// node.
 type propSpan struct {
 	node       string
 	start, end int64
 	observed   map[string]bool
+	gpus       []string
 }
 
 // propModels are the GPU models of a fleet's nodes 0 and 1, propOwners
@@ -114,6 +116,9 @@ func propFleet(t *testing.T, s *store.Store, rng *rand.Rand, i int, base int64) 
 			end := at + interval
 			r := &wire.NodeReport{SchemaVersion: 1, Node: node, Time: end, IntervalSeconds: interval, Samples: 10}
 			sp := propSpan{node: node, start: at, end: end, observed: map[string]bool{}}
+			for g := range gpus {
+				sp.gpus = append(sp.gpus, uuid(g))
+			}
 			for g := range gpus {
 				in := wire.NodeInstance{UUID: uuid(g), Name: model, Samples: 10, BusyShare: 1, BusyBasis: "utilization",
 					OccupiedShare: 1}

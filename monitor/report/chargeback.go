@@ -103,12 +103,13 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 }
 
 // addAttributedOnly adds a line for each task attributed use in the window
-// whose counted interval does not meet it (its pod seen in a report whose
-// span began before the task's start, the span's figures spread evenly
-// over it, MONITOR.md 20.8): it pays what was attributed to it (20.3), so
-// that the lines still add up to the report. Such a task starts within a
-// report's longest span after the window, where it is looked up; its
-// counted seconds in the window are 0.
+// whose counted interval does not meet it, so that the lines still add up
+// to the report, which bills that use (MONITOR.md 20.3): a task whose pod
+// was in a report whose span began before the task's start, or ended after
+// its end (a report's figures are spread evenly over its span, 20.8; a
+// node report does not move a completed task's last_seen). Such a task
+// meets the window widened by a report's longest span on either side,
+// where it is looked up; its counted seconds in the window are 0.
 func (st *Statement) addAttributedOnly(ctx context.Context, src TaskLister, obs *facts.Observations, q Query, labels map[string]bool) error {
 	listed := map[int64]bool{}
 	for _, l := range st.Lines {
@@ -123,11 +124,12 @@ func (st *Statement) addAttributedOnly(ctx context.Context, src TaskLister, obs 
 	if len(missing) == 0 {
 		return nil
 	}
-	after, err := src.ReportTasks(ctx, facts.Window{From: q.To, To: q.To.Add(wire.MaxNodeInterval * time.Second)})
+	span := wire.MaxNodeInterval * time.Second
+	near, err := src.ReportTasks(ctx, facts.Window{From: q.From.Add(-span), To: q.To.Add(span)})
 	if err != nil {
 		return fmt.Errorf("report: tasks: %w", err)
 	}
-	for _, t := range after {
+	for _, t := range near {
 		if missing[t.ID] {
 			t.Seconds = 0
 			st.addLine(t, q, labels)

@@ -100,15 +100,12 @@ var (
 		ORDER BY start_time, id`,
 		sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{"t", "p", "", "", "h", "n"}}
 	// observedIdle: the idleness of an open task from its node's latest
-	// report (idle: kept, or set to the report's start; busy: cleared),
-	// and the report's time as the task's last_seen, completed or not
-	// (MONITOR.md 20.3: its counted end is max(end_time, last attributed
-	// instant)); a completed task's idleness stays as it was.
+	// report (idle: kept, or set to the report's start; busy: cleared).
 	stmtObservedIdle = &stmt{sql: `UPDATE tasks SET
-		idle_since = CASE WHEN end_time IS NOT NULL THEN idle_since WHEN ? = 1 THEN COALESCE(idle_since, ?) END,
-		observed_at = CASE WHEN end_time IS NOT NULL THEN observed_at ELSE ? END,
+		idle_since = CASE WHEN ? = 1 THEN COALESCE(idle_since, ?) END,
+		observed_at = ?,
 		last_seen = CASE WHEN last_seen IS NULL OR last_seen < ? THEN ? ELSE last_seen END
-		WHERE id = ?`,
+		WHERE id = ? AND end_time IS NULL`,
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey",
 		example: []any{int64(1), int64(1), int64(2), int64(2), int64(2), int64(1)}}
 	stmtNodeLastTime = &stmt{sql: "SELECT last_time FROM nodes WHERE node = ?",

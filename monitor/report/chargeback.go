@@ -105,11 +105,11 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 // addAttributedOnly adds a line for each task attributed use in the window
 // whose counted interval does not meet it, so that the lines still add up
 // to the report, which bills that use (MONITOR.md 20.3): a task whose pod
-// was in a report whose span began before the task's start, or ended after
-// its end (a report's figures are spread evenly over its span, 20.8; a
-// node report does not move a completed task's last_seen). Such a task
-// meets the window widened by a report's longest span on either side,
-// where it is looked up; its counted seconds in the window are 0.
+// was in a report whose span began before the task's start (a report's
+// figures are spread evenly over its span, 20.8). Such a task meets the
+// window widened by a report's longest span (on either side, whatever
+// moves a counted end), where it is looked up; its counted seconds in the
+// window are 0.
 func (st *Statement) addAttributedOnly(ctx context.Context, src TaskLister, obs *facts.Observations, q Query, labels map[string]bool) error {
 	listed := map[int64]bool{}
 	for _, l := range st.Lines {

@@ -238,7 +238,10 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 	if q.Namespaces == nil {
 		return
 	}
+	// Each namespace's line sums its uses unrounded and is rounded once,
+	// as the report's row is (rounding after each use drifted from it).
 	byNS := map[string]int{}
+	sums := map[int]*acc{}
 	for _, u := range obs.Undeclared {
 		project, ok := q.Namespaces(u.Namespace)
 		if !ok || (q.Scope != nil && !q.Scope(project, "")) {
@@ -248,27 +251,24 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 		if !ok {
 			i = len(st.Lines)
 			byNS[u.Namespace] = i
+			sums[i] = &acc{}
 			st.Lines = append(st.Lines, StatementLine{TaskUsage: facts.TaskUsage{Project: project,
 				Start: st.From.Unix()}, Basis: facts.BasisObserved, Namespace: u.Namespace})
-			if q.Prices != nil {
-				st.Lines[i].Cost = new(float64)
-			}
 		}
 		l := &st.Lines[i]
 		l.Undeclared = append(l.Undeclared, u.Use)
-		var a acc
-		a.addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
-		l.GPUHours = round(l.GPUHours+a.gpuSec/3600, 1e6)
-		if l.Cost != nil {
-			*l.Cost = round(*l.Cost+a.cost/3600, 1e6)
-			l.PricePerHour = perHour(*l.Cost, l.GPUHours)
+		sums[i].addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
+	}
+	for i, a := range sums {
+		l := &st.Lines[i]
+		l.GPUHours = round(a.gpuSec/3600, 1e6)
+		if q.Prices != nil {
+			cost := round(a.cost/3600, 1e6)
+			l.Cost = &cost
+			l.PricePerHour = perHour(cost, l.GPUHours)
 		}
 		if a.energyJ != 0 {
-			kwh := a.energyJ / 3.6e6
-			if l.EnergyKWh != nil {
-				kwh += *l.EnergyKWh
-			}
-			kwh = round(kwh, 1e6)
+			kwh := round(a.energyJ/3.6e6, 1e6)
 			l.EnergyKWh = &kwh
 		}
 	}

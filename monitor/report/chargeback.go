@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/csvout"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
@@ -83,51 +84,7 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 	}
 	labels := map[string]bool{}
 	for _, t := range tasks {
-		if q.Scope != nil && !q.Scope(t.Project, t.Owner) {
-			continue
-		}
-		line := StatementLine{TaskUsage: t}
-		hours := float64(t.Seconds) / 3600
-		var price, energy float64
-		priced, energized := q.Prices != nil, false
-		for _, g := range t.GPUs {
-			line.GPUHours += g.Share * hours
-			if p, ok := gpuPrice(q.Prices, g); ok {
-				price += p
-			}
-			if g.EnergyJoules != nil && t.End != nil {
-				energized = true
-				if t.End != nil && *t.End > t.Start {
-					energy += *g.EnergyJoules * float64(t.Seconds) / float64(*t.End-t.Start)
-				} else {
-					energy += *g.EnergyJoules
-				}
-			}
-		}
-		line.GPUHours += float64(t.UnlistedGPUs) * hours
-		if p, ok := q.Prices.priceOrNone(""); ok {
-			price += p * float64(t.UnlistedGPUs)
-		}
-		if priced {
-			cost := price * hours
-			line.PricePerHour, line.Cost = &price, &cost
-		}
-		if energized {
-			kwh := energy / 3.6e6
-			line.EnergyKWh = &kwh
-		}
-		switch {
-		case t.End != nil:
-			line.Basis = "completion"
-		case t.Heartbeat:
-			line.Basis = "last heartbeat"
-		default:
-			line.Basis = "start only"
-		}
-		for k := range t.Labels {
-			labels[k] = true
-		}
-		st.Lines = append(st.Lines, line)
+		st.addLine(t, q, labels)
 	}
 	if o, ok := src.(Observer); ok {
 		obs, err := o.Observations(ctx, q.Window)
@@ -135,11 +92,100 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 			return nil, fmt.Errorf("report: observations: %w", err)
 		}
 		if obs != nil && obs.Covered {
+			if err := st.addAttributedOnly(ctx, src, obs, q, labels); err != nil {
+				return nil, err
+			}
 			billLines(st, obs, q)
 		}
 	}
 	st.Labels = slices.Sorted(maps.Keys(labels))
 	return st, nil
+}
+
+// addAttributedOnly adds a line for each task attributed use in the window
+// whose counted interval does not meet it, so that the lines still add up
+// to the report, which bills that use (MONITOR.md 20.3): a task whose pod
+// was in a report whose span began before the task's start (a report's
+// figures are spread evenly over its span, 20.8). Such a task meets the
+// window widened by a report's longest span (on either side, whatever
+// moves a counted end), where it is looked up; its counted seconds in the
+// window are 0.
+func (st *Statement) addAttributedOnly(ctx context.Context, src TaskLister, obs *facts.Observations, q Query, labels map[string]bool) error {
+	listed := map[int64]bool{}
+	for _, l := range st.Lines {
+		listed[l.ID] = true
+	}
+	missing := map[int64]bool{}
+	for _, t := range obs.Tasks {
+		if t.ID != 0 && !listed[t.ID] && len(t.Observed) > 0 {
+			missing[t.ID] = true
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	span := wire.MaxNodeInterval * time.Second
+	near, err := src.ReportTasks(ctx, facts.Window{From: q.From.Add(-span), To: q.To.Add(span)})
+	if err != nil {
+		return fmt.Errorf("report: tasks: %w", err)
+	}
+	for _, t := range near {
+		if missing[t.ID] {
+			t.Seconds = 0
+			st.addLine(t, q, labels)
+		}
+	}
+	return nil
+}
+
+// addLine adds t's line (its declared figures over its counted seconds in
+// the window) unless q.Scope leaves it out, and its labels to labels.
+func (st *Statement) addLine(t facts.TaskUsage, q Query, labels map[string]bool) {
+	if q.Scope != nil && !q.Scope(t.Project, t.Owner) {
+		return
+	}
+	line := StatementLine{TaskUsage: t}
+	hours := float64(t.Seconds) / 3600
+	var price, energy float64
+	priced, energized := q.Prices != nil, false
+	for _, g := range t.GPUs {
+		line.GPUHours += g.Share * hours
+		if p, ok := gpuPrice(q.Prices, g); ok {
+			price += p
+		}
+		if g.EnergyJoules != nil && t.End != nil {
+			energized = true
+			if t.End != nil && *t.End > t.Start {
+				energy += *g.EnergyJoules * float64(t.Seconds) / float64(*t.End-t.Start)
+			} else {
+				energy += *g.EnergyJoules
+			}
+		}
+	}
+	line.GPUHours += float64(t.UnlistedGPUs) * hours
+	if p, ok := q.Prices.priceOrNone(""); ok {
+		price += p * float64(t.UnlistedGPUs)
+	}
+	if priced {
+		cost := price * hours
+		line.PricePerHour, line.Cost = &price, &cost
+	}
+	if energized {
+		kwh := energy / 3.6e6
+		line.EnergyKWh = &kwh
+	}
+	switch {
+	case t.End != nil:
+		line.Basis = "completion"
+	case t.Heartbeat:
+		line.Basis = "last heartbeat"
+	default:
+		line.Basis = "start only"
+	}
+	for k := range t.Labels {
+		labels[k] = true
+	}
+	st.Lines = append(st.Lines, line)
 }
 
 // billLines bills the statement's lines from observations as the report
@@ -192,7 +238,10 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 	if q.Namespaces == nil {
 		return
 	}
+	// Each namespace's line sums its uses unrounded and is rounded once,
+	// as the report's row is (rounding after each use drifted from it).
 	byNS := map[string]int{}
+	sums := map[int]*acc{}
 	for _, u := range obs.Undeclared {
 		project, ok := q.Namespaces(u.Namespace)
 		if !ok || (q.Scope != nil && !q.Scope(project, "")) {
@@ -202,27 +251,24 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 		if !ok {
 			i = len(st.Lines)
 			byNS[u.Namespace] = i
+			sums[i] = &acc{}
 			st.Lines = append(st.Lines, StatementLine{TaskUsage: facts.TaskUsage{Project: project,
 				Start: st.From.Unix()}, Basis: facts.BasisObserved, Namespace: u.Namespace})
-			if q.Prices != nil {
-				st.Lines[i].Cost = new(float64)
-			}
 		}
 		l := &st.Lines[i]
 		l.Undeclared = append(l.Undeclared, u.Use)
-		var a acc
-		a.addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
-		l.GPUHours = round(l.GPUHours+a.gpuSec/3600, 1e6)
-		if l.Cost != nil {
-			*l.Cost = round(*l.Cost+a.cost/3600, 1e6)
-			l.PricePerHour = perHour(*l.Cost, l.GPUHours)
+		sums[i].addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
+	}
+	for i, a := range sums {
+		l := &st.Lines[i]
+		l.GPUHours = round(a.gpuSec/3600, 1e6)
+		if q.Prices != nil {
+			cost := round(a.cost/3600, 1e6)
+			l.Cost = &cost
+			l.PricePerHour = perHour(cost, l.GPUHours)
 		}
 		if a.energyJ != 0 {
-			kwh := a.energyJ / 3.6e6
-			if l.EnergyKWh != nil {
-				kwh += *l.EnergyKWh
-			}
-			kwh = round(kwh, 1e6)
+			kwh := round(a.energyJ/3.6e6, 1e6)
 			l.EnergyKWh = &kwh
 		}
 	}

@@ -204,13 +204,15 @@ func covered(l []span, a, b int64) int64 {
 	return n
 }
 
-// qRawSince: the start of the oldest raw report kept (node_reports_time):
-// --raw-retention prunes reports by time, so every report after it is
-// kept.
-var stmtRawSince = &stmt{sql: `SELECT span_start FROM node_reports ORDER BY time LIMIT 1`,
-	// One row, the first of node_reports_time, which SQLite's plan calls
-	// a scan of that index.
-	fullScan: "one row: the first of node_reports_time (ORDER BY time LIMIT 1)"}
+// stmtRawSince: the earliest start of the raw reports kept
+// (--raw-retention prunes reports by time, so every report after the
+// oldest is kept). It is not the oldest report's own start: a later report
+// of another node may start earlier (a longer interval). A report's span
+// is at most wire.MaxNodeInterval (86400 s) long, so the earliest start is
+// among the reports within that of the oldest's time (node_reports_time:
+// a range after the first of its rows).
+var stmtRawSince = &stmt{sql: `SELECT MIN(span_start) FROM node_reports WHERE time <= (SELECT MIN(time) FROM node_reports) + 86400`,
+	sqliteIndex: "node_reports_time", postgresIndex: "node_reports_time"}
 
 // nodeFactsIn: whether a node report covered some of [from, to).
 var stmtNodeFactsIn = &stmt{sql: `SELECT 1 FROM node_spans WHERE span_end > ? AND span_end <= ? AND span_start < ? LIMIT 1`,

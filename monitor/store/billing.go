@@ -114,6 +114,7 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	// The use nobody could be tied to, by GPU instance and hour (20.2's
 	// exception: billing_unattributed.go).
 	un := untied{}
+	var untiedGroups []billingGroup
 	// The ties of all the groups, one statement per tie rule (LedgerTies).
 	tieUsers := make([]UserHour, len(groups))
 	for i := range groups {
@@ -136,9 +137,7 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 				// A group split by report time (some of it tied) is not
 				// claimed: only wholly untied users' use is.
 				if len(parts) == 1 {
-					if err := s.untiedHours(ctx, g.seg, g, un); err != nil {
-						return nil, err
-					}
+					untiedGroups = append(untiedGroups, g)
 				}
 				continue
 			}
@@ -154,6 +153,9 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	// The tasks nothing was attributed to whose node covered some of
 	// their counted interval: on the observed basis they pay what was
 	// attributed to them there, nothing (docs/cost.md, "Never observed").
+	if err := s.untiedAll(ctx, untiedGroups, un); err != nil {
+		return nil, err
+	}
 	covered, err := s.coveredTasks(ctx, w, spans)
 	if err != nil {
 		return nil, err

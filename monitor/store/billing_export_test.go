@@ -1,5 +1,12 @@
 package store
 
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
 // BillingStatementsForTest lists the reads of billing from observations
 // over the roll-ups (billing.go) with the index each names, written out
 // for the window [from, to).
@@ -39,3 +46,52 @@ func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
 
 // ParseUserKeyForTest is parseUserKey.
 func ParseUserKeyForTest(key string) (UserIdentity, bool) { return parseUserKey(key) }
+
+// UntiedBothWaysForTest reads the untied users' use of [from, to) (whole
+// hours) user by user (untiedHours) and in one pass (untiedPass), and
+// returns both as text, by GPU instance and hour.
+func UntiedBothWaysForTest(ctx context.Context, s *Store, from, to int64) (byUser, onePass string, err error) {
+	sg := segment{grain: "hour", from: from, to: to}
+	groups, err := s.billingUsers(ctx, sg)
+	if err != nil {
+		return "", "", err
+	}
+	users := make([]UserHour, len(groups))
+	for i := range groups {
+		users[i] = UserHour{Node: groups[i].node, User: groups[i].user}
+	}
+	ties, err := s.LedgerTies(ctx, users)
+	if err != nil {
+		return "", "", err
+	}
+	var untiedGroups []billingGroup
+	for _, g := range groups {
+		if len(ties[TieKey(g.node, &g.user)]) == 0 {
+			untiedGroups = append(untiedGroups, g)
+		}
+	}
+	a, b := untied{}, untied{}
+	for _, g := range untiedGroups {
+		if err := s.untiedHours(ctx, sg, g, a); err != nil {
+			return "", "", err
+		}
+	}
+	if err := s.untiedPass(ctx, sg, untiedGroups, b); err != nil {
+		return "", "", err
+	}
+	return a.String(), b.String(), nil
+}
+
+// String lists u by GPU instance and hour, each hour's entries in order.
+func (u untied) String() string {
+	var lines []string
+	for k, hours := range u {
+		for h, es := range hours {
+			for _, e := range es {
+				lines = append(lines, fmt.Sprintf("%s/%s/%d %d %s %.6f %d", k.node, k.uuid, k.instance, h, e.namespace, e.left, e.last))
+			}
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}

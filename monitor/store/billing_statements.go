@@ -29,6 +29,9 @@ var (
 	stmtBillingUntiedHours = &stmt{build: func(Dialect) string { return billingUntiedHoursSQL(hourPart(1796130000, 1796151600+1800)) },
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
 		example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}
+	stmtBillingUntiedAll = &stmt{build: func(Dialect) string { return billingUntiedAllSQL(hourPart(1796130000, 1796151600+1800)) },
+		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
+		example: []any{int64(1796130000), int64(1796151600 + 3600)}}
 	stmtBillingUserTimes = &stmt{build: func(Dialect) string { return billingUserTimesSQL(hourPart(1796130000, 1796151600+1800)) },
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey",
 		example: []any{int64(1796130000), int64(1796151600 + 3600), "node-1", "u1", 0, "", "", 0, 0}}

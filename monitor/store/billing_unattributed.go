@@ -35,6 +35,98 @@ func billingUntiedHoursSQL(part string) string {
 		GROUP BY hour, uuid, gpu_instance_id`
 }
 
+// billingUntiedAllSQL: every user's use by hour and GPU instance over the
+// window, in the primary key's order (a range of its first column): one
+// pass for many untied users instead of one range scan each.
+func billingUntiedAllSQL(part string) string {
+	return `SELECT hour, node, uuid, gpu_instance_id, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices,
+		total_slices, last_time, equal_s` + part + `, busy_equal_s` + part + `
+		FROM node_user_hours WHERE hour >= ? AND hour < ? ORDER BY hour, node, uuid, gpu_instance_id, user_key`
+}
+
+// untiedBatch is how many untied users of a segment are read one by one;
+// past it, one pass over the segment's hours reads them all (each user's
+// read is a range scan of the window's hours: a month of 10,000 GPUs with
+// a new pod a day has 150,000 of them).
+const untiedBatch = 32
+
+// untiedAll adds the use of the untied groups to u: by group, or, past
+// untiedBatch in a segment, in one pass over its hours.
+func (s *Store) untiedAll(ctx context.Context, groups []billingGroup, u untied) error {
+	bySeg := map[segment][]billingGroup{}
+	var order []segment
+	for _, g := range groups {
+		if bySeg[g.seg] == nil {
+			order = append(order, g.seg)
+		}
+		bySeg[g.seg] = append(bySeg[g.seg], g)
+	}
+	for _, sg := range order {
+		gs := bySeg[sg]
+		if len(gs) <= untiedBatch {
+			for _, g := range gs {
+				if err := s.untiedHours(ctx, sg, g, u); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := s.untiedPass(ctx, sg, gs, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupKey is what a billing group is grouped by.
+type groupKey struct {
+	node, key           string
+	mig                 bool
+	model, profile      string
+	slices, totalSlices int64
+}
+
+// untiedPass is untiedHours for every group of gs (all of segment sg) in
+// one pass over the segment's hours.
+func (s *Store) untiedPass(ctx context.Context, sg segment, gs []billingGroup, u untied) error {
+	h0, from, to := sg.from-mod(sg.from, 3600), sg.from, sg.to
+	want := make(map[groupKey]*billingGroup, len(gs))
+	for i := range gs {
+		g := &gs[i]
+		want[groupKey{g.node, g.key, g.use.MIG, g.use.Model, g.use.Profile, g.use.Slices, g.use.TotalSlices}] = g
+	}
+	type row struct {
+		hour, instance, last int64
+		k                    groupKey
+		uuid                 string
+		sec, busy            float64
+	}
+	rows, err := builtRows(ctx, s, s.r, "billing", stmtBillingUntiedAll, billingUntiedAllSQL(hourPart(from, to)), func(rows *sql.Rows, r *row) error {
+		var mig int64
+		err := rows.Scan(&r.hour, &r.k.node, &r.uuid, &r.instance, &r.k.key, &mig, &r.k.model, &r.k.profile, &r.k.slices,
+			&r.k.totalSlices, &r.last, &r.sec, &r.busy)
+		r.k.mig = mig == 1
+		return err
+	}, h0, to)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		g := want[r.k]
+		if g == nil || r.sec <= 0 {
+			continue
+		}
+		k := untiedKey{g.node, r.uuid, r.instance}
+		if u[k] == nil {
+			u[k] = map[int64][]*untiedUse{}
+		}
+		use := g.use
+		use.Seconds, use.BusySeconds, use.EnergyJoules = r.sec, r.busy, 0
+		u[k][r.hour] = append(u[k][r.hour], &untiedUse{namespace: g.user.Namespace, use: use, last: r.last, left: r.sec})
+	}
+	return nil
+}
+
 // untiedKey is one GPU instance of a node (gpu_instance_id -1: the whole
 // GPU).
 type untiedKey struct {

@@ -71,6 +71,7 @@ var readStatements = map[string]*stmt{
 	"billing users (hour)":  billingUsersByGrain["hour"],
 	"billing user times":    stmtBillingUserTimes,
 	"billing untied hours":  stmtBillingUntiedHours,
+	"billing untied, all":   stmtBillingUntiedAll,
 	"GPU holders":           stmtGPUHolders,
 	"covered tasks":         stmtCoveredTasks,
 	"ledger lives":          stmtLedgerLives,

@@ -112,19 +112,26 @@ func (s *Store) untiedPass(ctx context.Context, sg segment, gs []billingGroup, u
 		return err
 	}
 	for _, r := range rows {
-		g := want[r.k]
-		if g == nil || r.sec <= 0 {
-			continue
+		if g := want[r.k]; g != nil {
+			u.add(g, r.uuid, r.instance, r.hour, r.last, r.sec, r.busy)
 		}
-		k := untiedKey{g.node, r.uuid, r.instance}
-		if u[k] == nil {
-			u[k] = map[int64][]*untiedUse{}
-		}
-		use := g.use
-		use.Seconds, use.BusySeconds, use.EnergyJoules = r.sec, r.busy, 0
-		u[k][r.hour] = append(u[k][r.hour], &untiedUse{namespace: g.user.Namespace, use: use, last: r.last, left: r.sec})
 	}
 	return nil
+}
+
+// add keeps group g's use of one GPU instance in one hour (nothing when
+// it used none).
+func (u untied) add(g *billingGroup, uuid string, instance, hour, last int64, sec, busy float64) {
+	if sec <= 0 {
+		return
+	}
+	k := untiedKey{g.node, uuid, instance}
+	if u[k] == nil {
+		u[k] = map[int64][]*untiedUse{}
+	}
+	use := g.use
+	use.Seconds, use.BusySeconds, use.EnergyJoules = sec, busy, 0
+	u[k][hour] = append(u[k][hour], &untiedUse{namespace: g.user.Namespace, use: use, last: last, left: sec})
 }
 
 // untiedKey is one GPU instance of a node (gpu_instance_id -1: the whole
@@ -166,16 +173,7 @@ func (s *Store) untiedHours(ctx context.Context, sg segment, g billingGroup, u u
 		return err
 	}
 	for _, r := range rows {
-		if r.sec <= 0 {
-			continue
-		}
-		k := untiedKey{g.node, r.uuid, r.instance}
-		if u[k] == nil {
-			u[k] = map[int64][]*untiedUse{}
-		}
-		use := g.use
-		use.Seconds, use.BusySeconds, use.EnergyJoules = r.sec, r.busy, 0
-		u[k][r.hour] = append(u[k][r.hour], &untiedUse{namespace: g.user.Namespace, use: use, last: r.last, left: r.sec})
+		u.add(&g, r.uuid, r.instance, r.hour, r.last, r.sec, r.busy)
 	}
 	return nil
 }

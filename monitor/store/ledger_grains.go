@@ -65,7 +65,7 @@ func finer(g string) string {
 	return ""
 }
 
-// bucketLength is a bucket's length at grain g starting at t.
+// bucketEnd is the end of the bucket of grain g that starts at t.
 func bucketEnd(g string, t int64) int64 {
 	switch g {
 	case "month":

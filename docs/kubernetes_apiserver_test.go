@@ -864,20 +864,22 @@ func TestK8sAPIServerPreemption(t *testing.T) {
 		}
 		return fmt.Sprintf("resnet50 nominated %q", high.Status.NominatedNodeName)
 	})
+	// The scheduler's event broadcaster writes the Preempted event on its
+	// own goroutine, after the victim's condition and deletion: it is
+	// awaited, not read once (CI once read the events before it landed).
 	_, high := s.getPod(t, "resnet50")
-	code, body := s.do(t, s.admin, "GET", "/api/v1/namespaces/ml/events", nil)
-	var events corev1.EventList
-	json.Unmarshal(body, &events)
-	found := false
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == victim && e.Reason == "Preempted" &&
-			e.Message == fmt.Sprintf("Preempted by pod %s on node gpu-node-7", high.UID) {
-			found = true
+	k8sEventually(t, "the Preempted event", func() string {
+		code, body := s.do(t, s.admin, "GET", "/api/v1/namespaces/ml/events", nil)
+		var events corev1.EventList
+		json.Unmarshal(body, &events)
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == victim && e.Reason == "Preempted" &&
+				e.Message == fmt.Sprintf("Preempted by pod %s on node gpu-node-7", high.UID) {
+				return ""
+			}
 		}
-	}
-	if !found {
-		t.Errorf("no Preempted event for %s naming resnet50's UID %s: %d %v", victim, high.UID, code, events.Items)
-	}
+		return fmt.Sprintf("no Preempted event for %s naming resnet50's UID %s: %d %v", victim, high.UID, code, events.Items)
+	})
 	// The kubelet would stop the victim's containers (SIGTERM) and remove
 	// the pod after its grace period: here it is removed at once.
 	zero := int64(0)

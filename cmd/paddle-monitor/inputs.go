@@ -48,7 +48,12 @@ func recordInputs(ctx context.Context, st *store.Store, mine store.ServingInputs
 	mine.Replica = fmt.Sprintf("%s:%d", host, os.Getpid())
 	every(ctx, inputsHeartbeat, func() {
 		mine.RecordedAt = time.Now().Unix()
-		if err := st.RecordInputs(ctx, mine); err != nil && ctx.Err() == nil {
+		// Not cancelled by the stop: a record cut short by a cancel may
+		// still commit on PostgreSQL after the forget below, leaving this
+		// replica "live" for inputsLive and a CLI close refused.
+		rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := st.RecordInputs(rec, mine); err != nil {
 			log.Error("recording the serving inputs failed", "err", err)
 		}
 	})

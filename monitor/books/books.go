@@ -199,7 +199,9 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		s.Adjustments = append(s.Adjustments, adj...)
 		s.ByProject.Closed, s.ByProjectOwner.Closed = mark, mark
 		if len(s.Adjustments) > 0 {
-			s.ByProject.Adjustments = s.Adjustments
+			// Both reports the statement answers show the late data the
+			// open month showed in every grouping (invariant 3).
+			s.ByProject.Adjustments, s.ByProjectOwner.Adjustments = s.Adjustments, s.Adjustments
 		}
 		cut, err := st.ReportCut(ctx)
 		if err != nil {
@@ -335,24 +337,26 @@ func Adjustments(ctx context.Context, st Store, q report.Query) ([]report.Adjust
 	return lateData(ctx, st, st, earlier, late, q)
 }
 
-// scoped keeps the rows a scoped reader may see; the total is then the sum
-// of those rows' additive figures (shares and means, which the rows
-// cannot add up to, are null).
+// scoped keeps the rows a scoped reader may see and the adjustments of
+// its projects and owners; the total is then the sum of those rows'
+// additive figures (shares and means, which the rows cannot add up to,
+// are null), its billing basis the rows' together.
 func scoped(r *report.Report, allows func(project, owner string) bool) *report.Report {
 	out := *r
 	out.Rows = nil
 	out.Total = report.Figures{}
 	priced := r.Currency != nil
+	t := &out.Total
 	if priced {
-		zero := 0.0
-		out.Total.Cost = &zero
+		t.Cost, t.UnpricedGPUHours = new(float64), new(float64)
 	}
+	var observed, declared bool
 	for _, row := range r.Rows {
 		if !allows(row.Key["project"], row.Key["owner"]) {
 			continue
 		}
 		out.Rows = append(out.Rows, row)
-		t, f := &out.Total, row.Figures
+		f := row.Figures
 		t.Tasks += f.Tasks
 		t.CompletedTasks += f.CompletedTasks
 		t.FailedTasks += f.FailedTasks
@@ -363,16 +367,56 @@ func scoped(r *report.Report, allows func(project, owner string) bool) *report.R
 		t.IdleGPUHours = round6(t.IdleGPUHours + f.IdleGPUHours)
 		t.DurationEstHours = round6(t.DurationEstHours + f.DurationEstHours)
 		t.DurationActualHours = round6(t.DurationActualHours + f.DurationActualHours)
-		if priced && f.Cost != nil {
-			c := round6(*t.Cost + *f.Cost)
-			t.Cost = &c
+		if priced {
+			t.Cost = addRounded(t.Cost, f.Cost)
+			t.UnpricedGPUHours = addRounded(t.UnpricedGPUHours, f.UnpricedGPUHours)
+		}
+		t.EnergyKWh = addRounded(t.EnergyKWh, f.EnergyKWh)
+		t.EnergyCost = addRounded(t.EnergyCost, f.EnergyCost)
+		t.CO2Kg = addRounded(t.CO2Kg, f.CO2Kg)
+		// The billing columns are there when a node report covered some
+		// of the window: in every row then, and in the total.
+		t.DeclaredGPUHours = addRounded(t.DeclaredGPUHours, f.DeclaredGPUHours)
+		t.ObservedGPUHours = addRounded(t.ObservedGPUHours, f.ObservedGPUHours)
+		t.UndeclaredGPUHours = addRounded(t.UndeclaredGPUHours, f.UndeclaredGPUHours)
+		observed = observed || f.BillingBasis == facts.BasisObserved || f.BillingBasis == facts.BasisMixed
+		declared = declared || f.BillingBasis == facts.BasisDeclared || f.BillingBasis == facts.BasisMixed
+	}
+	if r.Total.BillingBasis != "" {
+		switch {
+		case !observed:
+			t.BillingBasis = facts.BasisDeclared
+		case !declared:
+			t.BillingBasis = facts.BasisObserved
+		default:
+			t.BillingBasis = facts.BasisMixed
+		}
+		zero := 0.0
+		for _, p := range []**float64{&t.DeclaredGPUHours, &t.ObservedGPUHours, &t.UndeclaredGPUHours} {
+			if *p == nil {
+				*p = &zero
+			}
 		}
 	}
 	if out.Rows == nil {
 		out.Rows = []report.Row{}
 	}
-	out.Adjustments = nil
+	out.Adjustments = scopedAdjustments(r.Adjustments, allows, priced)
 	return &out
+}
+
+// addRounded is sum + x rounded to 1e-6, or sum where x is null (null
+// while every x was).
+func addRounded(sum, x *float64) *float64 {
+	if x == nil {
+		return sum
+	}
+	v := *x
+	if sum != nil {
+		v += *sum
+	}
+	v = round6(v)
+	return &v
 }
 
 func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }

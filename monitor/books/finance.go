@@ -105,5 +105,22 @@ func Chargeback(ctx context.Context, st Store, src report.TaskLister, q report.Q
 		}
 	}
 	out.Labels = slices.Sorted(maps.Keys(labels))
+	// The late data of earlier months the statement counted: the lines
+	// the month showed while open (invariant 3), from what it froze.
+	body, err := st.StatementBody(ctx, c.Month, c.Version)
+	if err != nil {
+		return nil, err
+	}
+	frozen, err := Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	adj := frozen.Adjustments
+	if q.Scope != nil {
+		adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
+	}
+	if len(adj) > 0 {
+		out.Adjustments = adj
+	}
 	return out, nil
 }

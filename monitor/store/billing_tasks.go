@@ -37,7 +37,7 @@ type billingTaskGPU struct {
 	idle, util, energy     sql.NullFloat64
 }
 
-// scanGPU reads one task_gpus row of billingTaskGPUColumns.
+// scan is dest followed by the destinations of billingTaskGPUColumns.
 func (g *billingTaskGPU) scan(dest ...any) []any {
 	return append(dest, &g.model, &g.mig, &g.profile, &g.share, &g.samples, &g.idle, &g.util, &g.energy, &g.uuid, &g.instance)
 }

@@ -150,36 +150,59 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 			u.use = append(u.use, p.use)
 		}
 	}
-	// The tasks nothing was attributed to whose node covered some of
-	// their counted interval: on the observed basis they pay what was
-	// attributed to them there, nothing (docs/cost.md, "Never observed").
-	if err := s.untiedAll(ctx, untiedGroups, un); err != nil {
-		return nil, err
-	}
-	covered, err := s.coveredTasks(ctx, w, spans)
+	// The window's tasks, read at once; a task tied to use in it that
+	// they do not hold, by its key.
+	wt, err := s.windowTasks(ctx, w)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range covered {
-		if tasks[id] == nil {
+	for id := range tasks {
+		if wt[id] == nil {
+			if wt[id], err = s.billingTaskByID(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// The tasks nothing was attributed to whose node covered some of
+	// their counted interval: on the observed basis they pay what was
+	// attributed to them there, nothing (docs/cost.md, "Never observed").
+	for id, t := range wt {
+		if tasks[id] == nil && t.covered(from, to) && spans[taskNode(t.k8sNode, t.keys[8])] != nil {
 			tasks[id] = &taskUse{nodes: map[string]float64{}}
 		}
 	}
 	ids := slices.Sorted(maps.Keys(tasks))
+	// Each task's node: the one it was attributed most on (ties by
+	// name), else its k8s_node, else its host name; and the GPU
+	// instances its declarations may claim untied use of (billedTask).
+	nodes := make(map[int64]string, len(ids))
+	claimable := map[untiedKey]bool{}
 	for _, id := range ids {
-		u := tasks[id]
-		// Its node: the one it was attributed most on (ties by name),
-		// else its k8s_node, else its host name (billedTask).
+		u, t := tasks[id], wt[id]
 		node := ""
 		for _, n := range slices.Sorted(maps.Keys(u.nodes)) {
 			if node == "" || u.nodes[n] > u.nodes[node] {
 				node = n
 			}
 		}
-		t, any, err := s.billedTask(ctx, id, from, to, node, spans, holders, un)
-		if err != nil {
-			return nil, err
+		if node == "" {
+			node = taskNode(t.k8sNode, t.keys[8])
 		}
+		nodes[id] = node
+		for _, g := range t.gpus {
+			if g.uuid != "" && slices.Contains(holders[g.uuid], node) {
+				claimable[untiedKey{node, g.uuid, g.instance}] = true
+			}
+		}
+	}
+	// Untied use is read only where a task may claim it (20.2: a GPU
+	// instance a task declared on its node), not on every GPU.
+	if err := s.untiedAll(ctx, untiedGroups, claimable, un); err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		u := tasks[id]
+		t, any := billedTask(wt[id], from, to, nodes[id], spans, holders, un)
 		if len(u.use) == 0 && !any {
 			continue
 		}
@@ -303,31 +326,19 @@ func (s *Store) billingUserTimes(ctx context.Context, g billingGroup) ([]billing
 // a report observed that GPU; a GPU without a UUID, with one no node holds,
 // or counted without being listed by the node's own spans; a GPU another
 // node holds not at all (it stays declared). node is the node the task was
-// attributed most on, "" for its k8s_node or host name. any says some of
+// attributed most on, else its k8s_node or host name. any says some of
 // its interval was covered on some GPU. Where a declared GPU its node
 // holds had untied use (un), the task claims its declared figure of it
 // (Unattributed, untied.claim).
-func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string, spans Spans,
-	holders map[string][]string, un untied) (*facts.ObservedTask, bool, error) {
-	var k [9]string
-	var k8sNode string
-	var gpuCount, unlisted, start, failed int64
-	var end sql.NullInt64
-	var e int64 // the counted end
-	err := s.queryRow(ctx, s.r, stmtBillingTask, id).Scan(&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8],
-		&gpuCount, &unlisted, &start, &end, &e, &failed, &k8sNode)
-	if err != nil {
-		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
-	}
+func billedTask(bt *billingTask, from, to int64, node string, spans Spans,
+	holders map[string][]string, un untied) (*facts.ObservedTask, bool) {
+	k, k8sNode, unlisted, start, end, e := bt.keys, bt.k8sNode, bt.unlisted, bt.start, bt.end, bt.e
 	t := &facts.ObservedTask{Key: map[string]string{"task_id": k[0], "task_name": k[1], "project": k[2], "owner": k[3],
 		"priority": k[4], "env": k[5], "pipeline": k[6], "step": k[7], "hostname": k[8],
-		"node": nodeKeyOf(k8sNode, k[8])}, Failed: failed == 1}
-	if node == "" {
-		node = taskNode(k8sNode, k[8])
-	}
+		"node": nodeKeyOf(k8sNode, k[8])}, Failed: bt.failed == 1}
 	s0, e1 := max(start, from), min(e, to)
 	if e1 <= s0 {
-		return t, false, nil
+		return t, false
 	}
 	own := spans[node]
 	// cover is the coverage of one declared GPU.
@@ -351,67 +362,51 @@ func (s *Store) billedTask(ctx context.Context, id, from, to int64, node string,
 		t.CoveredSeconds = min(t.CoveredSeconds, c)
 		anyCovered = anyCovered || c > 0
 	}
-	rows, err := s.query(ctx, s.r, stmtBillingTaskGPUs, id)
-	if err != nil {
-		return nil, false, fmt.Errorf("store: billing: task %d: %w", id, err)
-	}
-	defer rows.Close()
-	n := 0
-	if err := eachRow(rows, "billing", func() error {
-		g := facts.GPUSums{Key: maps.Clone(t.Key)}
-		var model, uuid string
-		var mig, samples, instance int64
-		var share float64
-		var idle, util, energy sql.NullFloat64
-		if err := rows.Scan(&model, &mig, &g.Profile, &share, &samples, &idle, &util, &energy, &uuid, &instance); err != nil {
-			return fmt.Errorf("task %d: %w", id, err)
-		}
-		n++
-		c := float64(covered(cover(uuid), s0, e1))
+	for _, gpu := range bt.gpus {
+		c := float64(covered(cover(gpu.uuid), s0, e1))
 		t.CoveredSeconds = min(t.CoveredSeconds, c)
 		if c == 0 {
-			return nil
+			continue
 		}
 		anyCovered = true
-		if uuid != "" && slices.Contains(holders[uuid], node) {
-			t.Unattributed = append(t.Unattributed, un.claim(untiedKey{node, uuid, instance}, share, s0, e1, own[uuid])...)
+		if gpu.uuid != "" && slices.Contains(holders[gpu.uuid], node) {
+			t.Unattributed = append(t.Unattributed, un.claim(untiedKey{node, gpu.uuid, gpu.instance}, gpu.share, s0, e1, own[gpu.uuid])...)
 		}
-		g.Key["model"], g.MIG = model, mig == 1
+		g := facts.GPUSums{Key: maps.Clone(t.Key), Profile: gpu.profile, MIG: gpu.mig == 1}
+		g.Key["model"] = gpu.model
+		share := gpu.share
 		// The report's GPU sums (gpuSumsSQL) over the covered seconds.
 		g.InstanceSeconds = int64(math.Round(c))
 		g.GPUSeconds = share * c
 		if t.Failed {
 			g.FailedGPUSeconds = g.GPUSeconds
 		}
-		if samples > 0 && idle.Valid {
-			g.IdleGPUSeconds = share * c * idle.Float64
+		if gpu.samples > 0 && gpu.idle.Valid {
+			g.IdleGPUSeconds = share * c * gpu.idle.Float64
 			if !t.Failed {
 				g.IdleOKGPUSeconds = g.IdleGPUSeconds
 			}
 		}
-		if samples > 0 && util.Valid {
-			g.UtilWeighted, g.UtilSeconds = share*c*util.Float64, share*c
+		if gpu.samples > 0 && gpu.util.Valid {
+			g.UtilWeighted, g.UtilSeconds = share*c*gpu.util.Float64, share*c
 		}
-		if end.Valid && energy.Valid {
+		if end.Valid && gpu.energy.Valid {
 			if e > start {
-				g.EnergyJoules = energy.Float64 * c / float64(e-start)
+				g.EnergyJoules = gpu.energy.Float64 * c / float64(e-start)
 			} else {
-				g.EnergyJoules = energy.Float64
+				g.EnergyJoules = gpu.energy.Float64
 			}
 		}
 		t.CoveredDeclared = append(t.CoveredDeclared, g)
-		return nil
-	}); err != nil {
-		return nil, false, err
 	}
-	if n == 0 && unlisted == 0 {
+	if len(bt.gpus) == 0 && unlisted == 0 {
 		// A task without GPUs is covered as its node is: on the observed
 		// basis there, with nothing to pay (no row of it turns mixed).
 		c := float64(covered(own[""], s0, e1))
 		t.CoveredSeconds = c
 		anyCovered = c > 0
 	}
-	return t, anyCovered, nil
+	return t, anyCovered
 }
 
 // taskNode is the node of a task no user was attributed to: its
@@ -446,38 +441,6 @@ func (s *Store) gpuHolders(ctx context.Context) (map[string][]string, error) {
 	}
 	return out, nil
 }
-
-// coveredTasks are the tasks whose counted interval overlaps the window and
-// whose node (k8s_node, else host name) has spans in it (a task without
-// GPUs among them: it is on the observed basis there, paying nothing).
-func (s *Store) coveredTasks(ctx context.Context, w facts.Window, spans Spans) ([]int64, error) {
-	rows, err := s.reportQuery(ctx, stmtCoveredTasks, coveredTasksSQL, w, "")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close() // its transaction, on PostgreSQL
-	var out []int64
-	err = eachRow(rows.Rows, "billing", func() error {
-		var id int64
-		var k8sNode, hostname string
-		if err := rows.Scan(&id, &k8sNode, &hostname); err != nil {
-			return err
-		}
-		if spans[taskNode(k8sNode, hostname)] != nil {
-			out = append(out, id)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// coveredTasksSQL is coveredTasks' statement: the report's span with the
-// tasks' k8s_node.
-var coveredTasksSQL = "WITH " + strings.ReplaceAll(spanSQL, spanColumns, spanColumns+", tk.k8s_node AS k8s_node") + `
-SELECT sp.id, sp.k8s_node, sp.hostname FROM span sp WHERE sp.sec > 0`
 
 func mod(a, b int64) int64 { return ((a % b) + b) % b }
 

@@ -43,6 +43,10 @@ var (
 	// report's statements are).
 	stmtCoveredTasks = &stmt{build: func(Dialect) string { return coveredTasksSQL },
 		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705800000), int64(1705900000)}}
+	// windowTasks' GPUs: the span's tasks joined to task_gpus by its
+	// primary key (as spanModels joins them).
+	stmtBillingWindowGPUs = &stmt{build: func(Dialect) string { return billingWindowGPUsSQL },
+		sqliteIndex: "tasks_start_time", postgresIndex: "tasks_start_time", example: []any{int64(1705800000), int64(1705900000)}}
 )
 
 // billingUsersByGrain and billingBucketsByGrain are the templates of
@@ -66,3 +70,10 @@ var billingUsersByGrain, billingBucketsByGrain = func() (users, buckets map[stri
 	}
 	return users, buckets
 }()
+
+func init() {
+	// Run by reportQuery, as stmtCoveredTasks: on PostgreSQL in the
+	// report's read session.
+	stmtBillingWindowGPUs.readSession = true
+	readStatements["billing window's GPUs"] = stmtBillingWindowGPUs
+}

@@ -50,12 +50,25 @@ func billingUntiedAllSQL(part string) string {
 // a new pod a day has 150,000 of them).
 const untiedBatch = 32
 
-// untiedAll adds the use of the untied groups to u: by group, or, past
-// untiedBatch in a segment, in one pass over its hours.
-func (s *Store) untiedAll(ctx context.Context, groups []billingGroup, u untied) error {
+// untiedAll adds the use of the untied groups to u on the GPU instances
+// tasks may claim (claimable): by group, or, past untiedBatch in a
+// segment, in one pass over its hours. A group on a node without such an
+// instance is not read (most of a fleet's untied users, where tasks
+// declare no UUIDs or the untied pods run on other GPUs).
+func (s *Store) untiedAll(ctx context.Context, groups []billingGroup, claimable map[untiedKey]bool, u untied) error {
+	if len(claimable) == 0 {
+		return nil
+	}
+	claimNodes := map[string]bool{}
+	for k := range claimable {
+		claimNodes[k.node] = true
+	}
 	bySeg := map[segment][]billingGroup{}
 	var order []segment
 	for _, g := range groups {
+		if !claimNodes[g.node] {
+			continue
+		}
 		if bySeg[g.seg] == nil {
 			order = append(order, g.seg)
 		}

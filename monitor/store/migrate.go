@@ -49,8 +49,8 @@ var ErrSchemaTooNew = errors.New("store: database schema is newer than this padd
 
 // postgresSteps are the steps whose work on PostgreSQL is Go's, run after
 // the step's file in its transaction: 18, the partitions (partition.go).
-var postgresSteps = map[int]func(ctx context.Context, tx *sql.Tx) error{
-	18: partitionEmptyTables,
+var postgresSteps = map[int]func(s *Store, ctx context.Context, tx *sql.Tx) error{
+	18: (*Store).partitionEmptyTables,
 }
 
 // migrate applies the missing steps, each with its version bump in one
@@ -114,7 +114,7 @@ func (s *Store) migrateStep(ctx context.Context, v int, step string, latest int)
 		return false, fmt.Errorf("store: migration %d: %w", v, err)
 	}
 	if hook := postgresSteps[v]; hook != nil && s.dialect == Postgres {
-		if err := hook(ctx, tx); err != nil {
+		if err := hook(s, ctx, tx); err != nil {
 			return false, fmt.Errorf("store: migration %d: %w", v, err)
 		}
 	}

@@ -110,24 +110,17 @@ func (pt partTable) parse(name string) (start, end int64, ok bool) {
 	return start, end, true
 }
 
-// queryer is what a *sql.DB and a *sql.Tx share.
-type queryer interface {
-	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-}
-
 // postgresVersion is the server's server_version_num.
-func postgresVersion(ctx context.Context, q queryer) (int, error) {
+func (s *Store) postgresVersion(ctx context.Context, q querier) (int, error) {
 	var v int
-	if err := q.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+	if err := s.queryRow(ctx, q, stmtServerVersion).Scan(&v); err != nil {
 		return 0, fmt.Errorf("store: server version: %w", err)
 	}
 	return v, nil
 }
 
-func checkPostgresVersion(ctx context.Context, q queryer) error {
-	v, err := postgresVersion(ctx, q)
+func (s *Store) checkPostgresVersion(ctx context.Context, q querier) error {
+	v, err := s.postgresVersion(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -138,9 +131,9 @@ func checkPostgresVersion(ctx context.Context, q queryer) error {
 }
 
 // isPartitioned tells whether table is a partitioned table.
-func isPartitioned(ctx context.Context, q queryer, table string) (bool, error) {
+func (s *Store) isPartitioned(ctx context.Context, q querier, table string) (bool, error) {
 	var kind string
-	err := q.QueryRowContext(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", table).Scan(&kind)
+	err := s.queryRow(ctx, q, stmtRelKind, table).Scan(&kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -159,7 +152,7 @@ func (s *Store) Unpartitioned(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, pt := range partTables {
-		p, err := isPartitioned(ctx, s.w, pt.table)
+		p, err := s.isPartitioned(ctx, s.w, pt.table)
 		if err != nil {
 			return nil, err
 		}
@@ -174,19 +167,19 @@ func (s *Store) Unpartitioned(ctx context.Context) ([]string, error) {
 // (under the migrations' advisory lock): each of the three tables that is
 // still empty is made again, partitioned. Tables holding rows are left to
 // migrate --partition.
-func partitionEmptyTables(ctx context.Context, tx *sql.Tx) error {
+func (s *Store) partitionEmptyTables(ctx context.Context, tx *sql.Tx) error {
 	for _, pt := range partTables {
 		var empty bool
-		if err := tx.QueryRowContext(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+pt.table+")").Scan(&empty); err != nil {
+		if err := s.queryRowBuilt(ctx, tx, stmtTableEmpty, tableEmptySQL(pt.table)).Scan(&empty); err != nil {
 			return fmt.Errorf("store: partitions: %w", err)
 		}
 		if !empty {
 			continue
 		}
-		if err := checkPostgresVersion(ctx, tx); err != nil {
+		if err := s.checkPostgresVersion(ctx, tx); err != nil {
 			return err
 		}
-		if _, err := partitionTable(ctx, tx, pt); err != nil {
+		if _, err := s.partitionTable(ctx, tx, pt); err != nil {
 			return err
 		}
 	}
@@ -212,7 +205,7 @@ func (s *Store) PartitionTables(ctx context.Context) ([]PartitionResult, error) 
 	if s.dialect != Postgres {
 		return nil, errors.New("store: partitions are PostgreSQL's; a SQLite store keeps its batched deletes")
 	}
-	if err := checkPostgresVersion(ctx, s.w); err != nil {
+	if err := s.checkPostgresVersion(ctx, s.w); err != nil {
 		return nil, err
 	}
 	var out []PartitionResult
@@ -233,18 +226,18 @@ func (s *Store) partitionOne(ctx context.Context, pt partTable) (PartitionResult
 		return r, fmt.Errorf("store: partitions: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(partitionLock)); err != nil {
+	if _, err := s.exec(ctx, tx, stmtPartitionLock, int64(partitionLock)); err != nil {
 		return r, fmt.Errorf("store: partitions: lock: %w", err)
 	}
-	if r.Already, err = isPartitioned(ctx, tx, pt.table); err != nil || r.Already {
+	if r.Already, err = s.isPartitioned(ctx, tx, pt.table); err != nil || r.Already {
 		return r, err
 	}
 	var parts []int64
-	if parts, err = partitionTable(ctx, tx, pt); err != nil {
+	if parts, err = s.partitionTable(ctx, tx, pt); err != nil {
 		return r, err
 	}
 	r.Partitions = len(parts)
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+pt.table).Scan(&r.Rows); err != nil {
+	if err := s.queryRowBuilt(ctx, tx, stmtCountRows, countRowsSQL(pt.table)).Scan(&r.Rows); err != nil {
 		return r, fmt.Errorf("store: partitions: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -258,64 +251,74 @@ func (s *Store) partitionOne(ctx context.Context, pt partTable) (PartitionResult
 // same columns, keys and index names, a default partition and one for each
 // bucket holding rows; the rows copied; the old table dropped. It returns
 // the buckets it made partitions of.
-func partitionTable(ctx context.Context, tx *sql.Tx, pt partTable) ([]int64, error) {
+func (s *Store) partitionTable(ctx context.Context, tx *sql.Tx, pt partTable) ([]int64, error) {
+	const what = "store: partitions"
 	old := pt.table + "_unpartitioned"
-	q := []string{
-		fmt.Sprintf("ALTER TABLE %s RENAME TO %s", pt.table, old),
-		fmt.Sprintf("ALTER INDEX %s_pkey RENAME TO %s_pkey", pt.table, old),
+	steps := []built{
+		{stmtRenameTable, renameTableSQL(pt.table, old)},
+		{stmtRenameIndex, renameIndexSQL(pt.table+"_pkey", old+"_pkey")},
 	}
 	for _, ix := range pt.indexes {
-		q = append(q, fmt.Sprintf("ALTER INDEX %s RENAME TO %s%s", ix[0], old, strings.TrimPrefix(ix[0], pt.table)))
+		steps = append(steps, built{stmtRenameIndex, renameIndexSQL(ix[0], old+strings.TrimPrefix(ix[0], pt.table))})
 	}
-	q = append(q,
-		fmt.Sprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY RANGE (%s)", pt.table, old, pt.column),
-		fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s_pkey PRIMARY KEY (%s)", pt.table, pt.table, pt.pkey))
+	steps = append(steps,
+		built{stmtCreatePartitioned, createPartitionedSQL(pt.table, old, pt.column)},
+		built{stmtAddPrimaryKey, addPrimaryKeySQL(pt.table, pt.pkey)})
 	for _, ix := range pt.indexes {
-		q = append(q, fmt.Sprintf("CREATE INDEX %s ON %s (%s)", ix[0], pt.table, ix[1]))
+		steps = append(steps, built{stmtCreateIndex, createIndexSQL(ix[0], pt.table, ix[1])})
 	}
-	q = append(q, fmt.Sprintf("CREATE TABLE %s_default PARTITION OF %s DEFAULT", pt.table, pt.table))
-	for _, st := range q {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return nil, fmt.Errorf("store: partitions: %s: %w", st, err)
-		}
+	steps = append(steps, built{stmtCreateDefault, createDefaultSQL(pt.table)})
+	if err := s.execSteps(ctx, tx, what, steps); err != nil {
+		return nil, err
 	}
 	// The buckets holding rows, from their UTC days.
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT %s / 86400 FROM %s", pt.column, old))
+	rows, err := s.queryBuilt(ctx, tx, stmtBucketDays, bucketDaysSQL(old, pt.column))
 	if err != nil {
-		return nil, fmt.Errorf("store: partitions: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	seen := map[int64]bool{}
 	var buckets []int64
-	for rows.Next() {
+	err = eachRow(rows, "partitions", func() error {
 		var day int64
 		if err := rows.Scan(&day); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: partitions: %w", err)
+			return err
 		}
 		if start, _ := pt.bucket(day * 86400); !seen[start] {
 			seen[start] = true
 			buckets = append(buckets, start)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: partitions: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(buckets, func(i, j int) bool { return buckets[i] < buckets[j] })
+	steps = steps[:0]
 	for _, b := range buckets {
 		_, end := pt.bucket(b)
-		st := fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (%d) TO (%d)", pt.name(b), pt.table, b, end)
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return nil, fmt.Errorf("store: partitions: %s: %w", st, err)
-		}
+		steps = append(steps, built{stmtCreatePartitionOf, createPartitionOfSQL(pt.name(b), pt.table, b, end)})
 	}
-	for _, st := range []string{
-		fmt.Sprintf("INSERT INTO %s SELECT * FROM %s", pt.table, old),
-		"DROP TABLE " + old,
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return nil, fmt.Errorf("store: partitions: %s: %w", st, err)
-		}
+	steps = append(steps, built{stmtCopyRows, copyRowsSQL(pt.table, old)}, built{stmtDropTable, dropTableSQL(old)})
+	if err := s.execSteps(ctx, tx, what, steps); err != nil {
+		return nil, err
 	}
 	return buckets, nil
+}
+
+// built is an instance of a template: its statement and the text built
+// for the call.
+type built struct {
+	st   *stmt
+	text string
+}
+
+// execSteps runs steps in tx in order (Store.execBuilt), stopping at the
+// first that fails: its error is what's, naming the step's text.
+func (s *Store) execSteps(ctx context.Context, tx *sql.Tx, what string, steps []built) error {
+	for _, b := range steps {
+		if _, err := s.execBuilt(ctx, tx, b.st, b.text); err != nil {
+			return fmt.Errorf("%s: %s: %w", what, b.text, err)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"time"
@@ -41,7 +42,7 @@ func (s *Store) CreatePartitions(ctx context.Context, rawFrom, rawTo, hoursTo ti
 		return nil
 	}
 	for _, pt := range partTables {
-		ok, err := isPartitioned(ctx, s.w, pt.table)
+		ok, err := s.isPartitioned(ctx, s.w, pt.table)
 		if err != nil {
 			return err
 		}
@@ -69,64 +70,62 @@ func (s *Store) CreatePartitions(ctx context.Context, rawFrom, rawTo, hoursTo ti
 // writers of other partitions go on).
 func (s *Store) createPartition(ctx context.Context, pt partTable, start int64) error {
 	name := pt.name(start)
-	if exists, err := relationExists(ctx, s.w, name); err != nil || exists {
+	if exists, err := s.relationExists(ctx, s.w, name); err != nil || exists {
 		return err
 	}
 	_, end := pt.bucket(start)
+	what := "store: partition " + name
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: partition %s: %w", name, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer tx.Rollback()
-	for _, st := range []string{
-		"SET LOCAL lock_timeout = '" + partitionLockTimeout + "'",
-		fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", int64(partitionLock)),
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("store: partition %s: %w", name, err)
-		}
+	if err := s.lockPartitionsBriefly(ctx, tx); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	// Another replica may have made it while this one waited.
-	if exists, err := relationExists(ctx, tx, name); err != nil || exists {
+	if exists, err := s.relationExists(ctx, tx, name); err != nil || exists {
 		return err
 	}
-	for _, st := range []string{
-		fmt.Sprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)", name, pt.table),
-		fmt.Sprintf("WITH moved AS (DELETE FROM %s_default WHERE %s >= %d AND %s < %d RETURNING *) INSERT INTO %s SELECT * FROM moved",
-			pt.table, pt.column, start, pt.column, end, name),
-		fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%d) TO (%d)", pt.table, name, start, end),
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("store: partition %s: %s: %w", name, st, err)
-		}
+	if err := s.execSteps(ctx, tx, what, []built{
+		{stmtCreateLike, createLikeSQL(name, pt.table)},
+		{stmtMoveFromDefault, moveFromDefaultSQL(pt.table, pt.column, name, start, end)},
+		{stmtAttachPartition, attachPartitionSQL(pt.table, name, start, end)},
+	}); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: partition %s: %w", name, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// lockPartitionsBriefly takes the advisory lock of partition changes in
+// tx, waiting for it, and then for each table's lock, at most
+// partitionLockTimeout.
+func (s *Store) lockPartitionsBriefly(ctx context.Context, tx *sql.Tx) error {
+	if _, err := s.exec(ctx, tx, stmtPartitionLockTimeout); err != nil {
+		return err
+	}
+	_, err := s.exec(ctx, tx, stmtPartitionLock, int64(partitionLock))
+	return err
 }
 
 // partitionsOf lists the partitions of pt's table named by their bucket
 // (not the default one), oldest first.
 func (s *Store) partitionsOf(ctx context.Context, pt partTable) ([]string, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = to_regclass($1)`, pt.table)
+	all, err := stmtRows(ctx, s, s.w, "partitions of "+pt.table, stmtPartitionsOf, scanOne[string], pt.table)
 	if err != nil {
-		return nil, fmt.Errorf("store: partitions of %s: %w", pt.table, err)
+		return nil, err
 	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("store: partitions of %s: %w", pt.table, err)
-		}
+	for _, n := range all {
 		if _, _, ok := pt.parse(n); ok {
 			out = append(out, n)
 		}
 	}
 	sort.Strings(out)
-	return out, rows.Err()
+	return out, nil
 }
 
 // dropPartitions detaches and drops each partition of table whose bucket
@@ -145,7 +144,7 @@ func (s *Store) dropPartitions(ctx context.Context, table string, cut int64) (ro
 		return 0, 0, nil
 	}
 	pt := partTableOf(table)
-	if ok, err := isPartitioned(ctx, s.w, table); err != nil || !ok {
+	if ok, err := s.isPartitioned(ctx, s.w, table); err != nil || !ok {
 		return 0, 0, err
 	}
 	names, err := s.partitionsOf(ctx, pt)
@@ -168,36 +167,30 @@ func (s *Store) dropPartitions(ctx context.Context, table string, cut int64) (ro
 }
 
 func (s *Store) dropPartition(ctx context.Context, pt partTable, name string) (int64, error) {
+	what := "store: dropping partition " + name
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("store: dropping partition %s: %w", name, err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	defer tx.Rollback()
-	for _, st := range []string{
-		"SET LOCAL lock_timeout = '" + partitionLockTimeout + "'",
-		fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", int64(partitionLock)),
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return 0, fmt.Errorf("store: dropping partition %s: %w", name, err)
-		}
+	if err := s.lockPartitionsBriefly(ctx, tx); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	if exists, err := relationExists(ctx, tx, name); err != nil || !exists {
+	if exists, err := s.relationExists(ctx, tx, name); err != nil || !exists {
 		return 0, err // another replica dropped it
 	}
 	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+name).Scan(&n); err != nil {
-		return 0, fmt.Errorf("store: dropping partition %s: %w", name, err)
+	if err := s.queryRowBuilt(ctx, tx, stmtCountRows, countRowsSQL(name)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	for _, st := range []string{
-		fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s", pt.table, name),
-		"DROP TABLE " + name,
-	} {
-		if _, err := tx.ExecContext(ctx, st); err != nil {
-			return 0, fmt.Errorf("store: dropping partition %s: %s: %w", name, st, err)
-		}
+	if err := s.execSteps(ctx, tx, what, []built{
+		{stmtDetachPartition, detachPartitionSQL(pt.table, name)},
+		{stmtDropTable, dropTableSQL(name)},
+	}); err != nil {
+		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("store: dropping partition %s: %w", name, err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	return n, nil
 }
@@ -206,11 +199,9 @@ func (s *Store) dropPartition(ctx context.Context, pt partTable, name string) (i
 // to_regclass answers from the backend's catalogue cache, which an
 // advisory lock does not refresh, so it may miss a partition another
 // replica made while this one waited for the lock.
-func relationExists(ctx context.Context, q queryer, name string) (bool, error) {
+func (s *Store) relationExists(ctx context.Context, q querier, name string) (bool, error) {
 	var exists bool
-	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = $1
-		AND relnamespace = current_schema()::regnamespace)`, name).Scan(&exists)
-	if err != nil {
+	if err := s.queryRow(ctx, q, stmtRelationExists, name).Scan(&exists); err != nil {
 		return false, fmt.Errorf("store: partition %s: %w", name, err)
 	}
 	return exists, nil

@@ -81,13 +81,9 @@ func tasksSQL(where []string) string {
 // not empty, picks the one of that project. The others the scope sees under
 // the same task_id are listed in its SameTaskID.
 func (s *Store) Task(ctx context.Context, taskID, project string, scope *access.Scope) (*Task, error) {
-	rows, err := s.query(ctx, s.r, stmtTaskByID, taskID)
+	all, err := stmtRows(ctx, s, s.r, "task "+taskID, stmtTaskByID, scanTask, taskID)
 	if err != nil {
-		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
-	}
-	all, err := scanTasks(rows)
-	if err != nil {
-		return nil, fmt.Errorf("store: task %s: %w", taskID, err)
+		return nil, err
 	}
 	var seen []Task
 	for _, t := range all {
@@ -182,13 +178,12 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		add("(t.project, t.owner) IN (SELECT j.k0, j.k1 FROM "+s.dialect.pairList("j")+")", string(b))
 	}
 	args = append(args, limit+1)
-	rows, err := s.queryBuilt(ctx, s.r, stmtTasks, tasksSQL(where), args...)
+	tasks, err = builtRows(ctx, s, s.r, "tasks", stmtTasks, tasksSQL(where), scanTask, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("store: tasks: %w", err)
+		return nil, "", err
 	}
-	tasks, err = scanTasks(rows)
-	if err != nil {
-		return nil, "", fmt.Errorf("store: tasks: %w", err)
+	if tasks == nil {
+		tasks = []Task{} // an empty page lists no tasks: [], not null
 	}
 	if len(tasks) > limit {
 		tasks = tasks[:limit]
@@ -256,48 +251,44 @@ func decodeCursor(s string) (cursor, error) {
 	return c, nil
 }
 
-func scanTasks(rows *sql.Rows) ([]Task, error) {
-	defer rows.Close()
-	tasks := []Task{}
-	for rows.Next() {
-		var t Task
-		var labels string
-		var endTime, exitCode, gatePassed, completedAt sql.NullInt64
-		var duration sql.NullFloat64
-		var signal, gateExpr, gateReason string
-		var metrics sql.NullString
-		if err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
-			&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.SlurmJob, &t.Hostname,
-			&t.StartTime, &t.GPUCount, &t.DurationEst, &labels, &t.RegisteredAt, &t.LastSeen, &endTime, &duration, &exitCode,
-			&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt, &t.IdleSince, &t.SubmitTime); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(labels), &t.Labels); err != nil {
-			return nil, fmt.Errorf("task %s: labels: %w", t.TaskID, err)
-		}
-		t.State = "running"
-		if endTime.Valid {
-			c := &TaskCompletion{EndTime: endTime.Int64, DurationSeconds: duration.Float64, ExitCode: exitCode.Int64,
-				Signal: signal, CompletedAt: completedAt.Int64}
-			if gatePassed.Valid {
-				c.Gate = &Gate{Expr: gateExpr, Passed: gatePassed.Int64 == 1, Reason: gateReason}
-			}
-			if metrics.Valid {
-				if err := json.Unmarshal([]byte(metrics.String), &c.Metrics); err != nil {
-					return nil, fmt.Errorf("task %s: metrics: %w", t.TaskID, err)
-				}
-			}
-			t.Completion = c
-			t.IdleSince = nil // a completed task is not idle
-			t.State = "completed"
-			if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
-				t.State = "failed"
-			}
-		}
-		t.GPUs = []TaskGPU{}
-		tasks = append(tasks, t)
+// scanTask scans a row of tasksSQL's columns into t (its GPUs are
+// loadGPUs').
+func scanTask(rows *sql.Rows, t *Task) error {
+	var labels string
+	var endTime, exitCode, gatePassed, completedAt sql.NullInt64
+	var duration sql.NullFloat64
+	var signal, gateExpr, gateReason string
+	var metrics sql.NullString
+	if err := rows.Scan(&t.key, &t.TaskID, &t.TaskName, &t.Project, &t.Owner, &t.Priority, &t.Env, &t.Pipeline, &t.PipelineRun,
+		&t.Step, &t.Orchestrator, &t.K8sNamespace, &t.K8sPod, &t.K8sNode, &t.K8sPodUID, &t.K8sJobIndex, &t.SlurmJob, &t.Hostname,
+		&t.StartTime, &t.GPUCount, &t.DurationEst, &labels, &t.RegisteredAt, &t.LastSeen, &endTime, &duration, &exitCode,
+		&signal, &gatePassed, &gateExpr, &gateReason, &metrics, &completedAt, &t.IdleSince, &t.SubmitTime); err != nil {
+		return err
 	}
-	return tasks, rows.Err()
+	if err := json.Unmarshal([]byte(labels), &t.Labels); err != nil {
+		return fmt.Errorf("task %s: labels: %w", t.TaskID, err)
+	}
+	t.State = "running"
+	if endTime.Valid {
+		c := &TaskCompletion{EndTime: endTime.Int64, DurationSeconds: duration.Float64, ExitCode: exitCode.Int64,
+			Signal: signal, CompletedAt: completedAt.Int64}
+		if gatePassed.Valid {
+			c.Gate = &Gate{Expr: gateExpr, Passed: gatePassed.Int64 == 1, Reason: gateReason}
+		}
+		if metrics.Valid {
+			if err := json.Unmarshal([]byte(metrics.String), &c.Metrics); err != nil {
+				return fmt.Errorf("task %s: metrics: %w", t.TaskID, err)
+			}
+		}
+		t.Completion = c
+		t.IdleSince = nil // a completed task is not idle
+		t.State = "completed"
+		if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
+			t.State = "failed"
+		}
+	}
+	t.GPUs = []TaskGPU{}
+	return nil
 }
 
 // loadGPUs fills the GPUs of tasks with one query, and their efficiency.

@@ -15,7 +15,8 @@ import (
 // index; TestNoInlineSQL fails on SQL written anywhere but in a stmt's
 // text (or a registered template's builder), and on a call of
 // database/sql's query methods outside the runners (Store.exec,
-// Store.queryRow, Store.query, Store.queryBuilt, Store.pipeline), which
+// Store.queryRow, Store.query, Store.queryBuilt and its kin,
+// Store.pipeline), which
 // refuse an unregistered statement. A new statement goes into one of the
 // sets below (a set is what one path prepares or one older plan test
 // walks), or into otherStatements.
@@ -33,7 +34,7 @@ var (
 func registry() map[string]*stmt {
 	registryOnce.Do(func() {
 		statements = register(writeStatements, nodeStatements, ledgerStatements, booksStatements,
-			otherStatements, readStatements, maintenanceStatements, reportStatements, factSumStatements(), testStatements)
+			otherStatements, readStatements, maintenanceStatements, partitionStatements, reportStatements, factSumStatements(), testStatements)
 	})
 	return statements
 }
@@ -127,12 +128,32 @@ func registered(st *stmt) {
 // by the builder st.build calls, from this call's fragments), with its
 // numbered placeholders expanded (Dialect.expand) and bound.
 func (s *Store) queryBuilt(ctx context.Context, q querier, st *stmt, text string, args ...any) (*sql.Rows, error) {
+	text, args = s.instance(st, text, args)
+	return q.QueryContext(ctx, text, args...)
+}
+
+// execBuilt and queryRowBuilt are queryBuilt for a write (the partitions'
+// DDL) and for a read of one row.
+func (s *Store) execBuilt(ctx context.Context, q querier, st *stmt, text string, args ...any) (sql.Result, error) {
+	text, args = s.instance(st, text, args)
+	return q.ExecContext(ctx, text, args...)
+}
+
+func (s *Store) queryRowBuilt(ctx context.Context, q querier, st *stmt, text string, args ...any) *sql.Row {
+	text, args = s.instance(st, text, args)
+	return q.QueryRowContext(ctx, text, args...)
+}
+
+// instance is text, an instance of the registered template st, as the
+// engine runs it, with its arguments: numbered placeholders expanded,
+// then bound.
+func (s *Store) instance(st *stmt, text string, args []any) (string, []any) {
 	registered(st)
 	if st.build == nil {
 		panic("store: " + st.name + " is not a template")
 	}
 	text, args = s.dialect.expand(text, args)
-	return q.QueryContext(ctx, s.bind(text), args...)
+	return s.bind(text), args
 }
 
 // execOn and queryRowOn run a statement of the registry on a database of

@@ -26,16 +26,7 @@ var looksLikeSQL = regexp.MustCompile(`(?is)^\s*(SELECT(\s|$)|INSERT\s+INTO\b|UP
 var runners = map[string]bool{
 	"statements.go exec": true, "statements.go queryRow": true, "statements.go query": true,
 	"statements.go prepareWrites": true, "statements.go pipeline": true,
-	"registry.go queryBuilt": true, "registry.go execOn": true, "registry.go queryRowOn": true,
-}
-
-// unregisteredFiles are the files whose SQL is not yet in the registry,
-// each with why: the partition maintenance of PostgreSQL (migration
-// 0018, retention) writes its DDL per table and day and runs it as it
-// is. Registering those statements as templates is the next step.
-var unregisteredFiles = map[string]string{
-	"partition.go":      "PostgreSQL's partitions: DDL and catalogue reads per table and day",
-	"partition_keep.go": "PostgreSQL's partitions made ahead and dropped: DDL per table and day",
+	"registry.go queryBuilt": true, "registry.go execBuilt": true, "registry.go queryRowBuilt": true, "registry.go execOn": true, "registry.go queryRowOn": true,
 }
 
 // sqlMethods are the methods of database/sql (and pgx) that run SQL text.
@@ -119,9 +110,6 @@ func checkInlineSQL(t *testing.T, dir string) []string {
 			t.Fatal(err)
 		}
 		base := filepath.Base(name)
-		if why, ok := unregisteredFiles[base]; ok && why != "" {
-			continue
-		}
 		for _, decl := range f.Decls {
 			switch d := decl.(type) {
 			case *ast.FuncDecl:

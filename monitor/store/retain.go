@@ -224,9 +224,7 @@ func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult
 }
 
 func (s *Store) ids(ctx context.Context, st *stmt, args ...any) ([]int64, error) {
-	return stmtRows(ctx, s, s.r, "retention", st, func(rows *sql.Rows, id *int64) error {
-		return rows.Scan(id)
-	}, args...)
+	return stmtRows(ctx, s, s.r, "retention", st, scanOne[int64], args...)
 }
 
 // trimBatch deletes the tasks of ids still counted to before cutoff, in

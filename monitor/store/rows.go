@@ -46,13 +46,28 @@ func collectRows[T any](rows *sql.Rows, what string, scan func(*sql.Rows, *T) er
 	return out, nil
 }
 
+// scanOne scans a row of one column into v: the scan of stmtRows for
+// the reads of a list of values.
+func scanOne[T any](rows *sql.Rows, v *T) error { return rows.Scan(v) }
+
 // eachRow calls row for every row of rows (row scans it) and closes rows:
 // for the reads that fold their rows into something else than a slice.
 func eachRow(rows *sql.Rows, what string, row func() error) error {
+	return firstRow(rows, what, func() (bool, error) { return false, row() })
+}
+
+// firstRow is eachRow for a read that stops at the first row it wants:
+// row scans a row and reports whether it was that one (the rows after it
+// are not read).
+func firstRow(rows *sql.Rows, what string, row func() (found bool, err error)) error {
 	defer rows.Close()
 	for rows.Next() {
-		if err := row(); err != nil {
+		found, err := row()
+		if err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		if found {
+			break
 		}
 	}
 	if err := rows.Err(); err != nil {

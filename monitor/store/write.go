@@ -218,24 +218,22 @@ func (s *Store) joinPending(ctx context.Context, tx *sql.Tx, r *registering, key
 	var body, scopeJSON string
 	var received int64
 	found := false
-	for !found && rows.Next() {
+	err = firstRow(rows, "register "+r.TaskID+": pending completion", func() (bool, error) {
 		if err := rows.Scan(&body, &scopeJSON, &received); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
+			return false, err
 		}
 		var scope *access.Scope
 		if scopeJSON != "" {
 			scope = new(access.Scope)
 			if err := json.Unmarshal([]byte(scopeJSON), scope); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: register %s: pending completion's scope: %w", r.TaskID, err)
+				return false, fmt.Errorf("scope: %w", err)
 			}
 		}
 		found = scope.Allows(r.Project, r.Owner)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: register %s: pending completion: %w", r.TaskID, err)
+		return found, nil
+	})
+	if err != nil {
+		return err
 	}
 	if !found {
 		return nil

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"sort"
 	"strings"
 	"time"
 
@@ -167,23 +165,10 @@ func runLedger(e *env) ([][]string, error) {
 	load := time.Since(t0).Round(100 * time.Millisecond)
 	month := ledgerMonth.Format("2006-01")
 	cpus := map[string]time.Duration{}
-	// median runs the command three times: the median wall time, and
-	// the CPU time (user + system) of that run.
 	median := func(args ...string) (time.Duration, error) {
-		type run struct{ wall, cpu time.Duration }
-		var runs []run
-		for range 3 {
-			cmd := exec.Command(e.opts.monitor, append(args, "--db", dsn, "--month", month, "--format", "json")...)
-			cmd.Stderr = os.Stderr
-			t0 := time.Now()
-			if _, err := cmd.Output(); err != nil {
-				return 0, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
-			}
-			runs = append(runs, run{time.Since(t0), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()})
-		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].wall < runs[j].wall })
-		cpus[strings.Join(args, " ")] = runs[1].cpu
-		return runs[1].wall, nil
+		wall, cpu, _, err := e.median3(append(args, "--db", dsn, "--month", month, "--format", "json")...)
+		cpus[strings.Join(args, " ")] = cpu
+		return wall, err
 	}
 	led, err := median("ledger")
 	if err != nil {

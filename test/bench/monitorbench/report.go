@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -96,21 +95,8 @@ func runReport(e *env) ([][]string, error) {
 	rows, load := e.bulkRows, e.bulkLoad
 
 	timeReport := func(by string) (time.Duration, string, error) {
-		var times []time.Duration
-		var out string
-		for range 3 {
-			cmd := exec.Command(e.opts.monitor, "report", "--db", dsn, "--from", benchMonth[0], "--to", benchMonth[1],
-				"--by", by, "--format", "json")
-			t0 := time.Now()
-			b, err := cmd.Output()
-			if err != nil {
-				return 0, "", fmt.Errorf("report --by %s: %w", by, err)
-			}
-			times = append(times, time.Since(t0))
-			out = string(b)
-		}
-		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-		return times[1], out, nil
+		wall, _, out, err := e.median3("report", "--db", dsn, "--from", benchMonth[0], "--to", benchMonth[1], "--by", by, "--format", "json")
+		return wall, string(out), err
 	}
 	byProject, out, err := timeReport("project")
 	if err != nil {

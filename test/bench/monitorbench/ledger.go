@@ -164,36 +164,27 @@ func runLedger(e *env) ([][]string, error) {
 	}
 	load := time.Since(t0).Round(100 * time.Millisecond)
 	month := ledgerMonth.Format("2006-01")
-	cpus := map[string]time.Duration{}
-	median := func(args ...string) (time.Duration, error) {
-		wall, cpu, _, err := e.median3(append(args, "--db", dsn, "--month", month, "--format", "json")...)
-		cpus[strings.Join(args, " ")] = cpu
-		return wall, err
+	row := []string{fmt.Sprint(*ledgerGPUs), fmt.Sprintf("%d, %d", rows, rows), fmt.Sprint(tasks), load.String()}
+	figs := map[string]float64{}
+	for _, c := range []struct {
+		result string
+		args   []string
+	}{
+		{"ledger.node", []string{"ledger"}},
+		{"ledger.project", []string{"ledger", "--by", "project"}},
+		{"ledger.report", []string{"report", "--by", "project"}},
+	} {
+		wall, cpu, _, err := e.median3(append(c.args, "--db", dsn, "--month", month, "--format", "json")...)
+		if err != nil {
+			return nil, err
+		}
+		figs[c.result] = wall.Seconds()
+		row = append(row, ms(wall)+"; "+ms(cpu))
 	}
-	led, err := median("ledger")
-	if err != nil {
-		return nil, err
+	for name, v := range figs {
+		e.result(name, v)
 	}
-	ledProject, err := median("ledger", "--by", "project")
-	if err != nil {
-		return nil, err
-	}
-	rep, err := median("report", "--by", "project")
-	if err != nil {
-		return nil, err
-	}
-	e.result("ledger.node", led.Seconds())
-	e.result("ledger.project", ledProject.Seconds())
-	e.result("ledger.report", rep.Seconds())
-	return [][]string{{
-		fmt.Sprint(*ledgerGPUs),
-		fmt.Sprintf("%d, %d", rows, rows),
-		fmt.Sprint(tasks),
-		load.String(),
-		ms(led) + "; " + ms(cpus["ledger"]),
-		ms(ledProject) + "; " + ms(cpus["ledger --by project"]),
-		ms(rep) + "; " + ms(cpus["report --by project"]),
-	}}, nil
+	return [][]string{row}, nil
 }
 
 // cpuTime is a process's CPU time so far (user + system, from

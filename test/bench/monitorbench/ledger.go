@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"sort"
 	"strings"
 	"time"
 
@@ -213,4 +215,22 @@ func cpuPer(cpu time.Duration, l writeLoad) string {
 		return "?"
 	}
 	return ms(time.Duration(float64(cpu) / n))
+}
+
+// median3 runs the monitor with args three times: the median run's wall
+// time and CPU time (user + system), and the last run's output.
+func (e *env) median3(args ...string) (wall, cpu time.Duration, out []byte, err error) {
+	type run struct{ wall, cpu time.Duration }
+	var runs []run
+	for range 3 {
+		cmd := exec.Command(e.opts.monitor, args...)
+		cmd.Stderr = os.Stderr
+		t0 := time.Now()
+		if out, err = cmd.Output(); err != nil {
+			return 0, 0, nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+		}
+		runs = append(runs, run{time.Since(t0), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()})
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].wall < runs[j].wall })
+	return runs[1].wall, runs[1].cpu, out, nil
 }

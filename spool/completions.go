@@ -7,26 +7,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Completions (supervise mode) live in buckets of their own, which
-// entrypoints of older versions never read: none of them can ever send a
-// completion as a registration. They are a Queue like every kind (the
-// Completions kind), and one more rule holds: a completion is handed out
-// for sending only while its task's registration is not pending, so the
-// monitor always hears of a task's start before its end. Salvage of a
-// corrupt file carries registrations over, not completions.
-//
-// Completions with a fingerprint live in buckets of their own too
-// (completions_by_token, completions_dead_by_token), which the versions
-// that read only completions never see; their ids come from the
-// completions bucket's sequence.
-var (
-	bucketCompletions      = []byte("completions")
-	bucketCompletionsDead  = []byte("completions_dead")
-	bucketCompletionsT     = []byte("completions_by_token")
-	bucketCompletionsDeadT = []byte("completions_dead_by_token")
-	keyCompletionsDropped  = []byte("completions_dropped")
-)
-
 // RegistrationPending reports whether taskID's registration is pending.
 func (s *Spool) RegistrationPending(ctx context.Context, taskID string) (bool, error) {
 	if s.missing() {
@@ -104,7 +84,7 @@ func (s *Spool) LegacyPending(ctx context.Context) (int, error) {
 	err := s.do(ctx, modeRead, func(db *bolt.DB) error {
 		n = 0
 		return db.View(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketPending, bucketCompletions} {
+			for _, name := range [][]byte{Registrations.pending, Completions.pending} {
 				if bk := tx.Bucket(name); bk != nil {
 					n += bk.Stats().KeyN
 				}

@@ -3,6 +3,7 @@ package spool
 import (
 	"fmt"
 	"regexp"
+	"slices"
 )
 
 // Kind names the buckets one kind of entry lives in: registrations,
@@ -29,27 +30,35 @@ type Kind struct {
 	after                   *Kind  // an entry waits while its task is pending in this kind
 }
 
-// Registrations are the tasks' registrations: buckets pending, dead,
-// pending_by_token and dead_by_token, as every version has written them.
+// Registrations are the tasks' registrations, in the buckets every version
+// has written them to. Keys of pending and dead are 8-byte big-endian ids
+// from the pending bucket's sequence, so a cursor walks them oldest first
+// and an id stays unique when an entry moves between the two. Entrypoints
+// of older versions never read pending_by_token and dead_by_token: they
+// would send those entries under whatever token they hold.
 var Registrations = Kind{
 	name:    "registrations",
-	pending: bucketPending, dead: bucketDead,
-	pendingT: bucketPendingT, deadT: bucketDeadT,
-	keyDropped: keyDropped, keyDeadDrop: keyDeadDropped,
+	pending: []byte("pending"), dead: []byte("dead"),
+	pendingT: []byte("pending_by_token"), deadT: []byte("dead_by_token"),
+	keyDropped: []byte("dropped"), keyDeadDrop: []byte("dead_dropped"),
 }
 
-// Completions are supervise mode's completions: buckets completions,
-// completions_dead, completions_by_token and completions_dead_by_token,
-// one counter for both bounds. A completion is handed out only while its
-// task's registration is not pending, so the monitor always hears of a
-// task's start before its end.
+// Completions are supervise mode's completions, one counter for both
+// bounds, in buckets of their own, which entrypoints of older versions
+// never read: none of them can ever send a completion as a registration.
+// A completion is handed out only while its task's registration is not
+// pending, so the monitor always hears of a task's start before its end.
+// Salvage of a corrupt file carries registrations over, not completions.
 var Completions = Kind{
 	name:    "completions",
-	pending: bucketCompletions, dead: bucketCompletionsDead,
-	pendingT: bucketCompletionsT, deadT: bucketCompletionsDeadT,
-	keyDropped: keyCompletionsDropped, keyDeadDrop: keyCompletionsDropped,
+	pending: []byte("completions"), dead: []byte("completions_dead"),
+	pendingT: []byte("completions_by_token"), deadT: []byte("completions_dead_by_token"),
+	keyDropped: []byte("completions_dropped"), keyDeadDrop: []byte("completions_dropped"),
 	after: &Registrations,
 }
+
+// names are the kind's four buckets.
+func (k Kind) names() [][]byte { return [][]byte{k.pending, k.dead, k.pendingT, k.deadT} }
 
 // kindName is the rule for a new kind's name; it must not take the name of
 // a bucket the file has already.
@@ -73,10 +82,10 @@ func NewKind(name string) (Kind, error) {
 	if name == Registrations.name {
 		return Kind{}, fmt.Errorf("spool: kind name %q is taken by a kind of this package", name)
 	}
-	for _, own := range [][]byte{k.pending, k.dead, k.pendingT, k.deadT} {
-		for _, taken := range [][]byte{bucketPending, bucketDead, bucketPendingT, bucketDeadT, bucketMeta, bucketOutage,
-			bucketCompletions, bucketCompletionsDead, bucketCompletionsT, bucketCompletionsDeadT} {
-			if string(own) == string(taken) {
+	taken := slices.Concat(Registrations.names(), Completions.names(), [][]byte{bucketMeta, bucketOutage})
+	for _, own := range k.names() {
+		for _, t := range taken {
+			if string(own) == string(t) {
 				return Kind{}, fmt.Errorf("spool: kind name %q: its bucket %q is one the file has already", name, own)
 			}
 		}

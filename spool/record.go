@@ -11,23 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The file's layout. Keys of pending and dead are 8-byte big-endian ids from
-// the pending bucket's sequence, so a cursor walks them oldest first and an
-// id stays unique when an entry moves between the two. Entries that carry
-// the fingerprint of the token they were written for live in buckets of
-// their own (pending_by_token, dead_by_token), which entrypoints of older
-// versions never read: they would send them under whatever token they
-// hold. Their ids come from the same sequence, so an id names one entry
-// whichever bucket holds it.
-var (
-	bucketPending  = []byte("pending")
-	bucketDead     = []byte("dead")
-	bucketPendingT = []byte("pending_by_token")
-	bucketDeadT    = []byte("dead_by_token")
-	bucketMeta     = []byte("meta")
-	keyDropped     = []byte("dropped")
-	keyDeadDropped = []byte("dead_dropped")
-)
+// bucketMeta holds the counters of every kind (Kind's keys) in the file.
+var bucketMeta = []byte("meta")
 
 // Fingerprints that stand for no token.
 const (

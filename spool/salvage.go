@@ -199,16 +199,16 @@ func salvageBytes(data []byte) *salvage {
 				return
 			}
 			switch string(top.key) {
-			case string(bucketPending), string(bucketPendingT):
+			case string(Registrations.pending), string(Registrations.pendingT):
 				r.bucket(top.value, func(e leafElem) { keep(&pending, e.key, e.value) })
-			case string(bucketDead), string(bucketDeadT):
+			case string(Registrations.dead), string(Registrations.deadT):
 				r.bucket(top.value, func(e leafElem) { keep(&dead, e.key, e.value) })
 			case string(bucketMeta):
 				r.bucket(top.value, func(e leafElem) {
 					switch string(e.key) {
-					case string(keyDropped):
+					case string(Registrations.keyDropped):
 						sv.dropped[0] = btoi(e.value)
-					case string(keyDeadDropped):
+					case string(Registrations.keyDeadDrop):
 						sv.dropped[1] = btoi(e.value)
 					}
 				})
@@ -442,7 +442,7 @@ func (s *Spool) restore(db *bolt.DB, sv *salvage) {
 					}
 				}
 			}
-			for i, k := range [][]byte{keyDropped, keyDeadDropped} {
+			for i, k := range [][]byte{Registrations.keyDropped, Registrations.keyDeadDrop} {
 				if err := b.meta.Put(k, itob(btoi(b.meta.Get(k))+sv.dropped[i])); err != nil {
 					return err
 				}

@@ -1,6 +1,10 @@
 package sensitive
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // A run is a maximal sequence of ASCII digits, s[start:end]: the characters
 // either side (if any) are not digits. Numbers are only ever recognised as
@@ -217,12 +221,12 @@ func atoi(digits string) int {
 
 // --- payment cards ---
 
-// network is a card network's prefix range (compared on the first
-// len(lo) digits) and the lengths of its card numbers.
+// network is a card network: its issuer identification ranges, each "lo"
+// or "lo-hi" (a number's first len(lo) digits within [lo, hi]), and the
+// lengths of its card numbers.
 type network struct {
-	lo, hi     string
-	minN, maxN int
-	only       []int // when set, the only lengths issued
+	ranges  []string
+	lengths []int
 }
 
 // networks are the issuer identification ranges of the card networks in
@@ -231,46 +235,41 @@ type network struct {
 // valid Luhn digit besides, about 3 random 16-digit numbers in 100 do
 // (the measured rates per length are in docs/security.md).
 var networks = []network{
-	{lo: "4", hi: "4", only: []int{13, 16, 19}},   // Visa
-	{lo: "51", hi: "55", minN: 16, maxN: 16},      // Mastercard
-	{lo: "2221", hi: "2720", minN: 16, maxN: 16},  // Mastercard 2-series
-	{lo: "34", hi: "34", minN: 15, maxN: 15},      // American Express
-	{lo: "37", hi: "37", minN: 15, maxN: 15},      // American Express
-	{lo: "6011", hi: "6011", minN: 16, maxN: 19},  // Discover
-	{lo: "644", hi: "649", minN: 16, maxN: 19},    // Discover
-	{lo: "65", hi: "65", minN: 16, maxN: 19},      // Discover
-	{lo: "62", hi: "62", minN: 16, maxN: 19},      // UnionPay
-	{lo: "3528", hi: "3589", minN: 16, maxN: 19},  // JCB
-	{lo: "300", hi: "305", only: []int{14, 16}},   // Diners Club (Carte Blanche 14, International 16)
-	{lo: "3095", hi: "3095", only: []int{14, 16}}, // Diners Club
-	{lo: "36", hi: "36", minN: 14, maxN: 19},      // Diners Club
-	{lo: "38", hi: "39", minN: 14, maxN: 19},      // Diners Club
-	{lo: "5018", hi: "5018", minN: 13, maxN: 19},  // Maestro
-	{lo: "5020", hi: "5020", minN: 13, maxN: 19},  // Maestro
-	{lo: "5038", hi: "5038", minN: 13, maxN: 19},  // Maestro
-	{lo: "5893", hi: "5893", minN: 13, maxN: 19},  // Maestro
-	{lo: "6304", hi: "6304", minN: 13, maxN: 19},  // Maestro
-	{lo: "6759", hi: "6759", minN: 13, maxN: 19},  // Maestro
-	{lo: "6761", hi: "6763", minN: 13, maxN: 19},  // Maestro
+	{[]string{"4"}, []int{13, 16, 19}},                   // Visa
+	{[]string{"51-55", "2221-2720"}, []int{16}},          // Mastercard, its 2-series
+	{[]string{"34", "37"}, []int{15}},                    // American Express
+	{[]string{"6011", "644-649", "65"}, lengths(16, 19)}, // Discover
+	{[]string{"62"}, lengths(16, 19)},                    // UnionPay
+	{[]string{"3528-3589"}, lengths(16, 19)},             // JCB
+	{[]string{"300-305", "3095"}, []int{14, 16}},         // Diners Club (Carte Blanche 14, International 16)
+	{[]string{"36", "38-39"}, lengths(14, 19)},           // Diners Club
+	// Maestro:
+	{[]string{"5018", "5020", "5038", "5893", "6304", "6759", "6761-6763"}, lengths(13, 19)},
+}
+
+// lengths are the card lengths from lo to hi.
+func lengths(lo, hi int) []int {
+	var out []int
+	for n := lo; n <= hi; n++ {
+		out = append(out, n)
+	}
+	return out
 }
 
 func (nw network) matches(num string) bool {
-	if len(num) < len(nw.lo) {
+	if !slices.Contains(nw.lengths, len(num)) {
 		return false
 	}
-	p := num[:len(nw.lo)]
-	if p < nw.lo || p > nw.hi {
-		return false
-	}
-	if nw.only != nil {
-		for _, n := range nw.only {
-			if len(num) == n {
-				return true
-			}
+	for _, r := range nw.ranges {
+		lo, hi, ok := strings.Cut(r, "-")
+		if !ok {
+			hi = lo
 		}
-		return false
+		if len(num) >= len(lo) && num[:len(lo)] >= lo && num[:len(lo)] <= hi {
+			return true
+		}
 	}
-	return len(num) >= nw.minN && len(num) <= nw.maxN
+	return false
 }
 
 func hasCardNumber(s string) bool {

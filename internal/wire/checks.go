@@ -30,10 +30,8 @@ func freeText(path, s string, max int) error {
 // optional one is absent.
 func name(path, s string, required bool, extra string) error {
 	switch {
-	case s == "" && required:
-		return &FieldError{path, ruleRequired}
 	case s == "":
-		return nil
+		return missing(path, required)
 	case !ValidName(s, extra):
 		return &FieldError{path, NameRule(extra)}
 	}
@@ -44,12 +42,18 @@ func name(path, s string, required bool, extra string) error {
 // nil is an error.
 func integer(path string, v *int64, required bool, lo, hi int64) error {
 	if v == nil {
-		if required {
-			return &FieldError{path, ruleRequired}
-		}
-		return nil
+		return missing(path, required)
 	}
 	return between(path, *v, lo, hi)
+}
+
+// missing is the check of an absent optional value: an error only when it
+// is required.
+func missing(path string, required bool) error {
+	if required {
+		return &FieldError{path, ruleRequired}
+	}
+	return nil
 }
 
 func between(path string, v, lo, hi int64) error {
@@ -62,10 +66,7 @@ func between(path string, v, lo, hi int64) error {
 // number checks an optional finite number within [lo, hi].
 func number(path string, v *float64, required bool, lo, hi float64) error {
 	if v == nil {
-		if required {
-			return &FieldError{path, ruleRequired}
-		}
-		return nil
+		return missing(path, required)
 	}
 	if !(*v >= lo && *v <= hi) { // NaN too, which a Go caller may set
 		return &FieldError{path, fmt.Sprintf("must be between %g and %g", lo, hi)}

@@ -88,31 +88,17 @@ func DecodeCompletion(body []byte) (*Completion, error) { return checked(ReadCom
 // is a *FieldError naming the first field that breaks one. The checks that
 // need the server's clock or the registration are the monitor's.
 func (c *Completion) Validate() error {
-	if err := name("task_id", c.TaskID, true, ""); err != nil {
-		return err
-	}
-	if err := integer("end_time", c.EndTime, true, 0, MaxUnix); err != nil {
-		return err
-	}
-	if err := integer("start_time", c.StartTime, false, 0, MaxUnix); err != nil {
-		return err
-	}
-	if err := number("duration_seconds", c.DurationSeconds, true, 0, MaxUnix); err != nil {
-		return err
-	}
-	if err := integer("exit_code", c.ExitCode, true, 0, MaxExitCode); err != nil {
-		return err
-	}
-	if err := integer("schema_version", c.SchemaVersion, false, 1, MaxID); err != nil {
-		return err
-	}
-	if err := name("signal", c.Signal, false, ""); err != nil {
-		return err
-	}
-	if err := integer("gpu_count", c.GPUCount, false, 0, MaxGPUCount); err != nil {
-		return err
-	}
-	if err := number("gpu_seconds", c.GPUSeconds, false, 0, MaxUnix*MaxGPUCount); err != nil {
+	if err := first(
+		name("task_id", c.TaskID, true, ""),
+		integer("end_time", c.EndTime, true, 0, MaxUnix),
+		integer("start_time", c.StartTime, false, 0, MaxUnix),
+		number("duration_seconds", c.DurationSeconds, true, 0, MaxUnix),
+		integer("exit_code", c.ExitCode, true, 0, MaxExitCode),
+		integer("schema_version", c.SchemaVersion, false, 1, MaxID),
+		name("signal", c.Signal, false, ""),
+		integer("gpu_count", c.GPUCount, false, 0, MaxGPUCount),
+		number("gpu_seconds", c.GPUSeconds, false, 0, MaxUnix*MaxGPUCount),
+	); err != nil {
 		return err
 	}
 	if c.Gate != nil {
@@ -149,37 +135,17 @@ func (c *Completion) Validate() error {
 }
 
 func (u *GPUUsage) validate(path string) error {
-	if err := freeText(path+".uuid", u.UUID, MaxUUIDBytes); err != nil {
-		return err
-	}
-	if err := between(path+".samples", u.Samples, 0, math.MaxInt64); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		field  string
-		v      *float64
-		lo, hi float64
-	}{
-		{"util_mean", u.UtilMean, 0, MaxPercent},
-		{"util_p95", u.UtilP95, 0, MaxPercent},
-	} {
-		if err := number(path+"."+f.field, f.v, false, f.lo, f.hi); err != nil {
-			return err
-		}
-	}
-	if err := integer(path+".memory_used_peak_bytes", u.MemoryUsedPeakBytes, false, 0, math.MaxInt64); err != nil {
-		return err
-	}
-	if err := number(path+".idle_share", u.IdleShare, false, 0, 1); err != nil {
-		return err
-	}
-	if err := freeText(path+".mig_uuid", u.MIGUUID, MaxUUIDBytes); err != nil {
-		return err
-	}
-	if err := number(path+".energy_joules", u.EnergyJoules, false, 0, MaxEnergyJoules); err != nil {
-		return err
-	}
-	return share(path+".share", u.Share)
+	return first(
+		freeText(path+".uuid", u.UUID, MaxUUIDBytes),
+		between(path+".samples", u.Samples, 0, math.MaxInt64),
+		number(path+".util_mean", u.UtilMean, false, 0, MaxPercent),
+		number(path+".util_p95", u.UtilP95, false, 0, MaxPercent),
+		integer(path+".memory_used_peak_bytes", u.MemoryUsedPeakBytes, false, 0, math.MaxInt64),
+		number(path+".idle_share", u.IdleShare, false, 0, 1),
+		freeText(path+".mig_uuid", u.MIGUUID, MaxUUIDBytes),
+		number(path+".energy_joules", u.EnergyJoules, false, 0, MaxEnergyJoules),
+		share(path+".share", u.Share),
+	)
 }
 
 // Heartbeat is the body of POST /v1/task/heartbeat (docs/contract.md,
@@ -211,16 +177,12 @@ func DecodeHeartbeat(body []byte) (*Heartbeat, error) {
 // Validate checks the heartbeat against the contract's rules; the error
 // is a *FieldError naming the first field that breaks one.
 func (h *Heartbeat) Validate() error {
-	if err := name("task_id", h.TaskID, true, ""); err != nil {
-		return err
-	}
-	if err := integer("time", h.Time, false, 0, MaxUnix); err != nil {
-		return err
-	}
-	if err := number("interval_seconds", h.IntervalSeconds, false, 0, MaxUnix); err != nil {
-		return err
-	}
-	if err := checkGPUCount(len(h.GPUs)); err != nil {
+	if err := first(
+		name("task_id", h.TaskID, true, ""),
+		integer("time", h.Time, false, 0, MaxUnix),
+		number("interval_seconds", h.IntervalSeconds, false, 0, MaxUnix),
+		checkGPUCount(len(h.GPUs)),
+	); err != nil {
 		return err
 	}
 	for i, g := range h.GPUs {
@@ -228,16 +190,12 @@ func (h *Heartbeat) Validate() error {
 		if g.UUID == nil {
 			return &FieldError{path + ".uuid", ruleRequired}
 		}
-		if err := freeText(path+".uuid", *g.UUID, MaxUUIDBytes); err != nil {
-			return err
-		}
-		if err := freeText(path+".mig_uuid", g.MIGUUID, MaxUUIDBytes); err != nil {
-			return err
-		}
-		if err := integer(path+".samples", g.Samples, true, 0, math.MaxInt64); err != nil {
-			return err
-		}
-		if err := number(path+".util_mean", g.UtilMean, false, 0, MaxPercent); err != nil {
+		if err := first(
+			freeText(path+".uuid", *g.UUID, MaxUUIDBytes),
+			freeText(path+".mig_uuid", g.MIGUUID, MaxUUIDBytes),
+			integer(path+".samples", g.Samples, true, 0, math.MaxInt64),
+			number(path+".util_mean", g.UtilMean, false, 0, MaxPercent),
+		); err != nil {
 			return err
 		}
 	}

@@ -144,34 +144,24 @@ func (r *Registration) Validate() error {
 			return err
 		}
 	}
-	if err := integer("start_time", r.StartTime, true, 0, MaxUnix); err != nil {
-		return err
-	}
-	if err := integer("submit_time", r.SubmitTime, false, 0, MaxUnix); err != nil {
+	if err := first(
+		integer("start_time", r.StartTime, true, 0, MaxUnix),
+		integer("submit_time", r.SubmitTime, false, 0, MaxUnix),
+	); err != nil {
 		return err
 	}
 	if r.SubmitTime != nil && *r.SubmitTime > *r.StartTime {
 		return &FieldError{"submit_time", "must not be after start_time (a task is submitted before it starts)"}
 	}
-	for _, f := range []struct {
-		path   string
-		v      *int64
-		lo, hi int64
-	}{
-		{"schema_version", r.SchemaVersion, 1, MaxID},
-		{"k8s_job_index", r.K8sJobIndex, 0, MaxID},
-		{"duration_est", r.DurationEst, 1, MaxDurationEst},
-		{"trainer_id", r.TrainerID, 0, MaxID},
-		{"trainers_num", r.TrainersNum, 0, MaxID},
-	} {
-		if err := integer(f.path, f.v, false, f.lo, f.hi); err != nil {
-			return err
-		}
-	}
-	if err := r.Labels.validate(); err != nil {
-		return err
-	}
-	if err := checkGPUCount(len(r.GPUs)); err != nil {
+	if err := first(
+		integer("schema_version", r.SchemaVersion, false, 1, MaxID),
+		integer("k8s_job_index", r.K8sJobIndex, false, 0, MaxID),
+		integer("duration_est", r.DurationEst, false, 1, MaxDurationEst),
+		integer("trainer_id", r.TrainerID, false, 0, MaxID),
+		integer("trainers_num", r.TrainersNum, false, 0, MaxID),
+		r.Labels.validate(),
+		checkGPUCount(len(r.GPUs)),
+	); err != nil {
 		return err
 	}
 	for i := range r.GPUs {
@@ -210,19 +200,13 @@ func (l Labels) validate() error {
 }
 
 func (g *RegisteredGPU) validate(path string) error {
-	if err := integer(path+".index", g.Index, false, 0, MaxID); err != nil {
-		return err
-	}
-	if err := freeText(path+".uuid", g.UUID, MaxUUIDBytes); err != nil {
-		return err
-	}
-	if err := freeText(path+".name", g.Name, MaxUUIDBytes); err != nil {
-		return err
-	}
-	if err := between(path+".memory_total_bytes", g.MemoryTotalBytes, 0, 1<<63-1); err != nil {
-		return err
-	}
-	if err := share(path+".share", g.Share); err != nil {
+	if err := first(
+		integer(path+".index", g.Index, false, 0, MaxID),
+		freeText(path+".uuid", g.UUID, MaxUUIDBytes),
+		freeText(path+".name", g.Name, MaxUUIDBytes),
+		between(path+".memory_total_bytes", g.MemoryTotalBytes, 0, 1<<63-1),
+		share(path+".share", g.Share),
+	); err != nil {
 		return err
 	}
 	if g.MIG == nil {

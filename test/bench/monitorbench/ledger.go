@@ -166,49 +166,27 @@ func runLedger(e *env) ([][]string, error) {
 	}
 	load := time.Since(t0).Round(100 * time.Millisecond)
 	month := ledgerMonth.Format("2006-01")
-	cpus := map[string]time.Duration{}
-	// median runs the command three times: the median wall time, and
-	// the CPU time (user + system) of that run.
-	median := func(args ...string) (time.Duration, error) {
-		type run struct{ wall, cpu time.Duration }
-		var runs []run
-		for range 3 {
-			cmd := exec.Command(e.opts.monitor, append(args, "--db", dsn, "--month", month, "--format", "json")...)
-			cmd.Stderr = os.Stderr
-			t0 := time.Now()
-			if _, err := cmd.Output(); err != nil {
-				return 0, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
-			}
-			runs = append(runs, run{time.Since(t0), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()})
+	row := []string{fmt.Sprint(*ledgerGPUs), fmt.Sprintf("%d, %d", rows, rows), fmt.Sprint(tasks), load.String()}
+	figs := map[string]float64{}
+	for _, c := range []struct {
+		result string
+		args   []string
+	}{
+		{"ledger.node", []string{"ledger"}},
+		{"ledger.project", []string{"ledger", "--by", "project"}},
+		{"ledger.report", []string{"report", "--by", "project"}},
+	} {
+		wall, cpu, _, err := e.median3(append(c.args, "--db", dsn, "--month", month, "--format", "json")...)
+		if err != nil {
+			return nil, err
 		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].wall < runs[j].wall })
-		cpus[strings.Join(args, " ")] = runs[1].cpu
-		return runs[1].wall, nil
+		figs[c.result] = wall.Seconds()
+		row = append(row, ms(wall)+"; "+ms(cpu))
 	}
-	led, err := median("ledger")
-	if err != nil {
-		return nil, err
+	for name, v := range figs {
+		e.result(name, v)
 	}
-	ledProject, err := median("ledger", "--by", "project")
-	if err != nil {
-		return nil, err
-	}
-	rep, err := median("report", "--by", "project")
-	if err != nil {
-		return nil, err
-	}
-	e.result("ledger.node", led.Seconds())
-	e.result("ledger.project", ledProject.Seconds())
-	e.result("ledger.report", rep.Seconds())
-	return [][]string{{
-		fmt.Sprint(*ledgerGPUs),
-		fmt.Sprintf("%d, %d", rows, rows),
-		fmt.Sprint(tasks),
-		load.String(),
-		ms(led) + "; " + ms(cpus["ledger"]),
-		ms(ledProject) + "; " + ms(cpus["ledger --by project"]),
-		ms(rep) + "; " + ms(cpus["report --by project"]),
-	}}, nil
+	return [][]string{row}, nil
 }
 
 // cpuTime is a process's CPU time so far (user + system, from
@@ -237,4 +215,22 @@ func cpuPer(cpu time.Duration, l writeLoad) string {
 		return "?"
 	}
 	return ms(time.Duration(float64(cpu) / n))
+}
+
+// median3 runs the monitor with args three times: the median run's wall
+// time and CPU time (user + system), and the last run's output.
+func (e *env) median3(args ...string) (wall, cpu time.Duration, out []byte, err error) {
+	type run struct{ wall, cpu time.Duration }
+	var runs []run
+	for range 3 {
+		cmd := exec.Command(e.opts.monitor, args...)
+		cmd.Stderr = os.Stderr
+		t0 := time.Now()
+		if out, err = cmd.Output(); err != nil {
+			return 0, 0, nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+		}
+		runs = append(runs, run{time.Since(t0), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()})
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].wall < runs[j].wall })
+	return runs[1].wall, runs[1].cpu, out, nil
 }

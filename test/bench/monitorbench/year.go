@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"sort"
 	"time"
 )
 
@@ -79,20 +78,8 @@ func runYear(e *env) ([][]string, error) {
 	closing := time.Since(started).Round(100 * time.Millisecond)
 
 	timeReport := func(month string) (time.Duration, []byte, error) {
-		var times []time.Duration
-		var out []byte
-		for range 3 {
-			cmd := exec.Command(e.opts.monitor, "report", "--db", dsn, "--month", month, "--format", "json")
-			t0 := time.Now()
-			b, err := cmd.Output()
-			if err != nil {
-				return 0, nil, fmt.Errorf("report --month %s: %w", month, err)
-			}
-			times = append(times, time.Since(t0))
-			out = b
-		}
-		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-		return times[1], out, nil
+		wall, _, out, err := e.median3("report", "--db", dsn, "--month", month, "--format", "json")
+		return wall, out, err
 	}
 	closed, out, err := timeReport(yearStart.Format("2006-01"))
 	if err != nil {

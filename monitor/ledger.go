@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
@@ -22,6 +23,18 @@ type LedgerConfig struct {
 	Retire time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Accounts are the figures the ledger and discrepancies show (serve
+	// hands every view the same; nil: made of the fields above).
+	Accounts *accounts.Accounts
+}
+
+// accounts are cfg's accounts: its own, or those of its fields.
+func (cfg LedgerConfig) accounts() *accounts.Accounts {
+	if cfg.Accounts != nil {
+		return cfg.Accounts
+	}
+	return accounts.New(accounts.Sources{Ledger: cfg.Source},
+		accounts.Inputs{Prices: cfg.Prices, Namespaces: cfg.Namespaces, Split: cfg.Split, Retire: cfg.Retire, Now: cfg.Now})
 }
 
 // MountLedger adds GET /v1/ledger and GET /v1/discrepancies to a
@@ -32,15 +45,13 @@ func MountLedger(a *API, cfg LedgerConfig) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Split == "" {
-		cfg.Split = ledger.SplitEqual
-	}
+	acc := cfg.accounts()
 	a.Handle("GET /v1/ledger", a.Read(func(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
-		q, format, ok := a.ledgerQuery(w, r, cfg, scope, ledger.ByNode)
+		q, format, ok := a.ledgerQuery(w, r, acc, cfg.Now(), scope)
 		if !ok {
 			return
 		}
-		l, err := ledger.Compute(r.Context(), cfg.Source, q)
+		l, err := acc.Ledger(r.Context(), q)
 		if a.ledgerFailed(w, r, "ledger", err) {
 			return
 		}
@@ -52,11 +63,11 @@ func MountLedger(a *API, cfg LedgerConfig) {
 		writeFormatted(w, format, b.Bytes())
 	}))
 	a.Handle("GET /v1/discrepancies", a.Read(func(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
-		q, format, ok := a.ledgerQuery(w, r, cfg, scope, ledger.ByNode)
+		q, format, ok := a.ledgerQuery(w, r, acc, cfg.Now(), scope)
 		if !ok {
 			return
 		}
-		d, err := ledger.FindDiscrepancies(r.Context(), cfg.Source, q)
+		d, err := acc.Discrepancies(r.Context(), q)
 		if a.ledgerFailed(w, r, "discrepancies", err) {
 			return
 		}
@@ -75,10 +86,9 @@ func MountLedger(a *API, cfg LedgerConfig) {
 
 // ledgerQuery reads the window (from/to, month), by, split and format
 // parameters: 400 naming the parameter.
-func (a *API) ledgerQuery(w http.ResponseWriter, r *http.Request, cfg LedgerConfig, scope *access.Scope, by string) (ledger.Query, string, bool) {
+func (a *API) ledgerQuery(w http.ResponseWriter, r *http.Request, acc *accounts.Accounts, now time.Time, scope *access.Scope) (accounts.LedgerRequest, string, bool) {
 	p := r.URL.Query()
-	now := cfg.Now()
-	q := ledger.Query{By: by, Split: cfg.Split, Prices: cfg.Prices, Namespaces: cfg.Namespaces, Scope: scope, Retire: cfg.Retire, Now: now}
+	q := accounts.LedgerRequest{By: ledger.ByNode, Scope: scope, Now: now}
 	var err error
 	q.Window, err = facts.WindowParams{From: p.Get("from"), To: p.Get("to"), Month: p.Get("month"),
 		FromName: "from", ToName: "to", MonthName: "month"}.Select(now)
@@ -101,7 +111,7 @@ func (a *API) ledgerQuery(w http.ResponseWriter, r *http.Request, cfg LedgerConf
 		a.fail(w, http.StatusBadRequest, "format "+format+": must be json or csv")
 		return q, "", false
 	}
-	if err := q.Check(); err != nil {
+	if err := acc.Inputs().CheckLedger(q); err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())
 		return q, "", false
 	}

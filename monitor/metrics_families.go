@@ -18,6 +18,13 @@ type Family struct {
 	Labels []string
 }
 
+// describe sends the descriptions of fams (a collector's Describe).
+func describe(ch chan<- *prometheus.Desc, fams []*Family) {
+	for _, f := range fams {
+		ch <- descs[f]
+	}
+}
+
 // descs are the collectors' families' Descs, made once.
 var descs = func() map[*Family]*prometheus.Desc {
 	m := map[*Family]*prometheus.Desc{}

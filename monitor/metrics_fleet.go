@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -33,6 +33,9 @@ type FleetConfig struct {
 	Retire     time.Duration // store.DefaultNodeRetire when 0
 	Now        func() time.Time
 	Log        *slog.Logger
+	// Accounts are the figures of the month series (serve hands every
+	// view the same; nil: made of the fields above).
+	Accounts *accounts.Accounts
 }
 
 // FleetCollector exposes the ledger on /metrics (docs/cost.md, "The
@@ -82,15 +85,17 @@ func NewFleetCollector(cfg FleetConfig) *FleetCollector {
 	if cfg.Retire <= 0 {
 		cfg.Retire = store.DefaultNodeRetire
 	}
+	if cfg.Accounts == nil {
+		cfg.Accounts = accounts.New(accounts.Sources{Ledger: cfg.Source},
+			accounts.Inputs{Namespaces: cfg.Namespaces, Split: cfg.Split, Retire: cfg.Retire, Now: cfg.Now})
+	}
 	return &FleetCollector{cfg: cfg, nodes: map[string]*nodeSeries{}, timeout: 30 * time.Second}
 }
 
 // Describe implements prometheus.Collector: the families of
 // fleetFamilies.
 func (c *FleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range fleetFamilies {
-		ch <- descs[f]
-	}
+	describe(ch, fleetFamilies)
 }
 
 // Collect implements prometheus.Collector.
@@ -100,7 +105,7 @@ func (c *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.cfg.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if c.month == nil || now.Sub(c.at) >= ProjectsEvery || now.Before(c.at) {
+	if due(c.month == nil, c.at, now) {
 		c.month, c.monthOK = c.computeMonth(ctx, now)
 		c.at = now
 	}
@@ -118,8 +123,7 @@ func (c *FleetCollector) Collect(ch chan<- prometheus.Metric) {
 // computeMonth is the month's ledger by model as series (ok false: it
 // failed, logged).
 func (c *FleetCollector) computeMonth(ctx context.Context, now time.Time) ([]prometheus.Metric, bool) {
-	l, err := ledger.Compute(ctx, c.cfg.Source, ledger.Query{Window: facts.Month(now), By: ledger.ByModel, Split: c.cfg.Split,
-		Namespaces: c.cfg.Namespaces, Retire: c.cfg.Retire, Now: now})
+	l, err := c.cfg.Accounts.FleetMonth(ctx, now)
 	if err != nil {
 		c.cfg.Log.Error("fleet month series: the ledger failed", "err", err)
 		return []prometheus.Metric{}, false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
@@ -33,11 +34,21 @@ type ProjectCollector struct {
 	// Namespaces charges undeclared use to projects (--namespace-projects;
 	// nil: none is), as the report does; set it before the first scrape.
 	Namespaces func(namespace string) (project string, ok bool)
+	// Accounts, when set, are the figures of the series (serve hands every
+	// view the same); nil: made of src, the prices and Namespaces.
+	Accounts *accounts.Accounts
 
 	mu      sync.Mutex
 	at      time.Time
 	cached  []prometheus.Metric
 	timeout time.Duration
+}
+
+// due says whether a month's series computed at at (never: none) are
+// computed again at now: at most once per ProjectsEvery, and again when
+// the clock went back.
+func due(none bool, at, now time.Time) bool {
+	return none || now.Sub(at) >= ProjectsEvery || now.Before(at)
 }
 
 // NewProjectCollector returns the collector of src's month by project.
@@ -55,9 +66,7 @@ func NewProjectCollector(src facts.Source, prices *report.Prices, budgets *repor
 // Describe implements prometheus.Collector: the families of
 // projectFamilies.
 func (c *ProjectCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range projectFamilies {
-		ch <- descs[f]
-	}
+	describe(ch, projectFamilies)
 }
 
 // Collect implements prometheus.Collector.
@@ -65,7 +74,7 @@ func (c *ProjectCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	if c.cached == nil || now.Sub(c.at) >= ProjectsEvery || now.Before(c.at) {
+	if due(c.cached == nil, c.at, now) {
 		c.cached, c.at = c.compute(now), now
 	}
 	for _, m := range c.cached {
@@ -76,8 +85,11 @@ func (c *ProjectCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *ProjectCollector) compute(now time.Time) []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rep, err := report.Compute(ctx, c.src, report.Query{Window: facts.Month(now), By: []string{"project"}, Prices: c.prices, Now: now,
-		Namespaces: c.Namespaces})
+	acc := c.Accounts
+	if acc == nil {
+		acc = accounts.New(accounts.Sources{Facts: c.src}, accounts.Inputs{Prices: c.prices, Charge: c.Namespaces})
+	}
+	rep, err := acc.ProjectMonth(ctx, now)
 	if err != nil {
 		c.log.Error("project month series: the report failed", "err", err)
 		return []prometheus.Metric{famProjectScrapeError.metric(1)}

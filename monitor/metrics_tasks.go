@@ -54,9 +54,7 @@ func NewTaskCollector(src OpenTasks, ttl time.Duration, now func() time.Time) *T
 
 // Describe implements prometheus.Collector: the families of taskFamilies.
 func (c *TaskCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range taskFamilies {
-		ch <- descs[f]
-	}
+	describe(ch, taskFamilies)
 }
 
 // Collect implements prometheus.Collector.

@@ -55,9 +55,7 @@ func NewNodeCollector(src NodeStore, log *slog.Logger) *NodeCollector {
 
 // Describe implements prometheus.Collector.
 func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, f := range nodeFamilies {
-		ch <- descs[f]
-	}
+	describe(ch, nodeFamilies)
 }
 
 func (c *NodeCollector) setSkew(node string, v float64) {

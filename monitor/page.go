@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -169,8 +170,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		}
 		byLabel = keys
 	}
-	rep, err := h.compute(r.Context(), report.Query{Window: win, By: []string{"project"},
-		Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}, false)
+	rep, err := h.acc.Report(r.Context(), accounts.Request{Window: win, By: []string{"project"}, Scope: scope, Now: now})
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
 		return
@@ -211,13 +211,16 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	}
 	if byLabel != nil {
 		d.Label = strings.TrimPrefix(byLabel[0], facts.LabelPrefix)
-		if d.ByLabel, err = report.Compute(r.Context(), h.cfg.Source, report.Query{Window: win, By: byLabel,
-			Prices: h.cfg.Prices, Now: now, Scope: reportScope(scope)}); err != nil {
+		if d.ByLabel, err = h.acc.Labels(r.Context(), accounts.Request{Window: win, By: byLabel, Scope: scope, Now: now}); err != nil {
 			h.api.storeFailed(w, r, "page report", err)
 			return
 		}
 	}
-	months, err := h.monthReports(r.Context(), win, trendMonths, now, reportScope(scope))
+	// A closed month's figures are its statement's; each month has the
+	// inputs of the page's own month's report: without the namespace
+	// mapping a project billed only for undeclared use last month was
+	// shown as "new" (issue 36).
+	months, err := h.acc.Months(r.Context(), win, trendMonths, scope, now)
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
 		return

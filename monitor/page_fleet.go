@@ -72,24 +72,8 @@ var fleetColors = []string{"#3b7dd8", "#e0a030", "#c0392b", "#9aa5b1", "#d5dbe1"
 // no ledger or no node report counts in the window (the page is then as
 // without node reports).
 func (h *reports) fleet(ctx context.Context, win facts.Window, scope *access.Scope, now time.Time) (*pageFleet, error) {
-	cfg := h.cfg.Fleet
-	if cfg == nil {
-		return nil, nil
-	}
-	q := ledger.Query{Window: win, By: ledger.ByModel, Split: cfg.Split, Prices: cfg.Prices, Namespaces: cfg.Namespaces, Scope: scope,
-		Retire: cfg.Retire, Now: now}
-	if q.Split == "" {
-		q.Split = ledger.SplitEqual
-	}
-	l, err := ledger.Compute(ctx, cfg.Source, q)
-	if err != nil {
-		return nil, err
-	}
-	if len(l.Rows) == 0 {
-		return nil, nil
-	}
-	d, err := ledger.FindDiscrepancies(ctx, cfg.Source, q)
-	if err != nil {
+	l, d, err := h.acc.Fleet(ctx, win, scope, now)
+	if err != nil || l == nil {
 		return nil, err
 	}
 	f := &pageFleet{Admin: scope == nil, Undeclared: l.Total.States[1]}

@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -36,26 +34,6 @@ func amount(f report.Figures, priced bool) float64 {
 		return *f.Cost
 	}
 	return f.GPUHours
-}
-
-// monthReports computes the report by project of each of the n months
-// ending with win's.
-func (h *reports) monthReports(ctx context.Context, win facts.Window, n int, now time.Time, scope func(p, o string) bool) ([]*report.Report, error) {
-	out := make([]*report.Report, n)
-	for i := range n {
-		w := facts.Month(win.From.AddDate(0, i-n+1, 0))
-		// A closed month's figures are its statement's (books).
-		// The inputs of the page's own month's report: without the
-		// namespace mapping a project billed only for undeclared use last
-		// month was shown as "new" (issue 36).
-		rep, err := h.compute(ctx, report.Query{Window: w, By: []string{"project"},
-			Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: now, Scope: scope, Namespaces: h.cfg.Namespaces}, false)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = rep
-	}
-	return out, nil
 }
 
 // pageRow is a row of the main table: the project's figures, its previous

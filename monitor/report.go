@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
@@ -54,25 +55,50 @@ type ReportConfig struct {
 	// Namespaces charges undeclared use to projects in the report and the
 	// page (--namespace-projects; nil: none is).
 	Namespaces func(namespace string) (project string, ok bool)
+	// Accounts are the figures the report and the page show (serve hands
+	// every view the same; nil: made of Source, Books, Fleet, Prices,
+	// Budgets and Namespaces).
+	Accounts *accounts.Accounts
 }
 
 type reports struct {
 	api *API
 	cfg ReportConfig
+	acc *accounts.Accounts
+}
+
+// accounts are cfg's accounts: its own, or those of its fields.
+func (cfg ReportConfig) accounts() *accounts.Accounts {
+	if cfg.Accounts != nil {
+		return cfg.Accounts
+	}
+	src := accounts.Sources{Facts: cfg.Source, Books: cfg.Books}
+	in := accounts.Inputs{Prices: cfg.Prices, Budgets: cfg.Budgets, Charge: cfg.Namespaces, Now: cfg.Now}
+	if f := cfg.Fleet; f != nil {
+		src.Ledger = f.Source
+		in.Namespaces, in.Split, in.Retire = f.Namespaces, f.Split, f.Retire
+	}
+	return accounts.New(src, in)
 }
 
 // MountReport adds GET /v1/report and the page GET / to a, behind the same
 // token check as every read: a token sees only its projects and owners.
 func MountReport(a *API, cfg ReportConfig) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	h := &reports{api: a, cfg: cfg}
+	withDefaults(&cfg.Now, &cfg.Log)
+	h := &reports{api: a, cfg: cfg, acc: cfg.accounts()}
 	a.Handle("GET /v1/report", challenge(a.Read(h.report)))
 	a.Handle("GET /{$}", challenge(a.Read(h.page)))
+}
+
+// withDefaults fills a view's clock (time.Now) and logger (discarding)
+// when they are unset.
+func withDefaults(now *func() time.Time, log **slog.Logger) {
+	if *now == nil {
+		*now = time.Now
+	}
+	if *log == nil {
+		*log = slog.New(slog.DiscardHandler)
+	}
 }
 
 // challenge asks a browser for the token (HTTP Basic authentication, the
@@ -95,23 +121,13 @@ func (c *challengeWriter) WriteHeader(code int) {
 
 func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// reportScope is the report's Scope for a reader's scope: nil for a nil
-// one (no tokens file, or an admin token: every task), so that the store
-// groups the report by its keys alone, not by project and owner too.
-func reportScope(scope *access.Scope) func(project, owner string) bool {
-	if scope == nil {
-		return nil
-	}
-	return scope.Allows
-}
-
 // query reads a report's parameters: from and to (together; RFC 3339,
 // YYYY-MM-DD or YYYY-MM), else month (YYYY-MM), else this month; by
 // (comma-separated keys, default project); metric (repeated: completion
 // metrics to show the mean of).
-func (h *reports) query(r *http.Request, scope *access.Scope) (report.Query, error) {
+func (h *reports) query(r *http.Request, scope *access.Scope) (accounts.Request, error) {
 	v := r.URL.Query()
-	q := report.Query{Prices: h.cfg.Prices, Budgets: h.cfg.Budgets, Now: h.cfg.Now(), Scope: reportScope(scope), Namespaces: h.cfg.Namespaces}
+	q := accounts.Request{Now: h.cfg.Now(), Scope: scope, Live: v.Get("live") == "1"}
 	var err error
 	q.Window, err = facts.WindowParams{From: v.Get("from"), To: v.Get("to"), Month: v.Get("month"),
 		FromName: "from", ToName: "to", MonthName: "month"}.Select(h.cfg.Now())
@@ -150,7 +166,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		h.chargeback(w, r, q, format)
 		return
 	}
-	rep, err := h.compute(r.Context(), q, r.URL.Query().Get("live") == "1")
+	rep, err := h.acc.Report(r.Context(), q)
 	if errors.Is(err, facts.ErrBadQuery) {
 		h.api.fail(w, http.StatusBadRequest, err.Error())
 		return
@@ -202,18 +218,17 @@ func badParameter(err error) string {
 // chargeback answers GET /v1/report?by=task&format=csv|json: the
 // chargeback statement, one line per task (report.WriteChargebackCSV,
 // WriteChargebackJSON).
-func (h *reports) chargeback(w http.ResponseWriter, r *http.Request, q report.Query, format string) {
+func (h *reports) chargeback(w http.ResponseWriter, r *http.Request, q accounts.Request, format string) {
 	if format != "csv" && format != "json" && format != "" {
 		h.api.fail(w, http.StatusBadRequest, "parameter by: task is the chargeback statement, one line per task: it takes format=csv or json")
 		return
 	}
-	lister, ok := h.cfg.Source.(report.TaskLister)
-	if !ok {
-		h.api.fail(w, http.StatusNotImplemented, "this store lists no tasks for a statement")
+	// A closed month's lines are those its statement kept (invariant 3).
+	st, err := h.acc.Chargeback(r.Context(), q)
+	if errors.Is(err, accounts.ErrNoTaskList) {
+		h.api.fail(w, http.StatusNotImplemented, err.Error())
 		return
 	}
-	// A closed month's lines are those its statement kept (invariant 3).
-	st, err := books.Chargeback(r.Context(), h.cfg.Books, lister, q)
 	if err != nil {
 		h.api.storeFailed(w, r, "report", err)
 		return

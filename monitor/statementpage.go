@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -89,12 +88,7 @@ func (h *statements) statementPage(w http.ResponseWriter, r *http.Request, scope
 		h.api.fail(w, http.StatusNotFound, month+" is not closed: a statement is the page of a closed month")
 		return
 	}
-	in := func(p, owner string) bool { return p == project && (scope == nil || scope.Allows(p, owner)) }
-	// The statement's rows are by project (no owner to narrow by): the
-	// project's row, which the scope's project globs allowed above.
-	q := report.Query{Window: win, By: []string{"project"}, Prices: h.cfg.Inputs.Prices, Budgets: h.cfg.Inputs.Budgets, Now: h.cfg.Now(),
-		Scope: func(p, _ string) bool { return p == project }}
-	rep, err := books.Report(r.Context(), h.cfg.Store, q, false)
+	rep, err := h.acc.ProjectReport(r.Context(), win, project, h.cfg.Now())
 	if err != nil {
 		h.api.storeFailed(w, r, "statement page", err)
 		return
@@ -125,16 +119,12 @@ func (h *statements) statementPage(w http.ResponseWriter, r *http.Request, scope
 			d.CloseReason = notes[store.NotesKey(c.Month, c.Version)].CloseReason
 		}
 	}
-	if lister, ok := h.cfg.Store.(report.TaskLister); ok {
-		cq := report.Query{Window: win, Prices: h.cfg.Inputs.Prices, Scope: in}
-		if h.cfg.Focus != nil && h.cfg.Focus.Namespaces != nil {
-			cq.Namespaces = h.cfg.Focus.Namespaces.Project
-		}
-		lines, err := books.Chargeback(r.Context(), h.cfg.Store, lister, cq)
-		if err != nil {
-			h.api.storeFailed(w, r, "statement page", err)
-			return
-		}
+	lines, err := h.acc.ProjectLines(r.Context(), win, project, scope)
+	if err != nil {
+		h.api.storeFailed(w, r, "statement page", err)
+		return
+	}
+	if lines != nil {
 		lines.SHA256 = c.SHA256
 		var csvb bytes.Buffer
 		if err := report.WriteChargebackCSV(&csvb, lines); err != nil {

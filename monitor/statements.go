@@ -1,13 +1,13 @@
 package monitor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
@@ -25,6 +25,21 @@ type BooksConfig struct {
 	// Focus is the FOCUS export's configuration (nil: no export): GET
 	// /v1/export/focus, and the export kept with each new statement.
 	Focus *focus.Config
+	// Accounts are the figures the statement pages show (serve hands every
+	// view the same; nil: made of Store, Inputs and Focus's mapping).
+	Accounts *accounts.Accounts
+}
+
+// accounts are cfg's accounts: its own, or those of its fields.
+func (cfg BooksConfig) accounts() *accounts.Accounts {
+	if cfg.Accounts != nil {
+		return cfg.Accounts
+	}
+	in := accounts.Inputs{Prices: cfg.Inputs.Prices, Budgets: cfg.Inputs.Budgets, Charge: cfg.Inputs.Namespaces, Now: cfg.Now}
+	if cfg.Focus != nil {
+		in.Namespaces = cfg.Focus.Namespaces
+	}
+	return accounts.New(accounts.Sources{Facts: cfg.Store, Books: cfg.Store}, in)
 }
 
 // Statement is a statement's summary as GET /v1/statements and the close
@@ -48,6 +63,7 @@ type Statement struct {
 type statements struct {
 	api *API
 	cfg BooksConfig
+	acc *accounts.Accounts
 }
 
 // MountStatements adds POST /v1/statements/{month}/close (admin: closes a
@@ -56,13 +72,8 @@ type statements struct {
 // and makes the report and the page answer closed months from their
 // statements (ReportConfig.Books).
 func MountStatements(a *API, cfg BooksConfig) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	h := &statements{api: a, cfg: cfg}
+	withDefaults(&cfg.Now, &cfg.Log)
+	h := &statements{api: a, cfg: cfg, acc: cfg.accounts()}
 	a.Handle("POST /v1/statements/{month}/close", h.admin(h.close))
 	a.Handle("POST /v1/statements/{month}/reopen", h.admin(h.reopen))
 	a.Handle("GET /v1/statements", h.reader(h.list))
@@ -158,16 +169,6 @@ func (h *statements) list(w http.ResponseWriter, r *http.Request, _ string) {
 func summary(month string, version int, closedAt time.Time, by string, reopenedAt *time.Time, reopenedBy, sum string) Statement {
 	return Statement{Month: month, Version: version, ClosedAt: closedAt, ClosedBy: by, ReopenedAt: reopenedAt,
 		ReopenedBy: reopenedBy, SHA256: sum, InForce: reopenedAt == nil}
-}
-
-// compute is the report of q: through the books when they are mounted
-// (closed months from their statements, adjustments, retention), else
-// computed from the tasks.
-func (h *reports) compute(ctx context.Context, q report.Query, live bool) (*report.Report, error) {
-	if h.cfg.Books == nil {
-		return report.Compute(ctx, h.cfg.Source, q)
-	}
-	return books.Report(ctx, h.cfg.Books, q, live)
 }
 
 // closedHeader says on a CSV or table answer that it is a closed month's

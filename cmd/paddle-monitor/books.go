@@ -20,6 +20,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
@@ -77,27 +78,6 @@ var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entrie
 		"GPU prices file (JSON), stored in the statement", "monthly budgets (JSON), stored in the statement"),
 	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false),
 	focusEntries(func(c *ledgerConfig) *focus.Settings { return &c.focus }))}
-
-// statementLedger is the statements' ledger hook: the month's ledger by
-// state (ledger.Compute, as `paddle-monitor ledger --by state` prints it
-// in JSON), or null when no node report covers the month.
-func statementLedger(cfg monitor.LedgerConfig) books.Ledger {
-	return func(ctx context.Context, w facts.Window) (json.RawMessage, error) {
-		split := cfg.Split
-		if split == "" {
-			split = ledger.SplitEqual
-		}
-		l, err := ledger.Compute(ctx, cfg.Source, ledger.Query{Window: w, By: ledger.ByState, Split: split, Prices: cfg.Prices,
-			Namespaces: cfg.Namespaces, Retire: cfg.Retire, Now: time.Now()})
-		if err != nil {
-			return nil, err
-		}
-		if l.Total.Capacity == nil || *l.Total.Capacity == 0 {
-			return nil, nil
-		}
-		return json.Marshal(l)
-	}
-}
 
 // openExisting opens a store that must exist (never creates a SQLite file).
 func openExisting(ctx context.Context, db string) (*store.Store, error) {
@@ -158,7 +138,8 @@ func closeCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	in.Ledger = statementLedger(monitor.LedgerConfig{Source: st, Prices: in.Prices, Namespaces: ns, Split: lc.nodes.split, Retire: lc.nodes.retire})
+	in.Ledger = accounts.Of(st, accounts.Inputs{Prices: in.Prices, Budgets: in.Budgets, Namespaces: ns, Split: lc.nodes.split,
+		Retire: lc.nodes.retire}).StatementLedger()
 	if err := withNamespaces(&in, ns, lc.nodes.namespacesFile); err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 		return nil, err
 	}
 	if c.fleet != nil {
-		in.Ledger = statementLedger(*c.fleet)
+		in.Ledger = c.accounts.StatementLedger()
 		if err := withNamespaces(&in, c.fleet.Namespaces, c.nodes.namespacesFile); err != nil {
 			return nil, err
 		}
@@ -73,7 +73,7 @@ func startBooks(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *
 	if err != nil {
 		return nil, err
 	}
-	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log, Focus: &fc})
+	monitor.MountStatements(api, monitor.BooksConfig{Store: st, Inputs: in, Log: log, Focus: &fc, Accounts: c.accounts})
 	deleted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddle_monitor_retention_deleted_total",
 		Help: "Rows deleted by --retain, by kind (tasks; node_hours: the ledger's hourly rows)."}, []string{"kind"})
 	hold := prometheus.NewGauge(prometheus.GaugeOpts{Name: "paddle_monitor_retention_longest_hold_seconds",

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
@@ -62,13 +63,14 @@ var exportSettings = settings.Table[exportConfig]{Policy: settings.Refuse, Entri
 	nodeEntries(func(c *exportConfig) *nodeSettings { return &c.nodes }, false),
 	focusEntries(func(c *exportConfig) *focus.Settings { return &c.focus }))}
 
-// focusConfig is the export's configuration over st.
+// focusConfig is the export's configuration over st: the read side's
+// (accounts) for prices and the ledger's settings n.
 func focusConfig(st *store.Store, prices *report.Prices, n nodeSettings, s focus.Settings) (focus.Config, error) {
 	ns, err := n.namespaces()
 	if err != nil {
 		return focus.Config{}, err
 	}
-	return focus.Config{Source: st, Books: st, Ledger: st, Prices: prices, Namespaces: ns, Split: n.split, Retire: n.retire, Settings: s}, nil
+	return accounts.Of(st, accounts.Inputs{Prices: prices, Namespaces: ns, Split: n.split, Retire: n.retire}).Focus(s), nil
 }
 
 func exportCmd(args []string, stdout io.Writer) error {

@@ -14,6 +14,6 @@ import (
 // with serve's ledger settings (fleet).
 func registerFleet(reg *prometheus.Registry, st *store.Store, fleet *monitor.LedgerConfig, log *slog.Logger) {
 	reg.MustRegister(monitor.NewFleetCollector(monitor.FleetConfig{Source: st, Namespaces: fleet.Namespaces, Split: fleet.Split,
-		Retire: fleet.Retire, Log: log}))
+		Retire: fleet.Retire, Log: log, Accounts: fleet.Accounts}))
 	reg.MustRegister(monitor.NewRollupCollector(st))
 }

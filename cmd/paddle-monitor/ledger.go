@@ -15,6 +15,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
@@ -83,7 +84,8 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	q := ledger.Query{By: ledger.ByNode, Split: c.nodes.split, Namespaces: ns, Retire: c.nodes.retire, Now: time.Now()}
+	in := accounts.Inputs{Namespaces: ns, Split: c.nodes.split, Retire: c.nodes.retire}
+	q := accounts.LedgerRequest{By: ledger.ByNode, Now: time.Now()}
 	if by != nil {
 		q.By = *by
 	}
@@ -91,7 +93,7 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	if err != nil {
 		return badQuery(err, "")
 	}
-	if err := q.Check(); err != nil {
+	if err := in.CheckLedger(q); err != nil {
 		return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), ledger.ErrBadQuery.Error()+": "))
 	}
 	if wide == nil {
@@ -102,7 +104,7 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if q.Prices, _, err = loadPricing(c.prices, ""); err != nil {
+	if in.Prices, _, err = loadPricing(c.prices, ""); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
@@ -115,14 +117,15 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	acc := accounts.Of(st, in)
 	if name == "discrepancies" {
-		d, err := ledger.FindDiscrepancies(ctx, st, q)
+		d, err := acc.Discrepancies(ctx, q)
 		if err != nil {
 			return err
 		}
 		return ledger.WriteDiscrepancies(stdout, d, *format)
 	}
-	l, err := ledger.Compute(ctx, st, q)
+	l, err := acc.Ledger(ctx, q)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
@@ -55,8 +55,9 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	db, pricesFile, budgetsFile := &c.src.db, &c.src.prices, &c.src.budgets
-	q := report.Query{}
+	var q accounts.Request
 	var err error
+	q.Live = *live
 	q.Window, err = facts.WindowParams{From: *from, To: *to, Month: *month,
 		FromName: "--from", ToName: "--to", MonthName: "--month"}.Select(time.Now())
 	if err != nil {
@@ -77,15 +78,12 @@ func reportCmd(args []string, stdout io.Writer) error {
 	if err := checkFormat(*format, *wide, *columns); err != nil {
 		return err
 	}
-	if q.Prices, q.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
+	var in accounts.Inputs
+	if in.Prices, in.Budgets, err = loadPricing(*pricesFile, *budgetsFile); err != nil {
 		return err
 	}
-	ns, err := c.nodes.namespaces()
-	if err != nil {
+	if in.Namespaces, err = c.nodes.namespaces(); err != nil {
 		return err
-	}
-	if ns != nil {
-		q.Namespaces = ns.Project
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
@@ -98,8 +96,9 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	acc := accounts.Of(st, in)
 	if chargeback {
-		statement, err := books.Chargeback(ctx, st, st, q)
+		statement, err := acc.Chargeback(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -108,7 +107,7 @@ func reportCmd(args []string, stdout io.Writer) error {
 		}
 		return report.WriteChargebackCSV(stdout, statement)
 	}
-	rep, err := books.Report(ctx, st, q, *live)
+	rep, err := acc.Report(ctx, q)
 	if errors.Is(err, facts.ErrBadQuery) {
 		return badQuery(err, "")
 	}
@@ -156,18 +155,13 @@ func badQuery(err error, prefix string) error {
 // page GET /, and the open tasks and the projects' month on /metrics.
 func mountReport(api *monitor.API, reg *prometheus.Registry, st *store.Store, c *serveConfig,
 	prices *report.Prices, budgets *report.Budgets, log *slog.Logger) error {
-	// Undeclared use is charged to projects as the ledger charges it.
-	var ns func(string) (string, bool)
-	if c.fleet != nil && c.fleet.Namespaces != nil {
-		ns = c.fleet.Namespaces.Project
-	}
 	monitor.MountReport(api, monitor.ReportConfig{Source: st, Prices: prices, Budgets: budgets, OpenTTL: c.openTTL, ExecTTL: c.execTTL, Log: log,
-		Fleet: c.fleet, Books: st, Namespaces: ns})
+		Fleet: c.fleet, Books: st, Accounts: c.accounts})
 	// The open tasks are written on /metrics directly (the same bytes as
 	// the collector gathered, without a const metric per series).
 	api.ServeTasks(monitor.NewTaskCollector(st, c.openTTL, nil).WithExecTTL(c.execTTL))
 	projects := monitor.NewProjectCollector(st, prices, budgets, nil, log)
-	projects.Namespaces = ns
+	projects.Accounts = c.accounts
 	return reg.Register(projects)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
@@ -43,6 +44,7 @@ type serveConfig struct {
 	level, format       string
 	nodes               nodeSettings          // node reports and the ledger (nodes.go)
 	fleet               *monitor.LedgerConfig // the ledger's configuration, once the store is open
+	accounts            *accounts.Accounts    // every view's figures, once the store is open
 	log                 *slog.Logger
 	books               booksSettings  // --auto-close, --retain (books.go)
 	focus               focus.Settings // --focus-* (export.go)
@@ -182,6 +184,11 @@ func serve(args []string, stderr io.Writer) error {
 	if c.fleet, err = fleetConfig(st, c, prices); err != nil {
 		return err
 	}
+	// One read side for every view: the report, the page, the ledger,
+	// the statements and /metrics compute with the same inputs.
+	c.accounts = accounts.Of(st, accounts.Inputs{Prices: prices, Budgets: budgets, Namespaces: c.fleet.Namespaces,
+		Split: c.fleet.Split, Retire: c.fleet.Retire})
+	c.fleet.Accounts = c.accounts
 	if err := mountReport(api, reg, st, c, prices, budgets, log); err != nil {
 		return err
 	}

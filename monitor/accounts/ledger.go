@@ -1,0 +1,109 @@
+package accounts
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+)
+
+// LedgerRequest is a ledger's window, grouping and reader.
+type LedgerRequest struct {
+	Window facts.Window
+	// By is ledger.ByNode, ByModel, …; Split the request's split rule
+	// ("": the inputs').
+	By, Split string
+	// Scope is the reader's (nil: the whole fleet, an admin).
+	Scope *access.Scope
+	// Now is the clock (zero: the store's, as ledger.Compute reads it).
+	Now time.Time
+}
+
+// ledgerQuery is r's ledger query with in.
+func (in Inputs) ledgerQuery(r LedgerRequest) ledger.Query {
+	q := ledger.Query{Window: r.Window, By: r.By, Split: r.Split, Prices: in.Prices, Namespaces: in.Namespaces, Scope: r.Scope,
+		Retire: in.Retire, Now: r.Now}
+	if q.Split == "" {
+		q.Split = in.Split
+	}
+	return q
+}
+
+// CheckLedger returns r's problem (ledger.ErrBadQuery or
+// facts.ErrBadQuery, naming the parameter), before any store is opened.
+func (in Inputs) CheckLedger(r LedgerRequest) error {
+	q := in.ledgerQuery(r)
+	return q.Check()
+}
+
+// Ledger is the ledger of r: every GPU-hour of the fleet in its five
+// states.
+func (a *Accounts) Ledger(ctx context.Context, r LedgerRequest) (*ledger.Ledger, error) {
+	return ledger.Compute(ctx, a.src.Ledger, a.in.ledgerQuery(r))
+}
+
+// Discrepancies are r's discrepancies between what tasks declared and what
+// the node reports observed, by the money at stake.
+func (a *Accounts) Discrepancies(ctx context.Context, r LedgerRequest) (*ledger.Discrepancies, error) {
+	return ledger.FindDiscrepancies(ctx, a.src.Ledger, a.in.ledgerQuery(r))
+}
+
+// Fleet is the page's Fleet section's figures of the month win: the
+// ledger by model and its discrepancies; nil, nil when the store keeps no
+// ledger or no node report counts in the window.
+func (a *Accounts) Fleet(ctx context.Context, win facts.Window, scope *access.Scope, now time.Time) (*ledger.Ledger, *ledger.Discrepancies, error) {
+	if a.src.Ledger == nil {
+		return nil, nil, nil
+	}
+	r := LedgerRequest{Window: win, By: ledger.ByModel, Scope: scope, Now: now}
+	l, err := a.Ledger(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(l.Rows) == 0 {
+		return nil, nil, nil
+	}
+	d, err := a.Discrepancies(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, d, nil
+}
+
+// FleetMonth is the ledger by model of the month of now, without prices:
+// /metrics' fleet month series (GPU-seconds per state).
+func (a *Accounts) FleetMonth(ctx context.Context, now time.Time) (*ledger.Ledger, error) {
+	q := a.in.ledgerQuery(LedgerRequest{Window: facts.Month(now), By: ledger.ByModel, Now: now})
+	q.Prices = nil
+	return ledger.Compute(ctx, a.src.Ledger, q)
+}
+
+// StatementLedger is the statements' ledger hook: the month's ledger by
+// state (as `paddle-monitor ledger --by state` prints it in JSON), or
+// null when no node report covers the month.
+func (a *Accounts) StatementLedger() books.Ledger {
+	return func(ctx context.Context, w facts.Window) (json.RawMessage, error) {
+		l, err := a.Ledger(ctx, LedgerRequest{Window: w, By: ledger.ByState, Now: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		if l.Total.Capacity == nil || *l.Total.Capacity == 0 {
+			return nil, nil
+		}
+		return json.Marshal(l)
+	}
+}
+
+// Focus is the FOCUS export's configuration with the accounts' inputs and
+// settings s: the export's rows are computed by package focus from the
+// same store, prices, namespace mapping and split rule as every other
+// view.
+func (a *Accounts) Focus(s focus.Settings) focus.Config {
+	return focus.Config{Source: a.src.Facts.(focus.Source), Books: a.src.Books, Ledger: a.src.Ledger, Prices: a.in.Prices,
+		Namespaces: a.in.Namespaces, Split: a.in.Split, Retire: a.in.Retire, Settings: s}
+}

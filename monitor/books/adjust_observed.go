@@ -48,11 +48,7 @@ func observedAfterClose(ctx context.Context, st Store, src facts.Source, e store
 	if !trimmed.IsZero() && trimmed.After(w.From) {
 		return pending, nil
 	}
-	body, err := st.StatementBody(ctx, e.Month, e.Version)
-	if err != nil {
-		return nil, err
-	}
-	s, err := Decode(body)
+	s, err := stored(ctx, st, e.Month, e.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +142,7 @@ func observedAfterClose(ctx context.Context, st Store, src facts.Source, e store
 func carriedOf(ctx context.Context, st Store, month string, later []store.Closed) ([]report.Adjustment, error) {
 	var out []report.Adjustment
 	for _, l := range later {
-		body, err := st.StatementBody(ctx, l.Month, l.Version)
-		if err != nil {
-			return nil, err
-		}
-		s, err := Decode(body)
+		s, err := stored(ctx, st, l.Month, l.Version)
 		if err != nil {
 			return nil, err
 		}

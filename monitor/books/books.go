@@ -130,6 +130,15 @@ func Decode(body []byte) (*Statement, error) {
 	return &s, nil
 }
 
+// stored reads statement version of month as it was stored.
+func stored(ctx context.Context, st Store, month string, version int) (*Statement, error) {
+	body, err := st.StatementBody(ctx, month, version)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(body)
+}
+
 // compactJSON is a file's JSON as the statement stores it (nil: null).
 func compactJSON(name string, b []byte) (json.RawMessage, error) {
 	if b == nil {

@@ -107,11 +107,7 @@ func Chargeback(ctx context.Context, st Store, src report.TaskLister, q report.Q
 	out.Labels = slices.Sorted(maps.Keys(labels))
 	// The late data of earlier months the statement counted: the lines
 	// the month showed while open (invariant 3), from what it froze.
-	body, err := st.StatementBody(ctx, c.Month, c.Version)
-	if err != nil {
-		return nil, err
-	}
-	frozen, err := Decode(body)
+	frozen, err := stored(ctx, st, c.Month, c.Version)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
@@ -85,12 +86,7 @@ func (s *Store) Task(ctx context.Context, taskID, project string, scope *access.
 	if err != nil {
 		return nil, err
 	}
-	var seen []Task
-	for _, t := range all {
-		if scope.Allows(t.Project, t.Owner) {
-			seen = append(seen, t)
-		}
-	}
+	seen := slices.DeleteFunc(all, func(t Task) bool { return !scope.Allows(t.Project, t.Owner) })
 	pick := -1
 	for i, t := range seen {
 		if project == "" || t.Project == project {

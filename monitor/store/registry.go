@@ -53,9 +53,6 @@ var otherStatements = map[string]*stmt{
 	"statement by project":      stmtStatementByProject,
 	"statement by project/own.": stmtStatementByProjectOwner,
 	"open tasks to watch":       stmtOpenToWatch,
-	"next fact day":             stmtNextFactDay,
-	"next fact month":           stmtNextFactMonth,
-	"next node hour":            stmtNextNodeHour,
 	"oldest node hour":          stmtOldestNodeHour,
 	"node last time":            stmtNodeLastTime,
 	"node latest":               stmtNodeLatest,
@@ -67,13 +64,7 @@ var otherStatements = map[string]*stmt{
 	"ties by Slurm job, one":    stmtTieSlurm,
 	"ties by Slurm run, one":    stmtTieSlurmRun,
 	"ties by container, one":    stmtTieContainer,
-	"trim GPU days":             stmtTrimGPUDays,
-	"trim GPU hours":            stmtTrimGPUHours,
-	"trim GPU months":           stmtTrimGPUMonths,
 	"trim spans":                stmtTrimSpans,
-	"trim user days":            stmtTrimUserDays,
-	"trim user hours":           stmtTrimUserHours,
-	"trim user months":          stmtTrimUserMonths,
 }
 
 // factSumStatements are FactSums' statements, per grain.

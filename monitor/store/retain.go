@@ -35,14 +35,6 @@ var (
 		sqliteIndex: "sqlite_autoindex_task_gpus_1", postgresIndex: "task_gpus_pkey", example: []any{int64(1)}}
 	stmtTrimTask = &stmt{sql: "DELETE FROM tasks WHERE id = ?",
 		sqliteIndex: "INTEGER PRIMARY KEY", postgresIndex: "tasks_pkey", example: []any{int64(1)}}
-	// Node hours (the ledger's roll-ups), an hour at a time: the primary
-	// keys of both tables begin with the hour.
-	stmtNextNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours WHERE hour >= ? AND hour < ?",
-		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(0), int64(1700000000)}}
-	stmtTrimGPUHours = &stmt{sql: "DELETE FROM node_gpu_hours WHERE hour = ?",
-		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(1700000000)}}
-	stmtTrimUserHours = &stmt{sql: "DELETE FROM node_user_hours WHERE hour = ?",
-		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey", example: []any{int64(1700000000)}}
 	// The covered spans that ended in [from, to) (node_spans_end): trimmed
 	// with the hours they cover.
 	stmtTrimSpans = &stmt{sql: "DELETE FROM node_spans WHERE span_end >= ? AND span_end <= ?",
@@ -86,15 +78,22 @@ func (s *Store) TrimmedBefore(ctx context.Context) (time.Time, error) {
 // of the first month since the oldest task that is not closed, whichever is
 // earlier (an open month is never trimmed). Zero: nothing to trim.
 func (s *Store) TrimCutoff(ctx context.Context, before time.Time) (time.Time, error) {
-	var oldest sql.NullInt64
-	if err := s.queryRow(ctx, s.r, stmtOldestStart).Scan(&oldest); err != nil {
-		return time.Time{}, fmt.Errorf("store: retention: %w", err)
+	return s.closedCutoff(ctx, "store: retention", stmtOldestStart, before)
+}
+
+// closedCutoff is before, or the start of the first month not closed from
+// the month of oldest's answer on (the oldest row a retention deletes),
+// whichever is earlier; zero when there is nothing before before. what
+// names the retention in errors.
+func (s *Store) closedCutoff(ctx context.Context, what string, oldest *stmt, before time.Time) (time.Time, error) {
+	var first sql.NullInt64
+	if err := s.queryRow(ctx, s.r, oldest).Scan(&first); err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", what, err)
 	}
-	if !oldest.Valid || oldest.Int64 >= before.Unix() {
+	if !first.Valid || first.Int64 >= before.Unix() {
 		return time.Time{}, nil
 	}
-	m := facts.Month(time.Unix(oldest.Int64, 0).UTC())
-	for m.From.Before(before) {
+	for m := facts.Month(time.Unix(first.Int64, 0).UTC()); m.From.Before(before); m = facts.Month(m.To) {
 		c, err := s.Statement(ctx, m.From.Format("2006-01"))
 		if err != nil {
 			return time.Time{}, err
@@ -102,7 +101,6 @@ func (s *Store) TrimCutoff(ctx context.Context, before time.Time) (time.Time, er
 		if c == nil {
 			return m.From, nil
 		}
-		m = facts.Month(m.To)
 	}
 	return before, nil
 }
@@ -183,44 +181,16 @@ func (s *Store) trimNodeHours(ctx context.Context, cutoff int64, res *TrimResult
 			return fmt.Errorf("store: retention: node spans: %w", err)
 		}
 	}
-	from := int64(0)
-	for {
-		var h sql.NullInt64
-		if err := s.queryRow(ctx, s.r, stmtNextNodeHour, from, cutoff).Scan(&h); err != nil {
-			return fmt.Errorf("store: retention: node hours: %w", err)
+	// The spans ending up to each hour's end (before the cutoff) go with
+	// it: the billing reads no hour before it any more.
+	n, err = s.trimRollup(ctx, "store: retention: node hours", rollupTrims["hour"], cutoff-1, res, func(tx *sql.Tx, from, hour int64) error {
+		if _, err := s.exec(ctx, tx, stmtTrimSpans, from, min(hour+3600, cutoff)); err != nil {
+			return fmt.Errorf("node spans: %w", err)
 		}
-		if !h.Valid {
-			return nil
-		}
-		tx, err := s.w.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("store: retention: %w", err)
-		}
-		start := time.Now()
-		var n int64
-		for _, st := range []*stmt{stmtTrimGPUHours, stmtTrimUserHours} {
-			r, err := s.exec(ctx, tx, st, h.Int64)
-			if err != nil {
-				tx.Rollback()
-				return fmt.Errorf("store: retention: node hours: %w", err)
-			}
-			k, _ := r.RowsAffected()
-			n += k
-		}
-		// The spans ending up to the hour's end (before the cutoff): the
-		// billing reads no hour before it any more.
-		if _, err := s.exec(ctx, tx, stmtTrimSpans, from, min(h.Int64+3600, cutoff)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("store: retention: node spans: %w", err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("store: retention: %w", err)
-		}
-		res.NodeHours += n
-		res.Batches++
-		res.LongestHold = max(res.LongestHold, time.Since(start))
-		from = h.Int64 + 1
-	}
+		return nil
+	})
+	res.NodeHours += n
+	return err
 }
 
 func (s *Store) ids(ctx context.Context, st *stmt, args ...any) ([]int64, error) {

@@ -8,11 +8,8 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 )
 
 var stmtOldestNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours",
@@ -22,23 +19,7 @@ var stmtOldestNodeHour = &stmt{sql: "SELECT MIN(hour) FROM node_gpu_hours",
 // earlier of before and the start of the first month, from the oldest
 // hour on, that is not closed (zero: nothing to trim).
 func (s *Store) HourlyCutoff(ctx context.Context, before time.Time) (time.Time, error) {
-	var oldest sql.NullInt64
-	if err := s.queryRow(ctx, s.r, stmtOldestNodeHour).Scan(&oldest); err != nil {
-		return time.Time{}, fmt.Errorf("store: hourly retention: %w", err)
-	}
-	if !oldest.Valid || oldest.Int64 >= before.Unix() {
-		return time.Time{}, nil
-	}
-	for m := facts.Month(time.Unix(oldest.Int64, 0).UTC()); m.From.Before(before); m = facts.Month(m.To) {
-		c, err := s.Statement(ctx, m.From.Format("2006-01"))
-		if err != nil {
-			return time.Time{}, err
-		}
-		if c == nil {
-			return m.From, nil
-		}
-	}
-	return before, nil
+	return s.closedCutoff(ctx, "store: hourly retention", stmtOldestNodeHour, before)
 }
 
 // TrimHourly deletes the hourly rows (per GPU, and per GPU instance and
@@ -54,34 +35,8 @@ func (s *Store) TrimHourly(ctx context.Context, before time.Time) (int64, error)
 	if err != nil {
 		return n, fmt.Errorf("store: hourly retention: %w", err)
 	}
-	for from := int64(0); ; {
-		var h sql.NullInt64
-		if err := s.queryRow(ctx, s.r, stmtNextNodeHour, from, cutoff.Unix()).Scan(&h); err != nil {
-			return n, fmt.Errorf("store: hourly retention: %w", err)
-		}
-		if !h.Valid {
-			return n, nil
-		}
-		tx, err := s.w.BeginTx(ctx, nil)
-		if err != nil {
-			return n, fmt.Errorf("store: hourly retention: %w", err)
-		}
-		var k int64
-		for _, st := range []*stmt{stmtTrimGPUHours, stmtTrimUserHours} {
-			r, err := s.exec(ctx, tx, st, h.Int64)
-			if err != nil {
-				tx.Rollback()
-				return n, fmt.Errorf("store: hourly retention: %w", err)
-			}
-			d, _ := r.RowsAffected()
-			k += d
-		}
-		if err := tx.Commit(); err != nil {
-			return n, fmt.Errorf("store: hourly retention: %w", err)
-		}
-		n += k
-		from = h.Int64 + 1
-	}
+	k, err := s.trimRollup(ctx, "store: hourly retention", rollupTrims["hour"], cutoff.Unix()-1, &TrimResult{}, nil)
+	return n + k, err
 }
 
 // dropHourPartitions drops the partitions of both hourly tables whose

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
@@ -44,13 +45,7 @@ func (s *Store) visible(ctx context.Context, q querier, taskID string, scope *ac
 	if err != nil {
 		return nil, err
 	}
-	var out []sameID
-	for _, t := range all {
-		if scope.Allows(t.project, t.owner) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(all, func(t sameID) bool { return !scope.Allows(t.project, t.owner) }), nil
 }
 
 // registering is a registration being stored: the decoded body, the body

@@ -64,7 +64,7 @@ type Overcommit struct {
 	MoneyAtStake   *float64 `json:"money_at_stake"`
 }
 
-// TaskName names a task.
+// TaskName names a task: one of an overcommit, or the one a user declared.
 type TaskName struct {
 	TaskID  string `json:"task_id"`
 	Project string `json:"project"`
@@ -73,29 +73,22 @@ type TaskName struct {
 
 // UserFigures is a user of the fleet with its GPU-hours.
 type UserFigures struct {
-	Node        string  `json:"node"`
-	State       string  `json:"state"`
-	Project     string  `json:"project"`
-	Runtime     string  `json:"runtime"`
-	ContainerID string  `json:"container_id"`
-	Namespace   string  `json:"namespace"`
-	Pod         string  `json:"pod"`
-	Container   string  `json:"container"`
-	SlurmJob    string  `json:"slurm_job"`
-	UID         *int64  `json:"uid"`
-	Cgroup      string  `json:"cgroup"`
-	Declared    *Decl   `json:"declared"`
-	GPUHours    float64 `json:"gpu_hours"`
+	Node        string    `json:"node"`
+	State       string    `json:"state"`
+	Project     string    `json:"project"`
+	Runtime     string    `json:"runtime"`
+	ContainerID string    `json:"container_id"`
+	Namespace   string    `json:"namespace"`
+	Pod         string    `json:"pod"`
+	Container   string    `json:"container"`
+	SlurmJob    string    `json:"slurm_job"`
+	UID         *int64    `json:"uid"`
+	Cgroup      string    `json:"cgroup"`
+	Declared    *TaskName `json:"declared"` // the task it declared
+	GPUHours    float64   `json:"gpu_hours"`
 	// MoneyAtStake is the use's cost at the instance's price (null
 	// without a price for it).
 	MoneyAtStake *float64 `json:"money_at_stake"`
-}
-
-// Decl is what a user declared.
-type Decl struct {
-	TaskID  string `json:"task_id"`
-	Project string `json:"project"`
-	Owner   string `json:"owner"`
 }
 
 // FindDiscrepancies lists the discrepancies of q's window; q.Scope narrows
@@ -258,7 +251,7 @@ func userFigures(u UserUse) UserFigures {
 		f.MoneyAtStake = &v
 	}
 	if u.User.Declared {
-		f.Declared = &Decl{TaskID: u.User.DeclaredTaskID, Project: u.User.DeclaredProject, Owner: u.User.DeclaredOwner}
+		f.Declared = &TaskName{TaskID: u.User.DeclaredTaskID, Project: u.User.DeclaredProject, Owner: u.User.DeclaredOwner}
 	}
 	return f
 }

@@ -35,8 +35,56 @@ type batchReq struct {
 	// single: op runs one write statement, which SQLite undoes alone when
 	// it fails, so no savepoint is needed.
 	single bool
-	err    error
-	done   chan struct{}
+	reply
+}
+
+// reply is how a queued write is answered: its error, set by the batch,
+// and done, closed once the batch is committed.
+type reply struct {
+	err  error
+	done chan struct{}
+}
+
+func newReply() reply { return reply{done: make(chan struct{})} }
+
+func (r *reply) answer()     { close(r.done) }
+func (r *reply) wait() error { <-r.done; return r.err }
+
+// awaited is a request of a batcher (batchReq, hbReq).
+type awaited interface {
+	answer()
+	wait() error
+}
+
+// enqueue hands req to lane and waits for its batch's commit. The error
+// is the request's, or the commit's: an answer only once the write is on
+// disk. what names the write in errors.
+func enqueue[T awaited](ctx context.Context, lane chan<- T, quit <-chan struct{}, what string, req T) error {
+	select {
+	case lane <- req:
+	case <-ctx.Done():
+		return fmt.Errorf("store: %s: %w", what, ctx.Err())
+	case <-quit:
+		return fmt.Errorf("store: %s: the store is closed", what)
+	}
+	// Once taken, the request is answered whatever the caller's context
+	// does: it may already be committed.
+	return req.wait()
+}
+
+// serve commits the batches of reqs until quit is closed, answering the
+// requests of each batch once commit has written it.
+func serve[T awaited](reqs <-chan T, quit <-chan struct{}, commit func([]T)) {
+	for {
+		batch, ok := gather(reqs, quit)
+		if !ok {
+			return
+		}
+		commit(batch)
+		for _, req := range batch {
+			req.answer()
+		}
+	}
 }
 
 // maxBatch bounds one transaction (and so the wait of its first caller).
@@ -51,18 +99,7 @@ func newBatcher(s *Store) *batcher {
 // run queues op and waits for the batch's commit. The error is op's, or the
 // commit's: an answer only once the write is on disk.
 func (b *batcher) run(ctx context.Context, what string, single bool, op func(ctx context.Context, tx *sql.Tx) (bool, error)) error {
-	req := &batchReq{ctx: ctx, what: what, op: op, single: single, done: make(chan struct{})}
-	select {
-	case b.reqs <- req:
-	case <-ctx.Done():
-		return fmt.Errorf("store: %s: %w", what, ctx.Err())
-	case <-b.quit:
-		return fmt.Errorf("store: %s: the store is closed", what)
-	}
-	// Once taken, the request is answered whatever the caller's context
-	// does: it may already be committed.
-	<-req.done
-	return req.err
+	return enqueue(ctx, b.reqs, b.quit, what, &batchReq{ctx: ctx, what: what, op: op, single: single, reply: newReply()})
 }
 
 // close stops the loop after the batch in progress; safe to call twice
@@ -95,16 +132,7 @@ func gather[T any](reqs <-chan T, quit <-chan struct{}) ([]T, bool) {
 
 func (b *batcher) loop() {
 	defer close(b.done)
-	for {
-		batch, ok := gather(b.reqs, b.quit)
-		if !ok {
-			return
-		}
-		b.commit(batch)
-		for _, req := range batch {
-			close(req.done)
-		}
-	}
+	serve(b.reqs, b.quit, b.commit)
 }
 
 // commit writes a batch in one transaction, each write in its own
@@ -189,8 +217,7 @@ type hbReq struct {
 	ctx    context.Context
 	taskID string
 	at     int64
-	err    error
-	done   chan struct{}
+	reply
 }
 
 // hbLanes: statements in flight at once (PostgreSQL runs them on as many
@@ -211,20 +238,12 @@ func newHBBatcher(s *Store) *hbBatcher {
 // run queues a heartbeat and waits for its batch's commit: nil, ErrNotFound
 // (no task under the id) or the statement's error.
 func (b *hbBatcher) run(ctx context.Context, taskID string, at int64) error {
-	req := &hbReq{ctx: ctx, taskID: taskID, at: at, done: make(chan struct{})}
 	h := uint32(2166136261) // FNV-1a
 	for i := 0; i < len(taskID); i++ {
 		h = (h ^ uint32(taskID[i])) * 16777619
 	}
-	select {
-	case b.lanes[h%uint32(len(b.lanes))] <- req:
-	case <-ctx.Done():
-		return fmt.Errorf("store: heartbeat %s: %w", taskID, ctx.Err())
-	case <-b.quit:
-		return fmt.Errorf("store: heartbeat %s: the store is closed", taskID)
-	}
-	<-req.done
-	return req.err
+	req := &hbReq{ctx: ctx, taskID: taskID, at: at, reply: newReply()}
+	return enqueue(ctx, b.lanes[h%uint32(len(b.lanes))], b.quit, "heartbeat "+taskID, req)
 }
 
 func (b *hbBatcher) close() {
@@ -234,16 +253,7 @@ func (b *hbBatcher) close() {
 
 func (b *hbBatcher) loop(reqs chan *hbReq) {
 	defer b.wg.Done()
-	for {
-		batch, ok := gather(reqs, b.quit)
-		if !ok {
-			return
-		}
-		b.commit(batch)
-		for _, req := range batch {
-			close(req.done)
-		}
-	}
+	serve(reqs, b.quit, b.commit)
 }
 
 // commit applies a batch of heartbeats in one pipeline. Several

@@ -126,22 +126,9 @@ func (s *Store) OpenTasks(ctx context.Context, seenSince int64, limit int) ([]Op
 		return tasks, nil
 	}
 	// The claimed GPUs of the same tasks: one query, matched in Go.
-	grows, err := s.query(ctx, s.r, stmtOpenTaskGPUs, seenSince, seenSince, seenSince)
-	if err != nil {
-		return nil, fmt.Errorf("store: open tasks: GPUs: %w", err)
-	}
-	defer grows.Close()
-	if err := eachRow(grows, "open tasks", func() error {
-		var key int64
-		var g OpenGPU
-		if err := grows.Scan(&key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &g.LatestUtilMean); err != nil {
-			return fmt.Errorf("GPUs: %w", err)
-		}
-		if i, ok := index[key]; ok {
-			tasks[i].GPUs = append(tasks[i].GPUs, g)
-		}
-		return nil
-	}); err != nil {
+	if err := taskGPUs(ctx, s, "open tasks", stmtOpenTaskGPUs, index, func(rows *sql.Rows, key *int64, g *OpenGPU) error {
+		return rows.Scan(key, &g.UUID, &g.Model, &g.GPUInstanceID, &g.Profile, &g.Share, &g.LatestUtilMean)
+	}, func(i int, g OpenGPU) { tasks[i].GPUs = append(tasks[i].GPUs, g) }, seenSince, seenSince, seenSince); err != nil {
 		return nil, err
 	}
 	s.dropStaleClaims(tasks)
@@ -190,23 +177,33 @@ func (s *Store) RunningTasks(ctx context.Context, seenSince int64) ([]facts.Runn
 	if len(tasks) == 0 {
 		return tasks, nil
 	}
-	grows, err := s.query(ctx, s.r, stmtRunningTaskGPUs, seenSince, seenSince, seenSince)
-	if err != nil {
-		return nil, fmt.Errorf("store: running tasks: GPUs: %w", err)
-	}
-	defer grows.Close()
-	if err := eachRow(grows, "running tasks", func() error {
-		var id int64
-		var g facts.RunningGPU
-		if err := grows.Scan(&id, &g.Model, &g.Share, &g.MIG, &g.Profile); err != nil {
-			return fmt.Errorf("GPUs: %w", err)
-		}
-		if i, ok := index[id]; ok {
-			tasks[i].GPUs = append(tasks[i].GPUs, g)
-		}
-		return nil
-	}); err != nil {
+	if err := taskGPUs(ctx, s, "running tasks", stmtRunningTaskGPUs, index, func(rows *sql.Rows, id *int64, g *facts.RunningGPU) error {
+		return rows.Scan(id, &g.Model, &g.Share, &g.MIG, &g.Profile)
+	}, func(i int, g facts.RunningGPU) { tasks[i].GPUs = append(tasks[i].GPUs, g) }, seenSince, seenSince, seenSince); err != nil {
 		return nil, err
 	}
 	return tasks, nil
+}
+
+// taskGPUs reads the GPU rows of st, each its task's key and a G that scan
+// reads, and hands each G to add with its task's position in index (the
+// rows of a task not in index are passed over): the GPUs of a list of
+// tasks in one query, matched in Go.
+func taskGPUs[G any](ctx context.Context, s *Store, what string, st *stmt, index map[int64]int,
+	scan func(rows *sql.Rows, key *int64, g *G) error, add func(i int, g G), args ...any) error {
+	rows, err := s.query(ctx, s.r, st, args...)
+	if err != nil {
+		return fmt.Errorf("store: %s: GPUs: %w", what, err)
+	}
+	return eachRow(rows, what, func() error {
+		var key int64
+		var g G
+		if err := scan(rows, &key, &g); err != nil {
+			return fmt.Errorf("GPUs: %w", err)
+		}
+		if i, ok := index[key]; ok {
+			add(i, g)
+		}
+		return nil
+	})
 }

@@ -348,12 +348,21 @@ func (s *Store) ReportSums(ctx context.Context, w facts.Window, keys []string, s
 // taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
 func (s *Store) taskSums(ctx context.Context, w facts.Window, cols []string) ([]facts.TaskSums, error) {
-	var out []facts.TaskSums
-	err := s.scanReport(ctx, stmtReportTasks, s.reportTasksSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
-		out = append(out, facts.TaskSums{})
-		t := &out[len(out)-1]
-		dest, done := taskScan(t)
-		return dest, func() { done(); t.Key = keyMap(cols, vals) }
+	return keyedSums(ctx, s, stmtReportTasks, s.reportTasksSQL(cols), w, cols, taskScan,
+		func(t *facts.TaskSums) *map[string]string { return &t.Key })
+}
+
+// keyedSums scans the rows of q, an instance of st grouped by cols, into
+// one T each: scan gives the destinations of the sums' columns into a T
+// (and what completes it), key where its group's key goes.
+func keyedSums[T any](ctx context.Context, s *Store, st *stmt, q string, w facts.Window, cols []string,
+	scan func(*T) ([]any, func()), key func(*T) *map[string]string) ([]T, error) {
+	var out []T
+	err := s.scanReport(ctx, st, q, w, "", len(cols), func(vals []string) ([]any, func()) {
+		out = append(out, *new(T))
+		v := &out[len(out)-1]
+		dest, done := scan(v)
+		return dest, func() { done(); *key(v) = keyMap(cols, vals) }
 	})
 	return out, err
 }
@@ -378,14 +387,8 @@ GROUP BY ` + strings.Join(sel, ", ")
 // a task that lasted no time). Span's indexes, then task_gpus' primary
 // key (task_key, position).
 func (s *Store) gpuSums(ctx context.Context, w facts.Window, cols []string) ([]facts.GPUSums, error) {
-	var out []facts.GPUSums
-	err := s.scanReport(ctx, stmtReportGPUs, s.reportGPUsSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
-		out = append(out, facts.GPUSums{})
-		g := &out[len(out)-1]
-		dest, done := gpuScan(g)
-		return dest, func() { done(); g.Key = keyMap(cols, vals) }
-	})
-	return out, err
+	return keyedSums(ctx, s, stmtReportGPUs, s.reportGPUsSQL(cols), w, cols, gpuScan,
+		func(g *facts.GPUSums) *map[string]string { return &g.Key })
 }
 
 // reportGPUsSQL is gpuSums' statement by cols.

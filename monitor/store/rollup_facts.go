@@ -114,48 +114,49 @@ func (s *Store) keepFacts(ctx context.Context, q querier, gpus []GPUHour, users 
 // mergeGPUs sums a roll-up's GPU hours into buckets (Hour: the bucket's
 // first second), in the order of their first hour.
 func mergeGPUs(gpus []GPUHour, bucket func(int64) int64) []GPUHour {
-	var out []GPUHour
-	idx := map[string]int{}
-	for _, g := range gpus {
+	return mergeBuckets(gpus, func(g *GPUHour) string {
 		g.Hour = bucket(g.Hour)
-		key := strings.Join([]string{strconv.FormatInt(g.Hour, 10), g.Node, g.UUID}, "\x1e")
-		k, ok := idx[key]
-		if !ok {
-			idx[key] = len(out)
-			out = append(out, g)
-			continue
-		}
-		o := &out[k]
+		return strings.Join([]string{strconv.FormatInt(g.Hour, 10), g.Node, g.UUID}, "\x1e")
+	}, func(o *GPUHour, g GPUHour) {
 		o.Observed += g.Observed
 		o.Unallocated += g.Unallocated
 		o.Energy += g.Energy
 		o.Model = g.Model
-	}
-	return out
+	})
 }
 
 // mergeUsers sums a roll-up's user hours into buckets, keeping the
 // earliest (FirstTime) and latest (LastTime) report time of each.
 func mergeUsers(users []UserHour, bucket func(int64) int64) []UserHour {
-	var out []UserHour
-	idx := map[string]int{}
-	for _, u := range users {
+	return mergeBuckets(users, func(u *UserHour) string {
 		u.Hour = bucket(u.Hour)
 		u.FirstTime = u.LastTime
-		key := strings.Join([]string{strconv.FormatInt(u.Hour, 10), u.Node, u.UUID, strconv.FormatInt(u.GPUInstanceID, 10), u.User.Key()}, "\x1e")
-		k, ok := idx[key]
-		if !ok {
-			idx[key] = len(out)
-			out = append(out, u)
-			continue
-		}
-		o := &out[k]
+		return strings.Join([]string{strconv.FormatInt(u.Hour, 10), u.Node, u.UUID, strconv.FormatInt(u.GPUInstanceID, 10), u.User.Key()}, "\x1e")
+	}, func(o *UserHour, u UserHour) {
 		o.FirstTime, o.LastTime = min(o.FirstTime, u.LastTime), max(o.LastTime, u.LastTime)
 		o.Equal += u.Equal
 		o.Util += u.Util
 		o.BusyEqual += u.BusyEqual
 		o.BusyUtil += u.BusyUtil
 		o.Energy += u.Energy
+	})
+}
+
+// mergeBuckets merges rows that fall in one bucket, in the order of each
+// bucket's first row: key moves a row to its bucket and returns the
+// bucket's key, add sums a later row of a bucket into its first.
+func mergeBuckets[R any](rows []R, key func(*R) string, add func(first *R, r R)) []R {
+	var out []R
+	idx := map[string]int{}
+	for _, r := range rows {
+		k := key(&r)
+		i, ok := idx[k]
+		if !ok {
+			idx[k] = len(out)
+			out = append(out, r)
+			continue
+		}
+		add(&out[i], r)
 	}
 	return out
 }

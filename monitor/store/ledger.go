@@ -58,16 +58,27 @@ var (
 // FirstTime and LastTime the earliest and the latest of its report times;
 // retire is --node-retire.
 func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
+	d, err := s.ledgerData(ctx, from, to, retire, s.ledgerSums)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(d.GPUs, compareGPUHours)
+	sortUserHours(d.Users)
+	return d, nil
+}
+
+// ledgerData reads the lives of [from, to) and its hours as sums reads
+// them (the stored roll-ups or the raw reports).
+func (s *Store) ledgerData(ctx context.Context, from, to, retire int64,
+	sums func(ctx context.Context, from, to int64) ([]GPUHour, []UserHour, error)) (*LedgerData, error) {
 	d := &LedgerData{}
 	var err error
 	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
 		return nil, err
 	}
-	if d.GPUs, d.Users, err = s.ledgerSums(ctx, from, to); err != nil {
+	if d.GPUs, d.Users, err = sums(ctx, from, to); err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(d.GPUs, compareGPUHours)
-	sortUserHours(d.Users)
 	return d, nil
 }
 
@@ -172,15 +183,7 @@ func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, e
 // stored roll-ups (each kept span rolled up again, the same way): the
 // same answer while the raw reports of the window are kept.
 func (s *Store) LedgerDataRaw(ctx context.Context, from, to, retire int64) (*LedgerData, error) {
-	d := &LedgerData{}
-	var err error
-	if d.Lives, err = s.lives(ctx, from, to, retire); err != nil {
-		return nil, err
-	}
-	if d.GPUs, d.Users, err = s.rawRollup(ctx, from, to); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return s.ledgerData(ctx, from, to, retire, s.rawRollup)
 }
 
 // rawRollup rolls the raw reports' spans up again over [from, to), any

@@ -54,40 +54,37 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r *registering, key int64
 		}
 		return r.from.Scope.Allows(project, owner) || seen < stale || (laterTask && ended), nil
 	}
-	// Older claims: (task key, position).
-	older, err := s.pairs(ctx, tx, stmtOlderClaims, append([]any{uuid, r.start, key}, c...)...)
-	if err != nil {
-		return fmt.Errorf("store: register %s: older claims: %w", r.TaskID, err)
-	}
-	for _, c := range older {
-		ok, err := yields(c[0], false)
+	// endYielding ends, for each claim of st (a task key and a second
+	// column) that yields, the claim end names; a later claim that yields
+	// ends the new task's own, so only the first one counts.
+	endYielding := func(st *stmt, later bool, what string, end func(p [2]int64) []any) error {
+		claims, err := s.pairs(ctx, tx, st, append([]any{uuid, r.start, key}, c...)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("store: register %s: %s claims: %w", r.TaskID, what, err)
 		}
-		if ok {
-			if _, err := s.exec(ctx, tx, stmtEndClaim, r.start, c[0], c[1]); err != nil {
-				return fmt.Errorf("store: register %s: ending older claims: %w", r.TaskID, err)
+		for _, p := range claims {
+			ok, err := yields(p[0], later)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if _, err := s.exec(ctx, tx, stmtEndClaim, end(p)...); err != nil {
+				return fmt.Errorf("store: register %s: ending %s claims: %w", r.TaskID, what, err)
+			}
+			if later {
+				break
 			}
 		}
+		return nil
 	}
-	// Later claims: (task key, start_time).
-	later, err := s.pairs(ctx, tx, stmtLaterClaims, append([]any{uuid, r.start, key}, c...)...)
-	if err != nil {
-		return fmt.Errorf("store: register %s: later claims: %w", r.TaskID, err)
+	// Older claims: (task key, position), each ended at the new start.
+	if err := endYielding(stmtOlderClaims, false, "older", func(p [2]int64) []any { return []any{r.start, p[0], p[1]} }); err != nil {
+		return err
 	}
-	for _, l := range later {
-		ok, err := yields(l[0], true)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if _, err := s.exec(ctx, tx, stmtEndClaim, l[1], key, i); err != nil {
-				return fmt.Errorf("store: register %s: %w", r.TaskID, err)
-			}
-			break
-		}
-	}
-	return nil
+	// Later claims: (task key, start_time): the new claim ends at that start.
+	return endYielding(stmtLaterClaims, true, "later", func(p [2]int64) []any { return []any{p[1], key, i} })
 }
 
 // pairs runs a statement of two integer columns and returns its rows.

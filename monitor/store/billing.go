@@ -97,14 +97,11 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	if err != nil {
 		return nil, err
 	}
-	var groups []billingGroup
-	for _, sg := range segs {
-		g, err := s.segmentGroups(ctx, sg)
-		if err != nil {
-			return nil, err
-		}
-		groups = append(groups, g...)
+	perSegment, err := each(segs, func(sg segment) ([]billingGroup, error) { return s.segmentGroups(ctx, sg) })
+	if err != nil {
+		return nil, err
 	}
+	groups := slices.Concat(perSegment...)
 	// Tie each group; the attributed use goes to its task.
 	type taskUse struct {
 		nodes map[string]float64

@@ -208,13 +208,9 @@ func (s *Store) PartitionTables(ctx context.Context) ([]PartitionResult, error) 
 	if err := s.checkPostgresVersion(ctx, s.w); err != nil {
 		return nil, err
 	}
-	var out []PartitionResult
-	for _, pt := range partTables {
-		r, err := s.partitionOne(ctx, pt)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r)
+	out, err := each(partTables, func(pt partTable) (PartitionResult, error) { return s.partitionOne(ctx, pt) })
+	if err != nil {
+		return out, err
 	}
 	return out, s.EnsurePartitions(ctx, s.now())
 }

@@ -278,3 +278,17 @@ func (s *Store) ensurePartitions(ctx context.Context) {
 		s.log.Warn("store: making partitions ahead failed; tried again at the next round", "err", err)
 	}
 }
+
+// each calls f on every item in order and returns its results, stopping at
+// the first error (with the results before it).
+func each[T, R any](items []T, f func(T) (R, error)) ([]R, error) {
+	var out []R
+	for _, it := range items {
+		r, err := f(it)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

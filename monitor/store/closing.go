@@ -208,6 +208,14 @@ func (s *Store) statementText(ctx context.Context, st *stmt, month string, versi
 // ReopenMonth marks the month's statement in force as reopened (by whom,
 // now); it is kept, and the next close makes a new version.
 func (s *Store) ReopenMonth(ctx context.Context, month, by string) (*Closed, error) {
+	return s.reopen(ctx, month, by, stmtReopen)
+}
+
+// reopen marks the month's statement in force as reopened by whom, now,
+// with st, whose arguments are the time, by, then notes, the month and
+// the version. A version st leaves untouched (reopened meanwhile, where
+// st checks) is ErrNotClosed.
+func (s *Store) reopen(ctx context.Context, month, by string, st *stmt, notes ...any) (*Closed, error) {
 	c, err := s.Statement(ctx, month)
 	if err != nil {
 		return nil, err
@@ -216,8 +224,13 @@ func (s *Store) ReopenMonth(ctx context.Context, month, by string) (*Closed, err
 		return nil, fmt.Errorf("%w: %s", ErrNotClosed, month)
 	}
 	now := s.now().UTC().Truncate(time.Second)
-	if _, err := s.exec(ctx, s.w, stmtReopen, now.Unix(), by, month, c.Version); err != nil {
+	args := append(append([]any{now.Unix(), by}, notes...), month, c.Version)
+	res, err := s.exec(ctx, s.w, st, args...)
+	if err != nil {
 		return nil, fmt.Errorf("store: reopen %s: %w", month, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return nil, fmt.Errorf("%w: %s (reopened meanwhile)", ErrNotClosed, month)
 	}
 	c.ReopenedAt, c.ReopenedBy = &now, by
 	return c, nil

@@ -8,7 +8,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 )
 
 var (
@@ -43,23 +42,7 @@ func (s *Store) SetCloseReason(ctx context.Context, month string, version int, r
 // one statement: a version reopened meanwhile by someone else is not
 // reopened twice (ErrNotClosed).
 func (s *Store) ReopenMonthBecause(ctx context.Context, month, by, reason string) (*Closed, error) {
-	c, err := s.Statement(ctx, month)
-	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotClosed, month)
-	}
-	now := s.now().UTC().Truncate(time.Second)
-	res, err := s.exec(ctx, s.w, stmtReopenBecause, now.Unix(), by, reason, month, c.Version)
-	if err != nil {
-		return nil, fmt.Errorf("store: reopen %s: %w", month, err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return nil, fmt.Errorf("%w: %s (reopened meanwhile)", ErrNotClosed, month)
-	}
-	c.ReopenedAt, c.ReopenedBy = &now, by
-	return c, nil
+	return s.reopen(ctx, month, by, stmtReopenBecause, reason)
 }
 
 // StatementNotes are every statement version's notes, keyed by

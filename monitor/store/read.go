@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 )
 
@@ -269,7 +270,8 @@ func scanTask(rows *sql.Rows, t *Task) error {
 		c := &TaskCompletion{EndTime: endTime.Int64, DurationSeconds: duration.Float64, ExitCode: exitCode.Int64,
 			Signal: signal, CompletedAt: completedAt.Int64}
 		if gatePassed.Valid {
-			c.Gate = &Gate{Expr: gateExpr, Passed: gatePassed.Int64 == 1, Reason: gateReason}
+			passed := gatePassed.Int64 == 1
+			c.Gate = &wire.Gate{Expr: gateExpr, Passed: &passed, Reason: gateReason}
 		}
 		if metrics.Valid {
 			if err := json.Unmarshal([]byte(metrics.String), &c.Metrics); err != nil {
@@ -279,7 +281,7 @@ func scanTask(rows *sql.Rows, t *Task) error {
 		t.Completion = c
 		t.IdleSince = nil // a completed task is not idle
 		t.State = "completed"
-		if c.ExitCode != 0 || (c.Gate != nil && !c.Gate.Passed) {
+		if c.ExitCode != 0 || (c.Gate != nil && !*c.Gate.Passed) {
 			t.State = "failed"
 		}
 	}

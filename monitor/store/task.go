@@ -65,13 +65,6 @@ func wholeInstance(share float64, m *wire.MIG) bool {
 	return share >= float64(*m.Slices)/float64(*m.TotalSlices)-eps
 }
 
-// Gate is the quality gate's verdict.
-type Gate struct {
-	Expr   string `json:"expr"`
-	Passed bool   `json:"passed"`
-	Reason string `json:"reason"`
-}
-
 // Task is one stored task as the API shows it.
 type Task struct {
 	TaskID       string            `json:"task_id"`
@@ -147,13 +140,14 @@ type TaskGPU struct {
 	ClaimEnded *int64 `json:"claim_ended"`
 }
 
-// TaskCompletion is how a task ended.
+// TaskCompletion is how a task ended. Its gate is the completion body's
+// (Passed always set: the body's is required).
 type TaskCompletion struct {
 	EndTime         int64              `json:"end_time"`
 	DurationSeconds float64            `json:"duration_seconds"`
 	ExitCode        int64              `json:"exit_code"`
 	Signal          string             `json:"signal"`
-	Gate            *Gate              `json:"gate"`
+	Gate            *wire.Gate         `json:"gate"`
 	Metrics         map[string]float64 `json:"metrics"`
 	CompletedAt     int64              `json:"completed_at"`
 }

@@ -348,9 +348,10 @@ func (s *Store) ReportSums(ctx context.Context, w facts.Window, keys []string, s
 // taskSums are the task sums without model, grouped by cols: one pass over
 // span (its three indexes, spanSQL).
 func (s *Store) taskSums(ctx context.Context, w facts.Window, cols []string) ([]facts.TaskSums, error) {
-	return keyedSums(ctx, s, stmtReportTasks, s.reportTasksSQL(cols), w, cols, taskScan,
-		func(t *facts.TaskSums) *map[string]string { return &t.Key })
+	return keyedSums(ctx, s, stmtReportTasks, s.reportTasksSQL(cols), w, cols, taskScan, taskKey)
 }
+
+func taskKey(t *facts.TaskSums) *map[string]string { return &t.Key }
 
 // keyedSums scans the rows of q, an instance of st grouped by cols, into
 // one T each: scan gives the destinations of the sums' columns into a T
@@ -413,13 +414,11 @@ GROUP BY ` + list
 // lookups on task_gpus' primary key.
 func (s *Store) baseSums(ctx context.Context, w facts.Window, cols []string) (base, empty []facts.TaskSums, err error) {
 	var only []int64
-	err = s.scanReport(ctx, stmtReportBase, s.reportBaseSQL(cols), w, "", len(cols), func(vals []string) ([]any, func()) {
-		base = append(base, facts.TaskSums{})
+	base, err = keyedSums(ctx, s, stmtReportBase, s.reportBaseSQL(cols), w, cols, func(t *facts.TaskSums) ([]any, func()) {
 		only = append(only, 0)
-		t := &base[len(base)-1]
 		dest, done := taskScan(t)
-		return append([]any{&only[len(only)-1]}, dest...), func() { done(); t.Key = keyMap(cols, vals) }
-	})
+		return append([]any{&only[len(only)-1]}, dest...), done
+	}, taskKey)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -211,7 +211,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	}
 	if byLabel != nil {
 		d.Label = strings.TrimPrefix(byLabel[0], facts.LabelPrefix)
-		if d.ByLabel, err = h.acc.Labels(r.Context(), accounts.Request{Window: win, By: byLabel, Scope: scope, Now: now}); err != nil {
+		if d.ByLabel, err = h.acc.Report(r.Context(), accounts.Request{Window: win, By: byLabel, Scope: scope, Now: now}); err != nil {
 			h.api.storeFailed(w, r, "page report", err)
 			return
 		}

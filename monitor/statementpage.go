@@ -88,7 +88,7 @@ func (h *statements) statementPage(w http.ResponseWriter, r *http.Request, scope
 		h.api.fail(w, http.StatusNotFound, month+" is not closed: a statement is the page of a closed month")
 		return
 	}
-	rep, err := h.acc.ProjectReport(r.Context(), win, project, h.cfg.Now())
+	rep, err := h.acc.ProjectReport(r.Context(), win, project, scope, h.cfg.Now())
 	if err != nil {
 		h.api.storeFailed(w, r, "statement page", err)
 		return

@@ -160,6 +160,10 @@ func TestLedgerByHand(t *testing.T) {
 			t.Errorf("ledger --from --to over 70 minutes: exit %d %s\n%s\nGET:\n%s", r70.code, r70.stderr, r70.stdout, a.Body)
 		}
 		expect(t, s.do(t, get("/v1/ledger?by=owner", "a-secret")), 400, "by")
+		// The split rule is serve's --split for every view (MONITOR.md
+		// 20.12): a request asking for one is refused, naming it.
+		expect(t, s.do(t, get("/v1/ledger?split=util", "a-secret")), 400, "split: the split rule is the server's --split")
+		expect(t, s.do(t, get("/v1/discrepancies?split=equal", "a-secret")), 400, "split: the split rule is the server's --split")
 
 		// Discrepancies: the task declared GPU-a for 2 h, was observed
 		// 2/3 h; the two users that are not tied, largest first.

@@ -166,15 +166,6 @@ func (a *Accounts) Months(ctx context.Context, win facts.Window, n int, scope *a
 	return out, nil
 }
 
-// Labels is the page's table of the month by an extra label: computed
-// from the tasks, with the prices but neither the budgets (a report by a
-// label has none) nor the namespace mapping, as the page has always shown
-// it.
-func (a *Accounts) Labels(ctx context.Context, r Request) (*report.Report, error) {
-	return report.Compute(ctx, a.src.Facts, report.Query{Window: r.Window, By: r.By, Prices: a.in.Prices, Now: a.now(r.Now),
-		Scope: reportScope(r.Scope)})
-}
-
 // Chargeback is the chargeback statement of r's window, one line per
 // task: a whole closed month's is the lines its statement kept, an open
 // month's lists the late tasks it carries (books.Chargeback).
@@ -187,10 +178,16 @@ func (a *Accounts) Chargeback(ctx context.Context, r Request) (*report.Statement
 	return books.Chargeback(ctx, a.src.Books, lister, a.query(r))
 }
 
-// ProjectMonth is the month of now by project, live and without
-// adjustments (MONITOR.md 20.13): /metrics' project month series and so
-// the budget alerts.
+// ProjectMonth is the month of now by project as Report answers it, its
+// adjustments left out (MONITOR.md 20.13: budgets and /metrics exclude
+// them; the month's total is the sum of the rows without
+// adjustment_of): /metrics' project month series and so the budget
+// alerts, the same rows and budgets the page and the report show.
 func (a *Accounts) ProjectMonth(ctx context.Context, now time.Time) (*report.Report, error) {
-	return report.Compute(ctx, a.src.Facts, report.Query{Window: facts.Month(now), By: []string{"project"}, Prices: a.in.Prices,
-		Now: now, Namespaces: a.in.Charge})
+	rep, err := a.Report(ctx, Request{Window: facts.Month(now), By: []string{"project"}, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	rep.Adjustments = nil
+	return rep, nil
 }

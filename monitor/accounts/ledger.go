@@ -15,9 +15,10 @@ import (
 // LedgerRequest is a ledger's window, grouping and reader.
 type LedgerRequest struct {
 	Window facts.Window
-	// By is ledger.ByNode, ByModel, …; Split the request's split rule
-	// ("": the inputs').
-	By, Split string
+	// By is ledger.ByNode, ByModel, …. There is no split rule here: it
+	// is the deployment's (Inputs.Split, MONITOR.md 20.12), the same for
+	// every request and every view.
+	By string
 	// Scope is the reader's (nil: the whole fleet, an admin).
 	Scope *access.Scope
 	// Now is the clock (zero: the store's, as ledger.Compute reads it).
@@ -26,12 +27,8 @@ type LedgerRequest struct {
 
 // ledgerQuery is r's ledger query with in.
 func (in Inputs) ledgerQuery(r LedgerRequest) ledger.Query {
-	q := ledger.Query{Window: r.Window, By: r.By, Split: r.Split, Prices: in.Prices, Namespaces: in.Namespaces, Scope: r.Scope,
+	return ledger.Query{Window: r.Window, By: r.By, Split: in.Split, Prices: in.Prices, Namespaces: in.Namespaces, Scope: r.Scope,
 		Retire: in.Retire, Now: r.Now}
-	if q.Split == "" {
-		q.Split = in.Split
-	}
-	return q
 }
 
 // CheckLedger returns r's problem (ledger.ErrBadQuery or
@@ -75,12 +72,11 @@ func (a *Accounts) Fleet(ctx context.Context, win facts.Window, scope *access.Sc
 	return l, d, nil
 }
 
-// FleetMonth is the ledger by model of the month of now, without prices:
-// /metrics' fleet month series (GPU-seconds per state).
+// FleetMonth is the ledger by model of the month of now, the query the
+// page's Fleet section asks for its month (prices included): /metrics'
+// fleet month series (GPU-seconds per state) are the Fleet section's.
 func (a *Accounts) FleetMonth(ctx context.Context, now time.Time) (*ledger.Ledger, error) {
-	q := a.in.ledgerQuery(LedgerRequest{Window: facts.Month(now), By: ledger.ByModel, Now: now})
-	q.Prices = nil
-	return ledger.Compute(ctx, a.src.Ledger, q)
+	return a.Ledger(ctx, LedgerRequest{Window: facts.Month(now), By: ledger.ByModel, Now: now})
 }
 
 // StatementLedger is the statements' ledger hook: the month's ledger by

@@ -27,7 +27,12 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 	if g.cfg.Books == nil {
 		return nil, nil
 	}
+	// The report's own inputs (the namespace mapping too): the
+	// corrections are the adjustments the report of the month lists.
 	q := report.Query{Window: g.month, By: []string{"project"}, Prices: g.cfg.Prices}
+	if g.cfg.Namespaces != nil {
+		q.Namespaces = g.cfg.Namespaces.Project
+	}
 	if g.scope != nil {
 		q.Scope = g.scope.Allows
 	}

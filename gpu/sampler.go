@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // SamplerOptions configure a Sampler.
@@ -42,41 +44,23 @@ type SamplerOptions struct {
 	firstLine time.Duration
 }
 
-// GPUSummary is how busy one GPU was while the task ran, from the samples.
-// With no sample, Samples is 0 and every pointer nil (JSON null).
-type GPUSummary struct {
-	// UUID is the GPU's, a MIG instance's parent's; MIGUUID the instance's.
-	UUID    string `json:"uuid"`
-	MIGUUID string `json:"mig_uuid,omitempty"`
-	// Share is the entry's share of the physical GPU (Device.Share).
-	Share float64 `json:"share"`
-	// Samples counts the sample lines that carried a reading of this GPU.
-	Samples int `json:"samples"`
-	// UtilMean is the mean utilisation in percent over the samples that
-	// carried one.
-	UtilMean *float64 `json:"util_mean"`
-	// UtilP95 is the 95th percentile of the utilisation in percent, by the
-	// nearest-rank method: the smallest sampled value that at least 95 % of
-	// the samples are less than or equal to (the ceil(0.95·n)-th smallest).
-	// It is always one of the sampled values.
-	UtilP95 *float64 `json:"util_p95"`
-	// MemoryUsedPeakBytes is the largest used memory sampled.
-	MemoryUsedPeakBytes *uint64 `json:"memory_used_peak_bytes"`
-	// IdleShare is the fraction (0 to 1) of the utilisation samples at 0 %.
-	IdleShare *float64 `json:"idle_share"`
-	// EnergyJoules is what the GPU's total energy counter (a MIG
-	// instance's parent's) rose by between the first and the last sample
-	// that read it, × Share for a MIG instance or a shared GPU (a GPU's
-	// energy cannot be split by instance or process), which
-	// EnergyEstimated then says. nil with fewer than two readings, or when
-	// the counter went back (the driver reloaded).
-	EnergyJoules    *float64 `json:"energy_joules"`
-	EnergyEstimated bool     `json:"energy_estimated"`
-}
+// A GPU's summary is the completion body's entry of it (wire.GPUUsage),
+// built here from the samples so that no other shape of it exists: with no
+// sample, Samples is 0 and every measure nil (JSON null). UtilP95 is the
+// 95th percentile of the utilisation in percent by the nearest-rank method
+// (the smallest sampled value that at least 95 % of the samples are less
+// than or equal to, the ceil(0.95·n)-th smallest: always one of the
+// sampled values); IdleShare the fraction of the utilisation samples at
+// 0 %; EnergyJoules what the GPU's total energy counter (a MIG instance's
+// parent's) rose by between the first and the last sample that read it,
+// × Share for a MIG instance or a shared GPU (a GPU's energy cannot be
+// split by instance or process), which EnergyEstimated then says: nil with
+// fewer than two readings, or when the counter went back (the driver
+// reloaded).
 
 // SummaryOf is the summary of a GPU that was not sampled: no sample, the
 // entry's identity and share.
-func SummaryOf(d Device) GPUSummary {
+func SummaryOf(d Device) wire.GPUUsage {
 	var g gpuStats
 	return g.summary(d)
 }
@@ -117,7 +101,7 @@ type Sampler struct {
 	done    chan struct{} // closed when the sampler has ended
 	alive   chan struct{} // a line arrived (capacity 1)
 	once    sync.Once
-	summary []GPUSummary
+	summary []wire.GPUUsage
 
 	mu       sync.Mutex
 	stats    []gpuStats      // per GPU, in order
@@ -196,13 +180,13 @@ func StartSampler(ctx context.Context, opt SamplerOptions) *Sampler {
 // Stop ends the sampling and returns one summary per GPU with a key, in
 // the order given. It takes at most about a second, whatever the probe does. Later
 // calls return the same summaries.
-func (s *Sampler) Stop() []GPUSummary {
+func (s *Sampler) Stop() []wire.GPUUsage {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.done // watch is bounded: stopGrace + killGrace + drainGrace
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.summary = make([]GPUSummary, len(s.gpus))
+		s.summary = make([]wire.GPUUsage, len(s.gpus))
 		for i, d := range s.gpus {
 			s.summary[i] = s.stats[i].summary(d)
 		}
@@ -428,24 +412,25 @@ func (g *gpuStats) add(r Reading) {
 	}
 }
 
-func (g *gpuStats) summary(d Device) GPUSummary {
-	out := GPUSummary{UUID: d.UUID, Share: d.Share, Samples: g.samples}
-	if out.Share <= 0 {
-		out.Share = 1
+func (g *gpuStats) summary(d Device) wire.GPUUsage {
+	share := d.Share
+	if share <= 0 {
+		share = 1
 	}
+	out := wire.GPUUsage{UUID: d.UUID, Share: &share, Samples: int64(g.samples), EnergyEstimated: new(bool)}
 	if d.MIG != nil {
 		out.MIGUUID = d.MIG.UUID
 	}
 	if g.energyReadings >= 2 && g.energyLast >= g.energyFirst {
 		j := float64(g.energyLast-g.energyFirst) / 1000
-		if d.MIG != nil || out.Share < 1 {
-			j *= out.Share
-			out.EnergyEstimated = true
+		if d.MIG != nil || share < 1 {
+			j *= share
+			*out.EnergyEstimated = true
 		}
 		out.EnergyJoules = &j
 	}
 	if g.memKnown {
-		peak := g.memPeak
+		peak := int64(g.memPeak)
 		out.MemoryUsedPeakBytes = &peak
 	}
 	if g.utilCount == 0 {

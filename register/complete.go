@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/entrypoint/gate"
-	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/deliver"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/spool"
@@ -24,21 +23,13 @@ const (
 // costs a duplicate the monitor answers 409.
 const afterDeliveryTimeout = 200 * time.Millisecond
 
-// Usage converts the sampler's summaries into a completion's gpus: the
-// one place the probe's type (gpu.GPUSummary) becomes the contract's.
-// Never null.
-func Usage(gpus []gpu.GPUSummary) wire.GPUs[wire.GPUUsage] {
-	out := make(wire.GPUs[wire.GPUUsage], 0, len(gpus))
-	for _, g := range gpus {
-		u := wire.GPUUsage{UUID: g.UUID, MIGUUID: g.MIGUUID, Share: ptr(g.Share), Samples: int64(g.Samples),
-			UtilMean: g.UtilMean, UtilP95: g.UtilP95, IdleShare: g.IdleShare, EnergyJoules: g.EnergyJoules,
-			EnergyEstimated: ptr(g.EnergyEstimated)}
-		if g.MemoryUsedPeakBytes != nil {
-			u.MemoryUsedPeakBytes = ptr(int64(*g.MemoryUsedPeakBytes))
-		}
-		out = append(out, u)
+// Usage is a completion's gpus from the sampler's summaries (already the
+// contract's entries): never null.
+func Usage(gpus []wire.GPUUsage) wire.GPUs[wire.GPUUsage] {
+	if gpus == nil {
+		return wire.GPUs[wire.GPUUsage]{}
 	}
-	return out
+	return gpus
 }
 
 // Verdict converts the quality gate's result into the completion's gate;

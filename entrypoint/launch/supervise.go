@@ -200,7 +200,7 @@ func (r *taskReport) drain(ctx context.Context) bool {
 // GPUs of inv; the GPUs have no samples yet.
 func completion(set *labels.Set, inv gpu.Inventory, e supervise.End) wire.Completion {
 	dur := e.Duration().Seconds()
-	var summaries []gpu.GPUSummary
+	var summaries []wire.GPUUsage
 	for _, d := range inv.Devices {
 		if d.Key() != "" {
 			summaries = append(summaries, gpu.SummaryOf(d))

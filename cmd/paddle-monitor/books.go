@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
@@ -79,28 +77,35 @@ var closeSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entrie
 	nodeEntries(func(c *ledgerConfig) *nodeSettings { return &c.nodes }, false),
 	focusEntries(func(c *ledgerConfig) *focus.Settings { return &c.focus }))}
 
+// openStore opens, for one command (cmd, named in the error), a store
+// that must exist (never creating a SQLite file), within reportTimeout;
+// done closes it and ends the deadline.
+func openStore(db, cmd string) (ctx context.Context, st *store.Store, done func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	if st, err = openExisting(ctx, db, cmd); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, st, func() { st.Close(); cancel() }, nil
+}
+
 // openExisting opens a store that must exist (never creates a SQLite file).
-func openExisting(ctx context.Context, db string) (*store.Store, error) {
+func openExisting(ctx context.Context, db, cmd string) (*store.Store, error) {
 	st, err := store.Open(ctx, db, store.Options{MustExist: true})
 	if errors.Is(err, store.ErrNoDatabase) {
-		return nil, fmt.Errorf("--db %s: no such database file", db)
+		return nil, fmt.Errorf("--db %s: no such database file (paddle-monitor serve creates it; %s never does)", db, cmd)
 	}
 	return st, err
 }
 
 func closeCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("close", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	closeSettings.Define(fs)
+	fs := flagsOf("close", closeSettings)
 	month := fs.String("month", "", "the month to close, YYYY-MM (UTC)")
 	reopen := fs.Bool("reopen", false, "reopen the month instead (its statement is kept; the next close makes a new version); needs --reason")
 	as := fs.String("as", "", "who closes or reopens (a person's name, recorded in the statements; required)")
 	reason := fs.String("reason", "", "why (recorded in the statements; required with --reopen)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args, "close"); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: close takes no arguments, got %q", errUsage, fs.Args())
 	}
 	if *month == "" {
 		return fmt.Errorf("%w: close: --month is required (YYYY-MM)", errUsage)
@@ -131,13 +136,11 @@ func closeCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	st, err := openExisting(ctx, *db)
+	ctx, st, done, err := openStore(*db, "close")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	in.Ledger = accounts.Of(st, accounts.Inputs{Prices: in.Prices, Budgets: in.Budgets, Namespaces: ns, Split: lc.nodes.split,
 		Retire: lc.nodes.retire}).StatementLedger()
 	if err := withNamespaces(&in, ns, lc.nodes.namespacesFile); err != nil {
@@ -230,28 +233,18 @@ func withNamespaces(in *books.Inputs, ns *ledger.NamespaceProjects, file string)
 }
 
 func statementsCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("statements", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dbSettings.Define(fs)
+	fs := flagsOf("statements", dbSettings)
 	asJSON := fs.Bool("json", false, "one JSON object per version, with its body (the canonical JSON its hash is of)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: statements takes no arguments, got %q", errUsage, fs.Args())
-	}
 	var src sources
-	if err := resolve(dbSettings, &src, fs); err != nil {
+	if err := settle(fs, args, "statements", dbSettings, &src); err != nil {
 		return err
 	}
 	db := &src.db
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	st, err := openExisting(ctx, *db)
+	ctx, st, done, err := openStore(*db, "statements")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	all, err := st.Statements(ctx)
 	if err != nil {
 		return err
@@ -303,15 +296,10 @@ func statementsCmd(args []string, stdout io.Writer) error {
 // database's settings and the backup file's flag (required); a PostgreSQL
 // --db is a usage error naming tool, PostgreSQL's own tool for it.
 func backupArgs(cmd, flag, doc, tool string, args []string) (db, file string, err error) {
-	fs := pflag.NewFlagSet(cmd, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dbSettings.Define(fs)
+	fs := flagsOf(cmd, dbSettings)
 	path := fs.String(flag, "", doc)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args, cmd); err != nil {
 		return "", "", err
-	}
-	if fs.NArg() > 0 {
-		return "", "", fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd, fs.Args())
 	}
 	if *path == "" {
 		return "", "", fmt.Errorf("%w: %s: --%s is required", errUsage, cmd, flag)

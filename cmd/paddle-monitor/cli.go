@@ -84,6 +84,36 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseNoArgs parses the flags of a command that takes no arguments and
+// refuses any, naming the command as typed (cmd).
+func parseNoArgs(fs *pflag.FlagSet, args []string, cmd string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd, fs.Args())
+	}
+	return nil
+}
+
+// settle parses the flags of a command that takes no arguments (cmd, as
+// typed) and resolves its settings table into dst.
+func settle[T any](fs *pflag.FlagSet, args []string, cmd string, t settings.Table[T], dst *T) error {
+	if err := parseNoArgs(fs, args, cmd); err != nil {
+		return err
+	}
+	return resolve(t, dst, fs)
+}
+
+// flagsOf is a command's flag set, its settings table's flags defined
+// (pflag's own output discarded: run prints the errors and the help).
+func flagsOf[T any](name string, t settings.Table[T]) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	t.Define(fs)
+	return fs
+}
+
 // run is the whole program; its result is the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

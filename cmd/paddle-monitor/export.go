@@ -11,8 +11,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/accounts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
@@ -80,16 +78,11 @@ func exportCmd(args []string, stdout io.Writer) error {
 		}
 		return fmt.Errorf("%w: export: the one export is focus (export focus --month YYYY-MM --prices FILE)", errUsage)
 	}
-	fs := pflag.NewFlagSet("export", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	exportSettings.Define(fs)
+	fs := flagsOf("export", exportSettings)
 	month := fs.String("month", "", "the month, YYYY-MM (UTC); required")
 	format := fs.String("format", focus.FormatCSV, "csv, or csv.gz (gzip-compressed CSV); parquet is not built")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseNoArgs(fs, args[1:], "export focus"); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: export focus takes no arguments, got %q", errUsage, fs.Args())
 	}
 	switch *format {
 	case focus.FormatCSV, focus.FormatCSVGz:
@@ -115,13 +108,11 @@ func exportCmd(args []string, stdout io.Writer) error {
 	if err := focus.CheckPrices(prices); err != nil {
 		return fmt.Errorf("%w: export focus: --prices: %v", errUsage, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	st, err := openExisting(ctx, c.db)
+	ctx, st, done, err := openStore(c.db, "export focus")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	cfg, err := focusConfig(st, prices, c.nodes, c.focus)
 	if err != nil {
 		return err

@@ -3,15 +3,11 @@ package main
 import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
@@ -52,9 +48,7 @@ var ledgerSettings = settings.Table[ledgerConfig]{Policy: settings.Refuse, Entri
 
 // ledgerCmd is `paddle-monitor ledger` and `paddle-monitor discrepancies`.
 func ledgerCmd(name string, args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	ledgerSettings.Define(fs)
+	fs := flagsOf(name, ledgerSettings)
 	from := fs.String("from", "", "start of the window, included (a whole hour): RFC 3339, YYYY-MM-DD or YYYY-MM; with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded (a whole hour); with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
@@ -70,14 +64,8 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 		// JSON stays the default: scripts read it since wave 4.
 		format = fs.String("format", "json", "table, csv or json")
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, name, fs.Args())
-	}
 	var c ledgerConfig
-	if err := resolve(ledgerSettings, &c, fs); err != nil {
+	if err := settle(fs, args, name, ledgerSettings, &c); err != nil {
 		return err
 	}
 	ns, err := c.nodes.namespaces()
@@ -107,16 +95,11 @@ func ledgerCmd(name string, args []string, stdout io.Writer) error {
 	if in.Prices, _, err = loadPricing(c.prices, ""); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	st, err := store.Open(ctx, c.db, store.Options{MustExist: true})
-	if errors.Is(err, store.ErrNoDatabase) {
-		return fmt.Errorf("--db %s: no such database file (paddle-monitor serve creates it; %s never does)", c.db, name)
-	}
+	ctx, st, done, err := openStore(c.db, name)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	acc := accounts.Of(st, in)
 	if name == "discrepancies" {
 		d, err := acc.Discrepancies(ctx, q)

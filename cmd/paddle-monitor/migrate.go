@@ -13,24 +13,14 @@ import (
 	"io"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 func migrateCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("migrate", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dbSettings.Define(fs)
+	fs := flagsOf("migrate", dbSettings)
 	partition := fs.Bool("partition", false, "PostgreSQL: move the node reports (by day) and hourly tables (by month) to partitions, every row kept; stop the monitors first")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: migrate takes no arguments, got %q", errUsage, fs.Args())
-	}
 	var src sources
-	if err := resolve(dbSettings, &src, fs); err != nil {
+	if err := settle(fs, args, "migrate", dbSettings, &src); err != nil {
 		return err
 	}
 	if *partition && !store.IsPostgresDSN(src.db) {
@@ -38,7 +28,7 @@ func migrateCmd(args []string, stdout io.Writer) error {
 	}
 	// No deadline: a large store's copy takes as long as it takes.
 	ctx := context.Background()
-	st, err := openExisting(ctx, src.db)
+	st, err := openExisting(ctx, src.db, "migrate")
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
@@ -143,9 +141,7 @@ var nodeRetireSettings = settings.Table[sources]{Policy: settings.Refuse,
 // nodeCmd is `paddle-monitor node retire NODE`: the node's GPUs stop
 // counting now, and another node may report them.
 func nodeCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	nodeRetireSettings.Define(fs)
+	fs := flagsOf("node", nodeRetireSettings)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

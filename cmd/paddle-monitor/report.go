@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
@@ -32,9 +30,7 @@ const reportTimeout = 10 * time.Minute
 // The window and keys are flags only; the database and the prices have
 // their variables, as for serve.
 func reportCmd(args []string, stdout io.Writer) error {
-	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	reportSettings.Define(fs)
+	fs := flagsOf("report", reportSettings)
 	from := fs.String("from", "", "start of the window, included: RFC 3339, YYYY-MM-DD or YYYY-MM (UTC midnight); with --to, wins over --month")
 	to := fs.String("to", "", "end of the window, excluded: RFC 3339, YYYY-MM-DD or YYYY-MM; with --from")
 	month := fs.String("month", "", "calendar month YYYY-MM (UTC); default: the current month")
@@ -44,14 +40,8 @@ func reportCmd(args []string, stdout io.Writer) error {
 	metrics := fs.StringArray("metric", nil, "completion metric to show the mean of per row, over the completed tasks ending in the window that reported it (repeatable)")
 	columns := fs.StringSlice("columns", nil, "table: the figure columns to show, comma-separated, names as in the JSON and CSV (key columns always come first)")
 	wide := fs.Bool("wide", false, "table: show every column, however wide (default: what fits 120 columns)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: report takes no arguments, got %q", errUsage, fs.Args())
-	}
 	var c reportConfig
-	if err := resolve(reportSettings, &c, fs); err != nil {
+	if err := settle(fs, args, "report", reportSettings, &c); err != nil {
 		return err
 	}
 	db, pricesFile, budgetsFile := &c.src.db, &c.src.prices, &c.src.budgets
@@ -86,16 +76,11 @@ func reportCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
-	st, err := store.Open(ctx, *db, store.Options{MustExist: true})
-	if errors.Is(err, store.ErrNoDatabase) {
-		return fmt.Errorf("--db %s: no such database file (paddle-monitor serve creates it; report never does)", *db)
-	}
+	ctx, st, done, err := openStore(*db, "report")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer done()
 	acc := accounts.Of(st, in)
 	if chargeback {
 		statement, err := acc.Chargeback(ctx, q)

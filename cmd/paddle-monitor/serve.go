@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/spf13/pflag"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/settings"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor"
@@ -90,17 +89,9 @@ var serveSettings = settings.Table[serveConfig]{Policy: settings.Refuse, Entries
 	hourlyEntries(func(c *serveConfig) *time.Duration { return &c.hourlyRetention }))}
 
 func parseServe(args []string, stderr io.Writer) (*serveConfig, error) {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	serveSettings.Define(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
-	}
+	fs := flagsOf("serve", serveSettings)
 	c := &serveConfig{}
-	if err := resolve(serveSettings, c, fs); err != nil {
+	if err := settle(fs, args, "serve", serveSettings, c); err != nil {
 		return nil, err
 	}
 	if c.metricsAuth && c.tokens == "" {

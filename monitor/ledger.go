@@ -2,7 +2,10 @@ package monitor
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -46,42 +49,39 @@ func MountLedger(a *API, cfg LedgerConfig) {
 		cfg.Now = time.Now
 	}
 	acc := cfg.accounts()
-	a.Handle("GET /v1/ledger", a.Read(func(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
-		q, format, ok := a.ledgerQuery(w, r, acc, cfg.Now(), scope)
+	a.Handle("GET /v1/ledger", ledgerRead(a, acc, cfg.Now, "ledger", acc.Ledger, ledger.Write))
+	a.Handle("GET /v1/discrepancies", ledgerRead(a, acc, cfg.Now, "discrepancies", acc.Discrepancies,
+		func(w io.Writer, d *ledger.Discrepancies, format string) error {
+			if format == "json" {
+				// Compact, as every other JSON answer of the API (the
+				// CLI's is indented).
+				return json.NewEncoder(w).Encode(d)
+			}
+			return ledger.WriteDiscrepancies(w, d, format)
+		}))
+}
+
+// ledgerRead answers a GET of a view of the ledger: the query
+// (ledgerQuery), the view (a bad query 400, the store's failure 500) and
+// its bytes as write puts them in the query's format.
+func ledgerRead[T any](a *API, acc *accounts.Accounts, now func() time.Time, what string,
+	view func(context.Context, accounts.LedgerRequest) (T, error), write func(io.Writer, T, string) error) http.HandlerFunc {
+	return a.Read(func(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
+		q, format, ok := a.ledgerQuery(w, r, acc, now(), scope)
 		if !ok {
 			return
 		}
-		l, err := acc.Ledger(r.Context(), q)
-		if a.ledgerFailed(w, r, "ledger", err) {
+		v, err := view(r.Context(), q)
+		if a.readFailed(w, r, what, err) {
 			return
 		}
 		var b bytes.Buffer
-		if err := ledger.Write(&b, l, format); err != nil {
-			a.storeFailed(w, r, "ledger", err)
+		if err := write(&b, v, format); err != nil {
+			a.storeFailed(w, r, what, err)
 			return
 		}
 		writeFormatted(w, format, b.Bytes())
-	}))
-	a.Handle("GET /v1/discrepancies", a.Read(func(w http.ResponseWriter, r *http.Request, scope *access.Scope) {
-		q, format, ok := a.ledgerQuery(w, r, acc, cfg.Now(), scope)
-		if !ok {
-			return
-		}
-		d, err := acc.Discrepancies(r.Context(), q)
-		if a.ledgerFailed(w, r, "discrepancies", err) {
-			return
-		}
-		if format == "json" {
-			writeJSON(w, http.StatusOK, d)
-			return
-		}
-		var b bytes.Buffer
-		if err := ledger.WriteDiscrepancies(&b, d, format); err != nil {
-			a.storeFailed(w, r, "discrepancies", err)
-			return
-		}
-		writeFormatted(w, format, b.Bytes())
-	}))
+	})
 }
 
 // ledgerQuery reads the window (from/to, month), by and format
@@ -133,15 +133,17 @@ func writeFormatted(w http.ResponseWriter, format string, b []byte) {
 	w.Write(b)
 }
 
-// ledgerFailed answers err of a ledger read, if any: a bad query is a 400
-// naming it, anything else the store's failure. It reports whether it
-// answered.
-func (a *API) ledgerFailed(w http.ResponseWriter, r *http.Request, what string, err error) bool {
+// readFailed answers err of a read of the accounts, if any: a bad query
+// is a 400 naming it, a grouping the store cannot list a 501, anything
+// else the store's failure. It reports whether it answered.
+func (a *API) readFailed(w http.ResponseWriter, r *http.Request, what string, err error) bool {
 	switch {
 	case err == nil:
 		return false
 	case errors.Is(err, ledger.ErrBadQuery) || errors.Is(err, facts.ErrBadQuery):
 		a.fail(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, accounts.ErrNoTaskList):
+		a.fail(w, http.StatusNotImplemented, err.Error())
 	default:
 		a.storeFailed(w, r, what, err)
 	}

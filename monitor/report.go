@@ -167,12 +167,7 @@ func (h *reports) report(w http.ResponseWriter, r *http.Request, scope *access.S
 		return
 	}
 	rep, err := h.acc.Report(r.Context(), q)
-	if errors.Is(err, facts.ErrBadQuery) {
-		h.api.fail(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err != nil {
-		h.api.storeFailed(w, r, "report", err)
+	if h.api.readFailed(w, r, "report", err) {
 		return
 	}
 	closedHeader(w, rep)
@@ -225,12 +220,7 @@ func (h *reports) chargeback(w http.ResponseWriter, r *http.Request, q accounts.
 	}
 	// A closed month's lines are those its statement kept (invariant 3).
 	st, err := h.acc.Chargeback(r.Context(), q)
-	if errors.Is(err, accounts.ErrNoTaskList) {
-		h.api.fail(w, http.StatusNotImplemented, err.Error())
-		return
-	}
-	if err != nil {
-		h.api.storeFailed(w, r, "report", err)
+	if h.api.readFailed(w, r, "report", err) {
 		return
 	}
 	var b bytes.Buffer

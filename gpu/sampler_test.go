@@ -60,34 +60,33 @@ func TestSummaryMath(t *testing.T) {
 		{name: "MIG energy", gpu: mig, readings: energy(10_000, 710_000),
 			want: wire.GPUUsage{UUID: uuid0, MIGUUID: mig0, Share: ptr(3.0 / 7), EnergyJoules: ptr(700 * (3.0 / 7)), EnergyEstimated: ptr(true)}},
 		{name: "MIG without energy", gpu: mig, readings: []Reading{{UUID: mig0, MemoryUsed: 5, HasMemory: true}},
-			want: wire.GPUUsage{UUID: uuid0, MIGUUID: mig0, Share: ptr(3.0 / 7), Samples: 1, MemoryUsedPeakBytes: ptr(int64(5))}},
+			want: wire.GPUUsage{UUID: uuid0, MIGUUID: mig0, Share: ptr(3.0 / 7), Samples: 1, Busy: wire.Busy{MemoryUsedPeakBytes: ptr(int64(5))}}},
 		// A time-sliced GPU at PADDLE_GPU_SHARE=0.25: 400 J × 0.25.
 		{name: "shared energy", gpu: &Device{UUID: uuid0, Share: 0.25}, readings: energy(0, 400_000),
 			want: wire.GPUUsage{UUID: uuid0, Share: ptr(0.25), EnergyJoules: ptr(100.0), EnergyEstimated: ptr(true)}},
 		// 0+0+50+100+30 = 180; 180/5 = 36. Nearest rank: ceil(0.95·5) = 5,
 		// the largest, 100. Idle: 2 of 5.
 		{name: "five", readings: []Reading{both(0, 10), both(0, 30), both(50, 20), both(100, 5), both(30, 25)},
-			want: wire.GPUUsage{UUID: uuid0, Samples: 5, UtilMean: ptr(36.0), UtilP95: ptr(100.0),
-				MemoryUsedPeakBytes: ptr(int64(30)), IdleShare: ptr(0.4)}},
+			want: wire.GPUUsage{UUID: uuid0, Samples: 5, Busy: wire.Busy{UtilMean: ptr(36.0), UtilP95: ptr(100.0), MemoryUsedPeakBytes: ptr(int64(30)), IdleShare: ptr(0.4)}}},
 		// 1..20: mean 210/20 = 10.5; rank ceil(19) = 19, the value 19; never idle.
 		{name: "one to twenty", readings: oneToTwenty,
-			want: wire.GPUUsage{UUID: uuid0, Samples: 20, UtilMean: ptr(10.5), UtilP95: ptr(19.0), IdleShare: ptr(0.0)}},
+			want: wire.GPUUsage{UUID: uuid0, Samples: 20, Busy: wire.Busy{UtilMean: ptr(10.5), UtilP95: ptr(19.0), IdleShare: ptr(0.0)}}},
 		// 99 at 10 % and one at 100 %: rank ceil(95) = 95 is still 10; mean
 		// (990+100)/100 = 10.9.
 		{name: "one spike in a hundred", readings: append(ninetyNine, util(100)),
-			want: wire.GPUUsage{UUID: uuid0, Samples: 100, UtilMean: ptr(10.9), UtilP95: ptr(10.0), IdleShare: ptr(0.0)}},
+			want: wire.GPUUsage{UUID: uuid0, Samples: 100, Busy: wire.Busy{UtilMean: ptr(10.9), UtilP95: ptr(10.0), IdleShare: ptr(0.0)}}},
 		// Always idle.
 		{name: "idle", readings: []Reading{util(0), util(0), util(0)},
-			want: wire.GPUUsage{UUID: uuid0, Samples: 3, UtilMean: ptr(0.0), UtilP95: ptr(0.0), IdleShare: ptr(1.0)}},
+			want: wire.GPUUsage{UUID: uuid0, Samples: 3, Busy: wire.Busy{UtilMean: ptr(0.0), UtilP95: ptr(0.0), IdleShare: ptr(1.0)}}},
 		// Utilisation unsupported: samples of memory only.
 		{name: "memory only", readings: []Reading{{UUID: uuid0, MemoryUsed: 7, HasMemory: true}, {UUID: uuid0, MemoryUsed: 3, HasMemory: true}},
-			want: wire.GPUUsage{UUID: uuid0, Samples: 2, MemoryUsedPeakBytes: ptr(int64(7))}},
+			want: wire.GPUUsage{UUID: uuid0, Samples: 2, Busy: wire.Busy{MemoryUsedPeakBytes: ptr(int64(7))}}},
 		// A reading with neither value is no sample.
 		{name: "nothing read", readings: []Reading{{UUID: uuid0}, {UUID: uuid0}},
 			want: wire.GPUUsage{UUID: uuid0}},
 		// A used memory of 0 is a reading, not "unknown".
 		{name: "zero memory", readings: []Reading{both(0, 0)},
-			want: wire.GPUUsage{UUID: uuid0, Samples: 1, UtilMean: ptr(0.0), UtilP95: ptr(0.0), MemoryUsedPeakBytes: ptr(int64(0)), IdleShare: ptr(1.0)}},
+			want: wire.GPUUsage{UUID: uuid0, Samples: 1, Busy: wire.Busy{UtilMean: ptr(0.0), UtilP95: ptr(0.0), MemoryUsedPeakBytes: ptr(int64(0)), IdleShare: ptr(1.0)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

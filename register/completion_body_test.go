@@ -24,8 +24,7 @@ func TestCompletionBody(t *testing.T) {
 		want string
 	}{
 		{"everything set", body(100, 160, 59.5, 137, "SIGKILL", 1, 29.75,
-			[]wire.GPUUsage{{UUID: "GPU-a", MIGUUID: "MIG-1", Share: f(0.5), Samples: 3, UtilMean: f(50), UtilP95: f(90),
-				MemoryUsedPeakBytes: &peak, IdleShare: f(0), EnergyJoules: f(12.5), EnergyEstimated: ptr(true)}},
+			[]wire.GPUUsage{{UUID: "GPU-a", MIGUUID: "MIG-1", Share: f(0.5), Samples: 3, Busy: wire.Busy{UtilMean: f(50), UtilP95: f(90), MemoryUsedPeakBytes: &peak, IdleShare: f(0)}, EnergyJoules: f(12.5), EnergyEstimated: ptr(true)}},
 			&gate.Result{Expr: "acc>=0.9", Reason: "acc=0.5"}, map[string]float64{"acc": 0.5}),
 			`{"schema_version":1,"task_id":"t","start_time":100,"end_time":160,"duration_seconds":59.5,"exit_code":137,` +
 				`"signal":"SIGKILL","gpu_count":1,"gpu_seconds":29.75,"gpus":[{"uuid":"GPU-a","mig_uuid":"MIG-1","share":0.5,` +

@@ -39,17 +39,24 @@ type GPUUsage struct {
 	MIGUUID string   `json:"mig_uuid,omitempty"`
 	Share   *float64 `json:"share,omitempty"` // checked, not kept: the registration's counts
 	Samples int64    `json:"samples"`
-	// UtilMean and UtilP95 are percent; IdleShare the fraction of samples
-	// at 0 %.
-	UtilMean            *float64 `json:"util_mean"`
-	UtilP95             *float64 `json:"util_p95"`
-	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
-	IdleShare           *float64 `json:"idle_share"`
+	Busy
 	// EnergyJoules is the GPU's energy over the task (null when the GPU
 	// could not tell); EnergyEstimated is true when it is the parent's
 	// energy × share (MIG and shared GPUs).
 	EnergyJoules    *float64 `json:"energy_joules"`
 	EnergyEstimated *bool    `json:"energy_estimated,omitempty"`
+}
+
+// Busy is how busy a GPU was over a task, from its samples: what a
+// completion reports of each GPU and the monitor keeps of it (both embed
+// it, so that the measures have one shape). UtilMean and UtilP95 are
+// percent, IdleShare the fraction of samples at 0 %; each is null without
+// a sample that carried it.
+type Busy struct {
+	UtilMean            *float64 `json:"util_mean"`
+	UtilP95             *float64 `json:"util_p95"`
+	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
+	IdleShare           *float64 `json:"idle_share"`
 }
 
 // Gate is the quality gate's verdict; Passed is required.

@@ -59,8 +59,8 @@ func TestDecodeCompletionAndHeartbeat(t *testing.T) {
 	}
 	wantC := &Completion{SchemaVersion: p64(1), TaskID: "a", StartTime: p64(1), EndTime: p64(5), DurationSeconds: pf(1.5),
 		ExitCode: p64(0), Signal: "SIGKILL", GPUCount: p64(1), GPUSeconds: pf(1.5),
-		GPUs: GPUs[GPUUsage]{{UUID: "u", MIGUUID: "MIG-1", Share: pf(0.5), Samples: 3, UtilMean: pf(5), UtilP95: pf(9),
-			MemoryUsedPeakBytes: p64(7), IdleShare: pf(0.5), EnergyJoules: pf(12.5), EnergyEstimated: pb(true)}},
+		GPUs: GPUs[GPUUsage]{{UUID: "u", MIGUUID: "MIG-1", Share: pf(0.5), Samples: 3,
+			Busy: Busy{UtilMean: pf(5), UtilP95: pf(9), MemoryUsedPeakBytes: p64(7), IdleShare: pf(0.5)}, EnergyJoules: pf(12.5), EnergyEstimated: pb(true)}},
 		Gate:    &Gate{Expr: "x>1", Passed: pb(true)},
 		Metrics: Metrics{"x": 2},
 	}

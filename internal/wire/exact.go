@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"strings"
 )
@@ -77,6 +78,11 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			// encoding/json promotes an embedded struct's fields (Busy).
+			maps.Copy(out, jsonFields(f.Type))
 			continue
 		}
 		if name == "" {

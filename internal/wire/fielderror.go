@@ -78,15 +78,15 @@ func decode(body []byte, v any, what string) error {
 		return &BodyError{What: what, Several: true}
 	}
 	if err := json.Unmarshal(exactKeys(raw, reflect.TypeOf(v)), v); err != nil {
-		return fieldOf("", err, what)
+		return fieldOf("", err, what, reflect.TypeOf(v))
 	}
 	return nil
 }
 
 // fieldOf turns an error of encoding/json while decoding the value at
-// path into a *FieldError naming the field (a *FieldError of a nested
-// decoding is returned as it is).
-func fieldOf(path string, err error, what string) error {
+// path, a value of Go type t, into a *FieldError naming the field (a
+// *FieldError of a nested decoding is returned as it is).
+func fieldOf(path string, err error, what string, t reflect.Type) error {
 	var fe *FieldError
 	if errors.As(err, &fe) {
 		return fe
@@ -96,11 +96,35 @@ func fieldOf(path string, err error, what string) error {
 		// A syntax error, or a body cut short.
 		return &BodyError{What: what}
 	}
-	p := join(path, te.Field)
+	p := join(path, jsonPath(t, te.Field))
 	if p == "" {
 		return &BodyError{What: what}
 	}
 	return &FieldError{p, typeRule(te.Type)}
+}
+
+// jsonPath is encoding/json's path of a field in t as the contract names
+// it: without the Go names encoding/json puts in for embedded structs
+// (gpus[0].Busy.util_p95 is gpus[0].util_p95 on the wire).
+func jsonPath(t reflect.Type, field string) string {
+	var out []string
+	for seg := range strings.SplitSeq(field, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			t = nil
+			out = append(out, seg)
+			continue
+		}
+		if f, ok := t.FieldByName(seg); ok && f.Anonymous && f.Tag.Get("json") == "" {
+			t = f.Type
+			continue
+		}
+		out = append(out, seg)
+		t = jsonFields(t)[seg]
+	}
+	return strings.Join(out, ".")
 }
 
 func join(parent, field string) string {
@@ -179,7 +203,7 @@ func (l *GPUs[T]) UnmarshalJSON(b []byte) error {
 			return &FieldError{p, ruleObject}
 		}
 		if err := json.Unmarshal(raw, &out[i]); err != nil {
-			return fieldOf(p, err, "")
+			return fieldOf(p, err, "", reflect.TypeFor[T]())
 		}
 	}
 	*l = out

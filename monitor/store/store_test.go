@@ -103,7 +103,7 @@ func TestCompleteAndPending(t *testing.T) {
 		s := open(t, dsn)
 		gpu := wire.RegisteredGPU{Index: ptrOf[int64](0), UUID: "GPU-a", Name: "Tesla T4", MemoryTotalBytes: 16 << 30}
 		mustRegister(t, s, reg("t1", "search", "ann", 1000, gpu))
-		c, body := completion("t1", 0, 1200, wire.GPUUsage{UUID: "GPU-a", Samples: 10, UtilMean: f64(50), IdleShare: f64(0.25)})
+		c, body := completion("t1", 0, 1200, wire.GPUUsage{UUID: "GPU-a", Samples: 10, Busy: wire.Busy{UtilMean: f64(50), IdleShare: f64(0.25)}})
 		if res, err := s.Complete(ctx, c, body, store.Sender{}); err != nil || res != store.Completed {
 			t.Fatalf("complete: %v %v", res, err)
 		}

@@ -116,15 +116,12 @@ type SameTask struct {
 
 // TaskGPU is one GPU of a task with its usage summary.
 type TaskGPU struct {
-	Index               int64    `json:"index"`
-	UUID                string   `json:"uuid"`
-	Name                string   `json:"name"`
-	MemoryTotalBytes    int64    `json:"memory_total_bytes"`
-	Samples             *int64   `json:"samples"`
-	UtilMean            *float64 `json:"util_mean"`
-	UtilP95             *float64 `json:"util_p95"`
-	MemoryUsedPeakBytes *int64   `json:"memory_used_peak_bytes"`
-	IdleShare           *float64 `json:"idle_share"`
+	Index            int64  `json:"index"`
+	UUID             string `json:"uuid"`
+	Name             string `json:"name"`
+	MemoryTotalBytes int64  `json:"memory_total_bytes"`
+	Samples          *int64 `json:"samples"`
+	wire.Busy
 	// Share is the fraction of the physical GPU the task held; MIG the
 	// instance (null for a whole GPU).
 	Share           float64  `json:"share"`

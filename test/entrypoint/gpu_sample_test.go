@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/gpu"
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // fakeNVMLNoUtil builds the fake library without
@@ -345,7 +346,7 @@ func waitLog(t *testing.T, run *samplerRun, level, part string) map[string]any {
 	return nil
 }
 
-func summariesJSON(t *testing.T, s []gpu.GPUSummary) string {
+func summariesJSON(t *testing.T, s []wire.GPUUsage) string {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {

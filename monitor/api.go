@@ -136,9 +136,9 @@ func New(cfg Config) *API {
 		cfg.Registry.MustRegister(a.requests, a.storeErrs, a.cancelled)
 	}
 
-	a.route("POST /v1/task/register", a.register)
-	a.route("POST /v1/task/complete", a.complete)
-	a.route("POST /v1/task/heartbeat", a.heartbeat)
+	a.route("POST /v1/task/register", a.writes(a.register))
+	a.route("POST /v1/task/complete", a.writes(a.complete))
+	a.route("POST /v1/task/heartbeat", a.writes(a.heartbeat))
 	a.route("GET /v1/tasks", a.read(a.listTasks))
 	a.route("GET /v1/tasks/{task_id}", a.read(a.getTask))
 	a.route("GET /healthz", a.healthz)

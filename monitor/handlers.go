@@ -49,6 +49,7 @@ func (a *API) slot(w http.ResponseWriter, r *http.Request) bool {
 // still sends is never read); then the write waits for one of MaxInFlight
 // slots (503 with Retry-After after slotWait); then the body is read, cut
 // at MaxBody. release frees the slot; the caller must call it when ok.
+// Handlers get it through writes.
 func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from store.Sender, release func(), ok bool) {
 	if r.ContentLength > MaxBody {
 		a.failAndClose(w, http.StatusRequestEntityTooLarge, "the body is over 1 MiB")
@@ -75,6 +76,19 @@ func (a *API) writer(w http.ResponseWriter, r *http.Request) (body []byte, from 
 		from.Token, from.Unbounded = tok.Name, tok.Admin
 	}
 	return body, from, release, true
+}
+
+// writes is the handler of a write: h runs with the body and its sender
+// once writer admitted it, holding the write's slot until it returns.
+func (a *API) writes(h func(w http.ResponseWriter, r *http.Request, body []byte, from store.Sender)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, from, release, ok := a.writer(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		h(w, r, body, from)
+	}
 }
 
 // viewerWrites is the 403 of a read-only token's write.
@@ -131,12 +145,7 @@ func (a *API) ahead(r *http.Request, host, field string, t *int64, now time.Time
 	return nil
 }
 
-func (a *API) register(w http.ResponseWriter, r *http.Request) {
-	body, from, release, ok := a.writer(w, r)
-	if !ok {
-		return
-	}
-	defer release()
+func (a *API) register(w http.ResponseWriter, r *http.Request, body []byte, from store.Sender) {
 	now := a.cfg.Now()
 	reg, err := wire.DecodeRegistration(body)
 	if err == nil {
@@ -198,12 +207,7 @@ func tooManyOpen(from store.Sender, err error) string {
 		"): complete some, or wait until those not seen for --open-ttl no longer count"
 }
 
-func (a *API) complete(w http.ResponseWriter, r *http.Request) {
-	body, from, release, ok := a.writer(w, r)
-	if !ok {
-		return
-	}
-	defer release()
+func (a *API) complete(w http.ResponseWriter, r *http.Request, body []byte, from store.Sender) {
 	now := a.cfg.Now()
 	c, err := wire.DecodeCompletion(body)
 	if err == nil {
@@ -263,12 +267,7 @@ func (a *API) completionTimes(r *http.Request, c *wire.Completion, now time.Time
 	return nil
 }
 
-func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
-	body, from, release, ok := a.writer(w, r)
-	if !ok {
-		return
-	}
-	defer release()
+func (a *API) heartbeat(w http.ResponseWriter, r *http.Request, body []byte, from store.Sender) {
 	hb, err := wire.DecodeHeartbeat(body)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err.Error())

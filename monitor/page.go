@@ -299,14 +299,21 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		}
 	}
 
+	h.api.writePage(w, pageTemplate, d, "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
+}
+
+// writePage answers with page t rendered from d, under the content
+// security policy csp: nothing on a page loads from anywhere, and the
+// policy says so to the browser. A template that fails is a 500, nothing
+// of the page sent.
+func (a *API) writePage(w http.ResponseWriter, t *template.Template, d any, csp string) {
 	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, d); err != nil {
-		h.api.fail(w, http.StatusInternalServerError, "rendering the page: "+err.Error())
+	if err := t.Execute(&b, d); err != nil {
+		a.fail(w, http.StatusInternalServerError, "rendering the page: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	// Nothing on the page loads from anywhere: say so to the browser.
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'")
+	w.Header().Set("Content-Security-Policy", csp)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(b.Bytes())
 }

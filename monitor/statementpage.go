@@ -134,12 +134,5 @@ func (h *statements) statementPage(w http.ResponseWriter, r *http.Request, scope
 		sum := sha256.Sum256(csvb.Bytes())
 		d.Lines, d.LinesSHA256 = lines.Lines, hex.EncodeToString(sum[:])
 	}
-	var b bytes.Buffer
-	if err := statementPage.Execute(&b, d); err != nil {
-		h.api.fail(w, http.StatusInternalServerError, "writing the page: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	w.Write(b.Bytes())
+	h.api.writePage(w, statementPage, d, "default-src 'none'; style-src 'unsafe-inline'")
 }

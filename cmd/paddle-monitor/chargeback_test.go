@@ -140,12 +140,15 @@ func TestChargebackFromObservations(t *testing.T) {
 			basis            string
 		}
 		// By hand (billingByHand): the undeclared line is keyed by its
-		// project, ads_x, with no task_id.
+		// project, ads_x, with no task_id. t-decl's node sends no reports:
+		// its line keeps its own label, "completion", whatever other
+		// nodes' reports cover (MONITOR.md 17, invariant 4), while its
+		// project's row is billed "declared".
 		want := map[string]fig{
 			"t-tiny": {10, 100, 10, "observed"}, "t-short": {10, 100, 0, "observed"},
 			"t-exec": {10, 100, 0, "observed"}, "t-mixed": {11, 110, 0, "mixed"},
 			"t-mig": {30.0 / 7, 50, 0, "observed"}, "t-never": {0, 0, 0, "observed"},
-			"t-decl": {3, 30, 0, "declared"}, "ads_x": {10, 100, 0, "observed"},
+			"t-decl": {3, 30, 0, "completion"}, "ads_x": {10, 100, 0, "observed"},
 		}
 		var sumHours, sumCost float64
 		for _, l := range lines[1:] {

@@ -89,16 +89,6 @@ func taskLines(t *testing.T, where string, s report.TaskLister, q report.Query) 
 		if l.End == nil {
 			t.Fatalf("%s: task %s has no end: the generator completes every task", where, l.TaskID)
 		}
-		// The label of a line's basis says whether any node report covers
-		// the window (report.StatementLine.Basis): "completion" before
-		// one does, the billing basis "declared" once one does, whatever
-		// node it is of. That label may move with another node's report;
-		// the figures may not, so the two read the same here.
-		// PADDLE_PROPERTY_SEED=1796285818630639240, fleet 83: a report of
-		// f83-other-0 over a window its fleet's reports left uncovered.
-		if l.Basis == "completion" {
-			l.Basis = facts.BasisDeclared
-		}
 		b, err := json.Marshal(l)
 		if err != nil {
 			t.Fatal(err)

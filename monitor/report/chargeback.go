@@ -40,9 +40,14 @@ type StatementLine struct {
 	EnergyKWh    *float64
 	// Basis says what the hours rest on: "completion" (start to end),
 	// "last heartbeat" (a task without a completion, up to its last
-	// heartbeat), "start only" (neither: counted 0 hours). When node
-	// reports cover the window it is the billing basis instead:
-	// BasisDeclared, BasisObserved or BasisMixed, as the report's.
+	// heartbeat), "start only" (neither: counted 0 hours). When its own
+	// node's reports cover part of its counted interval in the window (or
+	// it was attributed use there) it is its billing basis instead:
+	// BasisObserved or BasisMixed. It rests on the task's own GPUs and
+	// time only, never on whether another node's report covers the
+	// window, so a report about other GPUs leaves the line byte-identical
+	// (MONITOR.md 17, invariant 4; 20.1). An undeclared use line's is
+	// BasisObserved.
 	Basis string
 	// Namespace is set on a line of undeclared use (no task): the
 	// namespace whose use --namespace-projects charges to Project.
@@ -191,10 +196,13 @@ func (st *Statement) addLine(t facts.TaskUsage, q Query, labels map[string]bool)
 // billLines bills the statement's lines from observations as the report
 // bills its rows (observe): a task its node's reports observed has the
 // declared figures of its covered part taken away and its attributed use
-// added; every line's basis becomes its billing basis; undeclared use
-// --namespace-projects charges to a project gets a line per namespace (no
-// task), so the lines still add up to the report's rows and total. Price
-// per hour on an observed or mixed line is its cost per billed GPU-hour.
+// added, and its basis becomes its billing basis (observed or mixed); a
+// task they did not observe keeps its declared figures and its label
+// untouched (invariant 4: another node's report is no data about it);
+// undeclared use --namespace-projects charges to a project gets a line
+// per namespace (no task), so the lines still add up to the report's rows
+// and total. Price per hour on an observed or mixed line is its cost per
+// billed GPU-hour.
 func billLines(st *Statement, obs *facts.Observations, q Query) {
 	byID := map[int64]*facts.ObservedTask{}
 	for i := range obs.Tasks {
@@ -204,7 +212,6 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 		l := &st.Lines[i]
 		t, ok := byID[l.ID]
 		if !ok {
-			l.Basis = facts.BasisDeclared
 			continue
 		}
 		l.Basis = t.Basis()

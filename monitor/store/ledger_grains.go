@@ -95,6 +95,35 @@ var ledgerGrainSums = func() map[string][2]*stmt {
 	return out
 }()
 
+// The ledger's rows of one whole bucket (a window that is exactly one
+// hour, day or month, such as --month): each table holds one row per key
+// and bucket already (its primary key), so they are read as they are
+// stored, with no GROUP BY to sort and sum 300,000 users at fleet size for
+// the same figures. The primary key (bucket first) serves each.
+var ledgerGrainRows = func() map[string][2]*stmt {
+	out := map[string][2]*stmt{}
+	for _, g := range []string{"hour", "day", "month"} {
+		gt, ut := "node_gpu_"+g+"s", "node_user_"+g+"s"
+		// An hourly row keeps only its last report time (its first is the
+		// same for the sums: MIN(last_time)).
+		first := "first_time"
+		if g == "hour" {
+			first = "last_time"
+		}
+		out[g] = [2]*stmt{
+			{sql: `SELECT node, uuid, model, ` + g + `, observed_s, unallocated_s, energy_j FROM ` + gt + ` WHERE ` + g + ` = ?`,
+				sqliteIndex: "sqlite_autoindex_" + gt + "_1", postgresIndex: gt + "_pkey", example: []any{int64(1796130000)}},
+			{sql: `SELECT ` + g + `, ` + userHourColumns + `, ` + first + `, last_time,
+				equal_s, util_s, busy_equal_s, busy_util_s, energy_j FROM ` + ut + ` WHERE ` + g + ` = ?`,
+				sqliteIndex: "sqlite_autoindex_" + ut + "_1", postgresIndex: ut + "_pkey", example: []any{int64(1796130000)}},
+		}
+	}
+	return out
+}()
+
+// oneBucket says whether p is one whole bucket of its grain.
+func oneBucket(p grainPart) bool { return bucketEnd(p.grain, p.from) == p.to }
+
 // stmtLedgerUserDays: one user's days (its month's finer rows); the day
 // facts' primary key.
 var stmtLedgerUserDays = &stmt{sql: `SELECT day, ` + userHourColumns + `, first_time, last_time,
@@ -111,22 +140,29 @@ func init() {
 		}
 	}
 	nodeStatements["ledger user days"] = stmtLedgerUserDays
+	for g, sts := range ledgerGrainRows {
+		ledgerStatements["ledger GPU rows of one "+g] = sts[0]
+		ledgerStatements["ledger user rows of one "+g] = sts[1]
+	}
 }
 
 // ledgerSums reads the GPUs' and users' sums of [from, to) (whole hours),
-// each part at its grain.
+// each part at its grain: a part of one bucket its rows as stored.
 func (s *Store) ledgerSums(ctx context.Context, from, to int64) ([]GPUHour, []UserHour, error) {
 	var gpus []GPUHour
 	var users []UserHour
 	for _, p := range grainParts(from, to) {
-		sts := ledgerGrainSums[p.grain]
+		sts, args := ledgerGrainSums[p.grain], []any{p.from, p.to}
+		if oneBucket(p) {
+			sts, args = ledgerGrainRows[p.grain], []any{p.from}
+		}
 		g, err := stmtRows(ctx, s, s.r, "ledger", sts[0], func(rows *sql.Rows, g *GPUHour) error {
 			return rows.Scan(&g.Node, &g.UUID, &g.Model, &g.Hour, &g.Observed, &g.Unallocated, &g.Energy)
-		}, p.from, p.to)
+		}, args...)
 		if err != nil {
 			return nil, nil, err
 		}
-		u, err := s.userHours(ctx, sts[1], p.from, p.to)
+		u, err := s.userHours(ctx, sts[1], args...)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -69,6 +69,11 @@ func TestLedgerTies(t *testing.T) {
 		add("t-docker2", "o", 310, func(r *registration) { r.K8sNode = "n2" })
 		add("t-pod-n1", "o", 90, func(r *registration) { r.K8sPodUID, r.K8sNode = "uid-3", "N1" })
 		add("t-pod-docker", "o", 320, func(r *registration) { r.K8sPodUID, r.K8sNode = "uid-4", "n2" })
+		// A Slurm job's registration that names the job twice (slurm_job
+		// and pipeline_run): both statements find it, it ties once.
+		add("t-job-twice", "o", 330, func(r *registration) {
+			r.SlurmJob, r.Orchestrator, r.PipelineRun, r.Hostname = "79", "slurm", "79", "n1"
+		})
 		for _, r := range regs {
 			mustRegister(t, s, r)
 		}
@@ -79,6 +84,7 @@ func TestLedgerTies(t *testing.T) {
 			{ContainerID: "ffffff0123456789", Declared: true, DeclaredTaskID: "t-pod-docker", DeclaredProject: "p"},
 			{SlurmJob: "77"},
 			{SlurmJob: "78"},
+			{SlurmJob: "79"},
 			{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"},
 			{ContainerID: "abcdef0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p", DeclaredOwner: "q"},
 			{ContainerID: "ffffff0123456789", Declared: true, DeclaredTaskID: "t-docker", DeclaredProject: "p"},
@@ -119,9 +125,10 @@ func TestLedgerTies(t *testing.T) {
 		// on n1 to t-run and t-job, on n2 to t-job-n2 (3); the container
 		// of host name abcdef012345 to t-docker on every node (3), not
 		// with owner q; the other one to t-docker2 on n2, its k8s_node (1),
-		// never to t-pod-docker of n2, which names a pod UID.
-		if tied != 14 {
-			t.Errorf("%d ties in all, want 14", tied)
+		// never to t-pod-docker of n2, which names a pod UID; job 79 on n1
+		// to t-job-twice, once (1).
+		if tied != 15 {
+			t.Errorf("%d ties in all, want 15", tied)
 		}
 		// uid-1 on n1 and n3 over overlapping times ties on no node of the
 		// window (its registrations name no node: a pod never moves, so one

@@ -155,7 +155,9 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 		}
 	}
 	twoNodes := podsOnTwoNodes(users)
-	out := map[string][]Tie{}
+	// A window's sums are mostly one row per user (a month's are), so
+	// the answer is sized for them all at once rather than grown.
+	out := make(map[string][]Tie, len(users))
 	for i := range users {
 		node, u := users[i].Node, &users[i].User
 		key := TieKey(node, u)
@@ -163,11 +165,9 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 			continue
 		}
 		var list []Tie
-		seen := map[int64]bool{}
 		add := func(rows []tieRow, keep func(r *tieRow) bool) {
 			for j := range rows {
-				if r := &rows[j]; !seen[r.tie.Key] && keep(r) {
-					seen[r.tie.Key] = true
+				if r := &rows[j]; keep(r) {
 					list = append(list, r.tie)
 				}
 			}
@@ -197,8 +197,12 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 					(r.hostname == host || strings.ToLower(r.k8sNode) == lnode)
 			})
 		}
+		// Each rule's rows name a registration once, but a Slurm job's
+		// registration may carry the job both as slurm_job and as
+		// pipeline_run: sorted, its two rows are side by side, and one
+		// is kept (no set of seen registrations made per user).
 		slices.SortStableFunc(list, compareTies)
-		out[key] = list
+		out[key] = slices.CompactFunc(list, func(a, b Tie) bool { return a.Key == b.Key })
 	}
 	return out, nil
 }

@@ -96,7 +96,7 @@ func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour
 	if u.Grain == "month" {
 		st, grain = stmtLedgerUserDays, "day"
 	}
-	all, err := s.userHours(ctx, st, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
+	all, err := s.userHours(ctx, st, from, to, u.Node, u.UUID, u.GPUInstanceID, u.UserKey())
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +129,7 @@ func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHou
 			u.User.UID = &v
 		}
 		u.User.Declared = decl != 0
+		u.key = u.User.Key()
 		return nil
 	}, args...)
 }
@@ -151,7 +152,7 @@ func sortUserHours(us []UserHour) []UserHour {
 	keys := make([]string, len(us))
 	idx := make([]int, len(us))
 	for i := range us {
-		keys[i], idx[i] = us[i].User.Key(), i
+		keys[i], idx[i] = us[i].UserKey(), i
 	}
 	slices.SortStableFunc(idx, func(i, j int) int {
 		a, b := &us[i], &us[j]

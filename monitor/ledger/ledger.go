@@ -163,6 +163,10 @@ type UserUse struct {
 	// it has no price (discrepancies' money at stake, MONITOR.md 20.22).
 	Cost     float64
 	Unpriced bool
+
+	// order is Node and User's key concatenated, sortedUsers' order after
+	// GPUHours, built once per user as it is counted.
+	order string
 }
 
 func ptr(v float64) *float64 { return &v }

@@ -63,7 +63,7 @@ func (s *Store) LedgerData(ctx context.Context, from, to, retire int64) (*Ledger
 		return nil, err
 	}
 	slices.SortStableFunc(d.GPUs, compareGPUHours)
-	sortUserHours(d.Users)
+	d.Users = sortUserHours(d.Users)
 	return d, nil
 }
 
@@ -96,7 +96,7 @@ func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour
 	if u.Grain == "month" {
 		st, grain = stmtLedgerUserDays, "day"
 	}
-	all, err := s.userHours(ctx, st, from, to, u.Node, u.UUID, u.GPUInstanceID, u.User.Key())
+	all, err := s.userHours(ctx, st, from, to, u.Node, u.UUID, u.GPUInstanceID, u.UserKey())
 	if err != nil {
 		return nil, err
 	}
@@ -109,11 +109,13 @@ func (s *Store) LedgerUserHours(ctx context.Context, from, to int64, u *UserHour
 			out = append(out, h)
 		}
 	}
-	return out, nil
+	return sortUserHours(out), nil
 }
 
+// userHours reads st's user rows, in the statement's order: its callers
+// sort what they keep, once (LedgerData its parts' rows all together).
 func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHour, error) {
-	out, err := stmtRows(ctx, s, s.r, "ledger", st, func(rows *sql.Rows, u *UserHour) error {
+	return stmtRows(ctx, s, s.r, "ledger", st, func(rows *sql.Rows, u *UserHour) error {
 		var uid sql.NullInt64
 		var decl int64
 		if err := rows.Scan(&u.Hour, &u.Node, &u.UUID, &u.GPUInstanceID, &u.Model, &u.Profile, &u.Slices, &u.Total, &u.User.Runtime,
@@ -127,13 +129,9 @@ func (s *Store) userHours(ctx context.Context, st *stmt, args ...any) ([]UserHou
 			u.User.UID = &v
 		}
 		u.User.Declared = decl != 0
+		u.key = u.User.Key()
 		return nil
 	}, args...)
-	if err != nil {
-		return nil, err
-	}
-	sortUserHours(out)
-	return out, nil
 }
 
 // compareGPUHours orders the ledger's GPU hours: by hour, node, GPU and
@@ -142,15 +140,19 @@ func compareGPUHours(a, b GPUHour) int {
 	return cmp.Or(cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Node, b.Node), cmp.Compare(a.UUID, b.UUID), cmp.Compare(a.Model, b.Model))
 }
 
-// sortUserHours orders the ledger's user hours: by hour, node, GPU, GPU
-// instance, user (its key), model, profile and slices, stably; each
-// user's key is built once (a month of 10,000 GPUs is 300,000 users), and
-// the rows are moved once, not at every swap.
-func sortUserHours(us []UserHour) {
+// sortUserHours returns the ledger's user hours us ordered by hour, node,
+// GPU, GPU instance, user (its key), model, profile and slices, stably;
+// each user's key is built once (a month of 10,000 GPUs is 300,000
+// users), and the rows are moved once, not at every swap (into a new
+// slice, not copied back into us).
+func sortUserHours(us []UserHour) []UserHour {
+	if len(us) == 0 {
+		return us
+	}
 	keys := make([]string, len(us))
 	idx := make([]int, len(us))
 	for i := range us {
-		keys[i], idx[i] = us[i].User.Key(), i
+		keys[i], idx[i] = us[i].UserKey(), i
 	}
 	slices.SortStableFunc(idx, func(i, j int) int {
 		a, b := &us[i], &us[j]
@@ -162,7 +164,7 @@ func sortUserHours(us []UserHour) {
 	for k, i := range idx {
 		sorted[k] = us[i]
 	}
-	copy(us, sorted)
+	return sorted
 }
 
 func (s *Store) lives(ctx context.Context, from, to, retire int64) ([]GPULife, error) {
@@ -257,8 +259,7 @@ func (s *Store) rawRollup(ctx context.Context, from, to int64) ([]GPUHour, []Use
 	// fields (a GPU's model; a user's model, profile and slices) never
 	// decide.
 	slices.SortStableFunc(gs, compareGPUHours)
-	sortUserHours(us)
-	return gs, us, nil
+	return gs, sortUserHours(us), nil
 }
 
 type nodeReportBody struct{ NodeReport wire.NodeReport }

@@ -169,6 +169,12 @@ func (s *Store) ledgerSums(ctx context.Context, from, to int64) ([]GPUHour, []Us
 		for i := range u {
 			u[i].Grain, u[i].Span = p.grain, [2]int64{p.from, p.to}
 		}
+		// A window of one part (a month) keeps its rows as read, not a
+		// copy of them.
+		if gpus == nil && users == nil {
+			gpus, users = g, u
+			continue
+		}
 		gpus, users = append(gpus, g...), append(users, u...)
 	}
 	return gpus, users, nil

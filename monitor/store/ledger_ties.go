@@ -160,7 +160,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 	out := make(map[string][]Tie, len(users))
 	for i := range users {
 		node, u := users[i].Node, &users[i].User
-		key := TieKey(node, u)
+		key := users[i].TieKey()
 		if _, ok := out[key]; ok {
 			continue
 		}

@@ -69,7 +69,23 @@ type UserHour struct {
 	BusyEqual   float64
 	BusyUtil    float64
 	Energy      float64
+
+	// key is User.Key() where the row was read with it (the ledger's
+	// reads: a month's user is sorted, tied and counted by it several
+	// times); "" where it was not (UserKey builds it then).
+	key string
 }
+
+// UserKey is u.User.Key(), built once where u was read by the ledger.
+func (u *UserHour) UserKey() string {
+	if u.key != "" {
+		return u.key
+	}
+	return u.User.Key()
+}
+
+// TieKey is TieKey(u.Node, &u.User), from u's key.
+func (u *UserHour) TieKey() string { return u.Node + "\x1e" + u.UserKey() }
 
 func identityOf(u *wire.NodeUser) UserIdentity {
 	id := UserIdentity{Runtime: u.Runtime, ContainerID: u.ContainerID, PodUID: u.PodUID, Namespace: u.Namespace, Pod: u.Pod,

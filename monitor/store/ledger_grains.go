@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 )
 
@@ -86,7 +87,7 @@ var ledgerGrainSums = func() map[string][2]*stmt {
 			{sql: `SELECT node, uuid, model, MIN(` + g + `), SUM(observed_s), SUM(unallocated_s), SUM(energy_j)
 				FROM ` + gt + ` WHERE ` + g + ` >= ? AND ` + g + ` < ? GROUP BY node, uuid, model`,
 				sqliteIndex: "sqlite_autoindex_" + gt + "_1", postgresIndex: gt + "_pkey", example: []any{int64(1796083200), int64(1796169600)}},
-			{sql: `SELECT MIN(` + g + `), ` + userSumColumns + `, MIN(first_time), MAX(last_time),
+			{sql: `SELECT MIN(` + g + `), ` + userKeyColumns + `, MIN(first_time), MAX(last_time),
 				SUM(equal_s), SUM(util_s), SUM(busy_equal_s), SUM(busy_util_s), SUM(energy_j)
 				FROM ` + ut + ` WHERE ` + g + ` >= ? AND ` + g + ` < ? GROUP BY node, uuid, gpu_instance_id, user_key, model, profile, slices, total_slices`,
 				sqliteIndex: "sqlite_autoindex_" + ut + "_1", postgresIndex: ut + "_pkey", example: []any{int64(1796083200), int64(1796169600)}},
@@ -113,13 +114,71 @@ var ledgerGrainRows = func() map[string][2]*stmt {
 		out[g] = [2]*stmt{
 			{sql: `SELECT node, uuid, model, ` + g + `, observed_s, unallocated_s, energy_j FROM ` + gt + ` WHERE ` + g + ` = ?`,
 				sqliteIndex: "sqlite_autoindex_" + gt + "_1", postgresIndex: gt + "_pkey", example: []any{int64(1796130000)}},
-			{sql: `SELECT ` + g + `, ` + userHourColumns + `, ` + first + `, last_time,
+			{sql: `SELECT ` + g + `, ` + userKeyColumns + `, ` + first + `, last_time,
 				equal_s, util_s, busy_equal_s, busy_util_s, energy_j FROM ` + ut + ` WHERE ` + g + ` = ?`,
 				sqliteIndex: "sqlite_autoindex_" + ut + "_1", postgresIndex: ut + "_pkey", example: []any{int64(1796130000)}},
 		}
 	}
 	return out
 }()
+
+// ledgerUserIdentity: the identity columns of one user's rows of a part
+// (as the sums grouped them), for a user_key that does not split back
+// into them (a field holding the separator); each table's primary key.
+var ledgerUserIdentity = func() map[string]*stmt {
+	out := map[string]*stmt{}
+	for _, g := range []string{"hour", "day", "month"} {
+		out[g] = &stmt{sql: `SELECT MIN(runtime), MIN(container_id), MIN(pod_uid), MIN(namespace), MIN(pod), MIN(container),
+			MIN(slurm_job), MIN(uid), MIN(cgroup), MIN(declared), MIN(declared_task_id), MIN(declared_project), MIN(declared_owner)
+			FROM node_user_` + g + `s WHERE ` + g + ` >= ? AND ` + g + ` < ? AND node = ? AND uuid = ? AND gpu_instance_id = ? AND user_key = ?
+			AND model = ? AND profile = ? AND slices = ? AND total_slices = ?`,
+			sqliteIndex: "sqlite_autoindex_node_user_" + g + "s_1", postgresIndex: "node_user_" + g + "s_pkey",
+			example: []any{int64(1796130000), int64(1796133600), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0)}}
+	}
+	return out
+}()
+
+// keyedUserHours reads st's user rows of the part p (userKeyColumns),
+// each identity split back from its user_key, or where it does not split
+// back read from its rows' columns (ledgerUserIdentity).
+func (s *Store) keyedUserHours(ctx context.Context, st *stmt, p grainPart, args ...any) ([]UserHour, error) {
+	var odd []int
+	n := 0
+	out, err := stmtRows(ctx, s, s.r, "ledger", st, func(rows *sql.Rows, u *UserHour) error {
+		if err := rows.Scan(&u.Hour, &u.Node, &u.UUID, &u.GPUInstanceID, &u.Model, &u.Profile, &u.Slices, &u.Total, &u.key,
+			&u.FirstTime, &u.LastTime, &u.Equal, &u.Util, &u.BusyEqual, &u.BusyUtil, &u.Energy); err != nil {
+			return err
+		}
+		var ok bool
+		if u.User, ok = parseUserKey(u.key); !ok {
+			odd = append(odd, n)
+		}
+		n++
+		return nil
+	}, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range odd {
+		u := &out[i]
+		var uid sql.NullInt64
+		var decl int64
+		id := &u.User
+		if err := s.queryRow(ctx, s.r, ledgerUserIdentity[p.grain], p.from, p.to, u.Node, u.UUID, u.GPUInstanceID, u.key,
+			u.Model, u.Profile, u.Slices, u.Total).Scan(&id.Runtime, &id.ContainerID, &id.PodUID, &id.Namespace, &id.Pod, &id.Container,
+			&id.SlurmJob, &uid, &id.Cgroup, &decl, &id.DeclaredTaskID, &id.DeclaredProject, &id.DeclaredOwner); err != nil {
+			return nil, fmt.Errorf("store: ledger: %w", err)
+		}
+		if uid.Valid {
+			v := uid.Int64
+			id.UID = &v
+		}
+		id.Declared = decl != 0
+		// The key its identity makes, as for a row read with its columns.
+		u.key = id.Key()
+	}
+	return out, nil
+}
 
 // oneBucket says whether p is one whole bucket of its grain.
 func oneBucket(p grainPart) bool { return bucketEnd(p.grain, p.from) == p.to }
@@ -143,6 +202,7 @@ func init() {
 	for g, sts := range ledgerGrainRows {
 		ledgerStatements["ledger GPU rows of one "+g] = sts[0]
 		ledgerStatements["ledger user rows of one "+g] = sts[1]
+		ledgerStatements["ledger user identity by "+g] = ledgerUserIdentity[g]
 	}
 }
 
@@ -162,7 +222,7 @@ func (s *Store) ledgerSums(ctx context.Context, from, to int64) ([]GPUHour, []Us
 		if err != nil {
 			return nil, nil, err
 		}
-		u, err := s.userHours(ctx, sts[1], args...)
+		u, err := s.keyedUserHours(ctx, sts[1], p, args...)
 		if err != nil {
 			return nil, nil, err
 		}

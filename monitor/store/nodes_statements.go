@@ -155,12 +155,10 @@ var nodeStatements = map[string]*stmt{
 const userHourColumns = `node, uuid, gpu_instance_id, model, profile, slices, total_slices, runtime, container_id, pod_uid,
 		namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id, declared_project, declared_owner`
 
-// userSumColumns: the same, summed over hours: the identity's columns
-// follow from user_key (their concatenation), so the sum groups by the
-// key alone and takes them with MIN.
-const userSumColumns = `node, uuid, gpu_instance_id, model, profile, slices, total_slices, MIN(runtime), MIN(container_id), MIN(pod_uid),
-		MIN(namespace), MIN(pod), MIN(container), MIN(slurm_job), MIN(uid), MIN(cgroup), MIN(declared), MIN(declared_task_id),
-		MIN(declared_project), MIN(declared_owner)`
+// userKeyColumns: the same with the identity as user_key, the
+// concatenation of its columns (UserIdentity.Key), read back from it
+// (keyedUserHours): one column for thirteen, of every user of a window.
+const userKeyColumns = `node, uuid, gpu_instance_id, model, profile, slices, total_slices, user_key`
 
 var (
 	// ledgerGPUSums: node_gpu_hours' primary key (hour first).
@@ -168,7 +166,7 @@ var (
 		FROM node_gpu_hours WHERE hour >= ? AND hour < ? GROUP BY node, uuid, model`,
 		sqliteIndex: "sqlite_autoindex_node_gpu_hours_1", postgresIndex: "node_gpu_hours_pkey", example: []any{int64(1796130000), int64(1796133600)}}
 	// ledgerUserSums: node_user_hours' primary key (hour first).
-	stmtLedgerUserSums = &stmt{sql: `SELECT MIN(hour), ` + userSumColumns + `, MIN(last_time), MAX(last_time),
+	stmtLedgerUserSums = &stmt{sql: `SELECT MIN(hour), ` + userKeyColumns + `, MIN(last_time), MAX(last_time),
 		SUM(equal_s), SUM(util_s), SUM(busy_equal_s), SUM(busy_util_s), SUM(energy_j)
 		FROM node_user_hours WHERE hour >= ? AND hour < ? GROUP BY node, uuid, gpu_instance_id, user_key, model, profile, slices, total_slices`,
 		sqliteIndex: "sqlite_autoindex_node_user_hours_1", postgresIndex: "node_user_hours_pkey", example: []any{int64(1796130000), int64(1796133600)}}

@@ -193,11 +193,21 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		}
 		q := report.Query{Window: w, By: []string{"project"}, Prices: in.Prices, Budgets: in.Budgets, Now: closedAt,
 			Namespaces: in.Namespaces}
-		if s.ByProject, err = report.Compute(ctx, src, q); err != nil {
+		// The month's facts, read once: the statement's reports are
+		// computed from them, and every other grouping of the closed
+		// month will be (frozenReport), so all of them add up alike.
+		if out.Frozen, err = freeze(ctx, src, w); err != nil {
+			return out, err
+		}
+		reports := src
+		if out.Frozen != nil {
+			reports = frozenSource{out.Frozen}
+		}
+		if s.ByProject, err = report.Compute(ctx, reports, q); err != nil {
 			return out, err
 		}
 		q.By, q.Budgets = []string{"project", "owner"}, nil
-		if s.ByProjectOwner, err = report.Compute(ctx, src, q); err != nil {
+		if s.ByProjectOwner, err = report.Compute(ctx, reports, q); err != nil {
 			return out, err
 		}
 		lateOf := func(e store.Closed) ([]store.LateTask, error) { return late[e.Month], nil }
@@ -305,6 +315,13 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 			r = scoped(r, q.Scope)
 		}
 		return r, nil
+	}
+	if c != nil && len(q.Metrics) == 0 && !live {
+		// Any other grouping of a closed month: its frozen facts.
+		r, err := frozenReport(ctx, st, c, q)
+		if err != nil || r != nil {
+			return r, err
+		}
 	}
 	trimmed, err := st.TrimmedBefore(ctx)
 	if err != nil {

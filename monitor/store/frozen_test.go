@@ -1,0 +1,148 @@
+package store_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
+)
+
+// TestClosedGroupingsFrozen: a closed month's report by owner, by model
+// and by label:team is summed from the task facts its statement froze
+// (MONITOR.md 20.10): it is the live report of the month just before the
+// close, byte for byte (JSON) but for the "closed" mark, and late data of
+// the month stored after the close — a late registration, the completion
+// of a task open at the close, a node report — leaves it as it was, while
+// --live moves. By owner, ann's 2 h (t1) + 1 h (t3) of NVIDIA H200 at 2
+// EUR are 3 GPU-hours, 6 EUR.
+func TestClosedGroupingsFrozen(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		prices, err := report.ParsePrices(strings.NewReader(`{"currency": "EUR", "default": 1.0, "models": {"NVIDIA H200": 2.0, "Tesla T4": 1.0}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charge := func(ns string) (string, bool) { return map[string]string{"team-a": "q"}[ns], ns == "team-a" }
+		day := func(d, h int) int64 { return time.Date(2026, 10, d, h, 0, 0, 0, time.UTC).Unix() }
+		h200 := wire.RegisteredGPU{UUID: "GPU-1", Name: "NVIDIA H200"}
+		t4 := wire.RegisteredGPU{UUID: "GPU-2", Name: "Tesla T4"}
+		for _, x := range []struct {
+			r     *registration
+			team  string
+			hours int64
+		}{
+			{reg("t1", "p", "ann", day(10, 0), h200), "a", 2},
+			{reg("t2", "p", "bob", day(11, 0), t4), "b", 3},
+			{reg("t3", "q", "ann", day(12, 0), wire.RegisteredGPU{UUID: "GPU-3", Name: "NVIDIA H200"}), "a", 1},
+			// Open at the close: counted no time yet.
+			{reg("t5", "q", "carl", day(30, 0), wire.RegisteredGPU{UUID: "GPU-4", Name: "NVIDIA H200"}), "b", 0},
+		} {
+			x.r.Labels = wire.Labels{"team": x.team}
+			mustRegister(t, s, x.r)
+			if x.hours > 0 {
+				mustComplete(t, s, &wire.Completion{TaskID: x.r.TaskID, EndTime: ptrOf(*x.r.StartTime + x.hours*3600),
+					DurationSeconds: ptrOf(float64(x.hours * 3600)), ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+			}
+		}
+		// Two hours of a GPU no task declared, namespace team-a: charged
+		// to q as undeclared use.
+		for at := day(20, 0) + 1800; at <= day(20, 2); at += 1800 {
+			if _, err := s.StoreNodeReport(ctx, wholeReport("n1", at, 1800, "GPU-x"), store.DefaultNodeRetire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		oct := facts.Month(time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC))
+		groupings := [][]string{{"owner"}, {"model"}, {"label:team"}, {"node", "env"}}
+		reportOf := func(by []string, live bool) *report.Report {
+			t.Helper()
+			r, err := books.Report(ctx, s, report.Query{Window: oct, By: by, Prices: prices, Namespaces: charge, Now: fixedNow()}, live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		jsonOf := func(r *report.Report) string {
+			t.Helper()
+			var b bytes.Buffer
+			if err := report.WriteJSON(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			return b.String()
+		}
+		before := map[string]*report.Report{}
+		for _, by := range groupings {
+			before[strings.Join(by, ",")] = reportOf(by, false)
+		}
+		if _, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{Prices: prices, Namespaces: charge}, fixedNow()); err != nil {
+			t.Fatal(err)
+		}
+		check := func(when string) {
+			t.Helper()
+			for _, by := range groupings {
+				name := strings.Join(by, ",")
+				got := reportOf(by, false)
+				if got.Closed == nil || got.Closed.Month != "2026-10" {
+					t.Errorf("%s: by %s: not marked closed: %+v", when, name, got.Closed)
+				}
+				got.Closed = nil
+				if g, w := jsonOf(got), jsonOf(before[name]); g != w {
+					t.Errorf("%s: by %s:\n got %s\nwant %s", when, name, g, w)
+				}
+			}
+		}
+		check("after the close")
+
+		byOwner := reportOf([]string{"owner"}, false)
+		var ann *report.Row
+		for i := range byOwner.Rows {
+			if byOwner.Rows[i].Key["owner"] == "ann" {
+				ann = &byOwner.Rows[i]
+			}
+		}
+		if ann == nil || ann.GPUHours != 3 || ann.Cost == nil || *ann.Cost != 6 || ann.Tasks != 2 {
+			t.Fatalf("ann's row: %+v", ann)
+		}
+		// The statement by project adds up to the same total: q's row is
+		// t3's 1 h and the 2 h of GPU-x in team-a (four 1800-s reports
+		// from 00:00 to 02:00 on October 20) charged to q, 3 GPU-hours at
+		// 2 EUR, 6 EUR; p's t1 (2 h × 2) and t2 (3 h × 1), 5 h, 7 EUR.
+		byProject := reportOf([]string{"project"}, false)
+		rows := map[string]report.Row{}
+		for _, r := range byProject.Rows {
+			rows[r.Key["project"]] = r
+		}
+		if q, p := rows["q"], rows["p"]; q.GPUHours != 3 || q.Cost == nil || *q.Cost != 6 || p.GPUHours != 5 || p.Cost == nil || *p.Cost != 7 {
+			t.Fatalf("the statement by project: q %+v, p %+v", q.Figures, p.Figures)
+		}
+		if byOwner.Total.GPUHours != byProject.Total.GPUHours || *byOwner.Total.Cost != *byProject.Total.Cost {
+			t.Fatalf("closed by owner %v h %v, the statement by project %v h %v", byOwner.Total.GPUHours, *byOwner.Total.Cost,
+				byProject.Total.GPUHours, *byProject.Total.Cost)
+		}
+		liveTotal := reportOf([]string{"owner"}, true).Total.GPUHours
+		if got := byOwner.Total.GPUHours; got != liveTotal || got != 8 {
+			t.Fatalf("closed total %v, live %v before late data, want 8", got, liveTotal)
+		}
+
+		// Late data of October.
+		late := reg("t4", "p", "dan", day(15, 0), wire.RegisteredGPU{UUID: "GPU-5", Name: "NVIDIA H200"})
+		mustRegister(t, s, late)
+		mustComplete(t, s, &wire.Completion{TaskID: "t4", EndTime: ptrOf(day(15, 5)), DurationSeconds: ptrOf(5 * 3600.0),
+			ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+		mustComplete(t, s, &wire.Completion{TaskID: "t5", EndTime: ptrOf(day(30, 4)), DurationSeconds: ptrOf(4 * 3600.0),
+			ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+		if _, err := s.StoreNodeReport(ctx, wholeReport("n1", day(21, 1), 1800, "GPU-x"), store.DefaultNodeRetire); err != nil {
+			t.Fatal(err)
+		}
+		check("after late data")
+		if got := reportOf([]string{"owner"}, true).Total.GPUHours; got <= liveTotal+8 {
+			t.Errorf("--live after late data: %v GPU-hours, want more than %v + 9 (t4's 5 h, t5's 4 h)", got, liveTotal)
+		}
+	})
+}

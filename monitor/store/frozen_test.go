@@ -146,3 +146,46 @@ func TestClosedGroupingsFrozen(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateTaskFactsFromPrevious: a store of the schema before 0019,
+// with a task of October 2026 (project p, owner ann, label team=a, one
+// unlisted GPU for an hour), upgrades in place; October then closes and
+// freezes that task (its report by owner and by label:team is ann's and
+// a's 1 GPU-hour, marked closed); a statement without frozen facts (one
+// closed before 0019) is answered from the tasks, as before.
+func TestMigrateTaskFactsFromPrevious(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		old, err := store.OpenAtVersionForTest(ctx, dsn, store.VersionBeforeForTest("0019"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oct := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC).Unix()
+		if _, err := store.DBForTest(old).Exec(`INSERT INTO tasks (task_id, task_name, project, owner, start_time, gpu_count, gpu_unlisted,
+			labels, registration, registered_at, end_time, duration_seconds, exit_code, seen_at)
+			VALUES ('a', 'train', 'p', 'ann', ` + itoa(oct) + `, 1, 1, '{"team":"a"}', '{}', ` + itoa(oct) + `, ` + itoa(oct+3600) + `, 3600, 0, ` + itoa(oct) + `)`); err != nil {
+			t.Fatal(err)
+		}
+		old.Close()
+		s := open(t, dsn)
+		if _, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{}, fixedNow()); err != nil {
+			t.Fatal(err)
+		}
+		oct1 := facts.Month(time.Unix(oct, 0).UTC())
+		for _, by := range []string{"owner", "label:team"} {
+			r, err := books.Report(ctx, s, report.Query{Window: oct1, By: []string{by}}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Closed == nil || len(r.Rows) != 1 || r.Rows[0].GPUHours != 1 || r.Rows[0].Tasks != 1 {
+				t.Fatalf("by %s: %+v closed %+v", by, r.Rows, r.Closed)
+			}
+		}
+		if _, err := store.DBForTest(s).Exec(`DELETE FROM statement_task_facts`); err != nil {
+			t.Fatal(err)
+		}
+		r, err := books.Report(ctx, s, report.Query{Window: oct1, By: []string{"owner"}}, false)
+		if err != nil || r.Closed != nil || len(r.Rows) != 1 || r.Rows[0].Key["owner"] != "ann" || r.Rows[0].GPUHours != 1 {
+			t.Fatalf("without frozen facts: %+v %v", r, err)
+		}
+	})
+}

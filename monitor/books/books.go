@@ -97,6 +97,11 @@ type Statement struct {
 	// fleet without them is as before): a report stored after the close
 	// is an observed_after_close adjustment of a later month.
 	ReportCut *time.Time `json:"report_cut,omitempty"`
+	// TaskFactsSHA256 is the SHA-256 (hex) of the task facts the
+	// statement froze, as canonical JSON Lines (store.Frozen.JSONLines;
+	// MONITOR.md 20.10), so the statement's own hash covers them too
+	// (absent where the store froze none).
+	TaskFactsSHA256 string `json:"task_facts_sha256,omitempty"`
 }
 
 // Errors of the books, for the callers' answers.
@@ -234,6 +239,13 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
 				return out, err
 			}
+		}
+		if out.Frozen != nil {
+			lines, err := out.Frozen.JSONLines(w.From.Unix())
+			if err != nil {
+				return out, err
+			}
+			s.TaskFactsSHA256 = Hash(lines)
 		}
 		if out.Body, err = json.Marshal(s); err != nil {
 			return out, err

@@ -189,3 +189,49 @@ func TestMigrateTaskFactsFromPrevious(t *testing.T) {
 		}
 	})
 }
+
+// TestTaskFactsHash: the statement's task_facts_sha256 is the SHA-256 of
+// its frozen rows as canonical JSON Lines, and the rows read back from
+// the store serialise to the same bytes (nothing is lost or rounded on
+// either engine): t1, a third of an NVIDIA H200 for 2 h, is 2400
+// GPU-seconds, beside the observations of n1's two hours.
+func TestTaskFactsHash(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		oct := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC).Unix()
+		r := reg("t1", "p", "ann", oct, wire.RegisteredGPU{UUID: "GPU-1", Name: "NVIDIA H200", Share: ptrOf(1.0 / 3)})
+		mustRegister(t, s, r)
+		mustComplete(t, s, &wire.Completion{TaskID: "t1", EndTime: ptrOf(oct + 7200), DurationSeconds: ptrOf(7200.0), ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+		for at := oct + 1800; at <= oct+7200; at += 1800 {
+			if _, err := s.StoreNodeReport(ctx, wholeReport("n1", at, 1800, "GPU-x"), store.DefaultNodeRetire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{}, fixedNow())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := s.StatementBody(ctx, c.Month, c.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := books.Decode(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.StatementFacts(ctx, c.Month, c.Version)
+		if err != nil || f == nil {
+			t.Fatalf("facts: %v %v", f, err)
+		}
+		lines, err := f.JSONLines(time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Unix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.TaskFactsSHA256 == "" || books.Hash(lines) != st.TaskFactsSHA256 {
+			t.Fatalf("task facts hash %q, the rows read back hash %q:\n%s", st.TaskFactsSHA256, books.Hash(lines), lines)
+		}
+		if len(f.Sums.GPUs) != 1 || f.Sums.GPUs[0].GPUSeconds != 2400 || f.Obs == nil || len(f.Obs.Undeclared) == 0 {
+			t.Fatalf("frozen GPUs %+v, observations %+v", f.Sums.GPUs, f.Obs)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -353,4 +354,40 @@ func scanFact(rows *sql.Rows, r *factRow) error {
 		}
 	}
 	return nil
+}
+
+// factNames are factColumns' names, in order.
+var factNames = func() []string {
+	var out []string
+	for _, c := range strings.Split(factColumns, ",") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
+}()
+
+// JSONLines is f's canonical serialisation as version's rows of a month
+// starting at day (Unix seconds): one JSON object a row, in the order they
+// are stored, its members line then statement_task_facts' columns in
+// order (numbers as encoding/json writes them: the shortest form that
+// reads back the same). A statement's task_facts_sha256 is over these
+// bytes, so the rows read back (StatementFacts) hash the same.
+func (f *Frozen) JSONLines(day int64) ([]byte, error) {
+	var b bytes.Buffer
+	for i, r := range frozenRows(f, day) {
+		b.WriteString(`{"line":`)
+		b.WriteString(strconv.Itoa(i))
+		for j, v := range r.values() {
+			name, _ := json.Marshal(factNames[j])
+			val, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("store: task facts: %w", err)
+			}
+			b.WriteByte(',')
+			b.Write(name)
+			b.WriteByte(':')
+			b.Write(val)
+		}
+		b.WriteString("}\n")
+	}
+	return b.Bytes(), nil
 }

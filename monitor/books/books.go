@@ -1,12 +1,15 @@
 // Package books closes months: a closed month's statement is its report by
 // project and by project and owner, with the prices and budgets used (and
 // the ledger's states when the monitor keeps a ledger), frozen with the
-// time it was closed and the SHA-256 of its canonical JSON.
+// time it was closed and the SHA-256 of its canonical JSON; beside it the
+// month's task facts (store.Frozen), from which both reports are computed.
 //
 // Guarantees:
 //   - A closed month's report (by project, or by project and owner) is
-//     the statement's, byte for byte, whatever is stored later; Live
-//     recomputes it from the tasks.
+//     the statement's, byte for byte, whatever is stored later; by any
+//     other grouping without metrics it is summed from the frozen task
+//     facts (the live report of the month at the close), so every grouping
+//     adds up to the statement's total; Live recomputes it from the tasks.
 //   - Late data is never lost: what changes a closed month after its close
 //     (a late registration, a completion or a heartbeat of a task open at
 //     the close) is counted in the next open month as adjustment rows per
@@ -294,7 +297,8 @@ func Reopen(ctx context.Context, st Store, month, by string) (*store.Closed, err
 
 // Report answers a report query with the books: a whole closed month by
 // project (or by project and owner) without metrics is its statement's
-// report; an open month gets its adjustments (late data of the closed
+// report, by any other grouping without metrics the sum of its frozen
+// task facts (frozenReport); an open month gets its adjustments (late data of the closed
 // months just before it); a window that reaches days retention deleted
 // is refused with ErrTrimmed unless it is such a statement. live skips
 // the statements (the tasks as stored now, for audit).
@@ -342,7 +346,7 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 	if !trimmed.IsZero() && q.From.Before(trimmed) {
 		return nil, &TrimmedError{facts.QueryError{Param: "from", Rule: fmt.Sprintf(
 			"from %s: the window reaches days whose tasks were deleted by --retain (those that ended before %s); "+
-				"there, ask for a whole closed month by project, or by project and owner (its statement)",
+				"there, ask for a whole closed month without metrics (its statement)",
 			q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339))}}
 	}
 	r, err := report.Compute(ctx, st, q)

@@ -211,6 +211,26 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		if out.Frozen != nil {
 			reports = frozenSource{out.Frozen}
 		}
+		// The chargeback lines, from the same read and the frozen
+		// observations, kept in the close's transaction: a task stored
+		// after it is the next month's adjustment, never a line of
+		// this month (invariant 3), however late the lines are asked.
+		if lister, ok := src.(report.TaskLister); ok {
+			var l report.TaskLister = lister
+			if out.Frozen != nil {
+				l = frozenLister{lister, frozenSource{out.Frozen}}
+			}
+			cb, err := report.Chargeback(ctx, l, report.Query{Window: w, By: []string{report.TaskKey}, Prices: in.Prices,
+				Namespaces: in.Namespaces})
+			if err != nil {
+				return out, err
+			}
+			body, err := json.Marshal(cb)
+			if err != nil {
+				return out, fmt.Errorf("books: chargeback of %s: %w", month, err)
+			}
+			out.Exports = append(out.Exports, store.Export{Format: keptChargeback, Body: body})
+		}
 		if s.ByProject, err = report.Compute(ctx, reports, q); err != nil {
 			return out, err
 		}

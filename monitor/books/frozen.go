@@ -168,6 +168,17 @@ func sumGPUs(in []facts.GPUSums, cols []string) []facts.GPUSums {
 	return out
 }
 
+// frozenLister lists the tasks of a close's read with the observations
+// the close froze, for the chargeback lines kept with the statement.
+type frozenLister struct {
+	report.TaskLister
+	frozen frozenSource
+}
+
+func (l frozenLister) Observations(ctx context.Context, w facts.Window) (*facts.Observations, error) {
+	return l.frozen.Observations(ctx, w)
+}
+
 // frozenReport is closed month c's report of q computed from its frozen
 // facts, marked closed, with the adjustments its statement carries (late
 // data of earlier months; MONITOR.md 20.13: the total is the rows', billed

@@ -30,6 +30,16 @@ type Built struct {
 	// (TaskFacts and the observations, read by build through src): stored
 	// with the statement, in its transaction (nil: none).
 	Frozen *Frozen
+	// Exports are files kept with the statement from the same read
+	// (the chargeback lines), stored in its transaction as
+	// PutStatementExport keeps them, each with its SHA-256.
+	Exports []Export
+}
+
+// Export is one file kept with a statement, under its format.
+type Export struct {
+	Format string
+	Body   []byte
 }
 
 // Build computes a statement under the close's lock: src reads the store
@@ -197,6 +207,11 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, req CloseRequest, st *cl
 	if b.Frozen != nil {
 		if err := s.writeFrozen(ctx, tx, req.Month, st.version, b.Frozen, req.Window.From.Unix()); err != nil {
 			return nil, err
+		}
+	}
+	for _, e := range b.Exports {
+		if _, err := s.exec(ctx, tx, stmtPutExport, req.Month, st.version, e.Format, string(e.Body), hash(e.Body)); err != nil {
+			return nil, fmt.Errorf("store: close %s: %s: %w", req.Month, e.Format, err)
 		}
 	}
 	if _, err := s.exec(ctx, tx, stmtForgetOpen, req.Month); err != nil {

@@ -235,3 +235,37 @@ func TestTaskFactsHash(t *testing.T) {
 		}
 	})
 }
+
+// TestClosedChargebackKeptAtClose: a closed month's chargeback lines are
+// kept in the close's transaction (invariant 3): a task of October
+// registered after the close, and asked for before anyone read the
+// chargeback, is not one of its lines (it is November's adjustment), so
+// the lines stay t1's 2 GPU-hours at 2 EUR, 4 EUR — the statement's total.
+func TestClosedChargebackKeptAtClose(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		prices, err := report.ParsePrices(strings.NewReader(`{"currency": "EUR", "default": 2.0}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oct := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC).Unix()
+		mustRegister(t, s, reg("t1", "p", "ann", oct, wire.RegisteredGPU{UUID: "GPU-1", Name: "NVIDIA H200"}))
+		mustComplete(t, s, &wire.Completion{TaskID: "t1", EndTime: ptrOf(oct + 7200), DurationSeconds: ptrOf(7200.0), ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+		if _, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{Prices: prices}, fixedNow()); err != nil {
+			t.Fatal(err)
+		}
+		mustRegister(t, s, reg("late", "p", "bob", oct+3600, wire.RegisteredGPU{UUID: "GPU-2", Name: "NVIDIA H200"}))
+		mustComplete(t, s, &wire.Completion{TaskID: "late", EndTime: ptrOf(oct + 3*3600), DurationSeconds: ptrOf(7200.0), ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+		w := facts.Month(time.Unix(oct, 0).UTC())
+		cb, err := books.Chargeback(ctx, s, s, report.Query{Window: w, Prices: prices})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cb.Lines) != 1 || cb.Lines[0].TaskID != "t1" || cb.Lines[0].GPUHours != 2 || cb.Lines[0].Cost == nil || *cb.Lines[0].Cost != 4 {
+			for _, l := range cb.Lines {
+				t.Logf("line %s %v h", l.TaskID, l.GPUHours)
+			}
+			t.Fatalf("October's chargeback after a late task: %d lines", len(cb.Lines))
+		}
+	})
+}

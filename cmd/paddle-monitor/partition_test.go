@@ -151,7 +151,7 @@ func TestMigratePartition(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("migrate --partition: exit %d: %s", r.code, r.stderr)
 		}
-		for _, want := range []string{"schema version 18\n", "node_reports: partitioned, ", "node_gpu_hours: partitioned, ", "node_user_hours: partitioned, "} {
+		for _, want := range []string{"schema version 19\n", "node_reports: partitioned, ", "node_gpu_hours: partitioned, ", "node_user_hours: partitioned, "} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("migrate --partition printed no %q:\n%s", want, r.stdout)
 			}

@@ -14,6 +14,7 @@
 //   - Whether a window is answered live or from a closed month's statement
 //     is decided in one place, Report (through books.Report): a whole
 //     closed month by project or by project and owner is its statement's,
+//     by any other grouping the sum of the task facts it froze,
 //     an open month carries its adjustments, a window retention trimmed is
 //     refused.
 //   - The calculations stay in their packages: report (GPU-hours, cost,

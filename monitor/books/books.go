@@ -1,12 +1,15 @@
 // Package books closes months: a closed month's statement is its report by
 // project and by project and owner, with the prices and budgets used (and
 // the ledger's states when the monitor keeps a ledger), frozen with the
-// time it was closed and the SHA-256 of its canonical JSON.
+// time it was closed and the SHA-256 of its canonical JSON; beside it the
+// month's task facts (store.Frozen), from which both reports are computed.
 //
 // Guarantees:
 //   - A closed month's report (by project, or by project and owner) is
-//     the statement's, byte for byte, whatever is stored later; Live
-//     recomputes it from the tasks.
+//     the statement's, byte for byte, whatever is stored later; by any
+//     other grouping without metrics it is summed from the frozen task
+//     facts (the live report of the month at the close), so every grouping
+//     adds up to the statement's total; Live recomputes it from the tasks.
 //   - Late data is never lost: what changes a closed month after its close
 //     (a late registration, a completion or a heartbeat of a task open at
 //     the close) is counted in the next open month as adjustment rows per
@@ -28,7 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -97,6 +99,11 @@ type Statement struct {
 	// fleet without them is as before): a report stored after the close
 	// is an observed_after_close adjustment of a later month.
 	ReportCut *time.Time `json:"report_cut,omitempty"`
+	// TaskFactsSHA256 is the SHA-256 (hex) of the task facts the
+	// statement froze, as canonical JSON Lines (store.Frozen.JSONLines;
+	// MONITOR.md 20.10), so the statement's own hash covers them too
+	// (absent where the store froze none).
+	TaskFactsSHA256 string `json:"task_facts_sha256,omitempty"`
 }
 
 // Errors of the books, for the callers' answers.
@@ -193,11 +200,41 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 		}
 		q := report.Query{Window: w, By: []string{"project"}, Prices: in.Prices, Budgets: in.Budgets, Now: closedAt,
 			Namespaces: in.Namespaces}
-		if s.ByProject, err = report.Compute(ctx, src, q); err != nil {
+		// The month's facts, read once: the statement's reports are
+		// computed from them, and every other grouping of the closed
+		// month will be (frozenReport), so all of them add up alike.
+		if out.Frozen, err = freeze(ctx, src, w); err != nil {
+			return out, err
+		}
+		reports := src
+		if out.Frozen != nil {
+			reports = frozenSource{out.Frozen}
+		}
+		// The chargeback lines, from the same read and the frozen
+		// observations, kept in the close's transaction: a task stored
+		// after it is the next month's adjustment, never a line of
+		// this month (invariant 3), however late the lines are asked.
+		if lister, ok := src.(report.TaskLister); ok {
+			var l report.TaskLister = lister
+			if out.Frozen != nil {
+				l = frozenLister{lister, frozenSource{out.Frozen}}
+			}
+			cb, err := report.Chargeback(ctx, l, report.Query{Window: w, By: []string{report.TaskKey}, Prices: in.Prices,
+				Namespaces: in.Namespaces})
+			if err != nil {
+				return out, err
+			}
+			body, err := json.Marshal(cb)
+			if err != nil {
+				return out, fmt.Errorf("books: chargeback of %s: %w", month, err)
+			}
+			out.Exports = append(out.Exports, store.Export{Format: keptChargeback, Body: body})
+		}
+		if s.ByProject, err = report.Compute(ctx, reports, q); err != nil {
 			return out, err
 		}
 		q.By, q.Budgets = []string{"project", "owner"}, nil
-		if s.ByProjectOwner, err = report.Compute(ctx, src, q); err != nil {
+		if s.ByProjectOwner, err = report.Compute(ctx, reports, q); err != nil {
 			return out, err
 		}
 		lateOf := func(e store.Closed) ([]store.LateTask, error) { return late[e.Month], nil }
@@ -224,6 +261,13 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
 				return out, err
 			}
+		}
+		if out.Frozen != nil {
+			lines, err := out.Frozen.JSONLines(w.From.Unix())
+			if err != nil {
+				return out, err
+			}
+			s.TaskFactsSHA256 = Hash(lines)
 		}
 		if out.Body, err = json.Marshal(s); err != nil {
 			return out, err
@@ -272,7 +316,8 @@ func Reopen(ctx context.Context, st Store, month, by string) (*store.Closed, err
 
 // Report answers a report query with the books: a whole closed month by
 // project (or by project and owner) without metrics is its statement's
-// report; an open month gets its adjustments (late data of the closed
+// report, by any other grouping without metrics the sum of its frozen
+// task facts (frozenReport); an open month gets its adjustments (late data of the closed
 // months just before it); a window that reaches days retention deleted
 // is refused with ErrTrimmed unless it is such a statement. live skips
 // the statements (the tasks as stored now, for audit).
@@ -306,6 +351,13 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 		}
 		return r, nil
 	}
+	if c != nil && len(q.Metrics) == 0 && !live {
+		// Any other grouping of a closed month: its frozen facts.
+		r, err := frozenReport(ctx, st, c, q)
+		if err != nil || r != nil {
+			return r, err
+		}
+	}
 	trimmed, err := st.TrimmedBefore(ctx)
 	if err != nil {
 		return nil, err
@@ -313,7 +365,7 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 	if !trimmed.IsZero() && q.From.Before(trimmed) {
 		return nil, &TrimmedError{facts.QueryError{Param: "from", Rule: fmt.Sprintf(
 			"from %s: the window reaches days whose tasks were deleted by --retain (those that ended before %s); "+
-				"there, ask for a whole closed month by project, or by project and owner (its statement)",
+				"there, ask for a whole closed month without metrics (its statement)",
 			q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339))}}
 	}
 	r, err := report.Compute(ctx, st, q)
@@ -344,116 +396,4 @@ func Adjustments(ctx context.Context, st Store, q report.Query) ([]report.Adjust
 	}
 	late := func(e store.Closed) ([]store.LateTask, error) { return st.LateTasks(ctx, e) }
 	return lateData(ctx, st, st, earlier, late, q)
-}
-
-// scoped keeps the rows a scoped reader may see and the adjustments of
-// its projects and owners; the total is then the sum of those rows'
-// additive figures (shares and means, which the rows cannot add up to,
-// are null), its billing basis the rows' together.
-func scoped(r *report.Report, allows func(project, owner string) bool) *report.Report {
-	out := *r
-	out.Rows = nil
-	out.Total = report.Figures{}
-	priced := r.Currency != nil
-	t := &out.Total
-	if priced {
-		t.Cost, t.UnpricedGPUHours = new(float64), new(float64)
-	}
-	var observed, declared bool
-	for _, row := range r.Rows {
-		if !allows(row.Key["project"], row.Key["owner"]) {
-			continue
-		}
-		out.Rows = append(out.Rows, row)
-		f := row.Figures
-		t.Tasks += f.Tasks
-		t.CompletedTasks += f.CompletedTasks
-		t.FailedTasks += f.FailedTasks
-		t.GateFailedTasks += f.GateFailedTasks
-		t.OpenTasks += f.OpenTasks
-		t.GPUHours = round6(t.GPUHours + f.GPUHours)
-		t.FailedGPUHours = round6(t.FailedGPUHours + f.FailedGPUHours)
-		t.IdleGPUHours = round6(t.IdleGPUHours + f.IdleGPUHours)
-		t.DurationEstHours = round6(t.DurationEstHours + f.DurationEstHours)
-		t.DurationActualHours = round6(t.DurationActualHours + f.DurationActualHours)
-		if priced {
-			t.Cost = addRounded(t.Cost, f.Cost)
-			t.UnpricedGPUHours = addRounded(t.UnpricedGPUHours, f.UnpricedGPUHours)
-		}
-		t.EnergyKWh = addRounded(t.EnergyKWh, f.EnergyKWh)
-		t.EnergyCost = addRounded(t.EnergyCost, f.EnergyCost)
-		t.CO2Kg = addRounded(t.CO2Kg, f.CO2Kg)
-		// The billing columns are there when a node report covered some
-		// of the window: in every row then, and in the total.
-		t.DeclaredGPUHours = addRounded(t.DeclaredGPUHours, f.DeclaredGPUHours)
-		t.ObservedGPUHours = addRounded(t.ObservedGPUHours, f.ObservedGPUHours)
-		t.UndeclaredGPUHours = addRounded(t.UndeclaredGPUHours, f.UndeclaredGPUHours)
-		observed = observed || f.BillingBasis == facts.BasisObserved || f.BillingBasis == facts.BasisMixed
-		declared = declared || f.BillingBasis == facts.BasisDeclared || f.BillingBasis == facts.BasisMixed
-	}
-	if r.Total.BillingBasis != "" {
-		switch {
-		case !observed:
-			t.BillingBasis = facts.BasisDeclared
-		case !declared:
-			t.BillingBasis = facts.BasisObserved
-		default:
-			t.BillingBasis = facts.BasisMixed
-		}
-		zero := 0.0
-		for _, p := range []**float64{&t.DeclaredGPUHours, &t.ObservedGPUHours, &t.UndeclaredGPUHours} {
-			if *p == nil {
-				*p = &zero
-			}
-		}
-	}
-	if out.Rows == nil {
-		out.Rows = []report.Row{}
-	}
-	out.Adjustments = scopedAdjustments(r.Adjustments, allows, priced)
-	return &out
-}
-
-// addRounded is sum + x rounded to 1e-6, or sum where x is null (null
-// while every x was).
-func addRounded(sum, x *float64) *float64 {
-	if x == nil {
-		return sum
-	}
-	v := *x
-	if sum != nil {
-		v += *sum
-	}
-	v = round6(v)
-	return &v
-}
-
-func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
-
-// scopedAdjustments keeps the adjusted tasks a scoped reader may see, and
-// sums each project's again over them.
-func scopedAdjustments(all []report.Adjustment, allows func(project, owner string) bool, priced bool) []report.Adjustment {
-	var out []report.Adjustment
-	for _, a := range all {
-		b := report.Adjustment{AdjustmentOf: a.AdjustmentOf, Project: a.Project}
-		if priced {
-			zero := 0.0
-			b.Cost = &zero
-		}
-		for _, t := range a.Tasks {
-			if !allows(a.Project, t.Owner) {
-				continue
-			}
-			b.Tasks = append(b.Tasks, t)
-			b.GPUHours = round6(b.GPUHours + t.GPUHours)
-			if priced && t.Cost != nil {
-				c := round6(*b.Cost + *t.Cost)
-				b.Cost = &c
-			}
-		}
-		if len(b.Tasks) > 0 {
-			out = append(out, b)
-		}
-	}
-	return out
 }

@@ -10,7 +10,9 @@ package ledger_test
 // monitor answers them (books.Report, books.Chargeback: adjustments of the
 // closed months included); the month is closed with the same inputs; then
 // the same questions get the same bytes (the statement's mark and hash
-// aside), and the month closed before keeps its bytes whatever arrived
+// aside), by the statement's groupings and by others (owner, model,
+// node, …: summed from the task facts it froze), and the month closed
+// before keeps its bytes whatever arrived
 // for it after its close (a late task is billed once, as an adjustment of
 // the month that carries it, never in its own month's lines).
 
@@ -49,7 +51,17 @@ type monthAnswers struct {
 	scopedProject, scopedChargeback []byte
 	scopedTotal                     report.Figures
 	scopedRows                      int
+	// others are the reports by the other groupings (otherGroupings), as
+	// JSON: a closed month's are summed from the task facts its
+	// statement froze (MONITOR.md 20.10), so they are the open month's
+	// bytes too, and move no more than the statement when late data
+	// arrives.
+	others [][]byte
 }
+
+// otherGroupings are the groupings besides the statement's two that
+// serving asks for; the last is asked by the scoped reader too.
+var otherGroupings = [][]string{{"owner"}, {"model"}, {"node"}, {"project", "model"}, {"env", "step"}, {"label:team"}, {"owner"}}
 
 // statementScope is the scoped reader's: the projects ending in _0 (of
 // the fleets and of the late tasks).
@@ -187,7 +199,20 @@ func serving(t *testing.T, where string, s *store.Store, prices *report.Prices, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	var others [][]byte
+	for i, by := range otherGroupings {
+		var scope func(project, owner string) bool
+		if i == len(otherGroupings)-1 {
+			scope = statementScope
+		}
+		var b bytes.Buffer
+		if err := report.WriteJSON(&b, ask(by, scope)); err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, b.Bytes())
+	}
 	return monthAnswers{
+		others:    others,
 		byProject: answer([]string{"project"}), byProjectOwner: answer([]string{"project", "owner"}),
 		chargeback:    chargeback(nil),
 		scopedProject: rows, scopedChargeback: chargeback(statementScope),
@@ -210,6 +235,15 @@ func sameAnswers(t *testing.T, where string, want, got monthAnswers) {
 	} {
 		if !bytes.Equal(c.want, c.got) {
 			t.Errorf("%s: %s differs at line %s", where, c.name, firstDifference(c.want, c.got))
+		}
+	}
+	for i, by := range otherGroupings {
+		name := "report --by " + strings.Join(by, ",")
+		if i == len(otherGroupings)-1 {
+			name += " scoped to *_0"
+		}
+		if !bytes.Equal(want.others[i], got.others[i]) {
+			t.Errorf("%s: %s differs at line %s", where, name, firstDifference(want.others[i], got.others[i]))
 		}
 	}
 	w, g, tol := want.scopedTotal, got.scopedTotal, microTol(got.scopedRows)
@@ -248,7 +282,14 @@ func firstDifference(want, got []byte) string {
 			gl = g[i]
 		}
 		if wl != gl {
-			return fmt.Sprintf("%d:\nwant %s\ngot  %s", i+1, wl, gl)
+			// A long line (a chargeback's JSON is one): around the first
+			// byte that differs.
+			j := 0
+			for j < min(len(wl), len(gl)) && wl[j] == gl[j] {
+				j++
+			}
+			from := max(0, j-300)
+			return fmt.Sprintf("%d, byte %d:\nwant …%s\ngot  …%s", i+1, j, wl[from:min(len(wl), j+300)], gl[from:min(len(gl), j+300)])
 		}
 	}
 	return "none"

@@ -12,8 +12,8 @@ import (
 
 // TestBooksPlans: every statement of closing months, late data and
 // retention (the store's own table of them) is served by the index it
-// names, on the plan tests' store of 100,000 tasks with 600 statements and
-// 50,000 watched open tasks, with statistics, on both engines.
+// names, on the plan tests' store of 100,000 tasks with 600 statements (100
+// frozen task facts each) and 50,000 watched open tasks, with statistics, on both engines.
 func TestBooksPlans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bulk-loads 100,000 tasks")
@@ -63,6 +63,13 @@ func loadBooks(t *testing.T, s *store.Store) {
 	for i := range 50000 {
 		if _, err := tx.ExecContext(ctx, q("INSERT INTO statement_open (month, task_key, last_seen) VALUES (?, ?, NULL)"),
 			fmt.Sprintf("%04d-%02d", 1990+i%600/12, i%12+1), int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 100 frozen task facts per closed month (migration 0019).
+	for i := range 60000 {
+		if _, err := tx.ExecContext(ctx, q(`INSERT INTO statement_task_facts (month, version, line, kind, day)
+			VALUES (?, 1, ?, 'task', 1)`), fmt.Sprintf("%04d-%02d", 1990+i/100/12, i/100%12+1), int64(i%100)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,6 +26,20 @@ type CloseRequest struct {
 // two reports as served.
 type Built struct {
 	Body, ByProject, ByProjectOwner []byte
+	// Frozen are the month's task facts the reports were computed from
+	// (TaskFacts and the observations, read by build through src): stored
+	// with the statement, in its transaction (nil: none).
+	Frozen *Frozen
+	// Exports are files kept with the statement from the same read
+	// (the chargeback lines), stored in its transaction as
+	// PutStatementExport keeps them, each with its SHA-256.
+	Exports []Export
+}
+
+// Export is one file kept with a statement, under its format.
+type Export struct {
+	Format string
+	Body   []byte
 }
 
 // Build computes a statement under the close's lock: src reads the store
@@ -189,6 +203,16 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, req CloseRequest, st *cl
 	if _, err := s.exec(ctx, tx, stmtInsertStatement, c.Month, c.Version, st.closedAt.Unix(), c.ClosedBy, st.cut, string(b.Body), c.SHA256,
 		string(b.ByProject), string(b.ByProjectOwner)); err != nil {
 		return nil, fmt.Errorf("store: close %s: %w", req.Month, err)
+	}
+	if b.Frozen != nil {
+		if err := s.writeFrozen(ctx, tx, req.Month, st.version, b.Frozen, req.Window.From.Unix()); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range b.Exports {
+		if _, err := s.exec(ctx, tx, stmtPutExport, req.Month, st.version, e.Format, string(e.Body), hash(e.Body)); err != nil {
+			return nil, fmt.Errorf("store: close %s: %s: %w", req.Month, e.Format, err)
+		}
 	}
 	if _, err := s.exec(ctx, tx, stmtForgetOpen, req.Month); err != nil {
 		return nil, fmt.Errorf("store: close %s: %w", req.Month, err)

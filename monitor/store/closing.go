@@ -120,6 +120,8 @@ var booksStatements = map[string]*stmt{
 	"trim open batch":    stmtTrimOpenBatch,
 	"trim check":         stmtTrimCheck,
 	"oldest start":       stmtOldestStart,
+	"insert task fact":   stmtInsertTaskFact,
+	"task facts":         stmtTaskFacts,
 }
 
 // ErrNotClosed is returned by ReopenMonth for a month without a statement

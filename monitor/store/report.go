@@ -78,6 +78,11 @@ func (s *Store) spanOf(cols []string) (span string, sel []string) {
 	extra := ""
 	sel = make([]string, len(cols))
 	for i, c := range cols {
+		if c == labelsCol {
+			extra += ",\n      tk.labels AS lbl_all"
+			sel[i] = "sp.lbl_all"
+			continue
+		}
 		name, ok := facts.LabelName(c)
 		if !ok {
 			sel[i] = "sp." + c

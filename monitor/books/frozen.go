@@ -1,0 +1,212 @@
+package books
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
+)
+
+// A closed month's task facts (MONITOR.md 20.10): the close reads the
+// report's sums of the month task by task and the node reports'
+// observations once, computes the statement's reports from them, and
+// stores them with it; a closed month's report by any other grouping is
+// the same calculation (report.Compute) over those facts, summed again by
+// its keys. So every grouping of a closed month adds up to the
+// statement's totals and none moves when late data arrives.
+
+// TaskFacts is what a close needs of its source to freeze the month's
+// facts (a *store.Store under the close's lock or snapshot).
+type TaskFacts interface {
+	TaskFacts(ctx context.Context, w facts.Window) (facts.Sums, error)
+}
+
+// FrozenFacts is what answers a closed month from its frozen facts (a
+// *store.Store).
+type FrozenFacts interface {
+	StatementFacts(ctx context.Context, month string, version int) (*store.Frozen, error)
+}
+
+// freeze reads w's facts from src as the frozen source answers them; nil
+// when src cannot give them task by task (then the statement freezes
+// none and other groupings stay live, as before migration 0019).
+func freeze(ctx context.Context, src facts.Source, w facts.Window) (*store.Frozen, error) {
+	tf, ok := src.(TaskFacts)
+	if !ok {
+		return nil, nil
+	}
+	sums, err := tf.TaskFacts(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	f := &store.Frozen{Sums: sums}
+	if o, ok := src.(report.Observer); ok {
+		obs, err := o.Observations(ctx, w)
+		if err != nil {
+			return nil, fmt.Errorf("books: observations: %w", err)
+		}
+		if obs != nil && obs.Covered {
+			f.Obs = obs
+		}
+	}
+	return f, nil
+}
+
+// frozenSource is a facts.Source (and a report.Observer) over frozen
+// facts: its sums are the frozen tasks' summed by the keys asked for.
+type frozenSource struct{ f *store.Frozen }
+
+// errFrozenMetric: completion metrics are not among the frozen facts; a
+// closed month's report with metrics is computed from the tasks.
+var errFrozenMetric = errors.New("books: a closed month's frozen facts hold no completion metrics")
+
+func (s frozenSource) ReportMetric(context.Context, facts.Window, []string, string) ([]facts.MetricSums, error) {
+	return nil, errFrozenMetric
+}
+
+func (s frozenSource) Observations(context.Context, facts.Window) (*facts.Observations, error) {
+	if s.f.Obs == nil {
+		return &facts.Observations{}, nil
+	}
+	return s.f.Obs, nil
+}
+
+// ReportSums sums the frozen tasks' groups by keys (and project and
+// owner when scoped), as the store groups its tasks: without model the
+// tasks once each and their GPUs by model; with it the tasks by model and
+// Base once each.
+func (s frozenSource) ReportSums(_ context.Context, _ facts.Window, keys []string, scoped bool) (facts.Sums, error) {
+	cols := slices.Clone(keys)
+	if scoped {
+		for _, k := range []string{"project", "owner"} {
+			if !slices.Contains(cols, k) {
+				cols = append(cols, k)
+			}
+		}
+	}
+	var out facts.Sums
+	if !slices.Contains(cols, "model") {
+		out.Tasks = sumTasks(s.f.Sums.Base, cols)
+		out.GPUs = sumGPUs(s.f.Sums.GPUs, append(slices.Clone(cols), "model"))
+		return out, nil
+	}
+	base := slices.DeleteFunc(slices.Clone(cols), func(k string) bool { return k == "model" })
+	out.Base = sumTasks(s.f.Sums.Base, base)
+	out.Tasks = sumTasks(s.f.Sums.Tasks, cols)
+	out.GPUs = sumGPUs(s.f.Sums.GPUs, cols)
+	return out, nil
+}
+
+// groupOf is key narrowed to cols, and its identity.
+func groupOf(key map[string]string, cols []string, extra ...string) (map[string]string, string) {
+	k := make(map[string]string, len(cols))
+	var id strings.Builder
+	for _, c := range cols {
+		k[c] = key[c]
+		id.WriteString(strconv.Quote(key[c]))
+	}
+	for _, e := range extra {
+		id.WriteString(strconv.Quote(e))
+	}
+	return k, id.String()
+}
+
+func sumTasks(in []facts.TaskSums, cols []string) []facts.TaskSums {
+	var out []facts.TaskSums
+	at := map[string]int{}
+	for _, t := range in {
+		key, id := groupOf(t.Key, cols)
+		i, ok := at[id]
+		if !ok {
+			at[id], i = len(out), len(out)
+			out = append(out, facts.TaskSums{Key: key})
+		}
+		o := &out[i]
+		o.Tasks += t.Tasks
+		o.Completed += t.Completed
+		o.Failed += t.Failed
+		o.GateFailed += t.GateFailed
+		o.Open += t.Open
+		o.EstSeconds += t.EstSeconds
+		o.ActualSeconds += t.ActualSeconds
+		o.QueueWaitSeconds += t.QueueWaitSeconds
+		o.QueueWaitTasks += t.QueueWaitTasks
+		o.QueueWaitMax = max(o.QueueWaitMax, t.QueueWaitMax)
+		o.UnlistedGPUSeconds += t.UnlistedGPUSeconds
+		o.FailedUnlistedGPUSeconds += t.FailedUnlistedGPUSeconds
+	}
+	return out
+}
+
+func sumGPUs(in []facts.GPUSums, cols []string) []facts.GPUSums {
+	var out []facts.GPUSums
+	at := map[string]int{}
+	for _, g := range in {
+		key, id := groupOf(g.Key, cols, strconv.FormatBool(g.MIG), g.Profile)
+		i, ok := at[id]
+		if !ok {
+			at[id], i = len(out), len(out)
+			out = append(out, facts.GPUSums{Key: key, MIG: g.MIG, Profile: g.Profile})
+		}
+		o := &out[i]
+		o.InstanceSeconds += g.InstanceSeconds
+		o.GPUSeconds += g.GPUSeconds
+		o.FailedGPUSeconds += g.FailedGPUSeconds
+		o.IdleGPUSeconds += g.IdleGPUSeconds
+		o.IdleOKGPUSeconds += g.IdleOKGPUSeconds
+		o.UtilWeighted += g.UtilWeighted
+		o.UtilSeconds += g.UtilSeconds
+		o.EnergyJoules += g.EnergyJoules
+		o.EnergyGPUs += g.EnergyGPUs
+	}
+	return out
+}
+
+// frozenLister lists the tasks of a close's read with the observations
+// the close froze, for the chargeback lines kept with the statement.
+type frozenLister struct {
+	report.TaskLister
+	frozen frozenSource
+}
+
+func (l frozenLister) Observations(ctx context.Context, w facts.Window) (*facts.Observations, error) {
+	return l.frozen.Observations(ctx, w)
+}
+
+// frozenReport is closed month c's report of q computed from its frozen
+// facts, marked closed, with the adjustments its statement carries (late
+// data of earlier months; MONITOR.md 20.13: the total is the rows', billed
+// the total plus these); nil when the statement froze no facts.
+func frozenReport(ctx context.Context, st Store, c *store.Closed, q report.Query) (*report.Report, error) {
+	ff, ok := st.(FrozenFacts)
+	if !ok {
+		return nil, nil
+	}
+	f, err := ff.StatementFacts(ctx, c.Month, c.Version)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	r, err := report.Compute(ctx, frozenSource{f}, q)
+	if err != nil {
+		return nil, err
+	}
+	s, err := stored(ctx, st, c.Month, c.Version)
+	if err != nil {
+		return nil, err
+	}
+	r.Closed = &report.Closed{Month: c.Month, Version: c.Version, ClosedAt: c.ClosedAt}
+	adj := s.Adjustments
+	if q.Scope != nil {
+		adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
+	}
+	if len(adj) > 0 {
+		r.Adjustments = adj
+	}
+	return r, nil
+}

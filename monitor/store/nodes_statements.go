@@ -47,25 +47,10 @@ var (
 		postgresIndex: "nodes_pkey", example: []any{"n", int64(1), int64(60), "{}"}}
 	stmtRetireNode = &stmt{sql: "UPDATE nodes SET retired_at = ? WHERE node = ?",
 		sqliteIndex: "sqlite_autoindex_nodes_1", postgresIndex: "nodes_pkey", example: []any{int64(1), "n"}}
-	stmtUpsertGPUHour = &stmt{sql: `INSERT INTO node_gpu_hours (hour, node, uuid, model, observed_s, unallocated_s, energy_j)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (hour, node, uuid) DO UPDATE SET observed_s = node_gpu_hours.observed_s + excluded.observed_s,
-		unallocated_s = node_gpu_hours.unallocated_s + excluded.unallocated_s, energy_j = node_gpu_hours.energy_j + excluded.energy_j,
-		model = excluded.model`,
-		postgresIndex: "node_gpu_hours_pkey",
-		example:       []any{int64(0), "n", "GPU-1", "m", 1.5, 0.5, 0.0}}
-	stmtUpsertUserHour = &stmt{sql: `INSERT INTO node_user_hours (hour, node, uuid, gpu_instance_id, user_key, model, profile, slices,
-		total_slices, runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id,
-		declared_project, declared_owner, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (hour, node, uuid, gpu_instance_id, user_key) DO UPDATE SET
-		last_time = CASE WHEN node_user_hours.last_time < excluded.last_time THEN excluded.last_time ELSE node_user_hours.last_time END,
-		equal_s = node_user_hours.equal_s + excluded.equal_s, util_s = node_user_hours.util_s + excluded.util_s,
-		busy_equal_s = node_user_hours.busy_equal_s + excluded.busy_equal_s, busy_util_s = node_user_hours.busy_util_s + excluded.busy_util_s,
-		energy_j = node_user_hours.energy_j + excluded.energy_j`,
-		postgresIndex: "node_user_hours_pkey",
-		example: []any{int64(0), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0), "", "", "", "", "", "", "", nil, "",
-			int64(0), "", "", "", int64(1), 1.5, 1.5, 0.5, 0.5, 0.0}}
+	// The hourly roll-ups' upserts, one row each (factUpserts: their
+	// multi-row forms).
+	stmtUpsertGPUHour  = gpuFactUpsert("hour", 1)
+	stmtUpsertUserHour = userFactUpsert("hour", 1)
 	// pruneNodeReports: on PostgreSQL the days before the cut are dropped
 	// first (partition_keep.go): this deletes in the day straddling it
 	// (the example's, in the plan tests' month) and the default partition.

@@ -36,42 +36,108 @@ func (s *Store) RollupBuckets() map[string]int64 {
 }
 
 var (
-	stmtUpsertGPUDay    = gpuFactUpsert("day")
-	stmtUpsertGPUMonth  = gpuFactUpsert("month")
-	stmtUpsertUserDay   = userFactUpsert("day")
-	stmtUpsertUserMonth = userFactUpsert("month")
+	stmtUpsertGPUDay    = gpuFactUpsert("day", 1)
+	stmtUpsertGPUMonth  = gpuFactUpsert("month", 1)
+	stmtUpsertUserDay   = userFactUpsert("day", 1)
+	stmtUpsertUserMonth = userFactUpsert("month", 1)
 )
 
-// gpuFactUpsert is stmtUpsertGPUHour at a coarser grain: the bucket's
-// primary key serves the conflict.
-func gpuFactUpsert(grain string) *stmt {
+// factRows are the row counts of the multi-row fact upserts, largest
+// first: a report's rows of one table go in as few statements as the
+// binary digits of their count (one for the 8 GPUs and the 16 users of an
+// hour), each a prepared statement of the registry. 64 rows of a user
+// table are 1,856 parameters, far below SQLite's 32,766 and PostgreSQL's
+// 65,535.
+var factRows = []int{64, 32, 16, 8, 4, 2, 1}
+
+// factUpserts are the fact upserts by table (GPUs then users, per grain
+// in the order of Grains) and by row count (factRows' order).
+var factUpserts = func() [2][3][]*stmt {
+	var out [2][3][]*stmt
+	for i, g := range Grains {
+		for _, n := range factRows {
+			gs, us := gpuFactUpsert(g, n), userFactUpsert(g, n)
+			if n == 1 {
+				gs, us = []*stmt{stmtUpsertGPUHour, stmtUpsertGPUDay, stmtUpsertGPUMonth}[i],
+					[]*stmt{stmtUpsertUserHour, stmtUpsertUserDay, stmtUpsertUserMonth}[i]
+			}
+			out[0][i], out[1][i] = append(out[0][i], gs), append(out[1][i], us)
+		}
+	}
+	return out
+}()
+
+// The multi-row upserts are on the node-report write path (prepared,
+// plan-checked with it).
+func init() {
+	for i, g := range Grains {
+		for k, n := range factRows {
+			if n > 1 {
+				nodeStatements[fmt.Sprintf("upsert GPU %s, %d rows", g, n)] = factUpserts[0][i][k]
+				nodeStatements[fmt.Sprintf("upsert user %s, %d rows", g, n)] = factUpserts[1][i][k]
+			}
+		}
+	}
+}
+
+// valueRows is the VALUES list of rows rows of cols parameters each.
+func valueRows(rows, cols int) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(one+",\n\t\t", rows), ",\n\t\t")
+}
+
+// exampleRows repeats a one-row example rows times, each row in its own
+// bucket (its first argument: the bucket's start), as EXPLAIN needs them.
+func exampleRows(one []any, rows int) []any {
+	out := make([]any, 0, len(one)*rows)
+	for r := range rows {
+		out = append(out, int64(r)*3600)
+		out = append(out, one[1:]...)
+	}
+	return out
+}
+
+// gpuFactUpsert is the upsert of rows GPU rows into grain's table
+// (node_gpu_hours, node_gpu_days, node_gpu_months): the bucket's primary
+// key serves the conflict, whose figures add up. The rows of one
+// statement have distinct keys (mergeGPUs): PostgreSQL refuses to update
+// one row twice.
+func gpuFactUpsert(grain string, rows int) *stmt {
 	t := "node_gpu_" + grain + "s"
 	return &stmt{sql: `INSERT INTO ` + t + ` (` + grain + `, node, uuid, model, observed_s, unallocated_s, energy_j)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+		VALUES ` + valueRows(rows, 7) + `
 		ON CONFLICT (` + grain + `, node, uuid) DO UPDATE SET observed_s = ` + t + `.observed_s + excluded.observed_s,
 		unallocated_s = ` + t + `.unallocated_s + excluded.unallocated_s, energy_j = ` + t + `.energy_j + excluded.energy_j,
 		model = excluded.model`,
 		postgresIndex: t + "_pkey",
-		example:       []any{int64(0), "n", "GPU-1", "m", 1.5, 0.5, 0.0}}
+		example:       exampleRows([]any{int64(0), "n", "GPU-1", "m", 1.5, 0.5, 0.0}, rows)}
 }
 
-// userFactUpsert is stmtUpsertUserHour at a coarser grain, keeping the
-// bucket's earliest report time beside its latest.
-func userFactUpsert(grain string) *stmt {
+// userFactUpsert is the same for rows user rows (node_user_hours, …),
+// keeping each bucket's latest report time and, at a day's or a month's
+// grain, its earliest beside it (first_time: the hourly table has none).
+func userFactUpsert(grain string, rows int) *stmt {
 	t := "node_user_" + grain + "s"
+	first, firstSet, cols := "", "", 28
+	example := []any{int64(0), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0), "", "", "", "", "", "", "", nil, "",
+		int64(0), "", "", "", int64(1), 1.5, 1.5, 0.5, 0.5, 0.0}
+	if grain != "hour" {
+		first, cols = "first_time, ", 29
+		firstSet = `first_time = CASE WHEN ` + t + `.first_time > excluded.first_time THEN excluded.first_time ELSE ` + t + `.first_time END,
+		`
+		example = append(append(append([]any{}, example[:22]...), int64(1)), example[22:]...)
+	}
 	return &stmt{sql: `INSERT INTO ` + t + ` (` + grain + `, node, uuid, gpu_instance_id, user_key, model, profile, slices,
 		total_slices, runtime, container_id, pod_uid, namespace, pod, container, slurm_job, uid, cgroup, declared, declared_task_id,
-		declared_project, declared_owner, first_time, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		declared_project, declared_owner, ` + first + `last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
+		VALUES ` + valueRows(rows, cols) + `
 		ON CONFLICT (` + grain + `, node, uuid, gpu_instance_id, user_key) DO UPDATE SET
-		first_time = CASE WHEN ` + t + `.first_time > excluded.first_time THEN excluded.first_time ELSE ` + t + `.first_time END,
-		last_time = CASE WHEN ` + t + `.last_time < excluded.last_time THEN excluded.last_time ELSE ` + t + `.last_time END,
+		` + firstSet + `last_time = CASE WHEN ` + t + `.last_time < excluded.last_time THEN excluded.last_time ELSE ` + t + `.last_time END,
 		equal_s = ` + t + `.equal_s + excluded.equal_s, util_s = ` + t + `.util_s + excluded.util_s,
 		busy_equal_s = ` + t + `.busy_equal_s + excluded.busy_equal_s, busy_util_s = ` + t + `.busy_util_s + excluded.busy_util_s,
 		energy_j = ` + t + `.energy_j + excluded.energy_j`,
 		postgresIndex: t + "_pkey",
-		example: []any{int64(0), "n", "GPU-1", int64(-1), "k", "m", "", int64(0), int64(0), "", "", "", "", "", "", "", nil, "",
-			int64(0), "", "", "", int64(1), int64(1), 1.5, 1.5, 0.5, 0.5, 0.0}}
+		example:       exampleRows(example, rows)}
 }
 
 // dayOf and monthOf are the first second of the UTC day and month of t.
@@ -83,30 +149,52 @@ func monthOf(t int64) int64 {
 }
 
 // keepFacts writes a roll-up's hours and their day and month facts (sign
-// -1: takes them back, a conflict's re-roll), each bucket once.
+// -1: takes them back, a conflict's re-roll), each bucket once, each
+// table's rows in as few multi-row upserts as factRows allow.
 func (s *Store) keepFacts(ctx context.Context, q querier, gpus []GPUHour, users []UserHour, sign float64) error {
-	hourGPU, hourUser := stmtUpsertGPUHour, stmtUpsertUserHour
 	for i, bucket := range []func(int64) int64{func(h int64) int64 { return h }, dayOf, monthOf} {
 		gs, us := mergeGPUs(gpus, bucket), mergeUsers(users, bucket)
-		stG, stU := []*stmt{hourGPU, stmtUpsertGPUDay, stmtUpsertGPUMonth}[i], []*stmt{hourUser, stmtUpsertUserDay, stmtUpsertUserMonth}[i]
+		args := make([][]any, 0, len(gs))
 		for _, g := range gs {
-			if _, err := s.exec(ctx, q, stG, g.Hour, g.Node, g.UUID, g.Model, sign*g.Observed, sign*g.Unallocated, sign*g.Energy); err != nil {
-				return err
-			}
+			args = append(args, []any{g.Hour, g.Node, g.UUID, g.Model, sign * g.Observed, sign * g.Unallocated, sign * g.Energy})
 		}
+		if err := s.upsertRows(ctx, q, factUpserts[0][i], args); err != nil {
+			return err
+		}
+		args = make([][]any, 0, len(us))
 		for k := range us {
 			u := us[k]
 			u.Equal, u.Util, u.BusyEqual, u.BusyUtil, u.Energy = sign*u.Equal, sign*u.Util, sign*u.BusyEqual, sign*u.BusyUtil, sign*u.Energy
-			args := userHourArgs(&u)
+			row := userHourArgs(&u)
 			if i > 0 {
 				// first_time before last_time (the coarser tables' column order).
-				args = append(append(append([]any{}, args[:22]...), u.FirstTime), args[22:]...)
+				row = append(append(append(make([]any, 0, len(row)+1), row[:22]...), u.FirstTime), row[22:]...)
 			}
-			if _, err := s.exec(ctx, q, stU, args...); err != nil {
-				return err
-			}
+			args = append(args, row)
+		}
+		if err := s.upsertRows(ctx, q, factUpserts[1][i], args); err != nil {
+			return err
 		}
 		s.rollups[i].Add(int64(len(gs) + len(us)))
+	}
+	return nil
+}
+
+// upsertRows runs the rows of rows through sts (one statement per count
+// of factRows): the largest that fits, as often as it fits, then the
+// smaller ones.
+func (s *Store) upsertRows(ctx context.Context, q querier, sts []*stmt, rows [][]any) error {
+	for k, n := range factRows {
+		for len(rows) >= n {
+			var args []any
+			for _, r := range rows[:n] {
+				args = append(args, r...)
+			}
+			if _, err := s.exec(ctx, q, sts[k], args...); err != nil {
+				return err
+			}
+			rows = rows[n:]
+		}
 	}
 	return nil
 }

@@ -1,17 +1,28 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/csv"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"math"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/monitorproc"
 )
 
 var ledgerGPUs = flag.Int("ledger-gpus", 10000, "ledger: GPUs of the bulk-loaded month (one user per GPU per hour)")
@@ -20,7 +31,9 @@ var ledgerScenario = scenario{
 	name:  "ledger",
 	title: "Ledger and report for a month of node reports",
 	header: []string{"GPUs", "hourly roll-up rows (GPU, user)", "registered tasks", "bulk load",
-		"`ledger --month` (median of 3; its CPU)", "`ledger --month --by project` (median of 3; its CPU)", "`report --month --by project` (median of 3; its CPU)"},
+		"`ledger --month` (median of 3; its CPU)", "`ledger --month --by project` (median of 3; its CPU)", "`report --month --by project` (median of 3; its CPU)",
+		"chargeback `report --month --by task --format csv` (median of 3; its CPU)", "`export focus --month` (median of 3; its CPU)",
+		"the page `GET /?month=` with Fleet and 12-month chart, serve restarted on the store (median of 3)"},
 	run: runLedger,
 }
 
@@ -165,28 +178,235 @@ func runLedger(e *env) ([][]string, error) {
 		return nil, fmt.Errorf("bulk load: %w", err)
 	}
 	load := time.Since(t0).Round(100 * time.Millisecond)
+	prices := filepath.Join(e.tmp, "ledger-prices.json")
+	if err := os.WriteFile(prices, []byte(ledgerPrices), 0o600); err != nil {
+		return nil, err
+	}
 	month := ledgerMonth.Format("2006-01")
+	gpus := float64(*ledgerGPUs)
+	monthHours := gpus * 30 * 24
 	row := []string{fmt.Sprint(*ledgerGPUs), fmt.Sprintf("%d, %d", rows, rows), fmt.Sprint(tasks), load.String()}
 	figs := map[string]float64{}
+	// Every command is a new process on the loaded store (the monitor
+	// restarted after the load); each one's output is checked against the
+	// load before its time is kept.
 	for _, c := range []struct {
 		result string
 		args   []string
+		check  func(out []byte) error
 	}{
-		{"ledger.node", []string{"ledger"}},
-		{"ledger.project", []string{"ledger", "--by", "project"}},
-		{"ledger.report", []string{"report", "--by", "project"}},
+		{"ledger.node", []string{"ledger", "--month", month, "--format", "json"}, ledgerCheck(monthHours)},
+		{"ledger.project", []string{"ledger", "--month", month, "--by", "project", "--format", "json"}, ledgerCheck(monthHours)},
+		{"ledger.report", []string{"report", "--month", month, "--by", "project", "--format", "json"}, reportCheck(monthHours, tasks)},
+		{"ledger.chargeback", []string{"report", "--month", month, "--by", "task", "--format", "csv", "--prices", prices},
+			chargebackCheck(monthHours, tasks)},
+		{"ledger.focus", []string{"export", "focus", "--month", month, "--prices", prices}, focusCheck(monthHours * ledgerPrice)},
 	} {
-		wall, cpu, _, err := e.median3(append(c.args, "--db", dsn, "--month", month, "--format", "json")...)
+		wall, cpu, out, err := e.median3(append(c.args, "--db", dsn)...)
 		if err != nil {
 			return nil, err
+		}
+		if err := c.check(out); err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Join(c.args, " "), err)
 		}
 		figs[c.result] = wall.Seconds()
 		row = append(row, ms(wall)+"; "+ms(cpu))
 	}
+	page, err := e.timePage(dsn, prices, month, monthHours)
+	if err != nil {
+		return nil, fmt.Errorf("the page: %w", err)
+	}
+	figs["ledger.page"] = page.Seconds()
+	row = append(row, ms(page))
 	for name, v := range figs {
 		e.result(name, v)
 	}
 	return [][]string{row}, nil
+}
+
+// ledgerPrice is the price of the ledger's GPU-hour (every GPU an H200):
+// the FOCUS export bills in it and the chargeback and page show cost.
+const (
+	ledgerPrice  = 3.0
+	ledgerPrices = `{"currency": "USD", "default": 3.0, "models": {"NVIDIA H200*": 3.0}}`
+)
+
+// ledgerCheck checks a ledger's total against the load: capacity is every
+// GPU's hours of the window, a quarter of it unallocated, the registered
+// half's occupied 3/4 attributed, the other half's unattributed (no
+// namespace is mapped to a project), nothing unobserved.
+func ledgerCheck(capacity float64) func([]byte) error {
+	return func(out []byte) error {
+		var l struct {
+			Rows  []json.RawMessage  `json:"rows"`
+			Total map[string]float64 `json:"total"`
+		}
+		if err := json.Unmarshal(out, &l); err != nil {
+			return fmt.Errorf("not the ledger's JSON: %w: %.200s", err, out)
+		}
+		t := l.Total
+		if len(l.Rows) == 0 || !near(t["capacity_gpu_hours"], capacity) || !near(t["unallocated_gpu_hours"], capacity/4) ||
+			!near(t["attributed_gpu_hours"], capacity*3/8) || !near(t["unattributed_gpu_hours"], capacity*3/8) ||
+			t["undeclared_gpu_hours"] != 0 || t["unobserved_gpu_hours"] != 0 {
+			return fmt.Errorf("the ledger's total is not the load's (capacity %g GPU-hours: 1/4 unallocated, 3/8 attributed, 3/8 unattributed): %d rows, total %v",
+				capacity, len(l.Rows), t)
+		}
+		return nil
+	}
+}
+
+// reportCheck checks the month's report billed from observations: the
+// registered tasks, billed their observed hours (the registered half of
+// the fleet, 3/4 of each hour).
+func reportCheck(capacity float64, tasks int) func([]byte) error {
+	return func(out []byte) error {
+		var r struct {
+			Rows  []json.RawMessage `json:"rows"`
+			Total struct {
+				Tasks    int     `json:"tasks"`
+				GPUHours float64 `json:"gpu_hours"`
+				Basis    string  `json:"billing_basis"`
+			} `json:"total"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			return fmt.Errorf("not the report's JSON: %w: %.200s", err, out)
+		}
+		if len(r.Rows) != 50 || r.Total.Tasks != tasks || !near(r.Total.GPUHours, capacity*3/8) || r.Total.Basis != "observed" {
+			return fmt.Errorf("the report bills %g GPU-hours (%s) for %d tasks in %d rows: the load's are %g for %d in 50",
+				r.Total.GPUHours, r.Total.Basis, r.Total.Tasks, len(r.Rows), capacity*3/8, tasks)
+		}
+		return nil
+	}
+}
+
+// chargebackCheck checks the chargeback statement: a line per registered
+// task (after the header), their GPU-hours the report's and their cost
+// those hours at the price.
+func chargebackCheck(capacity float64, tasks int) func([]byte) error {
+	return func(out []byte) error {
+		recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+		if err != nil {
+			return fmt.Errorf("not CSV: %w", err)
+		}
+		if len(recs) != tasks+1 {
+			return fmt.Errorf("the chargeback has %d lines for %d registered tasks", len(recs)-1, tasks)
+		}
+		hours, err := sumColumn(recs, "gpu_hours")
+		if err != nil {
+			return err
+		}
+		cost, err := sumColumn(recs, "cost")
+		if err != nil {
+			return err
+		}
+		if !near(hours, capacity*3/8) || math.Abs(cost-hours*ledgerPrice) > 0.01*float64(tasks) {
+			return fmt.Errorf("the chargeback bills %g GPU-hours for %.2f, the load's are %g at %g", hours, cost, capacity*3/8, ledgerPrice)
+		}
+		return nil
+	}
+}
+
+// sumColumn is the sum of a CSV's column named name (its first line).
+func sumColumn(recs [][]string, name string) (float64, error) {
+	col := -1
+	if len(recs) > 0 {
+		col = slices.Index(recs[0], name)
+	}
+	if len(recs) < 2 || col < 0 {
+		return 0, fmt.Errorf("no %s column or no rows (%d lines)", name, len(recs))
+	}
+	sum := 0.0
+	for _, r := range recs[1:] {
+		v, err := strconv.ParseFloat(r[col], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s %q: %w", name, r[col], err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// focusCheck checks the FOCUS export: its BilledCost adds up to the
+// capacity's (every GPU-hour is billed to a project or to the platform),
+// within a cent a row.
+func focusCheck(cost float64) func([]byte) error {
+	return func(out []byte) error {
+		recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+		if err != nil {
+			return fmt.Errorf("not CSV: %w", err)
+		}
+		sum, err := sumColumn(recs, "BilledCost")
+		if err != nil {
+			return err
+		}
+		if math.Abs(sum-cost) > 0.01*float64(len(recs)) {
+			return fmt.Errorf("the FOCUS rows bill %.2f, the capacity costs %.2f (%d rows)", sum, cost, len(recs)-1)
+		}
+		return nil
+	}
+}
+
+// near says whether a figure is want within rounding (a millionth).
+func near(v, want float64) bool { return math.Abs(v-want) <= 1e-6*math.Max(1, want) }
+
+// timePage starts serve on the loaded store, with an admin token and the
+// prices, and times GET / for the month (its Fleet section and 12-month
+// chart): the median of 3, each page checked.
+func (e *env) timePage(dsn, prices, month string, capacity float64) (time.Duration, error) {
+	tokens := filepath.Join(e.tmp, fmt.Sprintf("ledger-tokens-%s.json", strings.ToLower(e.store)))
+	os.Remove(tokens)
+	out, err := exec.Command(e.opts.monitor, "token", "bench-admin", "--admin", "--add-to", tokens).Output()
+	if err != nil {
+		return 0, fmt.Errorf("token: %w", err)
+	}
+	secret := firstLine(strings.TrimSpace(string(out)))
+	srv, err := monitorproc.Start(e.opts.monitor, []string{"--listen", "127.0.0.1:0", "--db", dsn, "--log-format", "json",
+		"--tokens", tokens, "--prices", prices}, monitorproc.Options{Env: []string{"PATH=/usr/bin:/bin"}, Dir: e.tmp})
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Stop()
+	client := &http.Client{Timeout: 5 * time.Minute}
+	var times []time.Duration
+	for range 3 {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/?month="+month, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Authorization", "Bearer "+secret)
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		times = append(times, time.Since(t0))
+		if err := pageCheck(resp.StatusCode, string(body), capacity); err != nil {
+			return 0, err
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	return times[1], nil
+}
+
+// pageCheck checks the admin's page: its Fleet section with the month's
+// capacity (one model: the fleet's), and the 12-month chart.
+func pageCheck(status int, body string, capacity float64) error {
+	if status != http.StatusOK {
+		return fmt.Errorf("GET /: %d: %.200s", status, body)
+	}
+	// The Fleet table's capacity cell, as the page writes it (one decimal).
+	cell := fmt.Sprintf("<td>%s GPU-h</td>", strconv.FormatFloat(capacity, 'f', 1, 64))
+	for _, want := range []string{"<h2>Fleet</h2>", "the last 12 months", "NVIDIA H200", cell} {
+		if !strings.Contains(body, want) {
+			return fmt.Errorf("GET /: no %q in the page (%d bytes)", want, len(body))
+		}
+	}
+	return nil
 }
 
 // cpuTime is a process's CPU time so far (user + system, from

@@ -15,9 +15,11 @@
 //     registration was answered 201 and is listed by the API afterwards,
 //     and the server's RSS at rest (before the first round) and its peak
 //     (VmHWM, after the last).
-//   - ledger (ledger.go): `ledger` and `report` for a month of
-//     -ledger-gpus GPUs with one user per GPU per hour (bulk-loaded hourly
-//     roll-ups and the registrations of half of them), wall and CPU time.
+//   - ledger (ledger.go): `ledger`, `report`, the chargeback, the FOCUS
+//     export and the page (a serve started on the loaded store) for a
+//     month of -ledger-gpus GPUs with one user per GPU per hour
+//     (bulk-loaded hourly roll-ups and the registrations of half of them),
+//     wall and CPU time, each output checked against the load.
 //
 // A new scenario is a file that defines a scenario value and its entry in
 // the scenarios list; it gets its own table, with a row per store.
@@ -252,7 +254,11 @@ func goals(md *strings.Builder, envs ...*env) {
 		}},
 		{fmt.Sprintf("`ledger --month` over a month of %d GPUs, one user per GPU per hour (the goal: 10,000, 7.2 million rows) ≤ 2 s", *ledgerGPUs),
 			atMost("ledger.node", 2, "s")},
+		{"`ledger --month --by project` over that month ≤ 2 s", atMost("ledger.project", 2, "s")},
 		{fmt.Sprintf("`report --month` over that month of %d GPUs ≤ 2 s", *ledgerGPUs), atMost("ledger.report", 2, "s")},
+		{"the chargeback by task (`report --month --by task`) over that month ≤ 2 s", atMost("ledger.chargeback", 2, "s")},
+		{"the FOCUS export (`export focus --month`) of that month ≤ 2 s", atMost("ledger.focus", 2, "s")},
+		{"the page of that month (Fleet section, 12-month chart) ≤ 2 s", atMost("ledger.page", 2, "s")},
 	}
 	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {

@@ -30,9 +30,10 @@ var ledgerGPUs = flag.Int("ledger-gpus", 10000, "ledger: GPUs of the bulk-loaded
 var ledgerScenario = scenario{
 	name:  "ledger",
 	title: "Ledger and report for a month of node reports",
-	header: []string{"GPUs", "hourly roll-up rows (GPU, user)", "registered tasks", "bulk load",
+	header: []string{"GPUs", "hourly roll-up rows (GPU, user)", "registered tasks", "the 11 months before: fact, span and task rows", "bulk load",
 		"`ledger --month` (median of 3; its CPU)", "`ledger --month --by project` (median of 3; its CPU)", "`report --month --by project` (median of 3; its CPU)",
 		"chargeback `report --month --by task --format csv` (median of 3; its CPU)", "`export focus --month` (median of 3; its CPU)",
+		"`ledger --from --to` the year to the month's end (median of 3; its CPU)",
 		"the page `GET /?month=` with Fleet and 12-month chart, serve restarted on the store (median of 3)"},
 	run: runLedger,
 }
@@ -159,6 +160,80 @@ func loadLedgerMonth(dsn string, gpus int) (hourRows, tasks int, err error) {
 	return gpus * hours, gpus / 2 * days, r.finish()
 }
 
+// ledgerYear is the first month of the year the year's ledger reads: the
+// 11 months before ledgerMonth, then it.
+var ledgerYear = ledgerMonth.AddDate(0, -11, 0)
+
+// loadLedgerYear stores, before the month loadLedgerMonth stored, the 11
+// months of the same fleet as --hourly-retention leaves them once their
+// hours are trimmed: the day and month facts (per GPU, and per GPU and
+// user), the covered spans (kept by that retention) and the registered
+// tasks (kept by --retain), each GPU's life reaching back to the year's
+// start. It returns the rows it stored.
+func loadLedgerYear(dsn string, gpus int) (int, error) {
+	r, err := openRunner(dsn)
+	if err != nil {
+		return 0, err
+	}
+	y0, h0 := ledgerYear.Unix(), ledgerMonth.Unix()
+	days := int((h0 - y0) / 86400)
+	node := fmt.Sprintf("'led-' || ((i %% %d) / 8)", gpus)
+	uuid := fmt.Sprintf("'GPU-led-' || (i %% %d)", gpus)
+	day := fmt.Sprintf("%d + 86400 * (i / %d)", y0, gpus)
+	podUID := fmt.Sprintf("'ypod-' || (i %% %d) || '-' || (i / %d)", gpus, gpus)
+	cid := fmt.Sprintf("'yc-' || (i %% %d) || '-' || (i / %d)", gpus, gpus)
+	ns := fmt.Sprintf("'team-' || (i %% %d %% 20)", gpus)
+	month := "CAST(strftime('%s', day, 'unixepoch', 'start of month') AS INTEGER)"
+	if r.pg != nil {
+		month = "CAST(EXTRACT(EPOCH FROM date_trunc('month', to_timestamp(day) AT TIME ZONE 'UTC')) AS BIGINT)"
+	}
+	g2 := gpus / 2
+	stmts := []struct {
+		q string
+		n int
+	}{
+		{fmt.Sprintf(`UPDATE node_gpus SET first_start = %d`, y0), 0},
+		// i over (day, GPU): a day of 24 hours of loadLedgerMonth's.
+		{fmt.Sprintf(`INSERT INTO node_gpu_days (day, node, uuid, model, observed_s, unallocated_s, energy_j)
+			SELECT %s, %s, %s, 'NVIDIA H200', 86400, 21600, 34560000 FROM {series}`, day, node, uuid), gpus * days},
+		{fmt.Sprintf(`INSERT INTO node_user_days (day, node, uuid, gpu_instance_id, user_key, model, runtime, container_id, pod_uid,
+			namespace, pod, container, declared, first_time, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
+			SELECT %[1]s, %[2]s, %[3]s, -1, %[4]s, 'NVIDIA H200', 'containerd', %[5]s, %[6]s, %[7]s, 'job', 'paddle', 0,
+			%[1]s + 3600, %[1]s + 86400, 64800, 64800, 48000, 48000, 25920000 FROM {series}`,
+			day, node, uuid, userKeyUndeclared(cid, podUID, ns), cid, podUID, ns), gpus * days},
+		{fmt.Sprintf(`INSERT INTO node_spans (node, uuid, span_start, span_end) SELECT %s, %s, %s, %s + 86400 FROM {series}`,
+			node, uuid, day, day), gpus * days},
+		{fmt.Sprintf(`INSERT INTO node_spans (node, uuid, span_start, span_end)
+			SELECT 'led-' || (i %% %d), '', %d + 86400 * (i / %d), %d + 86400 * (i / %d) + 86400 FROM {series}`,
+			gpus/8, y0, gpus/8, y0, gpus/8), gpus / 8 * days},
+		// i over (day, even GPU): the registered pods, ids after the month's.
+		{fmt.Sprintf(`INSERT INTO tasks (id, task_id, task_name, project, owner, hostname, k8s_node, k8s_pod_uid, start_time, end_time,
+			gpu_count, registration, registered_at, seen_at, completion, completed_at, duration_seconds, exit_code)
+			SELECT %[1]d + i + 1, 'ytask-' || i, 'train', 'project-' || (i %% 50), 'ann@example.com', 'job', 'led-' || ((2 * (i %% %[2]d)) / 8),
+			'ypod-' || (2 * (i %% %[2]d)) || '-' || (i / %[2]d), %[3]d + 86400 * (i / %[2]d), %[3]d + 86400 * (i / %[2]d) + 86400, 1, '{}',
+			%[3]d + 86400 * (i / %[2]d), %[3]d + 86400 * (i / %[2]d), '{}', %[3]d + 86400 * (i / %[2]d) + 86400, 86400, 0 FROM {series}`,
+			g2*30, g2, y0), g2 * days},
+		// The month facts of those days, as the write path keeps them.
+		{fmt.Sprintf(`INSERT INTO node_gpu_months (month, node, uuid, model, observed_s, unallocated_s, energy_j)
+			SELECT %s, node, uuid, MAX(model), SUM(observed_s), SUM(unallocated_s), SUM(energy_j)
+			FROM node_gpu_days WHERE day < %d GROUP BY 1, node, uuid`, month, h0), 0},
+		{fmt.Sprintf(`INSERT INTO node_user_months (month, node, uuid, gpu_instance_id, user_key, model, runtime, container_id,
+			pod_uid, namespace, pod, container, declared, first_time, last_time, equal_s, util_s, busy_equal_s, busy_util_s, energy_j)
+			SELECT %s, node, uuid, gpu_instance_id, user_key, MAX(model), MAX(runtime), MAX(container_id), MAX(pod_uid),
+			MAX(namespace), MAX(pod), MAX(container), MAX(declared), MIN(first_time), MAX(last_time), SUM(equal_s), SUM(util_s),
+			SUM(busy_equal_s), SUM(busy_util_s), SUM(energy_j)
+			FROM node_user_days WHERE day < %d GROUP BY 1, node, uuid, gpu_instance_id, user_key`, month, h0), 0},
+	}
+	for _, s := range stmts {
+		if err := r.exec(s.q, s.n); err != nil {
+			return 0, fmt.Errorf("%s: %w", strings.Join(strings.Fields(s.q)[:3], " "), err)
+		}
+	}
+	// Days (GPU, user), month GPUs and users (a user a GPU a day), spans
+	// (GPU, node), tasks.
+	return 2*gpus*days + gpus*11 + gpus*days + gpus*days + gpus/8*days + g2*days, r.finish()
+}
+
 // userKeyUndeclared is userKey for a container user that declared
 // nothing.
 func userKeyUndeclared(containerID, podUID, namespace string) string {
@@ -177,6 +252,10 @@ func runLedger(e *env) ([][]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bulk load: %w", err)
 	}
+	yearRows, err := loadLedgerYear(dsn, *ledgerGPUs)
+	if err != nil {
+		return nil, fmt.Errorf("bulk load of the year: %w", err)
+	}
 	load := time.Since(t0).Round(100 * time.Millisecond)
 	prices := filepath.Join(e.tmp, "ledger-prices.json")
 	if err := os.WriteFile(prices, []byte(ledgerPrices), 0o600); err != nil {
@@ -185,7 +264,8 @@ func runLedger(e *env) ([][]string, error) {
 	month := ledgerMonth.Format("2006-01")
 	gpus := float64(*ledgerGPUs)
 	monthHours := gpus * 30 * 24
-	row := []string{fmt.Sprint(*ledgerGPUs), fmt.Sprintf("%d, %d", rows, rows), fmt.Sprint(tasks), load.String()}
+	yearHours := gpus * float64(ledgerMonth.AddDate(0, 1, 0).Sub(ledgerYear).Hours())
+	row := []string{fmt.Sprint(*ledgerGPUs), fmt.Sprintf("%d, %d", rows, rows), fmt.Sprint(tasks), fmt.Sprint(yearRows), load.String()}
 	figs := map[string]float64{}
 	// Every command is a new process on the loaded store (the monitor
 	// restarted after the load); each one's output is checked against the
@@ -201,6 +281,8 @@ func runLedger(e *env) ([][]string, error) {
 		{"ledger.chargeback", []string{"report", "--month", month, "--by", "task", "--format", "csv", "--prices", prices},
 			chargebackCheck(monthHours, tasks)},
 		{"ledger.focus", []string{"export", "focus", "--month", month, "--prices", prices}, focusCheck(monthHours * ledgerPrice)},
+		{"ledger.year", []string{"ledger", "--from", ledgerYear.Format("2006-01"), "--to", ledgerMonth.AddDate(0, 1, 0).Format("2006-01"),
+			"--format", "json"}, ledgerCheck(yearHours)},
 	} {
 		wall, cpu, out, err := e.median3(append(c.args, "--db", dsn)...)
 		if err != nil {

@@ -19,7 +19,9 @@
 //     export and the page (a serve started on the loaded store) for a
 //     month of -ledger-gpus GPUs with one user per GPU per hour
 //     (bulk-loaded hourly roll-ups and the registrations of half of them),
-//     wall and CPU time, each output checked against the load.
+//     and `ledger` over the year that month ends (the 11 months before as
+//     day and month facts), wall and CPU time, each output checked against
+//     the load.
 //
 // A new scenario is a file that defines a scenario value and its entry in
 // the scenarios list; it gets its own table, with a row per store.
@@ -259,6 +261,7 @@ func goals(md *strings.Builder, envs ...*env) {
 		{"the chargeback by task (`report --month --by task`) over that month ≤ 2 s", atMost("ledger.chargeback", 2, "s")},
 		{"the FOCUS export (`export focus --month`) of that month ≤ 2 s", atMost("ledger.focus", 2, "s")},
 		{"the page of that month (Fleet section, 12-month chart) ≤ 2 s", atMost("ledger.page", 2, "s")},
+		{"`ledger` over a year of that fleet (11 months of day and month facts, then the month) ≤ 2 s", atMost("ledger.year", 2, "s")},
 	}
 	fmt.Fprintf(md, "\n### Goals\n\n| goal |")
 	for _, e := range envs {

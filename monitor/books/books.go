@@ -377,10 +377,7 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 		if err != nil {
 			return nil, err
 		}
-		if q.Scope != nil {
-			adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
-		}
-		if len(adj) > 0 {
+		if adj = forReader(adj, q); len(adj) > 0 {
 			r.Adjustments = adj
 		}
 	}

@@ -83,10 +83,7 @@ func Chargeback(ctx context.Context, st Store, src report.TaskLister, q report.Q
 		if err != nil {
 			return nil, err
 		}
-		if q.Scope != nil {
-			adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
-		}
-		out.Adjustments = adj
+		out.Adjustments = forReader(adj, q)
 		return out, nil
 	}
 	kept, err := KeepChargeback(ctx, ks, src, q, month, c.Version)
@@ -107,13 +104,9 @@ func Chargeback(ctx context.Context, st Store, src report.TaskLister, q report.Q
 	out.Labels = slices.Sorted(maps.Keys(labels))
 	// The late data of earlier months the statement counted: the lines
 	// the month showed while open (invariant 3), from what it froze.
-	frozen, err := stored(ctx, st, c.Month, c.Version)
+	adj, err := carried(ctx, st, c, q)
 	if err != nil {
 		return nil, err
-	}
-	adj := frozen.Adjustments
-	if q.Scope != nil {
-		adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
 	}
 	if len(adj) > 0 {
 		out.Adjustments = adj

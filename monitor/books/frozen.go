@@ -127,19 +127,7 @@ func sumTasks(in []facts.TaskSums, cols []string) []facts.TaskSums {
 			at[id], i = len(out), len(out)
 			out = append(out, facts.TaskSums{Key: key})
 		}
-		o := &out[i]
-		o.Tasks += t.Tasks
-		o.Completed += t.Completed
-		o.Failed += t.Failed
-		o.GateFailed += t.GateFailed
-		o.Open += t.Open
-		o.EstSeconds += t.EstSeconds
-		o.ActualSeconds += t.ActualSeconds
-		o.QueueWaitSeconds += t.QueueWaitSeconds
-		o.QueueWaitTasks += t.QueueWaitTasks
-		o.QueueWaitMax = max(o.QueueWaitMax, t.QueueWaitMax)
-		o.UnlistedGPUSeconds += t.UnlistedGPUSeconds
-		o.FailedUnlistedGPUSeconds += t.FailedUnlistedGPUSeconds
+		out[i].Add(t)
 	}
 	return out
 }
@@ -154,16 +142,7 @@ func sumGPUs(in []facts.GPUSums, cols []string) []facts.GPUSums {
 			at[id], i = len(out), len(out)
 			out = append(out, facts.GPUSums{Key: key, MIG: g.MIG, Profile: g.Profile})
 		}
-		o := &out[i]
-		o.InstanceSeconds += g.InstanceSeconds
-		o.GPUSeconds += g.GPUSeconds
-		o.FailedGPUSeconds += g.FailedGPUSeconds
-		o.IdleGPUSeconds += g.IdleGPUSeconds
-		o.IdleOKGPUSeconds += g.IdleOKGPUSeconds
-		o.UtilWeighted += g.UtilWeighted
-		o.UtilSeconds += g.UtilSeconds
-		o.EnergyJoules += g.EnergyJoules
-		o.EnergyGPUs += g.EnergyGPUs
+		out[i].Add(g)
 	}
 	return out
 }
@@ -196,15 +175,11 @@ func frozenReport(ctx context.Context, st Store, c *store.Closed, q report.Query
 	if err != nil {
 		return nil, err
 	}
-	s, err := stored(ctx, st, c.Month, c.Version)
+	adj, err := carried(ctx, st, c, q)
 	if err != nil {
 		return nil, err
 	}
 	r.Closed = &report.Closed{Month: c.Month, Version: c.Version, ClosedAt: c.ClosedAt}
-	adj := s.Adjustments
-	if q.Scope != nil {
-		adj = scopedAdjustments(adj, q.Scope, q.Prices != nil)
-	}
 	if len(adj) > 0 {
 		r.Adjustments = adj
 	}

@@ -1,10 +1,12 @@
 package books
 
 import (
+	"context"
 	"math"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // A scoped reader's part of a statement's report: its rows, a total
@@ -120,4 +122,23 @@ func scopedAdjustments(all []report.Adjustment, allows func(project, owner strin
 		}
 	}
 	return out
+}
+
+// forReader is adj as q's reader may see it: its scope's part, all of it
+// without a scope.
+func forReader(adj []report.Adjustment, q report.Query) []report.Adjustment {
+	if q.Scope == nil {
+		return adj
+	}
+	return scopedAdjustments(adj, q.Scope, q.Prices != nil)
+}
+
+// carried are the adjustments closed month c's statement carries (late
+// data of earlier months it counted), as q's reader may see them.
+func carried(ctx context.Context, st Store, c *store.Closed, q report.Query) ([]report.Adjustment, error) {
+	s, err := stored(ctx, st, c.Month, c.Version)
+	if err != nil {
+		return nil, err
+	}
+	return forReader(s.Adjustments, q), nil
 }

@@ -90,6 +90,23 @@ type TaskSums struct {
 	UnlistedGPUSeconds, FailedUnlistedGPUSeconds int64
 }
 
+// Add adds t's sums to s (QueueWaitMax the larger), its key aside: the
+// one place a group's task sums are added, whoever groups them.
+func (s *TaskSums) Add(t TaskSums) {
+	s.Tasks += t.Tasks
+	s.Completed += t.Completed
+	s.Failed += t.Failed
+	s.GateFailed += t.GateFailed
+	s.Open += t.Open
+	s.EstSeconds += t.EstSeconds
+	s.ActualSeconds += t.ActualSeconds
+	s.QueueWaitSeconds += t.QueueWaitSeconds
+	s.QueueWaitTasks += t.QueueWaitTasks
+	s.QueueWaitMax = max(s.QueueWaitMax, t.QueueWaitMax)
+	s.UnlistedGPUSeconds += t.UnlistedGPUSeconds
+	s.FailedUnlistedGPUSeconds += t.FailedUnlistedGPUSeconds
+}
+
 // GPUSums are the sums over the GPUs the tasks listed (registration's
 // gpus), for one group: the query's keys plus project, owner and model,
 // and apart by MIG profile (whole GPUs, and MIG instances of each
@@ -120,6 +137,19 @@ type GPUSums struct {
 	// energy reported, energy_kwh is null).
 	EnergyJoules float64
 	EnergyGPUs   int64
+}
+
+// Add adds g's sums to s, its key, MIG and profile aside.
+func (s *GPUSums) Add(g GPUSums) {
+	s.InstanceSeconds += g.InstanceSeconds
+	s.GPUSeconds += g.GPUSeconds
+	s.FailedGPUSeconds += g.FailedGPUSeconds
+	s.IdleGPUSeconds += g.IdleGPUSeconds
+	s.IdleOKGPUSeconds += g.IdleOKGPUSeconds
+	s.UtilWeighted += g.UtilWeighted
+	s.UtilSeconds += g.UtilSeconds
+	s.EnergyJoules += g.EnergyJoules
+	s.EnergyGPUs += g.EnergyGPUs
 }
 
 // MetricSums are one group's sums of one completion metric over the

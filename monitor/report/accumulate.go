@@ -33,18 +33,7 @@ func (a *acc) addMetric(name string, m facts.MetricSums) {
 	s.Tasks += m.Tasks
 }
 
-func (a *acc) addTasks(t facts.TaskSums) {
-	a.t.Tasks += t.Tasks
-	a.t.Completed += t.Completed
-	a.t.Failed += t.Failed
-	a.t.GateFailed += t.GateFailed
-	a.t.Open += t.Open
-	a.t.EstSeconds += t.EstSeconds
-	a.t.ActualSeconds += t.ActualSeconds
-	a.t.QueueWaitSeconds += t.QueueWaitSeconds
-	a.t.QueueWaitTasks += t.QueueWaitTasks
-	a.t.QueueWaitMax = max(a.t.QueueWaitMax, t.QueueWaitMax)
-}
+func (a *acc) addTasks(t facts.TaskSums) { a.t.Add(t) }
 
 // addGPUs adds the listed GPUs' GPU-hours, idle time, utilisation, energy
 // and cost. A MIG instance is priced per instance-hour by a key naming its

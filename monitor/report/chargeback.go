@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -249,7 +250,7 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 	// as the report's row is (rounding after each use drifted from it).
 	byNS := map[string]int{}
 	sums := map[int]*acc{}
-	for _, u := range obs.Undeclared {
+	for _, u := range inOrder(obs.Undeclared) {
 		project, ok := q.Namespaces(u.Namespace)
 		if !ok || (q.Scope != nil && !q.Scope(project, "")) {
 			continue
@@ -279,6 +280,30 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 			l.EnergyKWh = &kwh
 		}
 	}
+}
+
+// inOrder is undeclared use in one order, by namespace, node, model,
+// profile and amounts, whatever order the store read it in (a PostgreSQL
+// hash aggregate keeps none): the namespace lines, their lists and their
+// sums are then the same bytes from a live read and from the facts a
+// statement froze (invariant 3).
+func inOrder(uses []facts.UndeclaredUse) []facts.UndeclaredUse {
+	out := slices.Clone(uses)
+	slices.SortStableFunc(out, func(a, b facts.UndeclaredUse) int {
+		x, y := a.Use, b.Use
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(x.Node, y.Node),
+			strings.Compare(x.Model, y.Model), strings.Compare(x.Profile, y.Profile), cmp.Compare(b2i(x.MIG), b2i(y.MIG)), cmp.Compare(x.Slices, y.Slices),
+			cmp.Compare(x.TotalSlices, y.TotalSlices), cmp.Compare(x.Seconds, y.Seconds), cmp.Compare(x.BusySeconds, y.BusySeconds),
+			cmp.Compare(x.EnergyJoules, y.EnergyJoules))
+	})
+	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // perHour is cost per GPU-hour (nil without hours).

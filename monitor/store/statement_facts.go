@@ -174,7 +174,9 @@ func b2i(b bool) int64 {
 
 // frozenRows are f as statement_task_facts' rows, in order.
 func frozenRows(f *Frozen, day int64) []factRow {
-	var out []factRow
+	// The first row says the statement froze its facts, so a month
+	// without a task still has them (and none is read from the tasks).
+	out := []factRow{{kind: "month", day: day}}
 	declared := func(kind string, key map[string]string) factRow {
 		r := factRow{kind: kind, day: day, basis: facts.BasisDeclared, key: key, labels: map[string]string{}}
 		r.taskKey, _ = strconv.ParseInt(key[KeyTask], 10, 64)
@@ -258,6 +260,7 @@ func (s *Store) StatementFacts(ctx context.Context, month string, version int) (
 	var task *facts.ObservedTask
 	for _, r := range rows {
 		switch r.kind {
+		case "month":
 		case "task":
 			f.Sums.Base = append(f.Sums.Base, withKey(r.t, r.declaredKey(false)))
 		case "model":
@@ -340,7 +343,7 @@ func scanFact(rows *sql.Rows, r *factRow) error {
 			TotalSlices: total, Seconds: gpuSec, BusySeconds: busy, EnergyJoules: energy}
 		r.key, r.g = nil, facts.GPUSums{}
 		return nil
-	case "obs":
+	case "obs", "month":
 		r.key = nil
 	case "otask":
 		// An attributed task's keys are every report key but model.

@@ -261,6 +261,10 @@ func statementsCmd(args []string, stdout io.Writer) error {
 		}
 		if books.Hash(body) != c.SHA256 {
 			bad = append(bad, fmt.Sprintf("%s version %d", c.Month, c.Version))
+		} else if ok, err := books.FactsMatch(ctx, st, c.Month, c.Version); err != nil {
+			return err
+		} else if !ok {
+			bad = append(bad, fmt.Sprintf("%s version %d (its task facts)", c.Month, c.Version))
 		}
 		n := notes[store.NotesKey(c.Month, c.Version)]
 		if *asJSON {

@@ -147,6 +147,30 @@ func sumGPUs(in []facts.GPUSums, cols []string) []facts.GPUSums {
 	return out
 }
 
+// FactsMatch says whether the task facts stored with version of month
+// hash to its statement's task_facts_sha256 (true for a statement that
+// froze none: closed before migration 0019), for `statements` to check
+// beside the body's own hash.
+func FactsMatch(ctx context.Context, st Store, month string, version int) (bool, error) {
+	s, err := stored(ctx, st, month, version)
+	if err != nil {
+		return false, err
+	}
+	ff, ok := st.(FrozenFacts)
+	if s.TaskFactsSHA256 == "" || !ok {
+		return true, nil
+	}
+	f, err := ff.StatementFacts(ctx, month, version)
+	if err != nil || f == nil {
+		return false, err
+	}
+	lines, err := f.JSONLines(s.From.Unix())
+	if err != nil {
+		return false, err
+	}
+	return Hash(lines) == s.TaskFactsSHA256, nil
+}
+
 // frozenLister lists the tasks of a close's read with the observations
 // the close froze, for the chargeback lines kept with the statement.
 type frozenLister struct {

@@ -120,7 +120,7 @@ var booksStatements = map[string]*stmt{
 	"trim open batch":    stmtTrimOpenBatch,
 	"trim check":         stmtTrimCheck,
 	"oldest start":       stmtOldestStart,
-	"insert task fact":   stmtInsertTaskFact,
+	"insert task facts":  stmtInsertTaskFacts,
 	"task facts":         stmtTaskFacts,
 }
 

@@ -233,6 +233,17 @@ func TestTaskFactsHash(t *testing.T) {
 		if len(f.Sums.GPUs) != 1 || f.Sums.GPUs[0].GPUSeconds != 2400 || f.Obs == nil || len(f.Obs.Undeclared) == 0 {
 			t.Fatalf("frozen GPUs %+v, observations %+v", f.Sums.GPUs, f.Obs)
 		}
+		// `statements` checks the rows against the hash: a second more of
+		// t1's GPU is found.
+		if ok, err := books.FactsMatch(ctx, s, c.Month, c.Version); err != nil || !ok {
+			t.Fatalf("the facts as frozen do not match: %v %v", ok, err)
+		}
+		if _, err := store.DBForTest(s).Exec(`UPDATE statement_task_facts SET gpu_s = gpu_s + 1 WHERE kind = 'gpu'`); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := books.FactsMatch(ctx, s, c.Month, c.Version); err != nil || ok {
+			t.Fatalf("a changed fact row matches: %v %v", ok, err)
+		}
 	})
 }
 
@@ -266,6 +277,36 @@ func TestClosedChargebackKeptAtClose(t *testing.T) {
 				t.Logf("line %s %v h", l.TaskID, l.GPUHours)
 			}
 			t.Fatalf("October's chargeback after a late task: %d lines", len(cb.Lines))
+		}
+	})
+}
+
+// TestClosedEmptyMonthFrozen: a month closed without a task froze its
+// facts all the same (their first row says so): a task of it registered
+// after the close is no row of its report by owner (0 rows, 0 GPU-hours),
+// where the live report has its 1 GPU-hour.
+func TestClosedEmptyMonthFrozen(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		if _, _, err := books.Close(ctx, s, "2026-10", "test", books.Inputs{}, fixedNow()); err != nil {
+			t.Fatal(err)
+		}
+		oct := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC).Unix()
+		mustRegister(t, s, reg("late", "p", "ann", oct, wire.RegisteredGPU{UUID: "GPU-1", Name: "NVIDIA H200"}))
+		mustComplete(t, s, &wire.Completion{TaskID: "late", EndTime: ptrOf(oct + 3600), DurationSeconds: ptrOf(3600.0), ExitCode: ptrOf[int64](0)}, []byte(`{}`))
+		w := facts.Month(time.Unix(oct, 0).UTC())
+		for _, live := range []bool{false, true} {
+			r, err := books.Report(ctx, s, report.Query{Window: w, By: []string{"owner"}}, live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0.0
+			if live {
+				want = 1
+			}
+			if (r.Closed == nil) != live || r.Total.GPUHours != want {
+				t.Errorf("live %v: closed %+v, %v GPU-hours, want %v", live, r.Closed, r.Total.GPUHours, want)
+			}
 		}
 	})
 }

@@ -159,6 +159,10 @@ func checkWritePlans(t *testing.T, s *store.Store) {
 	checkPlans(t, s, stmts)
 }
 
+// valuesScan is PostgreSQL's scan of a multi-row INSERT's own VALUES
+// list (the frozen task facts'): no table is read.
+var valuesScan = regexp.MustCompile(`Values Scan on "\*VALUES\*"`)
+
 // checkPlans checks that each statement's plan reads the tasks' tables
 // only through the index it names.
 func checkPlans(t *testing.T, s *store.Store, stmts []store.WriteStatement) {
@@ -192,7 +196,7 @@ func checkPlans(t *testing.T, s *store.Store, stmts []store.WriteStatement) {
 				t.Fatalf("reads a table without an index:\n%s\n%s", st.SQL, text)
 			}
 			if st.Index == "" {
-				if strings.Contains(text, " Scan ") {
+				if strings.Contains(valuesScan.ReplaceAllString(text, ""), " Scan ") {
 					t.Fatalf("reads a table; the statement table names no index for it:\n%s", text)
 				}
 				return

@@ -111,10 +111,23 @@ const factColumns = `kind, task_key, day, model, mig, profile, basis, task_id, p
 
 const factColumnCount = 48
 
+// factBatch is how many rows one INSERT of the frozen facts writes: 51
+// arguments a row, 20,400 bound, under both engines' limits (SQLite's
+// 32,766, PostgreSQL's 65,535). A month of 100,000 tasks is some 300,000
+// rows, 750 statements, not 300,000 round trips inside the close's
+// transaction.
+const factBatch = 400
+
+// insertFactsSQL is the INSERT of n rows of statement_task_facts.
+func insertFactsSQL(n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", factColumnCount+3), ", ") + ")"
+	return `INSERT INTO statement_task_facts (month, version, line, ` + factColumns + `)
+		VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
 var (
-	stmtInsertTaskFact = &stmt{sql: `INSERT INTO statement_task_facts (month, version, line, ` + factColumns + `)
-		VALUES (` + strings.TrimSuffix(strings.Repeat("?, ", factColumnCount+3), ", ") + `)`,
-		example: exampleFact()}
+	stmtInsertTaskFacts = &stmt{build: func(Dialect) string { return insertFactsSQL(2) },
+		example: append(exampleFact(), exampleFact()...)}
 	stmtTaskFacts = &stmt{sql: `SELECT ` + factColumns + ` FROM statement_task_facts WHERE month = ? AND version = ? ORDER BY line`,
 		sqliteIndex: "sqlite_autoindex_statement_task_facts_1", postgresIndex: "statement_task_facts_pkey",
 		example: []any{"2026-11", int64(1)}}
@@ -174,7 +187,9 @@ func b2i(b bool) int64 {
 
 // frozenRows are f as statement_task_facts' rows, in order.
 func frozenRows(f *Frozen, day int64) []factRow {
-	var out []factRow
+	// The first row says the statement froze its facts, so a month
+	// without a task still has them (and none is read from the tasks).
+	out := []factRow{{kind: "month", day: day}}
 	declared := func(kind string, key map[string]string) factRow {
 		r := factRow{kind: kind, day: day, basis: facts.BasisDeclared, key: key, labels: map[string]string{}}
 		r.taskKey, _ = strconv.ParseInt(key[KeyTask], 10, 64)
@@ -236,10 +251,16 @@ func frozenRows(f *Frozen, day int64) []factRow {
 }
 
 // writeFrozen stores f as version's rows of month, in tx.
+// The rows go factBatch at a time.
 func (s *Store) writeFrozen(ctx context.Context, tx *sql.Tx, month string, version int, f *Frozen, day int64) error {
-	for i, r := range frozenRows(f, day) {
-		args := append([]any{month, version, int64(i)}, r.values()...)
-		if _, err := s.exec(ctx, tx, stmtInsertTaskFact, args...); err != nil {
+	rows := frozenRows(f, day)
+	for start := 0; start < len(rows); start += factBatch {
+		batch := rows[start:min(len(rows), start+factBatch)]
+		args := make([]any, 0, len(batch)*(factColumnCount+3))
+		for i, r := range batch {
+			args = append(append(args, month, version, int64(start+i)), r.values()...)
+		}
+		if _, err := s.execBuilt(ctx, tx, stmtInsertTaskFacts, insertFactsSQL(len(batch)), args...); err != nil {
 			return fmt.Errorf("store: close %s: task facts: %w", month, err)
 		}
 	}
@@ -258,6 +279,7 @@ func (s *Store) StatementFacts(ctx context.Context, month string, version int) (
 	var task *facts.ObservedTask
 	for _, r := range rows {
 		switch r.kind {
+		case "month":
 		case "task":
 			f.Sums.Base = append(f.Sums.Base, withKey(r.t, r.declaredKey(false)))
 		case "model":
@@ -340,7 +362,7 @@ func scanFact(rows *sql.Rows, r *factRow) error {
 			TotalSlices: total, Seconds: gpuSec, BusySeconds: busy, EnergyJoules: energy}
 		r.key, r.g = nil, facts.GPUSums{}
 		return nil
-	case "obs":
+	case "obs", "month":
 		r.key = nil
 	case "otask":
 		// An attributed task's keys are every report key but model.

@@ -81,7 +81,7 @@ func TestStatementPlans(t *testing.T) {
 				}
 				switch {
 				case st.Index == "":
-					if strings.Contains(text, "SEARCH ") || strings.Contains(text, " Scan ") {
+					if strings.Contains(text, "SEARCH ") || strings.Contains(valuesScan.ReplaceAllString(text, ""), " Scan ") {
 						t.Fatalf("reads a table; the registry names no index for it:\n%s\n%s", st.SQL, text)
 					}
 				case st.Index == "INTEGER PRIMARY KEY" && s.Dialect() == store.SQLite:

@@ -39,12 +39,12 @@ var calculations = map[string][]string{
 // figureStatements are the store's methods that read report or ledger
 // facts (the implementations of facts.Source, report.Observer,
 // report.TaskLister, report.Running and ledger.Source, and the closed
-// months' reports and late tasks): called on any value, they are a figure
-// read.
+// months' reports, frozen task facts and late tasks): called on any
+// value, they are a figure read.
 var figureStatements = []string{
 	"ReportSums", "ReportMetric", "Observations", "ReportTasks", "RunningTasks",
 	"LedgerData", "LedgerDataRaw", "LedgerUserHours", "LedgerTies", "TieCandidates", "DeclaredTasks", "ShareOverlaps",
-	"StatementReport", "LateTasks",
+	"StatementReport", "LateTasks", "TaskFacts", "StatementFacts",
 }
 
 // sourceFile is one Go file of a package: its name and text.

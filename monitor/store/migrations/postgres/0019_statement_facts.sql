@@ -5,6 +5,7 @@
 -- recomputed from tasks stored since.
 --
 -- One statement version's rows, in order (line): kind says what a row is —
+-- 'month' the first (the statement froze its facts, tasks or none),
 -- 'task' a task's sums without model, 'model' its sums under one model,
 -- 'gpu' its GPU sums of one model and MIG profile (basis 'declared'); and
 -- the node reports' observations of the month (basis 'observed'): 'obs'

@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
@@ -122,11 +124,12 @@ func (s *Store) nodeReportTx(ctx context.Context, tx *sql.Tx, r *wire.NodeReport
 	var uuids []reportGPU
 	var lives []*life
 	held := map[string]bool{}
+	open, err := s.openLives(ctx, tx, all)
+	if err != nil {
+		return false, err
+	}
 	for _, u := range all {
-		own, holder, err := s.openLives(ctx, tx, r.Node, u.uuid, since)
-		if err != nil {
-			return false, err
-		}
+		own, holder := ownAndHolder(open[u.uuid], r.Node, since)
 		if holder != "" {
 			out.Conflicts = append(out.Conflicts, GPUConflict{Node: r.Node, UUID: u.uuid, HeldBy: holder})
 			held[u.uuid] = true
@@ -310,20 +313,47 @@ func reportGPUs(r *wire.NodeReport) []reportGPU {
 // life is a GPU's open life on a node.
 type life struct{ first, last int64 }
 
-// openLives returns the GPU's open life on node (nil: none), and the
-// node that holds it ("" when none: another node that reported it after
-// since).
-func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, since int64) (own *life, holder string, err error) {
-	type held struct {
-		node string
-		life
+// heldLife is an open life of a GPU on a node.
+type heldLife struct {
+	node string
+	life
+}
+
+// openLives returns the open lives of the GPUs gpus, on every node, by
+// UUID, each UUID's by last covered instant (node_gpus_uuid's order).
+func (s *Store) openLives(ctx context.Context, tx *sql.Tx, gpus []reportGPU) (map[string][]heldLife, error) {
+	uuids := make([]string, len(gpus))
+	for i, g := range gpus {
+		uuids[i] = g.uuid
 	}
-	lives, err := stmtRows(ctx, s, tx, "open lives of "+uuid, stmtOpenLives, func(rows *sql.Rows, h *held) error {
-		return rows.Scan(&h.node, &h.first, &h.last)
-	}, uuid)
+	list, err := json.Marshal(uuids)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
+	type row struct {
+		uuid string
+		heldLife
+	}
+	rows, err := stmtRows(ctx, s, tx, "open lives", stmtOpenLives, func(rows *sql.Rows, h *row) error {
+		return rows.Scan(&h.uuid, &h.node, &h.first, &h.last)
+	}, string(list))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]heldLife, len(gpus))
+	for _, h := range rows {
+		out[h.uuid] = append(out[h.uuid], h.heldLife)
+	}
+	for _, l := range out {
+		slices.SortStableFunc(l, func(a, b heldLife) int { return cmp.Compare(a.last, b.last) })
+	}
+	return out, nil
+}
+
+// ownAndHolder returns, of a GPU's open lives, its open life on node
+// (nil: none), and the node that holds it ("" when none: another node
+// that reported it after since).
+func ownAndHolder(lives []heldLife, node string, since int64) (own *life, holder string) {
 	for _, h := range lives {
 		switch {
 		case h.node == node:
@@ -332,7 +362,7 @@ func (s *Store) openLives(ctx context.Context, tx *sql.Tx, node, uuid string, si
 			holder = h.node
 		}
 	}
-	return own, holder, nil
+	return own, holder
 }
 
 // extendLife adds the covered span [a, b) to the GPU's open life l on the

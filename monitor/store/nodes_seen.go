@@ -1,17 +1,58 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
+	"slices"
+	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
 
 // The tasks' statements are plan-checked with the write path's, over a
-// store of tasks (TestWritePlans).
+// store of tasks (TestWritePlans), and prepared with them: the ties of a
+// report's users run on every report.
 func init() {
 	writeStatements["attributed seen"] = stmtAttributedSeen
 	writeStatements["observed idle"] = stmtObservedIdle
+	writeStatements["report ties by pod"] = stmtReportTiesPod
+	writeStatements["report ties by Slurm job"] = stmtReportTiesSlurm
+	writeStatements["report ties by Slurm run"] = stmtReportTiesSlurmRun
+	writeStatements["report ties by container"] = stmtReportTiesContainer
+}
+
+// The ties of a report's users (reportTies), one statement per rule for
+// them all, the rule's keys as a JSON array: LedgerTies' statements, with
+// the list first in the join, whatever the statistics say, so that a
+// report costs a seek per key (SQLite: CROSS JOIN keeps the order;
+// PostgreSQL: a lateral subquery, fenced).
+var (
+	stmtReportTiesPod = perEngine(func(d Dialect) string {
+		return reportTieSQL(d, d.keyList("j"), "k8s_pod_uid", "t.k8s_pod_uid = j.value AND t.k8s_pod_uid <> ''")
+	}, &stmt{sqliteIndex: "tasks_k8s_pod_uid", postgresIndex: "tasks_k8s_pod_uid", example: []any{`["pod"]`}})
+	stmtReportTiesSlurm = perEngine(func(d Dialect) string {
+		return reportTieSQL(d, d.keyList("j"), "slurm_job", "t.slurm_job = j.value AND t.slurm_job <> ''")
+	}, &stmt{sqliteIndex: "tasks_slurm_job", postgresIndex: "tasks_slurm_job", example: []any{`["42"]`}})
+	stmtReportTiesSlurmRun = perEngine(func(d Dialect) string {
+		return reportTieSQL(d, d.keyList("j"), "pipeline_run", "t.pipeline_run = j.value AND t.orchestrator = 'slurm' AND t.pipeline_run <> ''")
+	}, &stmt{sqliteIndex: "tasks_slurm_run", postgresIndex: "tasks_slurm_run", example: []any{`["42"]`}})
+	// reportTiesContainer: keys [task_id, project].
+	stmtReportTiesContainer = perEngine(func(d Dialect) string {
+		return reportTieSQL(d, d.pairList("j"), "task_id", "t.task_id = j.k0 AND t.project = j.k1")
+	}, &stmt{sqliteIndex: "tasks_identity", postgresIndex: "tasks_identity", example: []any{`[["t", "p"]]`}})
+)
+
+// reportTieSQL reads the registrations matching the list's keys (match,
+// over the list's columns and those of tasks), each with the key it
+// matched (key: the column of tasks that holds it).
+func reportTieSQL(d Dialect, list, key, match string) string {
+	cols := `t.` + key + `, t.id, t.task_id, t.project, t.owner, t.start_time, t.hostname, t.k8s_node, t.k8s_pod_uid`
+	if d == Postgres {
+		return `SELECT r.* FROM ` + list + ` CROSS JOIN LATERAL (SELECT ` + cols + ` FROM tasks t WHERE ` + match + ` ` + d.fence() + `) r`
+	}
+	return `SELECT ` + cols + ` FROM ` + list + ` CROSS JOIN tasks t WHERE ` + match
 }
 
 // stmtAttributedSeen moves a task's last_seen to the last instant a node
@@ -34,35 +75,38 @@ func (s *Store) observedTasks(ctx context.Context, tx *sql.Tx, r *wire.NodeRepor
 	if keptEnd <= keptStart && !newest {
 		return nil
 	}
-	idle := map[int64]bool{}
-	var order []int64
+	var ids []UserIdentity
+	var busy []float64
 	for _, in := range r.Instances {
 		if in.Samples <= 0 {
 			continue
 		}
 		for j := range in.Users {
-			u := &in.Users[j]
-			id := identityOf(u)
-			cands, err := s.tieCandidates(ctx, tx, r.Node, &id)
-			if err != nil {
-				return err
-			}
-			var tie *Tie
-			for i := range cands {
-				if cands[i].StartTime <= r.Time {
-					tie = &cands[i]
-				}
-			}
-			if tie == nil {
-				continue
-			}
-			was, seen := idle[tie.Key]
-			if !seen {
-				order = append(order, tie.Key)
-				was = true
-			}
-			idle[tie.Key] = was && u.BusyShare == 0
+			ids, busy = append(ids, identityOf(&in.Users[j])), append(busy, in.Users[j].BusyShare)
 		}
+	}
+	ties, err := s.reportTies(ctx, tx, r.Node, ids)
+	if err != nil {
+		return err
+	}
+	idle := map[int64]bool{}
+	var order []int64
+	for i, cands := range ties {
+		var tie *Tie
+		for k := range cands {
+			if cands[k].StartTime <= r.Time {
+				tie = &cands[k]
+			}
+		}
+		if tie == nil {
+			continue
+		}
+		was, seen := idle[tie.Key]
+		if !seen {
+			order = append(order, tie.Key)
+			was = true
+		}
+		idle[tie.Key] = was && busy[i] == 0
 	}
 	seen := min(keptEnd, s.now().Unix())
 	for _, key := range order {
@@ -87,4 +131,108 @@ func (s *Store) observedTasks(ctx context.Context, tx *sql.Tx, r *wire.NodeRepor
 		}
 	}
 	return nil
+}
+
+// reportTies returns what tieCandidates returns for each of a report's
+// users (ids) of node, with one statement per tie rule for them all (as
+// LedgerTies reads them), its rows filtered by the rest of the rule here: a report's users are mostly of
+// one rule and few keys (a pod's containers share its UID).
+func (s *Store) reportTies(ctx context.Context, tx *sql.Tx, node string, ids []UserIdentity) ([][]Tie, error) {
+	type tieRow struct {
+		key                       string
+		tie                       Tie
+		hostname, k8sNode, podUID string
+	}
+	read := func(st *stmt, keys any, into func(r tieRow)) error {
+		arg, err := json.Marshal(keys)
+		if err != nil {
+			return err
+		}
+		rows, err := stmtRows(ctx, s, tx, "report ties", st, func(rows *sql.Rows, r *tieRow) error {
+			return rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID)
+		}, string(arg))
+		for _, r := range rows {
+			into(r)
+		}
+		return err
+	}
+	// The keys of each rule, as tieCandidates chooses the rule.
+	var pods, jobs []string
+	var decls [][2]string
+	for i := range ids {
+		u := &ids[i]
+		switch {
+		case u.PodUID != "":
+			pods = append(pods, u.PodUID)
+		case u.SlurmJob != "":
+			jobs = append(jobs, u.SlurmJob)
+		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+			decls = append(decls, [2]string{u.DeclaredTaskID, u.DeclaredProject})
+		}
+	}
+	byPod, byJob, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
+	if len(pods) > 0 {
+		if err := read(stmtReportTiesPod, slices.Compact(slices.Sorted(slices.Values(pods))), func(r tieRow) {
+			byPod[r.key] = append(byPod[r.key], r)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if len(jobs) > 0 {
+		keys := slices.Compact(slices.Sorted(slices.Values(jobs)))
+		add := func(r tieRow) { byJob[r.key] = append(byJob[r.key], r) }
+		if err := read(stmtReportTiesSlurm, keys, add); err != nil {
+			return nil, err
+		}
+		if err := read(stmtReportTiesSlurmRun, keys, add); err != nil {
+			return nil, err
+		}
+	}
+	if len(decls) > 0 {
+		slices.SortFunc(decls, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+		if err := read(stmtReportTiesContainer, slices.Compact(decls), func(r tieRow) {
+			k := [2]string{r.tie.TaskID, r.tie.Project}
+			byDecl[k] = append(byDecl[k], r)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	lnode := strings.ToLower(node)
+	onNode := func(r *tieRow) bool {
+		return r.podUID == "" && (r.hostname == node || strings.ToLower(r.k8sNode) == lnode)
+	}
+	out := make([][]Tie, len(ids))
+	for i := range ids {
+		u := &ids[i]
+		var list []Tie
+		add := func(rows []tieRow, keep func(r *tieRow) bool) {
+			for j := range rows {
+				if r := &rows[j]; keep(r) {
+					list = append(list, r.tie)
+				}
+			}
+		}
+		switch {
+		case u.PodUID != "":
+			// stmtTiePod: a registration of this node or of none.
+			add(byPod[u.PodUID], func(r *tieRow) bool { return r.k8sNode == "" || strings.ToLower(r.k8sNode) == lnode })
+		case u.SlurmJob != "":
+			add(byJob[u.SlurmJob], onNode)
+		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+			host := u.ContainerID
+			if len(host) > 12 {
+				host = host[:12]
+			}
+			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
+				return r.podUID == "" && (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) &&
+					(r.hostname == host || strings.ToLower(r.k8sNode) == lnode)
+			})
+		}
+		// Oldest first; a Slurm registration carrying its job both as
+		// slurm_job and as pipeline_run is found twice, side by side once
+		// sorted, and kept once.
+		slices.SortStableFunc(list, compareTies)
+		out[i] = slices.CompactFunc(list, func(a, b Tie) bool { return a.Key == b.Key })
+	}
+	return out, nil
 }

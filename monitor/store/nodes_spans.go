@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,22 +18,51 @@ import (
 // 100-s task in an hour covered for 20 minutes was billed 100 s observed
 // plus two thirds of its 100 s declared).
 var (
-	// spanBefore: the span a new one continues (ends where it starts):
-	// it starts the same UTC day, a range of the primary key.
-	stmtSpanBefore = &stmt{sql: `SELECT span_start FROM node_spans WHERE node = ? AND uuid = ? AND span_start >= ? AND span_start < ? AND span_end = ?`,
-		sqliteIndex: "sqlite_autoindex_node_spans_1", postgresIndex: "node_spans_pkey", example: []any{"node-1", "GPU-9", int64(1796169600), int64(1796216000), int64(1796216000)}}
-	// spanAfter: the span that starts where a new one ends.
-	stmtSpanAfter = &stmt{sql: `SELECT span_end FROM node_spans WHERE node = ? AND uuid = ? AND span_start = ?`,
-		sqliteIndex: "sqlite_autoindex_node_spans_1", postgresIndex: "node_spans_pkey", example: []any{"n", "GPU-1", int64(1)}}
-	stmtSpanExtend = &stmt{sql: `UPDATE node_spans SET span_end = ? WHERE node = ? AND uuid = ? AND span_start = ?`,
-		sqliteIndex: "sqlite_autoindex_node_spans_1", postgresIndex: "node_spans_pkey", example: []any{int64(2), "n", "GPU-1", int64(1)}}
+	// spansNear: the spans of a node's GPUs (a JSON array of UUIDs, ""
+	// the node's own) starting in [from, to]: from the start of the UTC
+	// day a new span starts in to where it ends, so the spans it continues
+	// (of the same day, ending where it starts) and the ones that continue
+	// it (starting where it ends); a range of the primary key per UUID.
+	stmtSpansNear = perEngine(func(d Dialect) string {
+		return `SELECT s.uuid, s.span_start, s.span_end FROM ` + d.keyList("j") + ` JOIN node_spans s
+		ON s.node = ? AND s.uuid = j.value AND s.span_start >= ? AND s.span_start <= ?`
+	}, &stmt{sqliteIndex: "sqlite_autoindex_node_spans_1", postgresIndex: "node_spans_pkey",
+		example: []any{`["", "GPU-9"]`, "node-1", int64(1796169600), int64(1796216000)}})
 	stmtSpanDelete = &stmt{sql: `DELETE FROM node_spans WHERE node = ? AND uuid = ? AND span_start = ?`,
 		sqliteIndex: "sqlite_autoindex_node_spans_1", postgresIndex: "node_spans_pkey", example: []any{"n", "GPU-1", int64(1)}}
-	stmtSpanInsert = &stmt{sql: `INSERT INTO node_spans (node, uuid, span_start, span_end) VALUES (?, ?, ?, ?)
+	// insertSpan: a new span, or one continued (the span it continues
+	// again, ending later), by rows rows (factRows).
+	stmtSpanInsert = spanUpsert(1)
+	spanUpserts    = func() []*stmt {
+		out := make([]*stmt, len(factRows))
+		for k, n := range factRows {
+			out[k] = stmtSpanInsert
+			if n > 1 {
+				out[k] = spanUpsert(n)
+			}
+		}
+		return out
+	}()
+)
+
+func init() {
+	for k, n := range factRows {
+		if n > 1 {
+			nodeStatements[fmt.Sprintf("insert span, %d rows", n)] = spanUpserts[k]
+		}
+	}
+}
+
+func spanUpsert(rows int) *stmt {
+	example := make([]any, 0, 4*rows)
+	for r := range rows {
+		example = append(example, "n", "GPU-1", int64(r), int64(r+1))
+	}
+	return &stmt{sql: `INSERT INTO node_spans (node, uuid, span_start, span_end) VALUES ` + valueRows(rows, 4) + `
 		ON CONFLICT (node, uuid, span_start) DO UPDATE SET span_end = CASE WHEN node_spans.span_end < excluded.span_end
 		THEN excluded.span_end ELSE node_spans.span_end END`,
-		postgresIndex: "node_spans_pkey", example: []any{"n", "GPU-1", int64(1), int64(2)}}
-)
+		postgresIndex: "node_spans_pkey", example: example}
+}
 
 // coveredGPUs are the UUIDs a report observed (an instance with samples:
 // its ledger state is not unobserved over the report's span), in the
@@ -53,48 +83,60 @@ func coveredGPUs(r *wire.NodeReport) []string {
 const spanDay = 86400
 
 // storeSpans records that the report kept [a, b) of node: the node's span
-// (uuid "") and each observed GPU's, cut at UTC days.
+// (uuid "") and each observed GPU's, cut at UTC days, each merged with the
+// span of the same day that ends where it starts and the one that starts
+// where it ends. One read finds those of every GPU, one upsert per count
+// of factRows writes them.
 func (s *Store) storeSpans(ctx context.Context, tx *sql.Tx, r *wire.NodeReport, a, b int64) error {
-	for _, uuid := range append([]string{""}, coveredGPUs(r)...) {
+	uuids := append([]string{""}, coveredGPUs(r)...)
+	list, err := json.Marshal(uuids)
+	if err != nil {
+		return err
+	}
+	type near struct {
+		uuid string
+		span
+	}
+	all, err := stmtRows(ctx, s, tx, "spans near", stmtSpansNear, func(rows *sql.Rows, n *near) error {
+		return rows.Scan(&n.uuid, &n.start, &n.end)
+	}, string(list), r.Node, a-mod(a, spanDay), b)
+	if err != nil {
+		return fmt.Errorf("spans: %w", err)
+	}
+	byUUID := map[string][]span{}
+	for _, n := range all {
+		byUUID[n.uuid] = append(byUUID[n.uuid], n.span)
+	}
+	var rows [][]any
+	for _, uuid := range uuids {
 		for x := a; x < b; {
 			y := min(b, x-mod(x, spanDay)+spanDay)
-			if err := s.addSpan(ctx, tx, r.Node, uuid, x, y); err != nil {
-				return fmt.Errorf("span of %q: %w", uuid, err)
+			start, end, found := x, y, false
+			for _, sp := range byUUID[uuid] {
+				// The span it continues: the same day's, ending at x (the
+				// earliest of several, as the primary key lists them).
+				if mod(x, spanDay) != 0 && sp.start >= x-mod(x, spanDay) && sp.start < x && sp.end == x && (!found || sp.start < start) {
+					start, found = sp.start, true
+				}
 			}
+			for _, sp := range byUUID[uuid] {
+				// The span that continues it, merged into it.
+				if mod(y, spanDay) != 0 && sp.start == y {
+					end = sp.end
+					if _, err := s.exec(ctx, tx, stmtSpanDelete, r.Node, uuid, y); err != nil {
+						return fmt.Errorf("span of %q: %w", uuid, err)
+					}
+					break
+				}
+			}
+			rows = append(rows, []any{r.Node, uuid, start, end})
 			x = y
 		}
 	}
+	if err := s.upsertRows(ctx, tx, spanUpserts, rows); err != nil {
+		return fmt.Errorf("spans: %w", err)
+	}
 	return nil
-}
-
-// addSpan adds [a, b) (within one UTC day) to (node, uuid)'s spans,
-// merged with the span of the same day that ends at a and the one that
-// starts at b.
-func (s *Store) addSpan(ctx context.Context, tx *sql.Tx, node, uuid string, a, b int64) error {
-	var before, after sql.NullInt64
-	if mod(a, spanDay) != 0 {
-		if err := s.queryRow(ctx, tx, stmtSpanBefore, node, uuid, a-mod(a, spanDay), a, a).Scan(&before); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-	}
-	if mod(b, spanDay) != 0 {
-		if err := s.queryRow(ctx, tx, stmtSpanAfter, node, uuid, b).Scan(&after); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-	}
-	end := b
-	if after.Valid {
-		end = after.Int64
-		if _, err := s.exec(ctx, tx, stmtSpanDelete, node, uuid, b); err != nil {
-			return err
-		}
-	}
-	if before.Valid {
-		_, err := s.exec(ctx, tx, stmtSpanExtend, end, node, uuid, before.Int64)
-		return err
-	}
-	_, err := s.exec(ctx, tx, stmtSpanInsert, node, uuid, a, end)
-	return err
 }
 
 // Spans are the covered spans of each node and GPU in a window: by node,

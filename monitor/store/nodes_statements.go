@@ -15,11 +15,20 @@ var (
 	stmtInsertNodeReport = &stmt{sql: `INSERT INTO node_reports (node, time, interval_seconds, span_start, span_end, final, body, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		sqliteIndex: "", postgresIndex: "", example: []any{"n", int64(1), int64(1), int64(0), int64(1), int64(0), "{}", int64(1)}}
-	// openLives: the open lives of a GPU UUID, on every node: its own
-	// node's to extend, and another node's, reported after the report's
-	// time − --node-retire, a claim that refuses the report (409).
-	stmtOpenLives = &stmt{sql: `SELECT node, first_start, last_end FROM node_gpus WHERE uuid = ? AND ended_at IS NULL`,
-		sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{"GPU-1"}}
+	// openLives: the open lives of a report's GPU UUIDs (a JSON array),
+	// on every node: each GPU's own node's to extend, and another node's,
+	// reported after the report's time − --node-retire, a claim that
+	// refuses the report (409); a seek of node_gpus_uuid per UUID. On
+	// PostgreSQL a lateral subquery, fenced: the planner would hash a
+	// small node_gpus whole against the list's guessed 100 rows.
+	stmtOpenLives = perEngine(func(d Dialect) string {
+		if d == Postgres {
+			return `SELECT j.value, g.node, g.first_start, g.last_end FROM ` + d.keyList("j") + ` CROSS JOIN LATERAL
+		(SELECT node, first_start, last_end FROM node_gpus WHERE uuid = j.value AND ended_at IS NULL ` + d.fence() + `) g`
+		}
+		return `SELECT g.uuid, g.node, g.first_start, g.last_end FROM ` + d.keyList("j") + ` JOIN node_gpus g ON g.uuid = j.value
+		WHERE g.ended_at IS NULL`
+	}, &stmt{sqliteIndex: "node_gpus_uuid", postgresIndex: "node_gpus_uuid", example: []any{`["GPU-1", "GPU-2"]`}})
 	// insertLife: a new life; on a life of the same start (an ended one)
 	// the span extends it, and its end, so that no covered instant is
 	// outside every life.
@@ -127,9 +136,7 @@ var nodeStatements = map[string]*stmt{
 	"report cut":               stmtReportCut,
 	"node UID":                 stmtNodeUID,
 	"set node UID":             stmtSetNodeUID,
-	"span before":              stmtSpanBefore,
-	"span after":               stmtSpanAfter,
-	"extend span":              stmtSpanExtend,
+	"spans near":               stmtSpansNear,
 	"delete span":              stmtSpanDelete,
 	"insert span":              stmtSpanInsert,
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -105,6 +106,17 @@ func (d Dialect) keyList(alias string) string {
 		return `jsonb_array_elements_text(CAST(? AS jsonb)) AS ` + alias + `(value)`
 	}
 	return `json_each(?) AS ` + alias
+}
+
+// keyListArg is what a keyList or pairList fragment binds: keys, a slice
+// of strings, numbers or pairs of strings, as a JSON array (such a slice
+// always encodes).
+func keyListArg(keys any) string {
+	b, err := json.Marshal(keys)
+	if err != nil {
+		panic("store: a key list does not encode: " + err.Error())
+	}
+	return string(b)
 }
 
 // pairList is keyList for a JSON array of pairs of strings: a row per

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -86,19 +84,8 @@ func TieKey(node string, u *UserIdentity) string { return node + "\x1e" + u.Key(
 // ties on neither node to a registration without k8s_node (NODE.md 12.1:
 // one of them forges it, and the monitor cannot tell which).
 func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]Tie, error) {
-	type tieRow struct {
-		key                       string
-		tie                       Tie
-		hostname, k8sNode, podUID string
-	}
 	read := func(st *stmt, keys any) ([]tieRow, error) {
-		arg, err := json.Marshal(keys)
-		if err != nil {
-			return nil, fmt.Errorf("store: ledger ties: %w", err)
-		}
-		return stmtRows(ctx, s, s.r, "ledger ties", st, func(rows *sql.Rows, r *tieRow) error {
-			return rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID)
-		}, string(arg))
+		return stmtRows(ctx, s, s.r, "ledger ties", st, scanTieRow, keyListArg(keys))
 	}
 	// The keys of each rule, as tieCandidates chooses the rule.
 	pods, jobs, decls := map[string]bool{}, map[string]bool{}, map[[2]string]bool{}
@@ -113,7 +100,8 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 			decls[[2]string{u.DeclaredTaskID, u.DeclaredProject}] = true
 		}
 	}
-	byPod, byJob, byRun, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
+	ix := tieIndex{byPod: map[string][]tieRow{}, byJob: map[string][]tieRow{}, byDecl: map[[2]string][]tieRow{}}
+	byPod, byJob, byDecl := ix.byPod, ix.byJob, ix.byDecl
 	if len(pods) > 0 {
 		rows, err := read(stmtTiesPod, sortedKeys(pods))
 		if err != nil {
@@ -136,7 +124,7 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 			return nil, err
 		}
 		for _, r := range rows {
-			byRun[r.key] = append(byRun[r.key], r)
+			byJob[r.key] = append(byJob[r.key], r) // after the job's slurm_job rows
 		}
 	}
 	if len(decls) > 0 {
@@ -164,47 +152,77 @@ func (s *Store) LedgerTies(ctx context.Context, users []UserHour) (map[string][]
 		if _, ok := out[key]; ok {
 			continue
 		}
-		var list []Tie
-		add := func(rows []tieRow, keep func(r *tieRow) bool) {
-			for j := range rows {
-				if r := &rows[j]; keep(r) {
-					list = append(list, r.tie)
-				}
-			}
-		}
-		lnode := strings.ToLower(node)
-		onNode := func(r *tieRow) bool {
-			return r.podUID == "" && (r.hostname == node || strings.ToLower(r.k8sNode) == lnode)
-		}
-		switch {
-		case u.PodUID != "":
-			add(byPod[u.PodUID], func(r *tieRow) bool {
-				if r.k8sNode == "" {
-					return !twoNodes[u.PodUID]
-				}
-				return strings.ToLower(r.k8sNode) == lnode
-			})
-		case u.SlurmJob != "":
-			add(byJob[u.SlurmJob], onNode)
-			add(byRun[u.SlurmJob], onNode)
-		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
-			host := u.ContainerID
-			if len(host) > 12 {
-				host = host[:12]
-			}
-			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
-				return r.podUID == "" && (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) &&
-					(r.hostname == host || strings.ToLower(r.k8sNode) == lnode)
-			})
-		}
-		// Each rule's rows name a registration once, but a Slurm job's
-		// registration may carry the job both as slurm_job and as
-		// pipeline_run: sorted, its two rows are side by side, and one
-		// is kept (no set of seen registrations made per user).
-		slices.SortStableFunc(list, compareTies)
-		out[key] = slices.CompactFunc(list, func(a, b Tie) bool { return a.Key == b.Key })
+		out[key] = ix.ties(u, node, twoNodes[u.PodUID])
 	}
 	return out, nil
+}
+
+// tieRow is a registration a tie statement read, under the key it was
+// looked up by (a pod UID, a Slurm job, a declared task and project).
+type tieRow struct {
+	key                       string
+	tie                       Tie
+	hostname, k8sNode, podUID string
+}
+
+// scanTieRow reads a tie statement's row: the key, the registration, its
+// host name, Kubernetes node and pod UID.
+func scanTieRow(rows *sql.Rows, r *tieRow) error {
+	return rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID)
+}
+
+// tieIndex is what a batch of tie statements read: the registrations by
+// the key each rule looks a user up by (a Slurm job's slurm_job rows,
+// then its pipeline_run rows).
+type tieIndex struct {
+	byPod, byJob map[string][]tieRow
+	byDecl       map[[2]string][]tieRow
+}
+
+// ties are user u's (of node) candidate registrations in ix by the tie
+// rules (MONITOR.md 13), oldest first, each once: for a pod, those of
+// its node or of none (of none only while the pod is not seen on two
+// nodes, twoNodes); for a Slurm job, those of the job on the node; for a
+// declared container, its declared task's of its host or node. Shared
+// by the ledger's ties and a node report's, so the two tie alike.
+func (ix tieIndex) ties(u *UserIdentity, node string, twoNodes bool) []Tie {
+	var list []Tie
+	add := func(rows []tieRow, keep func(r *tieRow) bool) {
+		for j := range rows {
+			if r := &rows[j]; keep(r) {
+				list = append(list, r.tie)
+			}
+		}
+	}
+	lnode := strings.ToLower(node)
+	switch {
+	case u.PodUID != "":
+		add(ix.byPod[u.PodUID], func(r *tieRow) bool {
+			if r.k8sNode == "" {
+				return !twoNodes
+			}
+			return strings.ToLower(r.k8sNode) == lnode
+		})
+	case u.SlurmJob != "":
+		add(ix.byJob[u.SlurmJob], func(r *tieRow) bool {
+			return r.podUID == "" && (r.hostname == node || strings.ToLower(r.k8sNode) == lnode)
+		})
+	case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
+		host := u.ContainerID
+		if len(host) > 12 {
+			host = host[:12]
+		}
+		add(ix.byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
+			return r.podUID == "" && (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) &&
+				(r.hostname == host || strings.ToLower(r.k8sNode) == lnode)
+		})
+	}
+	// Each rule's rows name a registration once, but a Slurm job's
+	// registration may carry the job both as slurm_job and as
+	// pipeline_run: sorted, its two rows are side by side, and one is
+	// kept (no set of seen registrations made per user).
+	slices.SortStableFunc(list, compareTies)
+	return slices.CompactFunc(list, func(a, b Tie) bool { return a.Key == b.Key })
 }
 
 // podsOnTwoNodes returns the pod UIDs that users of two nodes carry over

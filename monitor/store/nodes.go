@@ -326,17 +326,14 @@ func (s *Store) openLives(ctx context.Context, tx *sql.Tx, gpus []reportGPU) (ma
 	for i, g := range gpus {
 		uuids[i] = g.uuid
 	}
-	list, err := json.Marshal(uuids)
-	if err != nil {
-		return nil, err
-	}
+	list := keyListArg(uuids)
 	type row struct {
 		uuid string
 		heldLife
 	}
 	rows, err := stmtRows(ctx, s, tx, "open lives", stmtOpenLives, func(rows *sql.Rows, h *row) error {
 		return rows.Scan(&h.uuid, &h.node, &h.first, &h.last)
-	}, string(list))
+	}, list)
 	if err != nil {
 		return nil, err
 	}

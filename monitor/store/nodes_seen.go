@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"slices"
-	"strings"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 )
@@ -138,19 +136,8 @@ func (s *Store) observedTasks(ctx context.Context, tx *sql.Tx, r *wire.NodeRepor
 // LedgerTies reads them), its rows filtered by the rest of the rule here: a report's users are mostly of
 // one rule and few keys (a pod's containers share its UID).
 func (s *Store) reportTies(ctx context.Context, tx *sql.Tx, node string, ids []UserIdentity) ([][]Tie, error) {
-	type tieRow struct {
-		key                       string
-		tie                       Tie
-		hostname, k8sNode, podUID string
-	}
 	read := func(st *stmt, keys any, into func(r tieRow)) error {
-		arg, err := json.Marshal(keys)
-		if err != nil {
-			return err
-		}
-		rows, err := stmtRows(ctx, s, tx, "report ties", st, func(rows *sql.Rows, r *tieRow) error {
-			return rows.Scan(&r.key, &r.tie.Key, &r.tie.TaskID, &r.tie.Project, &r.tie.Owner, &r.tie.StartTime, &r.hostname, &r.k8sNode, &r.podUID)
-		}, string(arg))
+		rows, err := stmtRows(ctx, s, tx, "report ties", st, scanTieRow, keyListArg(keys))
 		for _, r := range rows {
 			into(r)
 		}
@@ -170,7 +157,8 @@ func (s *Store) reportTies(ctx context.Context, tx *sql.Tx, node string, ids []U
 			decls = append(decls, [2]string{u.DeclaredTaskID, u.DeclaredProject})
 		}
 	}
-	byPod, byJob, byDecl := map[string][]tieRow{}, map[string][]tieRow{}, map[[2]string][]tieRow{}
+	ix := tieIndex{byPod: map[string][]tieRow{}, byJob: map[string][]tieRow{}, byDecl: map[[2]string][]tieRow{}}
+	byPod, byJob, byDecl := ix.byPod, ix.byJob, ix.byDecl
 	if len(pods) > 0 {
 		if err := read(stmtReportTiesPod, slices.Compact(slices.Sorted(slices.Values(pods))), func(r tieRow) {
 			byPod[r.key] = append(byPod[r.key], r)
@@ -197,42 +185,11 @@ func (s *Store) reportTies(ctx context.Context, tx *sql.Tx, node string, ids []U
 			return nil, err
 		}
 	}
-	lnode := strings.ToLower(node)
-	onNode := func(r *tieRow) bool {
-		return r.podUID == "" && (r.hostname == node || strings.ToLower(r.k8sNode) == lnode)
-	}
 	out := make([][]Tie, len(ids))
 	for i := range ids {
-		u := &ids[i]
-		var list []Tie
-		add := func(rows []tieRow, keep func(r *tieRow) bool) {
-			for j := range rows {
-				if r := &rows[j]; keep(r) {
-					list = append(list, r.tie)
-				}
-			}
-		}
-		switch {
-		case u.PodUID != "":
-			// stmtTiePod: a registration of this node or of none.
-			add(byPod[u.PodUID], func(r *tieRow) bool { return r.k8sNode == "" || strings.ToLower(r.k8sNode) == lnode })
-		case u.SlurmJob != "":
-			add(byJob[u.SlurmJob], onNode)
-		case u.ContainerID != "" && u.Declared && u.DeclaredTaskID != "":
-			host := u.ContainerID
-			if len(host) > 12 {
-				host = host[:12]
-			}
-			add(byDecl[[2]string{u.DeclaredTaskID, u.DeclaredProject}], func(r *tieRow) bool {
-				return r.podUID == "" && (u.DeclaredOwner == "" || r.tie.Owner == u.DeclaredOwner) &&
-					(r.hostname == host || strings.ToLower(r.k8sNode) == lnode)
-			})
-		}
-		// Oldest first; a Slurm registration carrying its job both as
-		// slurm_job and as pipeline_run is found twice, side by side once
-		// sorted, and kept once.
-		slices.SortStableFunc(list, compareTies)
-		out[i] = slices.CompactFunc(list, func(a, b Tie) bool { return a.Key == b.Key })
+		// A report's own users: none of its pods is seen on another
+		// node by this report.
+		out[i] = ix.ties(&ids[i], node, false)
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -89,17 +88,14 @@ const spanDay = 86400
 // of factRows writes them.
 func (s *Store) storeSpans(ctx context.Context, tx *sql.Tx, r *wire.NodeReport, a, b int64) error {
 	uuids := append([]string{""}, coveredGPUs(r)...)
-	list, err := json.Marshal(uuids)
-	if err != nil {
-		return err
-	}
+	list := keyListArg(uuids)
 	type near struct {
 		uuid string
 		span
 	}
 	all, err := stmtRows(ctx, s, tx, "spans near", stmtSpansNear, func(rows *sql.Rows, n *near) error {
 		return rows.Scan(&n.uuid, &n.start, &n.end)
-	}, string(list), r.Node, a-mod(a, spanDay), b)
+	}, list, r.Node, a-mod(a, spanDay), b)
 	if err != nil {
 		return fmt.Errorf("spans: %w", err)
 	}

@@ -168,11 +168,7 @@ func (s *Store) Tasks(ctx context.Context, f Filter, scope *access.Scope) (tasks
 		if len(pairs) == 0 {
 			return []Task{}, "", nil
 		}
-		b, err := json.Marshal(pairs)
-		if err != nil {
-			return nil, "", fmt.Errorf("store: tasks: %w", err)
-		}
-		add("(t.project, t.owner) IN (SELECT j.k0, j.k1 FROM "+s.dialect.pairList("j")+")", string(b))
+		add("(t.project, t.owner) IN (SELECT j.k0, j.k1 FROM "+s.dialect.pairList("j")+")", keyListArg(pairs))
 	}
 	args = append(args, limit+1)
 	tasks, err = builtRows(ctx, s, s.r, "tasks", stmtTasks, tasksSQL(where), scanTask, args...)
@@ -300,11 +296,7 @@ func (s *Store) loadGPUs(ctx context.Context, tasks []Task) error {
 		byKey[tasks[i].key] = &tasks[i]
 		keys = append(keys, tasks[i].key)
 	}
-	b, err := json.Marshal(keys)
-	if err != nil {
-		return fmt.Errorf("store: gpus: %w", err)
-	}
-	rows, err := s.query(ctx, s.r, stmtTasksGPUs, string(b))
+	rows, err := s.query(ctx, s.r, stmtTasksGPUs, keyListArg(keys))
 	if err != nil {
 		return fmt.Errorf("store: gpus: %w", err)
 	}

@@ -21,6 +21,10 @@ type stmt struct {
 	// postgresSQL is the text on PostgreSQL where it differs from sql (a
 	// statement written once with Dialect's fragments: perEngine).
 	postgresSQL string
+	// postgresBound is the text on PostgreSQL with its placeholders
+	// bound ($1, $2, …), set when it is registered (a template's is
+	// built at each run).
+	postgresBound string
 	// sqliteIndex and postgresIndex name the index each store must serve
 	// the statement with; "" where the statement reads no table (an
 	// INSERT without a conflict target, the advisory lock). For an INSERT
@@ -240,7 +244,13 @@ func (st *stmt) text(d Dialect) string {
 		q, _ := d.expand(st.build(d), nil)
 		return d.bind(q)
 	}
-	if d == Postgres && st.postgresSQL != "" {
+	if d != Postgres {
+		return st.sql // SQLite's placeholders are the text's own
+	}
+	if st.postgresBound != "" {
+		return st.postgresBound
+	}
+	if st.postgresSQL != "" {
 		return d.bind(st.postgresSQL)
 	}
 	return d.bind(st.sql)

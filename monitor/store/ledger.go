@@ -225,10 +225,7 @@ func (s *Store) rawRollup(ctx context.Context, from, to int64) ([]GPUHour, []Use
 		for _, g := range gpus {
 			k := gk{g.Hour, g.Node, g.UUID}
 			if i, ok := gi[k]; ok {
-				gs[i].Observed += g.Observed
-				gs[i].Unallocated += g.Unallocated
-				gs[i].Energy += g.Energy
-				gs[i].Model = g.Model
+				gs[i].add(g)
 				continue
 			}
 			gi[k] = len(gs)
@@ -238,11 +235,7 @@ func (s *Store) rawRollup(ctx context.Context, from, to int64) ([]GPUHour, []Use
 			k := uk{gk{u.Hour, u.Node, u.UUID}, u.GPUInstanceID, u.User.Key()}
 			if i, ok := ui[k]; ok {
 				x := &us[i]
-				x.Equal += u.Equal
-				x.Util += u.Util
-				x.BusyEqual += u.BusyEqual
-				x.BusyUtil += u.BusyUtil
-				x.Energy += u.Energy
+				x.add(u)
 				x.LastTime = max(x.LastTime, u.LastTime)
 				x.FirstTime = x.LastTime
 				continue

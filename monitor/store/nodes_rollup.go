@@ -76,6 +76,26 @@ type UserHour struct {
 	key string
 }
 
+// add sums g's seconds and energy into h (a later row of h's bucket),
+// taking its model: the one addition of a GPU's roll-up rows.
+func (h *GPUHour) add(g GPUHour) {
+	h.Observed += g.Observed
+	h.Unallocated += g.Unallocated
+	h.Energy += g.Energy
+	h.Model = g.Model
+}
+
+// add sums u's seconds and energy into h, its report times aside (each
+// caller keeps the ones its sum means): the one addition of a user's
+// roll-up rows.
+func (h *UserHour) add(u UserHour) {
+	h.Equal += u.Equal
+	h.Util += u.Util
+	h.BusyEqual += u.BusyEqual
+	h.BusyUtil += u.BusyUtil
+	h.Energy += u.Energy
+}
+
 // UserKey is u.User.Key(), built once where u was read by the ledger.
 func (u *UserHour) UserKey() string {
 	if u.key != "" {

@@ -205,12 +205,7 @@ func mergeGPUs(gpus []GPUHour, bucket func(int64) int64) []GPUHour {
 	return mergeBuckets(gpus, func(g *GPUHour) string {
 		g.Hour = bucket(g.Hour)
 		return strings.Join([]string{strconv.FormatInt(g.Hour, 10), g.Node, g.UUID}, "\x1e")
-	}, func(o *GPUHour, g GPUHour) {
-		o.Observed += g.Observed
-		o.Unallocated += g.Unallocated
-		o.Energy += g.Energy
-		o.Model = g.Model
-	})
+	}, (*GPUHour).add)
 }
 
 // mergeUsers sums a roll-up's user hours into buckets, keeping the
@@ -222,11 +217,7 @@ func mergeUsers(users []UserHour, bucket func(int64) int64) []UserHour {
 		return strings.Join([]string{strconv.FormatInt(u.Hour, 10), u.Node, u.UUID, strconv.FormatInt(u.GPUInstanceID, 10), u.User.Key()}, "\x1e")
 	}, func(o *UserHour, u UserHour) {
 		o.FirstTime, o.LastTime = min(o.FirstTime, u.LastTime), max(o.LastTime, u.LastTime)
-		o.Equal += u.Equal
-		o.Util += u.Util
-		o.BusyEqual += u.BusyEqual
-		o.BusyUtil += u.BusyUtil
-		o.Energy += u.Energy
+		o.add(u)
 	})
 }
 

@@ -264,7 +264,7 @@ func billLines(st *Statement, obs *facts.Observations, q Query) {
 				Start: st.From.Unix()}, Basis: facts.BasisObserved, Namespace: u.Namespace})
 		}
 		l := &st.Lines[i]
-		l.Undeclared = append(l.Undeclared, u.Use)
+		l.Undeclared = append(l.Undeclared, inMicroUnits(u.Use))
 		sums[i].addGPUs(gpuSumsOf(u.Use, map[string]string{"model": u.Use.Model}, false), q.Prices)
 	}
 	for i, a := range sums {
@@ -297,6 +297,17 @@ func inOrder(uses []facts.UndeclaredUse) []facts.UndeclaredUse {
 			cmp.Compare(x.EnergyJoules, y.EnergyJoules))
 	})
 	return out
+}
+
+// inMicroUnits is use as a line lists it: seconds and joules to the
+// micro-unit (MONITOR.md 20.7), so that the list is the same bytes
+// whatever order a store summed the use in (floating-point sums differ
+// in their last digits by order: one use was 2113.6666666666665 s live
+// and 2113.666666666667 s frozen on PostgreSQL). The line's hours and
+// cost are summed from the use unrounded, as the report's rows are.
+func inMicroUnits(u facts.InstanceUse) facts.InstanceUse {
+	u.Seconds, u.BusySeconds, u.EnergyJoules = round(u.Seconds, 1e6), round(u.BusySeconds, 1e6), round(u.EnergyJoules, 1e6)
+	return u
 }
 
 func b2i(b bool) int {

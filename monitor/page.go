@@ -219,8 +219,9 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	// A closed month's figures are its statement's; each month has the
 	// inputs of the page's own month's report: without the namespace
 	// mapping a project billed only for undeclared use last month was
-	// shown as "new" (issue 36).
-	months, err := h.acc.Months(r.Context(), win, trendMonths, scope, now)
+	// shown as "new" (issue 36). The page's own month is rep, not read
+	// again.
+	months, err := h.acc.Months(r.Context(), win, trendMonths, scope, now, rep)
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
 		return

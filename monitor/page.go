@@ -170,6 +170,17 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		}
 		byLabel = keys
 	}
+	// The Fleet section's reads (the ledger and its discrepancies) are
+	// their own: they run beside the month's reports, not after them.
+	type fleetResult struct {
+		f   *pageFleet
+		err error
+	}
+	fleetDone := make(chan fleetResult, 1)
+	go func() {
+		f, err := h.fleet(r.Context(), win, scope, now)
+		fleetDone <- fleetResult{f, err}
+	}()
 	rep, err := h.acc.Report(r.Context(), accounts.Request{Window: win, By: []string{"project"}, Scope: scope, Now: now})
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
@@ -188,13 +199,7 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 		return
 	}
 
-	fleet, err := h.fleet(r.Context(), win, scope, now)
-	if err != nil {
-		h.api.storeFailed(w, r, "page fleet", err)
-		return
-	}
 	d := pageData{
-		Fleet:     fleet,
 		IdleMore:  more != "",
 		Budgeted:  h.cfg.Budgets != nil,
 		Month:     win.From.Format("2006-01"),
@@ -219,8 +224,9 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 	// A closed month's figures are its statement's; each month has the
 	// inputs of the page's own month's report: without the namespace
 	// mapping a project billed only for undeclared use last month was
-	// shown as "new" (issue 36).
-	months, err := h.acc.Months(r.Context(), win, trendMonths, scope, now)
+	// shown as "new" (issue 36). The page's own month is rep, not read
+	// again.
+	months, err := h.acc.Months(r.Context(), win, trendMonths, scope, now, rep)
 	if err != nil {
 		h.api.storeFailed(w, r, "page report", err)
 		return
@@ -232,6 +238,12 @@ func (h *reports) page(w http.ResponseWriter, r *http.Request, scope *access.Sco
 			int(win.To.Sub(win.From).Hours()/24), d.PrevMonthName)
 	}
 	d.Trend = trend(months, d.Priced, d.Currency)
+	fr := <-fleetDone
+	if fr.err != nil {
+		h.api.storeFailed(w, r, "page fleet", fr.err)
+		return
+	}
+	d.Fleet = fr.f
 	// Bars: one per project, the longest 420 px wide: cost with prices,
 	// GPU-hours without.
 	max := 0.0

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
@@ -67,6 +68,51 @@ func (p partSource) Observations(ctx context.Context, w facts.Window) (*facts.Ob
 	return out, nil
 }
 
+// daySource is the store for one day's rows: the day's observations and
+// its tasks are read once and handed to every computation of the day
+// that asks for them (the chargeback's lines, the three parts' reports,
+// the declared offset), where each read them again before (five reads of
+// the same rows a day). A read of another window goes to the store. It
+// lives for one day of one export: no answer outlives the export.
+type daySource struct {
+	Source
+	day facts.Window
+
+	obsOnce sync.Once
+	obs     *facts.Observations
+	obsErr  error
+
+	tasksOnce sync.Once
+	tasks     []facts.TaskUsage
+	tasksErr  error
+}
+
+func (d *daySource) isDay(w facts.Window) bool {
+	return w.From.Equal(d.day.From) && w.To.Equal(d.day.To)
+}
+
+// Observations are the store's (nil when it observes nothing, as
+// report.Compute takes a source that is no report.Observer).
+func (d *daySource) Observations(ctx context.Context, w facts.Window) (*facts.Observations, error) {
+	o, ok := d.Source.(report.Observer)
+	if !ok {
+		return nil, nil
+	}
+	if !d.isDay(w) {
+		return o.Observations(ctx, w)
+	}
+	d.obsOnce.Do(func() { d.obs, d.obsErr = o.Observations(ctx, w) })
+	return d.obs, d.obsErr
+}
+
+func (d *daySource) ReportTasks(ctx context.Context, w facts.Window) ([]facts.TaskUsage, error) {
+	if !d.isDay(w) {
+		return d.Source.ReportTasks(ctx, w)
+	}
+	d.tasksOnce.Do(func() { d.tasks, d.tasksErr = d.Source.ReportTasks(ctx, w) })
+	return d.tasks, d.tasksErr
+}
+
 // gen is one export's computation.
 type gen struct {
 	cfg     Config
@@ -90,8 +136,16 @@ type usage struct {
 	hours, cost           float64
 }
 
-// day is one UTC day's rows.
+// day is one UTC day's rows, every read of the day's observations and
+// tasks made once (daySource).
 func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
+	day := *g
+	day.cfg.Source = &daySource{Source: g.cfg.Source, day: w}
+	return day.dayRows(ctx, w)
+}
+
+// dayRows are the rows of the day w, g's source that day's.
+func (g *gen) dayRows(ctx context.Context, w facts.Window) ([]Row, error) {
 	q := report.Query{Window: w, By: rowKeys, Prices: g.cfg.Prices}
 	if g.scope != nil {
 		q.Scope = g.scope.Allows

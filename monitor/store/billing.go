@@ -240,14 +240,22 @@ func (s *Store) billingUsers(ctx context.Context, sg segment) ([]billingGroup, e
 	if sg.grain == "hour" {
 		part = hourPart(sg.from, sg.to)
 	}
-	out, err := builtRows(ctx, s, s.r, "billing", billingUsersByGrain[sg.grain], billingUsersSQL(sg.grain, part), func(rows *sql.Rows, g *billingGroup) error {
-		var mig int64
-		g.seg = sg
-		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
-			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
-		g.use.MIG = mig == 1
-		return err
-	}, h0, to)
+	var out []billingGroup
+	var err error
+	if oneBucket(grainPart{sg.grain, sg.from, sg.to}) {
+		// A whole month, day or hour: its rows as stored
+		// (billing_bucket.go).
+		out, err = s.billingBucketUsers(ctx, sg)
+	} else {
+		out, err = builtRows(ctx, s, s.r, "billing", billingUsersByGrain[sg.grain], billingUsersSQL(sg.grain, part), func(rows *sql.Rows, g *billingGroup) error {
+			var mig int64
+			g.seg = sg
+			err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
+				&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
+			g.use.MIG = mig == 1
+			return err
+		}, h0, to)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -112,17 +112,19 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	// exception: billing_unattributed.go).
 	un := untied{}
 	var untiedGroups []billingGroup
-	// The ties of all the groups, one statement per tie rule (LedgerTies).
+	// The ties of all the groups, one statement per tie rule (LedgerTies),
+	// keyed by the user_key each group was read with (the identity's Key
+	// is not built again for each of 300,000 users at fleet size).
 	tieUsers := make([]UserHour, len(groups))
 	for i := range groups {
-		tieUsers[i] = UserHour{Node: groups[i].node, User: groups[i].user}
+		tieUsers[i] = UserHour{Node: groups[i].node, User: groups[i].user, key: groups[i].key}
 	}
 	ties, err := s.LedgerTies(ctx, tieUsers)
 	if err != nil {
 		return nil, err
 	}
-	for _, g := range groups {
-		cands := ties[TieKey(g.node, &g.user)]
+	for i, g := range groups {
+		cands := ties[tieUsers[i].TieKey()]
 		parts, err := s.resolveGroup(ctx, g, cands)
 		if err != nil {
 			return nil, err

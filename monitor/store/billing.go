@@ -101,7 +101,14 @@ func (s *Store) Observations(ctx context.Context, w facts.Window) (*facts.Observ
 	if err != nil {
 		return nil, err
 	}
-	groups := slices.Concat(perSegment...)
+	// A window of one segment (a month) keeps its groups as read, not a
+	// copy of them.
+	var groups []billingGroup
+	if len(perSegment) == 1 {
+		groups = perSegment[0]
+	} else {
+		groups = slices.Concat(perSegment...)
+	}
 	// Tie each group; the attributed use goes to its task.
 	type taskUse struct {
 		nodes map[string]float64

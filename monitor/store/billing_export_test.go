@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,6 +38,8 @@ func BillingStatementsForTest(s *Store, from, to int64) []WriteStatement {
 			out = append(out, WriteStatement{Name: "billing users by " + g, SQL: s.bind(billingUsersSQL(g, "")),
 				Index: idx("sqlite_autoindex_"+t+"_1", t+"_pkey"), Example: []any{from, to}})
 		}
+		out = append(out, WriteStatement{Name: "billing user rows of one " + g, SQL: s.bind(billingRowsSQL(g)),
+			Index: idx("sqlite_autoindex_"+t+"_1", t+"_pkey"), Example: []any{from}})
 		out = append(out, WriteStatement{Name: "billing buckets by " + g, SQL: s.bind(billingBucketsSQL(g)),
 			Index:   idx("sqlite_autoindex_"+t+"_1", t+"_pkey"),
 			Example: []any{from, to, "node-1", "u1", 0, "", "", 0, 0}})
@@ -95,3 +98,38 @@ func (u untied) String() string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
+
+// BillingBucketBothWaysForTest reads the users of the bucket of grain
+// that starts at from grouped in SQL (billingUsersSQL) and from its rows
+// as stored (billingBucketUsers), and returns both as text, a group a
+// line in the order read.
+func BillingBucketBothWaysForTest(ctx context.Context, s *Store, grain string, from int64) (grouped, rows string, err error) {
+	sg := segment{grain: grain, from: from, to: bucketEnd(grain, from)}
+	text := func(gs []billingGroup) string {
+		var lines []string
+		for _, g := range gs {
+			u := g.use
+			lines = append(lines, fmt.Sprintf("%s %s mig=%v %s/%s %d/%d %d-%d %g %g %g", g.node, g.key, u.MIG, u.Model, u.Profile,
+				u.Slices, u.TotalSlices, g.minLast, g.maxLast, u.Seconds, u.BusySeconds, u.EnergyJoules))
+		}
+		return strings.Join(lines, "\n")
+	}
+	a, err := builtRows(ctx, s, s.r, "billing", billingUsersByGrain[grain], billingUsersSQL(grain, ""), func(rows *sql.Rows, g *billingGroup) error {
+		var mig int64
+		err := rows.Scan(&g.node, &g.key, &mig, &g.use.Model, &g.use.Profile, &g.use.Slices, &g.use.TotalSlices,
+			&g.minLast, &g.maxLast, &g.use.Seconds, &g.use.BusySeconds, &g.use.EnergyJoules)
+		g.use.MIG = mig == 1
+		return err
+	}, sg.from, sg.to)
+	if err != nil {
+		return "", "", err
+	}
+	b, err := s.billingBucketUsers(ctx, sg)
+	if err != nil {
+		return "", "", err
+	}
+	return text(a), text(b), nil
+}
+
+// BindForTest is q with the store's placeholders.
+func BindForTest(s *Store, q string) string { return s.bind(q) }

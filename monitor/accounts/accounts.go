@@ -26,8 +26,9 @@ package accounts
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
@@ -167,29 +168,20 @@ const monthsAtOnce = 4
 // alone, so the chart's figures are the month's report's.
 func (a *Accounts) Months(ctx context.Context, win facts.Window, n int, scope *access.Scope, now time.Time, last *report.Report) ([]*report.Report, error) {
 	out := make([]*report.Report, n)
-	errs := make([]error, n)
-	todo := make(chan int)
-	var wg sync.WaitGroup
-	for range min(monthsAtOnce, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range todo {
-				w := facts.Month(win.From.AddDate(0, i-n+1, 0))
-				out[i], errs[i] = a.Report(ctx, Request{Window: w, By: []string{"project"}, Scope: scope, Now: now})
-			}
-		}()
-	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(monthsAtOnce)
 	for i := range n {
 		if i == n-1 && last != nil {
 			out[i] = last
 			continue
 		}
-		todo <- i
+		g.Go(func() (err error) {
+			w := facts.Month(win.From.AddDate(0, i-n+1, 0))
+			out[i], err = a.Report(ctx, Request{Window: w, By: []string{"project"}, Scope: scope, Now: now})
+			return err
+		})
 	}
-	close(todo)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -36,8 +36,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/access"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/books"
@@ -188,28 +189,17 @@ func (g *gen) days(ctx context.Context) ([][]Row, error) {
 		starts = append(starts, day)
 	}
 	out := make([][]Row, len(starts))
-	errs := make([]error, len(starts))
-	todo := make(chan int)
-	var wg sync.WaitGroup
-	for range min(daysAtOnce, len(starts)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range todo {
-				day := starts[i]
-				out[i], errs[i] = g.day(ctx, facts.Window{From: day, To: day.AddDate(0, 0, 1)})
-				if errs[i] != nil {
-					errs[i] = fmt.Errorf("focus: %s: %w", day.Format(time.DateOnly), errs[i])
-				}
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(daysAtOnce)
+	for i, day := range starts {
+		eg.Go(func() (err error) {
+			if out[i], err = g.day(ctx, facts.Window{From: day, To: day.AddDate(0, 0, 1)}); err != nil {
+				return fmt.Errorf("focus: %s: %w", day.Format(time.DateOnly), err)
 			}
-		}()
+			return nil
+		})
 	}
-	for i := range starts {
-		todo <- i
-	}
-	close(todo)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := eg.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil

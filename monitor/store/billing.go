@@ -30,12 +30,9 @@ import (
 // node, uuid, gpu_instance_id, user_key): the window's buckets are a range
 // of its first column. A window's first and last hours, when they are not
 // whole, count in proportion to the part of them inside it (part:
-// hourPart). An hour's earliest report time is its last one.
+// hourPart).
 func billingUsersSQL(grain, part string) string {
-	first := "first_time"
-	if grain == "hour" {
-		first = "last_time"
-	}
+	first := firstTimeColumn(grain)
 	return `SELECT node, user_key, CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END, model, profile, slices, total_slices,
 		MIN(` + first + `), MAX(last_time),
 		SUM(equal_s` + part + `), SUM(busy_equal_s` + part + `), SUM(energy_j` + part + `)
@@ -57,10 +54,7 @@ func billingUserTimesSQL(part string) string {
 // or a month's group whose ties differ, read again a grain finer): the
 // primary key's bucket range.
 func billingBucketsSQL(grain string) string {
-	first := "first_time"
-	if grain == "hour" {
-		first = "last_time"
-	}
+	first := firstTimeColumn(grain)
 	return `SELECT ` + grain + `, MIN(` + first + `), MAX(last_time), SUM(equal_s), SUM(busy_equal_s), SUM(energy_j)
 		FROM node_user_` + grain + `s WHERE ` + grain + ` >= ? AND ` + grain + ` < ? AND node = ? AND user_key = ?
 		AND CASE WHEN gpu_instance_id < 0 THEN 0 ELSE 1 END = ? AND model = ? AND profile = ? AND slices = ? AND total_slices = ?

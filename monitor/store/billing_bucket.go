@@ -17,13 +17,9 @@ import (
 // primary key's order, and the groups put in billingUsersSQL's order.
 
 // billingRowsSQL: the rows of one bucket of grain, only the columns
-// billing reads. An hourly row keeps only its last report time (the first
-// is the same for the sums: MIN(last_time)).
+// billing reads.
 func billingRowsSQL(grain string) string {
-	first := "first_time"
-	if grain == "hour" {
-		first = "last_time"
-	}
+	first := firstTimeColumn(grain)
 	return `SELECT node, user_key, gpu_instance_id, model, profile, slices, total_slices, ` + first + `, last_time,
 		equal_s, busy_equal_s, energy_j FROM node_user_` + grain + `s WHERE ` + grain + ` = ?`
 }
@@ -108,17 +104,7 @@ func (s *Store) billingBucketUsers(ctx context.Context, sg segment) ([]billingGr
 // groups: node, user key, kind of instance (whole GPUs first), model,
 // profile, slices.
 func compareBillingRows(a, b billingRow) int {
-	return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.key, b.key), cmpBool(a.mig, b.mig),
+	return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.key, b.key), cmp.Compare(b2i(a.mig), b2i(b.mig)),
 		cmp.Compare(a.model, b.model), cmp.Compare(a.profile, b.profile),
 		cmp.Compare(a.slices, b.slices), cmp.Compare(a.total, b.total))
-}
-
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }

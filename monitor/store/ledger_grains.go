@@ -103,14 +103,9 @@ var ledgerGrainSums = func() map[string][2]*stmt {
 // the same figures. The primary key (bucket first) serves each.
 var ledgerGrainRows = func() map[string][2]*stmt {
 	out := map[string][2]*stmt{}
-	for _, g := range []string{"hour", "day", "month"} {
+	for _, g := range Grains {
 		gt, ut := "node_gpu_"+g+"s", "node_user_"+g+"s"
-		// An hourly row keeps only its last report time (its first is the
-		// same for the sums: MIN(last_time)).
-		first := "first_time"
-		if g == "hour" {
-			first = "last_time"
-		}
+		first := firstTimeColumn(g)
 		out[g] = [2]*stmt{
 			{sql: `SELECT node, uuid, model, ` + g + `, observed_s, unallocated_s, energy_j FROM ` + gt + ` WHERE ` + g + ` = ?`,
 				sqliteIndex: "sqlite_autoindex_" + gt + "_1", postgresIndex: gt + "_pkey", example: []any{int64(1796130000)}},
@@ -127,7 +122,7 @@ var ledgerGrainRows = func() map[string][2]*stmt {
 // into them (a field holding the separator); each table's primary key.
 var ledgerUserIdentity = func() map[string]*stmt {
 	out := map[string]*stmt{}
-	for _, g := range []string{"hour", "day", "month"} {
+	for _, g := range Grains {
 		out[g] = &stmt{sql: `SELECT MIN(runtime), MIN(container_id), MIN(pod_uid), MIN(namespace), MIN(pod), MIN(container),
 			MIN(slurm_job), MIN(uid), MIN(cgroup), MIN(declared), MIN(declared_task_id), MIN(declared_project), MIN(declared_owner)
 			FROM node_user_` + g + `s WHERE ` + g + ` >= ? AND ` + g + ` < ? AND node = ? AND uuid = ? AND gpu_instance_id = ? AND user_key = ?

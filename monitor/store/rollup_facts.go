@@ -21,6 +21,16 @@ import (
 // Grains are the roll-ups' grains, in the order of RollupBuckets.
 var Grains = []string{"hour", "day", "month"}
 
+// firstTimeColumn is the column of a user row's earliest report time at
+// grain: a day's or month's first_time; an hourly row keeps only its last
+// one, which is its earliest too (MIN(last_time) over the hours).
+func firstTimeColumn(grain string) string {
+	if grain == "hour" {
+		return "last_time"
+	}
+	return "first_time"
+}
+
 // rollupCounts counts the buckets written per grain (hour, day, month).
 type rollupCounts [3]atomic.Int64
 

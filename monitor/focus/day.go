@@ -122,6 +122,8 @@ type gen struct {
 	// now is the instant the ledger is computed at (its capacity ends at
 	// the clock): one for the whole export.
 	now time.Time
+	// decl is the month's declared tasks, shared by the days (one export).
+	decl *declaredOnce
 }
 
 // rowKeys are the report's keys of the export's rows: pipeline too, for
@@ -323,12 +325,13 @@ func (g *gen) price(r *Row, model string, hours, cost float64) {
 // billed on the declared basis for the same GPUs and instants
 // (x_DeclaredOffsetGpuHours; offsets, offset.go), never below zero.
 func (g *gen) platform(ctx context.Context, w facts.Window) ([]Row, error) {
-	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
+	src := &dayLedger{Source: g.cfg.Ledger}
+	l, err := ledger.Compute(ctx, src, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
 		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire, Now: g.now})
 	if err != nil {
 		return nil, err
 	}
-	off, err := g.offsets(ctx, w, g.now)
+	off, err := g.offsets(ctx, src, w, g.now)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,9 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
-// sharing is what the chargeback's task lines of one row key say about its
-// GPUs and labels: no figure, only the tags and the split columns.
+// sharing is what the tasks of one row key (the chargeback's task lines
+// of the day) say about its GPUs and labels: no figure, only the tags and
+// the split columns.
 type sharing struct {
 	labels   map[string]string // extra labels every task of the key has, paddle/label/NAME
 	mig      bool              // a MIG instance

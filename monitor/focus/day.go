@@ -85,6 +85,9 @@ type daySource struct {
 	tasksOnce sync.Once
 	tasks     []facts.TaskUsage
 	tasksErr  error
+	// fromMonth, when set, lists the day's tasks from the month's read
+	// (monthTasks) instead of a read of the day.
+	fromMonth func(context.Context) ([]facts.TaskUsage, error)
 }
 
 func (d *daySource) isDay(w facts.Window) bool {
@@ -109,7 +112,13 @@ func (d *daySource) ReportTasks(ctx context.Context, w facts.Window) ([]facts.Ta
 	if !d.isDay(w) {
 		return d.Source.ReportTasks(ctx, w)
 	}
-	d.tasksOnce.Do(func() { d.tasks, d.tasksErr = d.Source.ReportTasks(ctx, w) })
+	d.tasksOnce.Do(func() {
+		if d.fromMonth != nil {
+			d.tasks, d.tasksErr = d.fromMonth(ctx)
+			return
+		}
+		d.tasks, d.tasksErr = d.Source.ReportTasks(ctx, w)
+	})
 	return d.tasks, d.tasksErr
 }
 
@@ -122,8 +131,10 @@ type gen struct {
 	// now is the instant the ledger is computed at (its capacity ends at
 	// the clock): one for the whole export.
 	now time.Time
-	// decl is the month's declared tasks, shared by the days (one export).
-	decl *declaredOnce
+	// decl and tasks are the month's declared tasks and its tasks by
+	// day, each read once for all the days (one export).
+	decl  *declaredOnce
+	tasks *monthTasks
 }
 
 // rowKeys are the report's keys of the export's rows: pipeline too, for
@@ -139,10 +150,25 @@ type usage struct {
 }
 
 // day is one UTC day's rows, every read of the day's observations and
-// tasks made once (daySource).
+// tasks made once (daySource), the tasks from the month's read where the
+// source lists a month's tasks by day (monthTasker).
 func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
 	day := *g
-	day.cfg.Source = &daySource{Source: g.cfg.Source, day: w}
+	ds := &daySource{Source: g.cfg.Source, day: w}
+	if mt, ok := g.cfg.Source.(monthTasker); ok {
+		i := int(w.From.Sub(g.month.From) / (24 * time.Hour))
+		ds.fromMonth = func(ctx context.Context) ([]facts.TaskUsage, error) {
+			days, err := g.tasks.read(ctx, mt, g.month)
+			if err != nil {
+				return nil, err
+			}
+			if i >= len(days) {
+				return nil, fmt.Errorf("the month's tasks by day end before day %d", i+1)
+			}
+			return days[i], nil
+		}
+	}
+	day.cfg.Source = ds
 	return day.dayRows(ctx, w)
 }
 

@@ -14,12 +14,13 @@ import (
 
 // countingSource is a store with no tasks and one GPU no report covers
 // (unobserved all month, so every day computes a declared offset) that
-// counts the reads of each window's observations, tasks, ledger data and
-// declared tasks.
+// counts the reads of each window's observations, tasks (by window, and
+// by day of a window), ledger data and declared tasks.
 type countingSource struct {
 	mu       sync.Mutex
 	obs      map[facts.Window]int
 	tasks    map[facts.Window]int
+	byDay    map[facts.Window]int
 	ledger   map[[2]int64]int
 	declared map[[2]int64]int
 }
@@ -47,6 +48,11 @@ func (c *countingSource) ReportMetric(context.Context, facts.Window, []string, s
 func (c *countingSource) ReportTasks(_ context.Context, w facts.Window) ([]facts.TaskUsage, error) {
 	c.count(c.tasks, w)
 	return nil, nil
+}
+
+func (c *countingSource) ReportTasksByDay(_ context.Context, w facts.Window) ([][]facts.TaskUsage, error) {
+	c.count(c.byDay, w)
+	return make([][]facts.TaskUsage, w.To.Sub(w.From)/(24*time.Hour)), nil
 }
 
 func (c *countingSource) Observations(_ context.Context, w facts.Window) (*facts.Observations, error) {
@@ -89,17 +95,18 @@ func (c *countingSource) CoveredSpans(context.Context, int64, int64) (map[string
 }
 
 // TestGenerateReadsEachDayOnce: each day of the export reads its
-// observations, its tasks and its ledger data once, for the sharing of
-// its GPUs, the three billing parts, the ledger and the declared offset
-// together (MONITOR.md 18: the observations were read five times a day,
-// the ledger data twice), and the month's declared tasks are read once
-// for every day's offset (once a day before).
+// observations and its ledger data once, for the sharing of its GPUs, the
+// three billing parts, the ledger and the declared offset together
+// (MONITOR.md 18: the observations were read five times a day, the ledger
+// data twice), and the month's tasks by day and its declared tasks are
+// read once for every day (each day read its own before).
 func TestGenerateReadsEachDayOnce(t *testing.T) {
 	p, err := report.ParsePrices(strings.NewReader(`{"currency":"EUR","models":{"x":1}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &countingSource{obs: map[facts.Window]int{}, tasks: map[facts.Window]int{}, ledger: map[[2]int64]int{}, declared: map[[2]int64]int{}}
+	src := &countingSource{obs: map[facts.Window]int{}, tasks: map[facts.Window]int{}, byDay: map[facts.Window]int{},
+		ledger: map[[2]int64]int{}, declared: map[[2]int64]int{}}
 	if _, err := Generate(context.Background(), Config{Source: src, Ledger: src, Prices: p}, "2026-11", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +114,14 @@ func TestGenerateReadsEachDayOnce(t *testing.T) {
 	for d := range 30 {
 		w := facts.Window{From: from.AddDate(0, 0, d), To: from.AddDate(0, 0, d+1)}
 		day := [2]int64{w.From.Unix(), w.To.Unix()}
-		if src.obs[w] != 1 || src.tasks[w] != 1 || src.ledger[day] != 1 {
-			t.Errorf("%s: observations read %d times, tasks %d, ledger data %d; want 1, 1 and 1",
-				w.From.Format(time.DateOnly), src.obs[w], src.tasks[w], src.ledger[day])
+		if src.obs[w] != 1 || src.ledger[day] != 1 {
+			t.Errorf("%s: observations read %d times, ledger data %d; want 1 and 1", w.From.Format(time.DateOnly), src.obs[w], src.ledger[day])
 		}
 	}
-	month := [2]int64{from.Unix(), from.AddDate(0, 1, 0).Unix()}
-	if len(src.obs) != 30 || len(src.tasks) != 30 || len(src.ledger) != 30 || len(src.declared) != 1 || src.declared[month] != 1 {
-		t.Errorf("windows read: %d of observations, %d of tasks, %d of ledger data (want 30 each); declared tasks %v (want the month's, once)",
-			len(src.obs), len(src.tasks), len(src.ledger), src.declared)
+	month := facts.Window{From: from, To: from.AddDate(0, 1, 0)}
+	if len(src.obs) != 30 || len(src.ledger) != 30 || len(src.tasks) != 0 || len(src.byDay) != 1 || src.byDay[month] != 1 ||
+		len(src.declared) != 1 || src.declared[[2]int64{month.From.Unix(), month.To.Unix()}] != 1 {
+		t.Errorf("windows read: %d of observations, %d of ledger data (want 30 each); tasks %v (want none), by day %v (the month's, once); "+
+			"declared tasks %v (the month's, once)", len(src.obs), len(src.ledger), src.tasks, src.byDay, src.declared)
 	}
 }

@@ -39,26 +39,48 @@ func (d *dayLedger) LedgerData(ctx context.Context, from, to, retire int64) (*st
 }
 
 // declaredOnce is the month's declared tasks (ledger.Source.DeclaredTasks
-// over the export's month), read once for every day's offset, where each
-// day read them before (every task of the store is scanned, the start
-// bound selecting no range: 30 scans a month). A day's offset looks up
-// only the day's tasks with counted seconds in the day, and each of those
-// is among the month's declared tasks with the same node and GPUs (a task
-// whose counted interval meets the day meets the month; its hostname,
-// Kubernetes node and GPUs do not depend on the window). It lives for one
-// export.
+// over the export's month) by task key, read once for every day's offset,
+// where each day read them before (every task of the store is scanned,
+// the start bound selecting no range: 30 scans a month). A day's offset
+// looks up only the day's tasks with counted seconds in the day, and each
+// of those is among the month's declared tasks with the same node and
+// GPUs (a task whose counted interval meets the day meets the month; its
+// hostname, Kubernetes node and GPUs do not depend on the window). It
+// lives for one export.
 type declaredOnce struct {
 	once  sync.Once
-	tasks []store.DeclaredTask
+	byKey map[int64]listed
 	err   error
 }
 
-// declared are the month's declared tasks, read on the first call.
-func (g *gen) declared(ctx context.Context) ([]store.DeclaredTask, error) {
+// listed is a declared task's node (its Kubernetes node, else its host)
+// and its listed GPUs' UUIDs, in position order.
+type listed struct {
+	uuids []string
+	node  string
+}
+
+// declared are the month's declared tasks by key, read on the first call.
+func (g *gen) declared(ctx context.Context) (map[int64]listed, error) {
 	g.decl.once.Do(func() {
-		g.decl.tasks, g.decl.err = g.cfg.Ledger.DeclaredTasks(ctx, g.month.From.Unix(), g.month.To.Unix())
+		decl, err := g.cfg.Ledger.DeclaredTasks(ctx, g.month.From.Unix(), g.month.To.Unix())
+		if err != nil {
+			g.decl.err = err
+			return
+		}
+		g.decl.byKey = make(map[int64]listed, len(decl))
+		for _, t := range decl {
+			l := listed{node: t.K8sNode}
+			if l.node == "" {
+				l.node = t.Hostname
+			}
+			for _, gpu := range t.GPUs {
+				l.uuids = append(l.uuids, gpu.UUID)
+			}
+			g.decl.byKey[t.Key] = l
+		}
 	})
-	return g.decl.tasks, g.decl.err
+	return g.decl.byKey, g.decl.err
 }
 
 // monthTasker is a Source that lists each day's tasks of a month from one

@@ -119,24 +119,9 @@ func ledgerGPUs(d *store.LedgerData, from, to, retire, now int64) (map[ledger.GP
 // tasks list them (declaredOnce).
 func (g *gen) declaredUses(ctx context.Context, w facts.Window, holders map[string][]ledger.GPU) (map[ledger.GPU][]declaredUse, error) {
 	from, to := w.From.Unix(), w.To.Unix()
-	decl, err := g.declared(ctx)
+	byKey, err := g.declared(ctx)
 	if err != nil {
 		return nil, err
-	}
-	type listed struct {
-		uuids []string
-		node  string
-	}
-	byKey := map[int64]listed{}
-	for _, t := range decl {
-		l := listed{node: t.K8sNode}
-		if l.node == "" {
-			l.node = t.Hostname
-		}
-		for _, gpu := range t.GPUs {
-			l.uuids = append(l.uuids, gpu.UUID)
-		}
-		byKey[t.Key] = l
 	}
 	tasks, err := g.cfg.Source.ReportTasks(ctx, w)
 	if err != nil {

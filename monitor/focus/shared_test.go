@@ -51,24 +51,12 @@ func chargebackSharing(t *testing.T, src report.TaskLister, q report.Query) map[
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each task line's GPUs counted in by model as the export did (addTask
+	// is that code; the chargeback has applied the scope already).
 	out := map[string]*sharing{}
 	for _, l := range st.Lines {
-		if l.Namespace != "" {
-			continue
-		}
-		models := map[string][]facts.TaskGPU{}
-		for _, gpu := range l.GPUs {
-			models[gpu.Model] = append(models[gpu.Model], gpu)
-		}
-		if l.UnlistedGPUs > 0 {
-			models[""] = append(models[""], facts.TaskGPU{Share: 1})
-		}
-		for _, m := range slices.Sorted(maps.Keys(models)) {
-			k := shareKey(l.Project, l.Owner, m)
-			if out[k] == nil {
-				out[k] = &sharing{}
-			}
-			out[k].add(l.Labels, models[m])
+		if l.Namespace == "" {
+			addTask(out, l.TaskUsage, report.Query{})
 		}
 	}
 	return out

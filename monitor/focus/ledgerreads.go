@@ -91,9 +91,9 @@ type monthTasker interface {
 }
 
 // monthTasks is the export's month of tasks by day, read once for every
-// day's rows, where each day read its own (a read of the tasks' spans
-// that met every task stored on SQLite's plans: half the export's CPU at
-// 1,000 GPUs with a year stored). It lives for one export.
+// day's rows, where each day read its own (30 reads of the tasks' spans:
+// half the export's CPU at 1,000 GPUs with a year stored). It lives for
+// one export.
 type monthTasks struct {
 	once sync.Once
 	days [][]facts.TaskUsage

@@ -11,8 +11,7 @@ import (
 // most a month's 31), in the days' order, from one read of w's tasks: the
 // same tasks, in the same order, with the same seconds as a read of that
 // day gives, where a month's export read its tasks day by day (30 reads
-// of span, each meeting every task of the store's history on SQLite's
-// plans: half the export's CPU at 1,000 GPUs with a year stored).
+// of span: half the export's CPU at 1,000 GPUs with a year stored).
 //
 // A task of the day [f, t) is one of span's sets for that window:
 // started in it, or started before f with its counted end ce (countedEnd)

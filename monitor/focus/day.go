@@ -71,9 +71,10 @@ func (p partSource) Observations(ctx context.Context, w facts.Window) (*facts.Ob
 // daySource is the store for one day's rows: the day's observations and
 // its tasks are read once and handed to every computation of the day
 // that asks for them (the GPUs' sharing and labels, the three parts'
-// reports, the declared offset), where each read them again before (five reads of
-// the same rows a day). A read of another window goes to the store. It
-// lives for one day of one export: no answer outlives the export.
+// reports, the declared offset), where each read them again before (five
+// reads of the same rows a day). A read of another window goes to the
+// store. It lives for one day of one export: no answer outlives the
+// export.
 type daySource struct {
 	Source
 	day facts.Window

@@ -25,12 +25,19 @@ import (
 // start, with one GPU entry; end > 0 completes it then.
 func billingTask(t *testing.T, s *server, id, project, pod, gpu string, start, end int64) {
 	t.Helper()
+	labelledTask(t, s, id, project, pod, gpu, "{}", start, end)
+}
+
+// labelledTask is billingTask with the registration's labels (a JSON
+// object).
+func labelledTask(t *testing.T, s *server, id, project, pod, gpu, labels string, start, end int64) {
+	t.Helper()
 	where := `"hostname":"other-node"`
 	if pod != "" {
 		where = fmt.Sprintf(`"hostname":%q,"k8s_pod_uid":%q,"k8s_node":"gpu-node-1"`, id+"-0", pod)
 	}
 	reg := fmt.Sprintf(`{"schema_version":1,"task_id":%q,"task_name":"train","project":%q,"owner":"ann@example.com",
-		"start_time":%d,%s,"labels":{},"gpu_count":1,"gpus":[%s]}`, id, project, start, where, gpu)
+		"start_time":%d,%s,"labels":%s,"gpu_count":1,"gpus":[%s]}`, id, project, start, where, labels, gpu)
 	expect(t, s.do(t, registerReq(reg, "a-secret")), 201, "")
 	if end > 0 {
 		done := fmt.Sprintf(`{"schema_version":1,"task_id":%q,"start_time":%d,"end_time":%d,"duration_seconds":%d,"exit_code":0,"gpu_count":1}`, id, start, end, end-start)

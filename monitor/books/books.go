@@ -358,15 +358,8 @@ func Report(ctx context.Context, st Store, q report.Query, live bool) (*report.R
 			return r, err
 		}
 	}
-	trimmed, err := st.TrimmedBefore(ctx)
-	if err != nil {
+	if err := checkTrimmed(ctx, st, q); err != nil {
 		return nil, err
-	}
-	if !trimmed.IsZero() && q.From.Before(trimmed) {
-		return nil, &TrimmedError{facts.QueryError{Param: "from", Rule: fmt.Sprintf(
-			"from %s: the window reaches days whose tasks were deleted by --retain (those that ended before %s); "+
-				"there, ask for a whole closed month without metrics (its statement)",
-			q.From.Format(time.RFC3339), trimmed.Format(time.RFC3339))}}
 	}
 	r, err := report.Compute(ctx, st, q)
 	if err != nil {

@@ -28,7 +28,8 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 		return nil, nil
 	}
 	// The report's own inputs (the namespace mapping too): the
-	// corrections are the adjustments the report of the month lists.
+	// corrections are the adjustments the report of the month lists,
+	// read without the report's rows.
 	q := report.Query{Window: g.month, By: []string{"project"}, Prices: g.cfg.Prices}
 	if g.cfg.Namespaces != nil {
 		q.Namespaces = g.cfg.Namespaces.Project
@@ -36,7 +37,7 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 	if g.scope != nil {
 		q.Scope = g.scope.Allows
 	}
-	rep, err := books.Report(ctx, g.cfg.Books, q, false)
+	adjustments, err := books.ReportAdjustments(ctx, g.cfg.Books, q)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (g *gen) corrections(ctx context.Context) ([]Row, error) {
 	}
 	var out []Row
 	listed := map[string]map[string]*facts.TaskUsage{} // by corrected month, then project, owner and task_id
-	for _, a := range rep.Adjustments {
+	for _, a := range adjustments {
 		of, err := facts.ParseMonth("adjustment_of", a.AdjustmentOf)
 		if err != nil {
 			return nil, err

@@ -70,10 +70,11 @@ func (p partSource) Observations(ctx context.Context, w facts.Window) (*facts.Ob
 
 // daySource is the store for one day's rows: the day's observations and
 // its tasks are read once and handed to every computation of the day
-// that asks for them (the chargeback's lines, the three parts' reports,
-// the declared offset), where each read them again before (five reads of
-// the same rows a day). A read of another window goes to the store. It
-// lives for one day of one export: no answer outlives the export.
+// that asks for them (the GPUs' sharing and labels, the three parts'
+// reports, the declared offset), where each read them again before (five
+// reads of the same rows a day). A read of another window goes to the
+// store. It lives for one day of one export: no answer outlives the
+// export.
 type daySource struct {
 	Source
 	day facts.Window
@@ -85,6 +86,9 @@ type daySource struct {
 	tasksOnce sync.Once
 	tasks     []facts.TaskUsage
 	tasksErr  error
+	// fromMonth, when set, lists the day's tasks from the month's read
+	// (monthTasks) instead of a read of the day.
+	fromMonth func(context.Context) ([]facts.TaskUsage, error)
 }
 
 func (d *daySource) isDay(w facts.Window) bool {
@@ -109,7 +113,13 @@ func (d *daySource) ReportTasks(ctx context.Context, w facts.Window) ([]facts.Ta
 	if !d.isDay(w) {
 		return d.Source.ReportTasks(ctx, w)
 	}
-	d.tasksOnce.Do(func() { d.tasks, d.tasksErr = d.Source.ReportTasks(ctx, w) })
+	d.tasksOnce.Do(func() {
+		if d.fromMonth != nil {
+			d.tasks, d.tasksErr = d.fromMonth(ctx)
+			return
+		}
+		d.tasks, d.tasksErr = d.Source.ReportTasks(ctx, w)
+	})
 	return d.tasks, d.tasksErr
 }
 
@@ -122,6 +132,10 @@ type gen struct {
 	// now is the instant the ledger is computed at (its capacity ends at
 	// the clock): one for the whole export.
 	now time.Time
+	// decl and tasks are the month's declared tasks and its tasks by
+	// day, each read once for all the days (one export).
+	decl  *declaredOnce
+	tasks *monthTasks
 }
 
 // rowKeys are the report's keys of the export's rows: pipeline too, for
@@ -137,10 +151,25 @@ type usage struct {
 }
 
 // day is one UTC day's rows, every read of the day's observations and
-// tasks made once (daySource).
+// tasks made once (daySource), the tasks from the month's read where the
+// source lists a month's tasks by day (monthTasker).
 func (g *gen) day(ctx context.Context, w facts.Window) ([]Row, error) {
 	day := *g
-	day.cfg.Source = &daySource{Source: g.cfg.Source, day: w}
+	ds := &daySource{Source: g.cfg.Source, day: w}
+	if mt, ok := g.cfg.Source.(monthTasker); ok {
+		i := int(w.From.Sub(g.month.From) / (24 * time.Hour))
+		ds.fromMonth = func(ctx context.Context) ([]facts.TaskUsage, error) {
+			days, err := g.tasks.read(ctx, mt, g.month)
+			if err != nil {
+				return nil, err
+			}
+			if i >= len(days) {
+				return nil, fmt.Errorf("the month's tasks by day end before day %d", i+1)
+			}
+			return days[i], nil
+		}
+	}
+	day.cfg.Source = ds
 	return day.dayRows(ctx, w)
 }
 
@@ -323,12 +352,13 @@ func (g *gen) price(r *Row, model string, hours, cost float64) {
 // billed on the declared basis for the same GPUs and instants
 // (x_DeclaredOffsetGpuHours; offsets, offset.go), never below zero.
 func (g *gen) platform(ctx context.Context, w facts.Window) ([]Row, error) {
-	l, err := ledger.Compute(ctx, g.cfg.Ledger, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
+	src := &dayLedger{Source: g.cfg.Ledger}
+	l, err := ledger.Compute(ctx, src, ledger.Query{Window: w, By: ledger.ByModel, Split: g.cfg.Split, Prices: g.cfg.Prices,
 		Namespaces: g.cfg.Namespaces, Retire: g.cfg.Retire, Now: g.now})
 	if err != nil {
 		return nil, err
 	}
-	off, err := g.offsets(ctx, w, g.now)
+	off, err := g.offsets(ctx, src, w, g.now)
 	if err != nil {
 		return nil, err
 	}

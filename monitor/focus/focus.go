@@ -157,7 +157,7 @@ func Generate(ctx context.Context, cfg Config, month string, scope *access.Scope
 			out.Version = c.Version
 		}
 	}
-	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version, now: time.Now()}
+	g := &gen{cfg: cfg, month: w, scope: scope, version: out.Version, now: time.Now(), decl: &declaredOnce{}, tasks: &monthTasks{}}
 	days, err := g.days(ctx)
 	if err != nil {
 		return nil, err

@@ -48,16 +48,16 @@ type declaredUse struct {
 }
 
 // offsets are the day w's declared offsets by ledger model (the ledger's
-// --by model keys). now is the instant the ledger of the day is computed
-// at.
-func (g *gen) offsets(ctx context.Context, w facts.Window, now time.Time) (map[string]offset, error) {
+// --by model keys), from src's ledger data (the day's dayLedger). now is
+// the instant the ledger of the day is computed at.
+func (g *gen) offsets(ctx context.Context, src ledger.Source, w facts.Window, now time.Time) (map[string]offset, error) {
 	cov, ok := g.cfg.Ledger.(coverer)
 	from, to := w.From.Unix(), w.To.Unix()
 	if !ok {
 		return nil, nil
 	}
 	retire := int64(g.retire() / time.Second)
-	d, err := g.cfg.Ledger.LedgerData(ctx, from, to, retire)
+	d, err := src.LedgerData(ctx, from, to, retire)
 	if err != nil {
 		return nil, err
 	}
@@ -114,27 +114,14 @@ func ledgerGPUs(d *store.LedgerData, from, to, retire, now int64) (map[ledger.GP
 }
 
 // declaredUses are the day's declared GPUs on GPUs of the ledger (holders:
-// the ledger's GPUs by UUID), by GPU.
+// the ledger's GPUs by UUID), by GPU: the day's tasks with counted
+// seconds in the day, each with its node and GPUs as the month's declared
+// tasks list them (declaredOnce).
 func (g *gen) declaredUses(ctx context.Context, w facts.Window, holders map[string][]ledger.GPU) (map[ledger.GPU][]declaredUse, error) {
 	from, to := w.From.Unix(), w.To.Unix()
-	decl, err := g.cfg.Ledger.DeclaredTasks(ctx, from, to)
+	byKey, err := g.declared(ctx)
 	if err != nil {
 		return nil, err
-	}
-	type listed struct {
-		uuids []string
-		node  string
-	}
-	byKey := map[int64]listed{}
-	for _, t := range decl {
-		l := listed{node: t.K8sNode}
-		if l.node == "" {
-			l.node = t.Hostname
-		}
-		for _, gpu := range t.GPUs {
-			l.uuids = append(l.uuids, gpu.UUID)
-		}
-		byKey[t.Key] = l
 	}
 	tasks, err := g.cfg.Source.ReportTasks(ctx, w)
 	if err != nil {

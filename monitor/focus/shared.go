@@ -2,16 +2,18 @@ package focus
 
 import (
 	"context"
-	"maps"
-	"slices"
+	"fmt"
 	"strings"
+	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
 
-// sharing is what the chargeback's task lines of one row key say about its
-// GPUs and labels: no figure, only the tags and the split columns.
+// sharing is what the tasks of one row key (the chargeback's task lines
+// of the day) say about its GPUs and labels: no figure, only the tags and
+// the split columns.
 type sharing struct {
 	labels   map[string]string // extra labels every task of the key has, paddle/label/NAME
 	mig      bool              // a MIG instance
@@ -49,36 +51,86 @@ func shareKey(project, owner, model string) string {
 	return project + "\x00" + owner + "\x00" + model
 }
 
-// sharing reads the day's chargeback lines (report.Chargeback) by
-// (project, owner, model key).
+// sharing is what the day's tasks say about their GPUs and labels, by
+// (project, owner, model key): the tasks the chargeback of the day lists a
+// line for (report.Chargeback), read from the day's tasks and
+// observations without computing the lines' figures, which no row takes
+// from there. Those are the tasks whose counted interval meets the day
+// (the day's tasks; q.Scope filters them), and, when node reports cover
+// the day, each task with attributed use in the day whose counted
+// interval does not meet it (a report whose span began before the task's
+// start), looked up as the chargeback looks it up, in the day widened by
+// a report's longest span. The chargeback's lines of undeclared use carry
+// no task and give nothing here.
 func (g *gen) sharing(ctx context.Context, q report.Query) (map[string]*sharing, error) {
-	st, err := report.Chargeback(ctx, g.cfg.Source, q)
+	tasks, err := g.cfg.Source.ReportTasks(ctx, q.Window)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("report: tasks: %w", err)
 	}
 	out := map[string]*sharing{}
-	for _, l := range st.Lines {
-		if l.Namespace != "" {
-			continue
+	for _, t := range tasks {
+		addTask(out, t, q)
+	}
+	o, ok := g.cfg.Source.(report.Observer)
+	if !ok {
+		return out, nil
+	}
+	obs, err := o.Observations(ctx, q.Window)
+	if err != nil {
+		return nil, fmt.Errorf("report: observations: %w", err)
+	}
+	if obs == nil || !obs.Covered {
+		return out, nil
+	}
+	listed := make(map[int64]bool, len(tasks))
+	for _, t := range tasks {
+		listed[t.ID] = true
+	}
+	missing := map[int64]bool{}
+	for _, t := range obs.Tasks {
+		if t.ID != 0 && !listed[t.ID] && len(t.Observed) > 0 {
+			missing[t.ID] = true
 		}
-		models := map[string][]facts.TaskGPU{}
-		for _, gpu := range l.GPUs {
-			models[gpu.Model] = append(models[gpu.Model], gpu)
-		}
-		if l.UnlistedGPUs > 0 {
-			models[""] = append(models[""], facts.TaskGPU{Share: 1})
-		}
-		for _, m := range slices.Sorted(maps.Keys(models)) {
-			k := shareKey(l.Project, l.Owner, m)
-			s := out[k]
-			if s == nil {
-				s = &sharing{}
-				out[k] = s
-			}
-			s.add(l.Labels, models[m])
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	span := wire.MaxNodeInterval * time.Second
+	near, err := g.cfg.Source.ReportTasks(ctx, facts.Window{From: q.From.Add(-span), To: q.To.Add(span)})
+	if err != nil {
+		return nil, fmt.Errorf("report: tasks: %w", err)
+	}
+	for _, t := range near {
+		if missing[t.ID] {
+			addTask(out, t, q)
 		}
 	}
 	return out, nil
+}
+
+// addTask counts task t's GPUs and labels into its keys' sharing, by
+// model (its unlisted GPUs are whole GPUs of the empty model), unless
+// q.Scope leaves it out.
+func addTask(out map[string]*sharing, t facts.TaskUsage, q report.Query) {
+	if q.Scope != nil && !q.Scope(t.Project, t.Owner) {
+		return
+	}
+	models := map[string][]facts.TaskGPU{}
+	for _, gpu := range t.GPUs {
+		models[gpu.Model] = append(models[gpu.Model], gpu)
+	}
+	if t.UnlistedGPUs > 0 {
+		models[""] = append(models[""], facts.TaskGPU{Share: 1})
+	}
+	for m, gpus := range models {
+		k := shareKey(t.Project, t.Owner, m)
+		s := out[k]
+		if s == nil {
+			s = &sharing{}
+			out[k] = s
+		}
+		s.add(t.Labels, gpus)
+	}
 }
 
 // add counts one task's GPUs of the key in.

@@ -33,7 +33,7 @@ var readSidePackages = []string{"monitor/accounts", "monitor/report", "monitor/l
 var calculations = map[string][]string{
 	"monitor/report": {"Compute", "Chargeback"},
 	"monitor/ledger": {"Compute", "FindDiscrepancies"},
-	"monitor/books":  {"Report", "Chargeback", "Adjustments", "KeepChargeback"},
+	"monitor/books":  {"Report", "Chargeback", "Adjustments", "ReportAdjustments", "KeepChargeback"},
 }
 
 // figureStatements are the store's methods that read report or ledger
@@ -42,7 +42,7 @@ var calculations = map[string][]string{
 // months' reports, frozen task facts and late tasks): called on any
 // value, they are a figure read.
 var figureStatements = []string{
-	"ReportSums", "ReportMetric", "Observations", "ReportTasks", "RunningTasks",
+	"ReportSums", "ReportMetric", "Observations", "ReportTasks", "ReportTasksByDay", "RunningTasks",
 	"LedgerData", "LedgerDataRaw", "LedgerUserHours", "LedgerTies", "TieCandidates", "DeclaredTasks", "ShareOverlaps",
 	"StatementReport", "LateTasks", "TaskFacts", "StatementFacts",
 }

@@ -153,8 +153,8 @@ func benchmark(o options) error {
 	}
 
 	var md strings.Builder
-	fmt.Fprintf(&md, "Command: `make bench` (`go run ./test/bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
-		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths, *nodeDays, *nodeCount, *ledgerGPUs,
+	fmt.Fprintf(&md, "Command: `make bench` (`go run ./test/bench/monitorbench -monitor %s -scenarios %s -n %d -rounds %d -write-clients %d -write-duration %s -report-tasks %d -metrics-tasks %d -year-tasks %d -year-months %d -node-days %d -node-count %d -ledger-gpus %d%s`), %s; measured: `%s`; %d CPUs (%s); load average %s at the start.\n",
+		shown, o.scenarios, o.n, o.rounds, *writeClients, *writeDuration, *reportTasks, *metricsTasks, *yearTasks, *yearMonths, *nodeDays, *nodeCount, *ledgerGPUs, onlyFlag(),
 		started.UTC().Format("2006-01-02 15:04 UTC"), version(o.monitor), runtime.NumCPU(), benchdoc.CPUModel(), benchdoc.LoadAverage())
 	if pgErr != nil {
 		fmt.Fprintf(&md, "\nPostgreSQL did not start: %v\n", pgErr)
@@ -184,6 +184,14 @@ func benchmark(o options) error {
 		return section.Write(o.doc, md.String())
 	}
 	return nil
+}
+
+// onlyFlag is -ledger-only as the command line names it ("" unset).
+func onlyFlag() string {
+	if *ledgerOnly == "" {
+		return ""
+	}
+	return " -ledger-only " + *ledgerOnly
 }
 
 // goals writes the table of the monitor's targets (docs/benchmarks.md, Goals) against this run's

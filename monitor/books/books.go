@@ -53,10 +53,13 @@ type Store interface {
 	ReportCut(ctx context.Context) (*int64, error)
 }
 
-// Ledger returns the ledger's states of a window as JSON for a statement,
-// or nil when the monitor keeps no ledger. It is the statement's hook for
-// node reports: nil until the ledger exists.
-type Ledger func(ctx context.Context, w facts.Window) (json.RawMessage, error)
+// Ledger returns the ledger of a window for a statement: its facts
+// (package ledger's, for every reader), which the statement freezes and
+// a closed month's ledger is grouped from, and its states grouped from
+// them as JSON (nil when no node report covers the window). It is the
+// statement's hook for node reports: nil when the monitor keeps no
+// ledger.
+type Ledger func(ctx context.Context, w facts.Window) (*store.LedgerFacts, json.RawMessage, error)
 
 // Inputs are what a statement is computed with.
 type Inputs struct {
@@ -92,7 +95,7 @@ type Statement struct {
 	ByProjectOwner    *report.Report      `json:"by_project_owner"`
 	Adjustments       []report.Adjustment `json:"adjustments"`
 	// Ledger is the ledger's states of the month (null without node
-	// reports).
+	// reports), grouped from the ledger facts the statement froze.
 	Ledger json.RawMessage `json:"ledger"`
 	// ReportCut is the last node report time the statement includes
 	// (MONITOR.md 20.14; absent without node reports, so a statement of a
@@ -104,6 +107,11 @@ type Statement struct {
 	// MONITOR.md 20.10), so the statement's own hash covers them too
 	// (absent where the store froze none).
 	TaskFactsSHA256 string `json:"task_facts_sha256,omitempty"`
+	// LedgerFactsSHA256 is the SHA-256 (hex) of the ledger facts the
+	// statement froze, as canonical JSON Lines (store.LedgerFacts.JSONLines;
+	// MONITOR.md 20.10), so the statement's own hash covers the closed
+	// month's ledger too (absent where it froze none: no ledger).
+	LedgerFactsSHA256 string `json:"ledger_facts_sha256,omitempty"`
 }
 
 // Errors of the books, for the callers' answers.
@@ -258,8 +266,18 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 			s.ReportCut = &t
 		}
 		if in.Ledger != nil {
-			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
+			// The ledger's facts, frozen with the statement: the
+			// closed month's ledger by every --by is grouped from them
+			// (invariant 3), its states in the body too.
+			if out.Ledger, s.Ledger, err = in.Ledger(ctx, w); err != nil {
 				return out, err
+			}
+			if out.Ledger != nil {
+				lines, err := out.Ledger.JSONLines(w.From.Unix())
+				if err != nil {
+					return out, err
+				}
+				s.LedgerFactsSHA256 = Hash(lines)
 			}
 		}
 		if out.Frozen != nil {

@@ -171,11 +171,10 @@ type UserUse struct {
 
 func ptr(v float64) *float64 { return &v }
 
-// acc collects figures by key.
+// acc collects figures by key (group).
 type acc struct {
-	rows   map[string]*Figures
-	total  Figures
-	prices *report.Prices
+	rows  map[string]*Figures
+	total Figures
 }
 
 func (a *acc) row(key string) *Figures {
@@ -187,13 +186,13 @@ func (a *acc) row(key string) *Figures {
 	return f
 }
 
-// add counts h GPU-hours of state under key, with their cost (ok false:
-// no price).
-func (a *acc) add(key string, state int, h, cost float64, ok bool) {
+// add counts h GPU-hours of state under key, with their cost (unknown: a
+// part of them had no price).
+func (a *acc) add(key string, state int, h, cost float64, unknown bool) {
 	for _, f := range []*Figures{a.row(key), &a.total} {
 		f.States[state] += h
 		f.costs[state] += cost
-		if !ok && h > 0 {
+		if unknown {
 			f.unknown[state] = true
 		}
 	}

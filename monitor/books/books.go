@@ -2,7 +2,9 @@
 // project and by project and owner, with the prices and budgets used (and
 // the ledger's states when the monitor keeps a ledger), frozen with the
 // time it was closed and the SHA-256 of its canonical JSON; beside it the
-// month's task facts (store.Frozen), from which both reports are computed.
+// month's task facts (store.Frozen), from which both reports are computed,
+// and its ledger facts (store.LedgerFacts), from which the ledger's states
+// are grouped.
 //
 // Guarantees:
 //   - A closed month's report (by project, or by project and owner) is
@@ -10,6 +12,9 @@
 //     other grouping without metrics it is summed from the frozen task
 //     facts (the live report of the month at the close), so every grouping
 //     adds up to the statement's total; Live recomputes it from the tasks.
+//   - A closed month's ledger facts are those of the close (FrozenLedger),
+//     whatever node report is stored later; their SHA-256 is in the
+//     statement (ledger_facts_sha256), so its hash covers them.
 //   - Late data is never lost: what changes a closed month after its close
 //     (a late registration, a completion or a heartbeat of a task open at
 //     the close) is counted in the next open month as adjustment rows per

@@ -9,7 +9,11 @@
 // says by how much it does not (the states are computed independently of
 // capacity: unobserved from the lives and the covered seconds, the others
 // from the instances' weights). The same store data gives the same
-// answer, from the roll-ups or from the raw reports.
+// answer, from the roll-ups or from the raw reports. A ledger is its
+// facts (Facts: GPU-hours, cost and capacity at the finest key any
+// grouping needs) grouped by one function (Group) for the query's key
+// and scope, live or from a closed month's frozen facts alike, so both
+// add the same numbers in the same order and give the same bytes.
 package ledger
 
 import (

@@ -19,7 +19,7 @@ import (
 
 // closedLedgerViews are the ledger of month as a user reads it: by every
 // --by from the command line in JSON, CSV and the table, over HTTP for an
-// admin, and by project for a team (s-secret).
+// admin, by project for a team (s-secret), and the page's Fleet section.
 func closedLedgerViews(t *testing.T, s *server, dsn, prices, ns, month string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -38,6 +38,18 @@ func closedLedgerViews(t *testing.T, s *server, dsn, prices, ns, month string) m
 	a := s.do(t, get("/v1/ledger?by=project&month="+month, "s-secret"))
 	expect(t, a, 200, "")
 	out["GET team by=project"] = string(a.Body)
+	// The page's Fleet section of the month: its chart and table by
+	// model (the list of use nobody declared after it is live).
+	a = s.do(t, request{Method: "GET", Path: "/?month=" + month, Token: "a-secret", NoSpecCheck: true})
+	if a.Status != 200 {
+		t.Fatalf("the page of %s: %d %s", month, a.Status, a.Body)
+	}
+	page := string(a.Body)
+	from, to := strings.Index(page, "<h2>Fleet</h2>"), strings.Index(page, "<h3>Use nobody declared</h3>")
+	if from < 0 || to < from {
+		t.Fatalf("the page of %s has no Fleet section:\n%s", month, page)
+	}
+	out["page Fleet"] = page[from:to]
 	return out
 }
 
@@ -119,6 +131,9 @@ func TestClosedMonthLedgerFrozen(t *testing.T) {
 			"undeclared_cost":      was["undeclared_cost"].(float64) + 10,
 			"attributed_gpu_hours": was["attributed_gpu_hours"].(float64),
 			"check_gpu_hours":      0})
+		if reopened["page Fleet"] == before["page Fleet"] {
+			t.Errorf("reopened, the page's Fleet section does not count GPU-c:\n%s", reopened["page Fleet"])
+		}
 		if reopened["GET team by=project"] != before["GET team by=project"] {
 			t.Errorf("the team's ledger moved with another project's use:\n%s\nwant\n%s", reopened["GET team by=project"], before["GET team by=project"])
 		}

@@ -264,7 +264,7 @@ func statementsCmd(args []string, stdout io.Writer) error {
 		} else if ok, err := books.FactsMatch(ctx, st, c.Month, c.Version); err != nil {
 			return err
 		} else if !ok {
-			bad = append(bad, fmt.Sprintf("%s version %d (its task facts)", c.Month, c.Version))
+			bad = append(bad, fmt.Sprintf("%s version %d (its task or ledger facts)", c.Month, c.Version))
 		}
 		n := notes[store.NotesKey(c.Month, c.Version)]
 		if *asJSON {

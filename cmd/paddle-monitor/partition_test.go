@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store/storetest"
 )
 
@@ -151,7 +152,7 @@ func TestMigratePartition(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("migrate --partition: exit %d: %s", r.code, r.stderr)
 		}
-		for _, want := range []string{"schema version 19\n", "node_reports: partitioned, ", "node_gpu_hours: partitioned, ", "node_user_hours: partitioned, "} {
+		for _, want := range []string{fmt.Sprintf("schema version %d\n", store.SchemaVersion()), "node_reports: partitioned, ", "node_gpu_hours: partitioned, ", "node_user_hours: partitioned, "} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("migrate --partition printed no %q:\n%s", want, r.stdout)
 			}

@@ -12,11 +12,17 @@
 //     calculation (report.Compute, ledger.Compute, books.Report, …) or the
 //     store's figure statements itself (test/repository checks it).
 //   - Whether a window is answered live or from a closed month's statement
-//     is decided in one place, Report (through books.Report): a whole
-//     closed month by project or by project and owner is its statement's,
-//     by any other grouping the sum of the task facts it froze,
-//     an open month carries its adjustments, a window retention trimmed is
-//     refused.
+//     is decided in one place per kind of figure: Report (through
+//     books.Report): a whole closed month by project or by project and
+//     owner is its statement's, by any other grouping the sum of the task
+//     facts it froze, an open month carries its adjustments, a window
+//     retention trimmed is refused; Ledger (through books.FrozenLedger):
+//     a window that is exactly a closed month is grouped from the ledger
+//     facts its statement froze (every --by, every scope, the page's
+//     Fleet section), byte-identical to the live ledger at the close
+//     whatever node report arrives later; every other window, a reopened
+//     month and a statement closed before migration 0020 are live, and so
+//     are discrepancies.
 //   - The calculations stay in their packages: report (GPU-hours, cost,
 //     budgets, the chargeback), ledger (the fleet's states,
 //     discrepancies), books (statements, adjustments), focus (the FOCUS

@@ -10,6 +10,7 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/focus"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/ledger"
+	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
 // LedgerRequest is a ledger's window, grouping and reader.
@@ -39,9 +40,28 @@ func (in Inputs) CheckLedger(r LedgerRequest) error {
 }
 
 // Ledger is the ledger of r: every GPU-hour of the fleet in its five
-// states.
+// states. A window that is exactly a closed month (its statement in
+// force) is grouped from the ledger facts the statement froze, with the
+// close's prices, namespace mapping, split rule and --node-retire
+// (MONITOR.md 17 invariant 3): the ledger the month had at its close,
+// whatever node report is stored since. Every other window, a reopened
+// month and a statement that froze no ledger (closed before migration
+// 0020) are computed live.
 func (a *Accounts) Ledger(ctx context.Context, r LedgerRequest) (*ledger.Ledger, error) {
-	return ledger.Compute(ctx, a.src.Ledger, a.in.ledgerQuery(r))
+	q := a.in.ledgerQuery(r)
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
+	if a.src.Books != nil {
+		f, err := books.FrozenLedger(ctx, a.src.Books, r.Window)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			return ledger.Group(f, q)
+		}
+	}
+	return ledger.Compute(ctx, a.src.Ledger, q)
 }
 
 // Discrepancies are r's discrepancies between what tasks declared and what
@@ -79,19 +99,27 @@ func (a *Accounts) FleetMonth(ctx context.Context, now time.Time) (*ledger.Ledge
 	return a.Ledger(ctx, LedgerRequest{Window: facts.Month(now), By: ledger.ByModel, Now: now})
 }
 
-// StatementLedger is the statements' ledger hook: the month's ledger by
-// state (as `paddle-monitor ledger --by state` prints it in JSON), or
+// StatementLedger is the statements' ledger hook: the month's ledger
+// facts for every reader, computed live with the accounts' inputs (the
+// month is not closed yet), and the month's ledger by state grouped from
+// them (as `paddle-monitor ledger --by state` prints it in JSON), or
 // null when no node report covers the month.
 func (a *Accounts) StatementLedger() books.Ledger {
-	return func(ctx context.Context, w facts.Window) (json.RawMessage, error) {
-		l, err := a.Ledger(ctx, LedgerRequest{Window: w, By: ledger.ByState, Now: time.Now()})
+	return func(ctx context.Context, w facts.Window) (*store.LedgerFacts, json.RawMessage, error) {
+		q := a.in.ledgerQuery(LedgerRequest{Window: w, By: ledger.ByState, Now: time.Now()})
+		f, err := ledger.Facts(ctx, a.src.Ledger, q)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		l, err := ledger.Group(f, q)
+		if err != nil {
+			return nil, nil, err
 		}
 		if l.Total.Capacity == nil || *l.Total.Capacity == 0 {
-			return nil, nil
+			return f, nil, nil
 		}
-		return json.Marshal(l)
+		b, err := json.Marshal(l)
+		return f, b, err
 	}
 }
 

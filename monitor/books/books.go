@@ -2,7 +2,9 @@
 // project and by project and owner, with the prices and budgets used (and
 // the ledger's states when the monitor keeps a ledger), frozen with the
 // time it was closed and the SHA-256 of its canonical JSON; beside it the
-// month's task facts (store.Frozen), from which both reports are computed.
+// month's task facts (store.Frozen), from which both reports are computed,
+// and its ledger facts (store.LedgerFacts), from which the ledger's states
+// are grouped.
 //
 // Guarantees:
 //   - A closed month's report (by project, or by project and owner) is
@@ -10,6 +12,9 @@
 //     other grouping without metrics it is summed from the frozen task
 //     facts (the live report of the month at the close), so every grouping
 //     adds up to the statement's total; Live recomputes it from the tasks.
+//   - A closed month's ledger facts are those of the close (FrozenLedger),
+//     whatever node report is stored later; their SHA-256 is in the
+//     statement (ledger_facts_sha256), so its hash covers them.
 //   - Late data is never lost: what changes a closed month after its close
 //     (a late registration, a completion or a heartbeat of a task open at
 //     the close) is counted in the next open month as adjustment rows per
@@ -53,10 +58,13 @@ type Store interface {
 	ReportCut(ctx context.Context) (*int64, error)
 }
 
-// Ledger returns the ledger's states of a window as JSON for a statement,
-// or nil when the monitor keeps no ledger. It is the statement's hook for
-// node reports: nil until the ledger exists.
-type Ledger func(ctx context.Context, w facts.Window) (json.RawMessage, error)
+// Ledger returns the ledger of a window for a statement: its facts
+// (package ledger's, for every reader), which the statement freezes and
+// a closed month's ledger is grouped from, and its states grouped from
+// them as JSON (nil when no node report covers the window). It is the
+// statement's hook for node reports: nil when the monitor keeps no
+// ledger.
+type Ledger func(ctx context.Context, w facts.Window) (*store.LedgerFacts, json.RawMessage, error)
 
 // Inputs are what a statement is computed with.
 type Inputs struct {
@@ -92,7 +100,7 @@ type Statement struct {
 	ByProjectOwner    *report.Report      `json:"by_project_owner"`
 	Adjustments       []report.Adjustment `json:"adjustments"`
 	// Ledger is the ledger's states of the month (null without node
-	// reports).
+	// reports), grouped from the ledger facts the statement froze.
 	Ledger json.RawMessage `json:"ledger"`
 	// ReportCut is the last node report time the statement includes
 	// (MONITOR.md 20.14; absent without node reports, so a statement of a
@@ -104,6 +112,11 @@ type Statement struct {
 	// MONITOR.md 20.10), so the statement's own hash covers them too
 	// (absent where the store froze none).
 	TaskFactsSHA256 string `json:"task_facts_sha256,omitempty"`
+	// LedgerFactsSHA256 is the SHA-256 (hex) of the ledger facts the
+	// statement froze, as canonical JSON Lines (store.LedgerFacts.JSONLines;
+	// MONITOR.md 20.10), so the statement's own hash covers the closed
+	// month's ledger too (absent where it froze none: no ledger).
+	LedgerFactsSHA256 string `json:"ledger_facts_sha256,omitempty"`
 }
 
 // Errors of the books, for the callers' answers.
@@ -258,8 +271,18 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 			s.ReportCut = &t
 		}
 		if in.Ledger != nil {
-			if s.Ledger, err = in.Ledger(ctx, w); err != nil {
+			// The ledger's facts, frozen with the statement: the
+			// closed month's ledger by every --by is grouped from them
+			// (invariant 3), its states in the body too.
+			if out.Ledger, s.Ledger, err = in.Ledger(ctx, w); err != nil {
 				return out, err
+			}
+			if out.Ledger != nil {
+				lines, err := out.Ledger.JSONLines(w.From.Unix())
+				if err != nil {
+					return out, err
+				}
+				s.LedgerFactsSHA256 = Hash(lines)
 			}
 		}
 		if out.Frozen != nil {

@@ -147,13 +147,17 @@ func sumGPUs(in []facts.GPUSums, cols []string) []facts.GPUSums {
 	return out
 }
 
-// FactsMatch says whether the task facts stored with version of month
-// hash to its statement's task_facts_sha256 (true for a statement that
-// froze none: closed before migration 0019), for `statements` to check
-// beside the body's own hash.
+// FactsMatch says whether the task facts and the ledger facts stored
+// with version of month hash to its statement's task_facts_sha256 and
+// ledger_facts_sha256 (true for those it froze none of: closed before
+// migrations 0019 and 0020, or without a ledger), for `statements` to
+// check beside the body's own hash.
 func FactsMatch(ctx context.Context, st Store, month string, version int) (bool, error) {
 	s, err := stored(ctx, st, month, version)
 	if err != nil {
+		return false, err
+	}
+	if ok, err := ledgerFactsMatch(ctx, st, s); err != nil || !ok {
 		return false, err
 	}
 	ff, ok := st.(FrozenFacts)
@@ -208,4 +212,45 @@ func frozenReport(ctx context.Context, st Store, c *store.Closed, q report.Query
 		r.Adjustments = adj
 	}
 	return r, nil
+}
+
+// FrozenLedgerFacts is what answers a closed month's ledger from the
+// ledger facts its statement froze (a *store.Store).
+type FrozenLedgerFacts interface {
+	StatementLedgerFacts(ctx context.Context, month string, version int) (*store.LedgerFacts, error)
+}
+
+// FrozenLedger are the ledger facts of window w when it is exactly a
+// closed month: those its statement in force froze; nil when w is not a
+// month, the month is open (never closed, or reopened) or its statement
+// froze none (closed before migration 0020, or without a ledger): then
+// its ledger is computed live.
+func FrozenLedger(ctx context.Context, st Store, w facts.Window) (*store.LedgerFacts, error) {
+	fl, ok := st.(FrozenLedgerFacts)
+	if !ok || !w.IsMonth() {
+		return nil, nil
+	}
+	c, err := st.Statement(ctx, w.From.Format("2006-01"))
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return fl.StatementLedgerFacts(ctx, c.Month, c.Version)
+}
+
+// ledgerFactsMatch says whether the ledger facts stored with statement s
+// hash to its ledger_facts_sha256 (true where it froze none).
+func ledgerFactsMatch(ctx context.Context, st Store, s *Statement) (bool, error) {
+	fl, ok := st.(FrozenLedgerFacts)
+	if s.LedgerFactsSHA256 == "" || !ok {
+		return true, nil
+	}
+	f, err := fl.StatementLedgerFacts(ctx, s.Month, s.Version)
+	if err != nil || f == nil {
+		return false, err
+	}
+	lines, err := f.JSONLines(s.From.Unix())
+	if err != nil {
+		return false, err
+	}
+	return Hash(lines) == s.LedgerFactsSHA256, nil
 }

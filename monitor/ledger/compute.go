@@ -11,11 +11,35 @@ import (
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/store"
 )
 
-// Compute computes the ledger q asks for.
+// Compute computes the ledger q asks for: the window's facts gathered
+// (gather), then grouped by q.By for q.Scope (group), as a closed
+// month's frozen facts are (Group).
 func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
-	q, err := settle(ctx, src, q)
+	f, l, err := gather(ctx, src, q)
 	if err != nil {
 		return nil, err
+	}
+	group(l, f, q.Scope)
+	return l, nil
+}
+
+// Facts are the ledger facts of q's window for every reader (q.Scope is
+// not read; q.By only checked): what a close freezes, and what Compute
+// groups.
+func Facts(ctx context.Context, src Source, q Query) (*store.LedgerFacts, error) {
+	q.Scope = nil
+	f, _, err := gather(ctx, src, q)
+	return f, err
+}
+
+// gather reads q's window and counts every part of the ledger into facts
+// at the finest key (store.LedgerKey), for every reader; beside them,
+// the ledger without rows: its window and inputs, the users q's scope
+// sees and the tasks and nodes observed (discrepancies).
+func gather(ctx context.Context, src Source, q Query) (*store.LedgerFacts, *Ledger, error) {
+	q, err := settle(ctx, src, q)
+	if err != nil {
+		return nil, nil, err
 	}
 	from, to := q.Window.From.Unix(), q.Window.To.Unix()
 	retire := int64(q.Retire / time.Second)
@@ -26,23 +50,22 @@ func Compute(ctx context.Context, src Source, q Query) (*Ledger, error) {
 	cut := min(to, q.Now.Unix())
 	d, rolledTo, err := loadData(ctx, src, q.Raw, from, cut, retire)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l := &Ledger{From: q.Window.From, To: q.Window.To, By: q.By, Split: q.Split,
 		observed: map[int64]*observedTask{}, covered: map[string]bool{}}
+	g := &gatherer{f: &store.LedgerFacts{Split: q.Split, Priced: q.Prices != nil}, at: map[store.LedgerKey]int{}}
 	if q.Prices != nil {
 		l.Currency = q.Prices.Currency
+		g.f.Currency = q.Prices.Currency
 	}
-	a := &acc{rows: map[string]*Figures{}, prices: q.Prices}
-	admin := q.Scope == nil
-	a.addGPUs(l, q, d, admin, from, cut, retire)
-	users, err := a.addUsers(ctx, src, l, q, d, admin, from, rolledTo)
+	g.addGPUs(l, q, d, from, cut, retire)
+	users, err := g.addUsers(ctx, src, l, q, d, from, rolledTo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l.Users = sortedUsers(users)
-	a.finishInto(l, q, admin)
-	return l, nil
+	return g.f, l, nil
 }
 
 // settle checks q and fills its defaults: the retire delay, the instant
@@ -133,8 +156,8 @@ func Capacity(d *store.LedgerData, from, cut, retire int64) (map[GPU][][2]int64,
 }
 
 // addGPUs counts capacity, unallocated and what the reports did not
-// cover, per (node, GPU); only an administrator sees them.
-func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from, cut, retire int64) {
+// cover, per (node, GPU) (only an administrator sees them: group).
+func (g *gatherer) addGPUs(l *Ledger, q Query, d *store.LedgerData, from, cut, retire int64) {
 	spans, model := Capacity(d, from, cut, retire)
 	capacity := map[GPU]float64{}
 	for k, list := range spans {
@@ -145,34 +168,22 @@ func (a *acc) addGPUs(l *Ledger, q Query, d *store.LedgerData, admin bool, from,
 		capacity[k] = float64(n)
 	}
 	observed := map[GPU]float64{}
-	for _, g := range d.GPUs {
-		k := GPU{g.Node, g.UUID}
-		observed[k] += g.Observed
-		l.covered[g.Node] = true
+	for _, x := range d.GPUs {
+		k := GPU{x.Node, x.UUID}
+		observed[k] += x.Observed
+		l.covered[x.Node] = true
 		if model[k] == "" {
-			model[k] = g.Model
+			model[k] = x.Model
 		}
-		if admin {
-			price, ok := gpuPrice(q.Prices, g.Model)
-			h := g.Unallocated / 3600
-			a.add(keyOf(q.By, g.Node, g.Model, "", "", Unallocated), 3, h, h*price, ok)
-		}
-	}
-	if !admin {
-		return
+		price, ok := gpuPrice(q.Prices, x.Model)
+		h := x.Unallocated / 3600
+		g.add(store.LedgerKey{Node: x.Node, UUID: x.UUID, Instance: -1, Model: x.Model, State: Unallocated}, h, h*price, ok)
 	}
 	for _, k := range gpuKeys(capacity, observed) {
-		c := capacity[k] / 3600
 		un := (capacity[k] - observed[k]) / 3600
 		price, ok := gpuPrice(q.Prices, model[k])
-		key := keyOf(q.By, k.Node, model[k], "", "", Unobserved)
-		a.add(key, 4, un, un*price, ok)
-		for _, f := range []*Figures{a.row(key), &a.total} {
-			if f.Capacity == nil {
-				f.Capacity = ptr(0)
-			}
-			*f.Capacity += c
-		}
+		f := g.add(store.LedgerKey{Node: k.Node, UUID: k.UUID, Instance: -1, Model: model[k], State: Unobserved}, un, un*price, ok)
+		f.Capacity += capacity[k] / 3600
 	}
 }
 
@@ -199,12 +210,12 @@ func gpuKeys(capacity, observed map[GPU]float64) []GPU {
 // started inside it) counted again one grain finer, down to its hours
 // (resolve). It returns the use not attributed to a task, by state,
 // project and user.
-func (a *acc) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *store.LedgerData, admin bool, from, to int64) (map[string]*UserUse, error) {
+func (g *gatherer) addUsers(ctx context.Context, src Source, l *Ledger, q Query, d *store.LedgerData, from, to int64) (map[string]*UserUse, error) {
 	ties, err := src.LedgerTies(ctx, d.Users)
 	if err != nil {
 		return nil, err
 	}
-	c := &userCounter{a: a, l: l, q: q, admin: admin, users: map[string]*UserUse{}}
+	c := &userCounter{g: g, l: l, q: q, users: map[string]*UserUse{}}
 	for i := range d.Users {
 		u := &d.Users[i]
 		ck := u.TieKey()
@@ -252,16 +263,15 @@ func (c *userCounter) resolve(ctx context.Context, src Source, u *store.UserHour
 
 // userCounter counts one user's sums into the ledger.
 type userCounter struct {
-	a     *acc
+	g     *gatherer
 	l     *Ledger
 	q     Query
-	admin bool
 	users map[string]*UserUse
 }
 
 // count adds u's part under its state: attributed when tie names a
 // registration, undeclared when the namespace maps to a project,
-// unattributed otherwise; a reader with a scope sees only its own.
+// unattributed otherwise; the users' list has those q's scope sees.
 func (c *userCounter) count(u *store.UserHour, tie *store.Tie, ck string) {
 	q := c.q
 	part := u.Equal
@@ -269,10 +279,10 @@ func (c *userCounter) count(u *store.UserHour, tie *store.Tie, ck string) {
 		part = u.Util
 	}
 	h := part / 3600
-	state, project := Unattributed, ""
+	state, project, owner := Unattributed, "", ""
 	switch {
 	case tie != nil:
-		state, project = Attributed, tie.Project
+		state, project, owner = Attributed, tie.Project, tie.Owner
 		o := c.l.observed[tie.Key]
 		if o == nil {
 			o = &observedTask{node: u.Node, uuids: map[string]bool{}}
@@ -285,12 +295,10 @@ func (c *userCounter) count(u *store.UserHour, tie *store.Tie, ck string) {
 			state, project = Undeclared, p
 		}
 	}
-	if !c.visible(state, project, tie) {
-		return
-	}
 	price, ok := instancePrice(q.Prices, u)
-	c.a.add(keyOf(q.By, u.Node, u.Model, project, u.User.Namespace, state), stateIndex(state), h, h*price, ok)
-	if state != Attributed {
+	c.g.add(store.LedgerKey{Node: u.Node, UUID: u.UUID, Instance: u.GPUInstanceID, Model: u.Model, State: state,
+		Project: project, Owner: owner, Namespace: u.User.Namespace}, h, h*price, ok)
+	if state != Attributed && visible(q.Scope, state, project, owner) {
 		uk := state + "\x1e" + project + "\x1e" + ck
 		use := c.users[uk]
 		if use == nil {
@@ -303,31 +311,34 @@ func (c *userCounter) count(u *store.UserHour, tie *store.Tie, ck string) {
 	}
 }
 
-// stateIndex is the index in States of a user's state (attributed,
-// undeclared or unattributed): a switch, not a map made at each of a
-// month's 300,000 users.
+// stateIndex is the index in States of a state: a switch, not a map
+// made at each of a month's 300,000 parts.
 func stateIndex(state string) int {
 	switch state {
 	case Attributed:
 		return 0
 	case Undeclared:
 		return 1
+	case Unattributed:
+		return 2
+	case Unallocated:
+		return 3
 	}
-	return 2
+	return 4
 }
 
-// visible says whether the reader may see a part of state: an
-// administrator sees all, a scoped reader its tasks and its projects'
-// undeclared use.
-func (c *userCounter) visible(state, project string, tie *store.Tie) bool {
-	if c.admin {
+// visible says whether a reader of scope may see a part of state: an
+// administrator (nil) sees all, a scoped reader its tasks (by the
+// registration's project and owner) and its projects' undeclared use.
+func visible(scope *access.Scope, state, project, owner string) bool {
+	if scope == nil {
 		return true
 	}
 	switch state {
 	case Attributed:
-		return c.q.Scope.Allows(tie.Project, tie.Owner)
+		return scope.Allows(project, owner)
 	case Undeclared:
-		return (&access.Scope{Projects: c.q.Scope.Projects}).Allows(project, "")
+		return (&access.Scope{Projects: scope.Projects}).Allows(project, "")
 	}
 	return false
 }
@@ -354,23 +365,4 @@ func sortedUsers(users map[string]*UserUse) []UserUse {
 		out[i] = *u
 	}
 	return out
-}
-
-// finishInto writes the accumulated rows and total into l, with their
-// derived columns.
-func (a *acc) finishInto(l *Ledger, q Query, admin bool) {
-	capRows := q.By == ByNode || q.By == ByModel
-	for key, f := range a.rows {
-		finish(f, q.Prices != nil, capRows && admin)
-		l.Rows = append(l.Rows, Row{Key: key, Figures: *f})
-	}
-	slices.SortFunc(l.Rows, func(a, b Row) int { return strings.Compare(a.Key, b.Key) })
-	if q.By == ByState {
-		l.Rows = stateRows(&a.total)
-		for i := range l.Rows {
-			finish(&l.Rows[i].Figures, q.Prices != nil, false)
-		}
-	}
-	finish(&a.total, q.Prices != nil, admin)
-	l.Total = a.total
 }

@@ -9,7 +9,11 @@
 // says by how much it does not (the states are computed independently of
 // capacity: unobserved from the lives and the covered seconds, the others
 // from the instances' weights). The same store data gives the same
-// answer, from the roll-ups or from the raw reports.
+// answer, from the roll-ups or from the raw reports. A ledger is its
+// facts (Facts: GPU-hours, cost and capacity at the finest key any
+// grouping needs) grouped by one function (Group) for the query's key
+// and scope, live or from a closed month's frozen facts alike, so both
+// add the same numbers in the same order and give the same bytes.
 package ledger
 
 import (
@@ -171,11 +175,10 @@ type UserUse struct {
 
 func ptr(v float64) *float64 { return &v }
 
-// acc collects figures by key.
+// acc collects figures by key (group).
 type acc struct {
-	rows   map[string]*Figures
-	total  Figures
-	prices *report.Prices
+	rows  map[string]*Figures
+	total Figures
 }
 
 func (a *acc) row(key string) *Figures {
@@ -187,13 +190,13 @@ func (a *acc) row(key string) *Figures {
 	return f
 }
 
-// add counts h GPU-hours of state under key, with their cost (ok false:
-// no price).
-func (a *acc) add(key string, state int, h, cost float64, ok bool) {
+// add counts h GPU-hours of state under key, with their cost (unknown: a
+// part of them had no price).
+func (a *acc) add(key string, state int, h, cost float64, unknown bool) {
 	for _, f := range []*Figures{a.row(key), &a.total} {
 		f.States[state] += h
 		f.costs[state] += cost
-		if !ok && h > 0 {
+		if unknown {
 			f.unknown[state] = true
 		}
 	}

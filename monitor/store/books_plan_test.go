@@ -66,11 +66,15 @@ func loadBooks(t *testing.T, s *store.Store) {
 			t.Fatal(err)
 		}
 	}
-	// 100 frozen task facts per closed month (migration 0019).
+	// 100 frozen task facts and ledger facts per closed month
+	// (migrations 0019 and 0020).
 	for i := range 60000 {
-		if _, err := tx.ExecContext(ctx, q(`INSERT INTO statement_task_facts (month, version, line, kind, day)
-			VALUES (?, 1, ?, 'task', 1)`), fmt.Sprintf("%04d-%02d", 1990+i/100/12, i/100%12+1), int64(i%100)); err != nil {
-			t.Fatal(err)
+		month := fmt.Sprintf("%04d-%02d", 1990+i/100/12, i/100%12+1)
+		for _, table := range []string{"statement_task_facts", "statement_ledger_facts"} {
+			if _, err := tx.ExecContext(ctx, q(`INSERT INTO `+table+` (month, version, line, kind, day)
+				VALUES (?, 1, ?, 'part', 1)`), month, int64(i%100)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for i := range 20000 {

@@ -30,6 +30,11 @@ type Built struct {
 	// (TaskFacts and the observations, read by build through src): stored
 	// with the statement, in its transaction (nil: none).
 	Frozen *Frozen
+	// Ledger are the month's ledger facts (package ledger, with the
+	// close's inputs): stored with the statement, in its transaction, so
+	// the closed month's ledger is grouped from them (nil: none, the
+	// ledger stays live).
+	Ledger *LedgerFacts
 	// Exports are files kept with the statement from the same read
 	// (the chargeback lines), stored in its transaction as
 	// PutStatementExport keeps them, each with its SHA-256.
@@ -206,6 +211,11 @@ func (s *Store) record(ctx context.Context, tx *sql.Tx, req CloseRequest, st *cl
 	}
 	if b.Frozen != nil {
 		if err := s.writeFrozen(ctx, tx, req.Month, st.version, b.Frozen, req.Window.From.Unix()); err != nil {
+			return nil, err
+		}
+	}
+	if b.Ledger != nil {
+		if err := s.writeLedgerFacts(ctx, tx, req.Month, st.version, b.Ledger, req.Window.From.Unix()); err != nil {
 			return nil, err
 		}
 	}

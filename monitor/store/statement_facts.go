@@ -254,14 +254,26 @@ func frozenRows(f *Frozen, day int64) []factRow {
 // The rows go factBatch at a time.
 func (s *Store) writeFrozen(ctx context.Context, tx *sql.Tx, month string, version int, f *Frozen, day int64) error {
 	rows := frozenRows(f, day)
-	for start := 0; start < len(rows); start += factBatch {
-		batch := rows[start:min(len(rows), start+factBatch)]
-		args := make([]any, 0, len(batch)*(factColumnCount+3))
-		for i, r := range batch {
-			args = append(append(args, month, version, int64(start+i)), r.values()...)
+	err := s.writeBatches(ctx, tx, stmtInsertTaskFacts, insertFactsSQL, len(rows), factBatch, func(i int) []any {
+		return append([]any{month, version, int64(i)}, rows[i].values()...)
+	})
+	if err != nil {
+		return fmt.Errorf("store: close %s: task facts: %w", month, err)
+	}
+	return nil
+}
+
+// writeBatches runs the INSERT of n rows, batch rows at a time: sql(k)
+// is the template st's instance of k rows, args(i) row i's arguments.
+func (s *Store) writeBatches(ctx context.Context, tx *sql.Tx, st *stmt, sql func(k int) string, n, batch int, args func(i int) []any) error {
+	for start := 0; start < n; start += batch {
+		end := min(n, start+batch)
+		var all []any
+		for i := start; i < end; i++ {
+			all = append(all, args(i)...)
 		}
-		if _, err := s.execBuilt(ctx, tx, stmtInsertTaskFacts, insertFactsSQL(len(batch)), args...); err != nil {
-			return fmt.Errorf("store: close %s: task facts: %w", month, err)
+		if _, err := s.execBuilt(ctx, tx, st, sql(end-start), all...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -379,13 +391,16 @@ func scanFact(rows *sql.Rows, r *factRow) error {
 }
 
 // factNames are factColumns' names, in order.
-var factNames = func() []string {
+var factNames = columnNames(factColumns)
+
+// columnNames are the names of a list of columns, in order.
+func columnNames(cols string) []string {
 	var out []string
-	for _, c := range strings.Split(factColumns, ",") {
+	for _, c := range strings.Split(cols, ",") {
 		out = append(out, strings.TrimSpace(c))
 	}
 	return out
-}()
+}
 
 // JSONLines is f's canonical serialisation as version's rows of a month
 // starting at day (Unix seconds): one JSON object a row, in the order they
@@ -394,15 +409,22 @@ var factNames = func() []string {
 // reads back the same). A statement's task_facts_sha256 is over these
 // bytes, so the rows read back (StatementFacts) hash the same.
 func (f *Frozen) JSONLines(day int64) ([]byte, error) {
+	rows := frozenRows(f, day)
+	return jsonLines(len(rows), factNames, func(i int) []any { return rows[i].values() })
+}
+
+// jsonLines are n rows as canonical JSON Lines: one object a row, its
+// members line (the row's index) then names with values(i), in order.
+func jsonLines(n int, names []string, values func(i int) []any) ([]byte, error) {
 	var b bytes.Buffer
-	for i, r := range frozenRows(f, day) {
+	for i := range n {
 		b.WriteString(`{"line":`)
 		b.WriteString(strconv.Itoa(i))
-		for j, v := range r.values() {
-			name, _ := json.Marshal(factNames[j])
+		for j, v := range values(i) {
+			name, _ := json.Marshal(names[j])
 			val, err := json.Marshal(v)
 			if err != nil {
-				return nil, fmt.Errorf("store: task facts: %w", err)
+				return nil, fmt.Errorf("store: statement facts: %w", err)
 			}
 			b.WriteByte(',')
 			b.Write(name)

@@ -113,8 +113,8 @@ func TestEveryStatementSaysWhy(t *testing.T) {
 }
 
 // loadFacts stores the day and month roll-ups of 100 GPUs over a year of
-// days and ten years of months, 2,000 serving replicas' inputs and 2,000
-// statements' exports, then
+// days and ten years of months, 2,000 serving replicas' inputs, 2,000
+// statements' exports and their ledger facts (100 each), then
 // ANALYZE.
 func loadFacts(t *testing.T, s *store.Store) {
 	t.Helper()
@@ -135,6 +135,8 @@ func loadFacts(t *testing.T, s *store.Store) {
 			'GPU-' || (i %% %d), -1, 'u', 1, 1 FROM (`+series+`) x`, gpus, gpus, gpus, gpus*120-1),
 		fmt.Sprintf(`INSERT INTO serving_inputs (replica, recorded_at) SELECT 'replica-' || i, i FROM (`+series+`) x`, 1999),
 		fmt.Sprintf(`INSERT INTO statement_exports (month, version, format, body, sha256) SELECT 'm' || i, 1, 'csv', '', 'x' FROM (`+series+`) x`, 1999),
+		fmt.Sprintf(`INSERT INTO statement_ledger_facts (month, version, line, kind, day) SELECT 'm' || (i / 100), 1, i %% 100, 'part', 1
+			FROM (`+series+`) x`, 199999),
 		"ANALYZE",
 	} {
 		if _, err := db.Exec(q); err != nil {

@@ -32,19 +32,19 @@ var readSidePackages = []string{"monitor/accounts", "monitor/report", "monitor/l
 // to the module).
 var calculations = map[string][]string{
 	"monitor/report": {"Compute", "Chargeback"},
-	"monitor/ledger": {"Compute", "FindDiscrepancies"},
-	"monitor/books":  {"Report", "Chargeback", "Adjustments", "ReportAdjustments", "KeepChargeback"},
+	"monitor/ledger": {"Compute", "Facts", "Group", "FindDiscrepancies"},
+	"monitor/books":  {"Report", "Chargeback", "Adjustments", "ReportAdjustments", "KeepChargeback", "FrozenLedger"},
 }
 
 // figureStatements are the store's methods that read report or ledger
 // facts (the implementations of facts.Source, report.Observer,
 // report.TaskLister, report.Running and ledger.Source, and the closed
-// months' reports, frozen task facts and late tasks): called on any
+// months' reports, frozen task and ledger facts and late tasks): called on any
 // value, they are a figure read.
 var figureStatements = []string{
 	"ReportSums", "ReportMetric", "Observations", "ReportTasks", "ReportTasksByDay", "RunningTasks",
 	"LedgerData", "LedgerDataRaw", "LedgerUserHours", "LedgerTies", "TieCandidates", "DeclaredTasks", "ShareOverlaps",
-	"StatementReport", "LateTasks", "TaskFacts", "StatementFacts",
+	"StatementReport", "LateTasks", "TaskFacts", "StatementFacts", "StatementLedgerFacts",
 }
 
 // sourceFile is one Go file of a package: its name and text.

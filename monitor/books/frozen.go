@@ -165,14 +165,24 @@ func FactsMatch(ctx context.Context, st Store, month string, version int) (bool,
 		return true, nil
 	}
 	f, err := ff.StatementFacts(ctx, month, version)
+	return hashMatches(s.TaskFactsSHA256, s.From.Unix(), f, err)
+}
+
+// hashMatches says whether frozen rows f, read with err, hash to want as
+// canonical JSON Lines from the month's start from (false where they are
+// missing).
+func hashMatches[T any, P interface {
+	*T
+	JSONLines(from int64) ([]byte, error)
+}](want string, from int64, f P, err error) (bool, error) {
 	if err != nil || f == nil {
 		return false, err
 	}
-	lines, err := f.JSONLines(s.From.Unix())
+	lines, err := f.JSONLines(from)
 	if err != nil {
 		return false, err
 	}
-	return Hash(lines) == s.TaskFactsSHA256, nil
+	return Hash(lines) == want, nil
 }
 
 // frozenLister lists the tasks of a close's read with the observations
@@ -245,12 +255,5 @@ func ledgerFactsMatch(ctx context.Context, st Store, s *Statement) (bool, error)
 		return true, nil
 	}
 	f, err := fl.StatementLedgerFacts(ctx, s.Month, s.Version)
-	if err != nil || f == nil {
-		return false, err
-	}
-	lines, err := f.JSONLines(s.From.Unix())
-	if err != nil {
-		return false, err
-	}
-	return Hash(lines) == s.LedgerFactsSHA256, nil
+	return hashMatches(s.LedgerFactsSHA256, s.From.Unix(), f, err)
 }

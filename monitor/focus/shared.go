@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/paddle-entrypoint/paddle-entrypoint/internal/wire"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/facts"
 	"github.com/paddle-entrypoint/paddle-entrypoint/monitor/report"
 )
@@ -86,24 +84,12 @@ func (g *gen) sharing(ctx context.Context, q report.Query) (map[string]*sharing,
 	for _, t := range tasks {
 		listed[t.ID] = true
 	}
-	missing := map[int64]bool{}
-	for _, t := range obs.Tasks {
-		if t.ID != 0 && !listed[t.ID] && len(t.Observed) > 0 {
-			missing[t.ID] = true
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	span := wire.MaxNodeInterval * time.Second
-	near, err := g.cfg.Source.ReportTasks(ctx, facts.Window{From: q.From.Add(-span), To: q.To.Add(span)})
+	near, err := report.AttributedOutside(ctx, g.cfg.Source, obs, q.Window, listed)
 	if err != nil {
-		return nil, fmt.Errorf("report: tasks: %w", err)
+		return nil, err
 	}
 	for _, t := range near {
-		if missing[t.ID] {
-			addTask(out, t, q)
-		}
+		addTask(out, t, q)
 	}
 	return out, nil
 }

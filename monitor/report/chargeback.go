@@ -109,18 +109,33 @@ func Chargeback(ctx context.Context, src TaskLister, q Query) (*Statement, error
 }
 
 // addAttributedOnly adds a line for each task attributed use in the window
-// whose counted interval does not meet it, so that the lines still add up
-// to the report, which bills that use (MONITOR.md 20.3): a task whose pod
-// was in a report whose span began before the task's start (a report's
-// figures are spread evenly over its span, 20.8). Such a task meets the
-// window widened by a report's longest span (on either side, whatever
-// moves a counted end), where it is looked up; its counted seconds in the
-// window are 0.
+// whose counted interval does not meet it (AttributedOutside), so that the
+// lines still add up to the report, which bills that use (MONITOR.md
+// 20.3); its counted seconds in the window are 0.
 func (st *Statement) addAttributedOnly(ctx context.Context, src TaskLister, obs *facts.Observations, q Query, labels map[string]bool) error {
 	listed := map[int64]bool{}
 	for _, l := range st.Lines {
 		listed[l.ID] = true
 	}
+	near, err := AttributedOutside(ctx, src, obs, q.Window, listed)
+	if err != nil {
+		return err
+	}
+	for _, t := range near {
+		t.Seconds = 0
+		st.addLine(t, q, labels)
+	}
+	return nil
+}
+
+// AttributedOutside are the tasks that obs attributes use to in window w
+// and listed lacks: tasks whose counted interval does not meet w, whose
+// pod was in a report whose span began before the task's start (a
+// report's figures are spread evenly over its span, 20.8). Such a task
+// meets w widened by a report's longest span (on either side, whatever
+// moves a counted end), where src looks it up. The chargeback lists a line
+// for each; the FOCUS export takes their labels and GPUs.
+func AttributedOutside(ctx context.Context, src TaskLister, obs *facts.Observations, w facts.Window, listed map[int64]bool) ([]facts.TaskUsage, error) {
 	missing := map[int64]bool{}
 	for _, t := range obs.Tasks {
 		if t.ID != 0 && !listed[t.ID] && len(t.Observed) > 0 {
@@ -128,20 +143,20 @@ func (st *Statement) addAttributedOnly(ctx context.Context, src TaskLister, obs 
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
 	span := wire.MaxNodeInterval * time.Second
-	near, err := src.ReportTasks(ctx, facts.Window{From: q.From.Add(-span), To: q.To.Add(span)})
+	near, err := src.ReportTasks(ctx, facts.Window{From: w.From.Add(-span), To: w.To.Add(span)})
 	if err != nil {
-		return fmt.Errorf("report: tasks: %w", err)
+		return nil, fmt.Errorf("report: tasks: %w", err)
 	}
+	out := near[:0]
 	for _, t := range near {
 		if missing[t.ID] {
-			t.Seconds = 0
-			st.addLine(t, q, labels)
+			out = append(out, t)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // addLine adds t's line (its declared figures over its counted seconds in

@@ -120,17 +120,29 @@ const factBatch = 400
 
 // insertFactsSQL is the INSERT of n rows of statement_task_facts.
 func insertFactsSQL(n int) string {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", factColumnCount+3), ", ") + ")"
-	return `INSERT INTO statement_task_facts (month, version, line, ` + factColumns + `)
+	return frozenInsertSQL("statement_task_facts", factColumns, factColumnCount, n)
+}
+
+// frozenInsertSQL is the INSERT of n rows of table, a statement's frozen
+// rows: month, version and line, then columns (count of them).
+func frozenInsertSQL(table, columns string, count, n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", count+3), ", ") + ")"
+	return `INSERT INTO ` + table + ` (month, version, line, ` + columns + `)
 		VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+// frozenRead reads one statement version's rows of table in their order,
+// by its primary key (month, version, line).
+func frozenRead(table, columns string) *stmt {
+	return &stmt{sql: `SELECT ` + columns + ` FROM ` + table + ` WHERE month = ? AND version = ? ORDER BY line`,
+		sqliteIndex: "sqlite_autoindex_" + table + "_1", postgresIndex: table + "_pkey",
+		example: []any{"2026-11", int64(1)}}
 }
 
 var (
 	stmtInsertTaskFacts = &stmt{build: func(Dialect) string { return insertFactsSQL(2) },
 		example: append(exampleFact(), exampleFact()...)}
-	stmtTaskFacts = &stmt{sql: `SELECT ` + factColumns + ` FROM statement_task_facts WHERE month = ? AND version = ? ORDER BY line`,
-		sqliteIndex: "sqlite_autoindex_statement_task_facts_1", postgresIndex: "statement_task_facts_pkey",
-		example: []any{"2026-11", int64(1)}}
+	stmtTaskFacts = frozenRead("statement_task_facts", factColumns)
 )
 
 func exampleFact() []any {

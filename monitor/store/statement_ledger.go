@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 )
 
 // The ledger facts a statement freezes (migration 0020, MONITOR.md 17
@@ -61,18 +60,15 @@ const ledgerFactColumnCount = 17
 // 20 arguments a row, 16,000 bound, under both engines' limits.
 const ledgerFactBatch = 800
 
+// insertLedgerFactsSQL is the INSERT of n rows of statement_ledger_facts.
 func insertLedgerFactsSQL(n int) string {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", ledgerFactColumnCount+3), ", ") + ")"
-	return `INSERT INTO statement_ledger_facts (month, version, line, ` + ledgerFactColumns + `)
-		VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	return frozenInsertSQL("statement_ledger_facts", ledgerFactColumns, ledgerFactColumnCount, n)
 }
 
 var (
 	stmtInsertLedgerFacts = &stmt{build: func(Dialect) string { return insertLedgerFactsSQL(2) },
 		example: append(exampleLedgerFact(), exampleLedgerFact()...)}
-	stmtLedgerFacts = &stmt{sql: `SELECT ` + ledgerFactColumns + ` FROM statement_ledger_facts WHERE month = ? AND version = ? ORDER BY line`,
-		sqliteIndex: "sqlite_autoindex_statement_ledger_facts_1", postgresIndex: "statement_ledger_facts_pkey",
-		example: []any{"2026-11", int64(1)}}
+	stmtLedgerFacts = frozenRead("statement_ledger_facts", ledgerFactColumns)
 )
 
 func exampleLedgerFact() []any {

@@ -24,21 +24,10 @@ var updateFocus = flag.Bool("update-focus", false, "rewrite testdata/focus's gol
 // change of how the export reads its facts cannot change a byte.
 func TestFocusExportBytes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		dir := t.TempDir()
-		prices := filepath.Join(dir, "prices.json")
-		writeFile(t, prices, `{"currency":"CNY","models":{"NVIDIA H200":10,"NVIDIA H200 3g.71gb":5,"Tesla T4":2}}`)
-		ns := filepath.Join(dir, "namespaces.json")
-		writeFile(t, ns, `{"team-b":"ads_x"}`)
-		flags := []string{"--prices", prices, "--namespace-projects", ns, "--focus-provider", "acme-gpu"}
-		s := startServer(t, dsn, append([]string{"--tokens", nodeTokens(t)}, flags...)...)
-
 		// October closed, then its late registration: November's
 		// correction.
-		oct := time.Date(2025, 10, 20, 0, 0, 0, 0, time.UTC).Unix()
-		t4 := `{"index":0,"uuid":"GPU-t4","name":"Tesla T4","memory_total_bytes":1,"share":1}`
-		billingTask(t, s, "t-oct", "search_a", "", t4, oct, oct+3600)
-		expect(t, s.do(t, post("/v1/statements/2025-10/close", "", "a-secret")), 201, "")
-		billingTask(t, s, "t-late", "search_a", "", t4, oct, oct+2*3600)
+		f := startFocusFleet(t, dsn)
+		s, flags, t4 := f.s, f.flags, f.t4
 
 		// November 10, gpu-node-1's report of [h, h+10h): GPU-a shared by
 		// two labelled tasks, GPU-d declared at share 0.5, a MIG instance

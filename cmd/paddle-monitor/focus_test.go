@@ -244,23 +244,38 @@ func checkFocus(t *testing.T, body, month string) []focusRow {
 	return rows
 }
 
+// focusFleet is the FOCUS tests' monitor and its files: prices (an H200
+// 10, its 3g.71gb instance 5, a Tesla T4 2 CNY an hour), team-b's
+// namespace charged to ads_x, the provider acme-gpu; October holds one
+// task on a T4 and is closed, then a late registration of October comes
+// (an adjustment November carries).
+type focusFleet struct {
+	s               *server
+	dir, prices, ns string
+	flags           []string
+	t4              string // the T4's GPU entry
+}
+
+func startFocusFleet(t *testing.T, dsn string) focusFleet {
+	t.Helper()
+	f := focusFleet{dir: t.TempDir(), t4: `{"index":0,"uuid":"GPU-t4","name":"Tesla T4","memory_total_bytes":1,"share":1}`}
+	f.prices = filepath.Join(f.dir, "prices.json")
+	writeFile(t, f.prices, `{"currency":"CNY","models":{"NVIDIA H200":10,"NVIDIA H200 3g.71gb":5,"Tesla T4":2}}`)
+	f.ns = filepath.Join(f.dir, "namespaces.json")
+	writeFile(t, f.ns, `{"team-b":"ads_x"}`)
+	f.flags = []string{"--prices", f.prices, "--namespace-projects", f.ns, "--focus-provider", "acme-gpu"}
+	f.s = startServer(t, dsn, append([]string{"--tokens", nodeTokens(t)}, f.flags...)...)
+	oct := time.Date(2025, 10, 20, 0, 0, 0, 0, time.UTC).Unix()
+	billingTask(t, f.s, "t-oct", "search_a", "", f.t4, oct, oct+3600)
+	expect(t, f.s.do(t, post("/v1/statements/2025-10/close", "", "a-secret")), 201, "")
+	billingTask(t, f.s, "t-late", "search_a", "", f.t4, oct, oct+2*3600)
+	return f
+}
+
 func TestFocusExport(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		dir := t.TempDir()
-		prices := filepath.Join(dir, "prices.json")
-		writeFile(t, prices, `{"currency":"CNY","models":{"NVIDIA H200":10,"NVIDIA H200 3g.71gb":5,"Tesla T4":2}}`)
-		ns := filepath.Join(dir, "namespaces.json")
-		writeFile(t, ns, `{"team-b":"ads_x"}`)
-		flags := []string{"--prices", prices, "--namespace-projects", ns, "--focus-provider", "acme-gpu"}
-		s := startServer(t, dsn, append([]string{"--tokens", nodeTokens(t)}, flags...)...)
-
-		// October: one task, closed; then a late registration of October
-		// (an adjustment November carries).
-		oct := time.Date(2025, 10, 20, 0, 0, 0, 0, time.UTC).Unix()
-		t4 := `{"index":0,"uuid":"GPU-t4","name":"Tesla T4","memory_total_bytes":1,"share":1}`
-		billingTask(t, s, "t-oct", "search_a", "", t4, oct, oct+3600)
-		expect(t, s.do(t, post("/v1/statements/2025-10/close", "", "a-secret")), 201, "")
-		billingTask(t, s, "t-late", "search_a", "", t4, oct, oct+2*3600)
+		f := startFocusFleet(t, dsn)
+		s, dir, prices, ns, flags, t4 := f.s, f.dir, f.prices, f.ns, f.flags, f.t4
 
 		// November 10: gpu-node-1 reports [h, h+10h): GPU-a shared by the
 		// pods of search_a and search_b (two users, equal split), GPU-d

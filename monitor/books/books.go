@@ -277,20 +277,12 @@ func Close(ctx context.Context, st Store, month, by string, in Inputs, now time.
 			if out.Ledger, s.Ledger, err = in.Ledger(ctx, w); err != nil {
 				return out, err
 			}
-			if out.Ledger != nil {
-				lines, err := out.Ledger.JSONLines(w.From.Unix())
-				if err != nil {
-					return out, err
-				}
-				s.LedgerFactsSHA256 = Hash(lines)
-			}
-		}
-		if out.Frozen != nil {
-			lines, err := out.Frozen.JSONLines(w.From.Unix())
-			if err != nil {
+			if s.LedgerFactsSHA256, err = factsSHA256(out.Ledger, w.From.Unix()); err != nil {
 				return out, err
 			}
-			s.TaskFactsSHA256 = Hash(lines)
+		}
+		if s.TaskFactsSHA256, err = factsSHA256(out.Frozen, w.From.Unix()); err != nil {
+			return out, err
 		}
 		if out.Body, err = json.Marshal(s); err != nil {
 			return out, err

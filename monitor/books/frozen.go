@@ -168,21 +168,35 @@ func FactsMatch(ctx context.Context, st Store, month string, version int) (bool,
 	return hashMatches(s.TaskFactsSHA256, s.From.Unix(), f, err)
 }
 
-// hashMatches says whether frozen rows f, read with err, hash to want as
-// canonical JSON Lines from the month's start from (false where they are
-// missing).
-func hashMatches[T any, P interface {
+// frozenRows are a statement's frozen rows (*store.Frozen,
+// *store.LedgerFacts), serialised as canonical JSON Lines from the
+// month's start from.
+type frozenRows[T any] interface {
 	*T
 	JSONLines(from int64) ([]byte, error)
-}](want string, from int64, f P, err error) (bool, error) {
-	if err != nil || f == nil {
-		return false, err
+}
+
+// factsSHA256 is the SHA-256 of frozen rows f as the statement records it
+// (task_facts_sha256, ledger_facts_sha256); "" for none.
+func factsSHA256[T any, P frozenRows[T]](f P, from int64) (string, error) {
+	if f == nil {
+		return "", nil
 	}
 	lines, err := f.JSONLines(from)
 	if err != nil {
+		return "", err
+	}
+	return Hash(lines), nil
+}
+
+// hashMatches says whether frozen rows f, read with err, hash to want
+// (false where they are missing).
+func hashMatches[T any, P frozenRows[T]](want string, from int64, f P, err error) (bool, error) {
+	if err != nil || f == nil {
 		return false, err
 	}
-	return Hash(lines) == want, nil
+	got, err := factsSHA256(f, from)
+	return err == nil && got == want, err
 }
 
 // frozenLister lists the tasks of a close's read with the observations

@@ -63,7 +63,7 @@ func shareKey(project, owner, model string) string {
 func (g *gen) sharing(ctx context.Context, q report.Query) (map[string]*sharing, error) {
 	tasks, err := g.cfg.Source.ReportTasks(ctx, q.Window)
 	if err != nil {
-		return nil, fmt.Errorf("report: tasks: %w", err)
+		return nil, fmt.Errorf("focus: tasks: %w", err)
 	}
 	out := map[string]*sharing{}
 	for _, t := range tasks {
@@ -75,7 +75,7 @@ func (g *gen) sharing(ctx context.Context, q report.Query) (map[string]*sharing,
 	}
 	obs, err := o.Observations(ctx, q.Window)
 	if err != nil {
-		return nil, fmt.Errorf("report: observations: %w", err)
+		return nil, fmt.Errorf("focus: observations: %w", err)
 	}
 	if obs == nil || !obs.Covered {
 		return out, nil

@@ -109,8 +109,6 @@ const factColumns = `kind, task_key, day, model, mig, profile, basis, task_id, p
 	unlisted_gpu_s, failed_unlisted_gpu_s, instance_s, gpu_s, failed_gpu_s, idle_gpu_s, idle_ok_gpu_s, util_weighted, util_s,
 	busy_s, energy_j, energy_gpus`
 
-const factColumnCount = 48
-
 // factBatch is how many rows one INSERT of the frozen facts writes: 51
 // arguments a row, 20,400 bound, under both engines' limits (SQLite's
 // 32,766, PostgreSQL's 65,535). A month of 100,000 tasks is some 300,000
@@ -120,14 +118,14 @@ const factBatch = 400
 
 // insertFactsSQL is the INSERT of n rows of statement_task_facts.
 func insertFactsSQL(n int) string {
-	return frozenInsertSQL("statement_task_facts", factColumns, factColumnCount, n)
+	return frozenInsertSQL("statement_task_facts", factNames, n)
 }
 
 // frozenInsertSQL is the INSERT of n rows of table, a statement's frozen
-// rows: month, version and line, then columns (count of them).
-func frozenInsertSQL(table, columns string, count, n int) string {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", count+3), ", ") + ")"
-	return `INSERT INTO ` + table + ` (month, version, line, ` + columns + `)
+// rows: month, version and line, then the columns named.
+func frozenInsertSQL(table string, names []string, n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)+3), ", ") + ")"
+	return `INSERT INTO ` + table + ` (month, version, line, ` + strings.Join(names, ", ") + `)
 		VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 

@@ -54,15 +54,13 @@ type LedgerFacts struct {
 const ledgerFactColumns = `kind, day, node, uuid, gpu_instance, model, state, project, owner, namespace,
 	gpu_hours, cost, unpriced, capacity_gpu_hours, split, currency, priced`
 
-const ledgerFactColumnCount = 17
-
 // ledgerFactBatch is how many rows one INSERT of the ledger facts writes:
 // 20 arguments a row, 16,000 bound, under both engines' limits.
 const ledgerFactBatch = 800
 
 // insertLedgerFactsSQL is the INSERT of n rows of statement_ledger_facts.
 func insertLedgerFactsSQL(n int) string {
-	return frozenInsertSQL("statement_ledger_facts", ledgerFactColumns, ledgerFactColumnCount, n)
+	return frozenInsertSQL("statement_ledger_facts", ledgerFactNames, n)
 }
 
 var (
